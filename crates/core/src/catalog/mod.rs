@@ -1,0 +1,37 @@
+//! The built-in catalog: devices and well-known models, written in the language itself and
+//! embedded at build time.
+//!
+//! `devices.vram` is made from the project's GPU facts (exact totals as `nvidia-smi` reports
+//! them, architecture, compute capability, native precisions; sources in its comments).
+//! `models.vram` holds the shapes of popular open models from their `config.json`.
+
+use std::sync::OnceLock;
+
+use crate::diagnostic::Diagnostic;
+use crate::hir::Program;
+
+/// The catalog's text, one source per file, in the order they are checked.
+pub const SOURCES: [(&str, &str); 2] = [
+    ("catalog/devices.vram", include_str!("devices.vram")),
+    ("catalog/models.vram", include_str!("models.vram")),
+];
+
+/// The catalog, parsed and checked once.
+pub fn builtin() -> &'static Program {
+    static CATALOG: OnceLock<Program> = OnceLock::new();
+    CATALOG.get_or_init(|| build().0)
+}
+
+/// Builds the catalog and returns any diagnostics (a test asserts there are none).
+pub fn build() -> (Program, Vec<(&'static str, Diagnostic)>) {
+    let mut program = Program::default();
+    let mut problems = Vec::new();
+    for (name, source) in SOURCES {
+        let (file, diagnostics) = crate::syntax::parse(source);
+        problems.extend(diagnostics.into_iter().map(|d| (name, d)));
+        let (checked, diagnostics) = crate::check::check(&file, &program, true);
+        problems.extend(diagnostics.into_iter().map(|d| (name, d)));
+        program = checked;
+    }
+    (program, problems)
+}

@@ -1,0 +1,365 @@
+//! Reading the fields of one block: typed accessors that report every mistake, and a final
+//! sweep that reports unknown and duplicate keys with a suggestion.
+
+use std::cell::{Cell, RefCell};
+
+use super::quantity::{self, Dim};
+use crate::ast::{Block, Field, Ident, Value};
+use crate::bytes::Bytes;
+use crate::diagnostic::Diagnostic;
+use crate::precision::Precision;
+use crate::ratio::Ratio;
+use crate::span::Span;
+
+/// The fields of one block, for one kind of block (`what`, e.g. "a model").
+pub(crate) struct Fields<'a> {
+    what: &'a str,
+    block: &'a Block,
+    /// The keys this kind of block accepts, and whether each may repeat.
+    known: &'a [(&'a str, Repeat)],
+    used: Vec<Cell<bool>>,
+    diagnostics: RefCell<Vec<Diagnostic>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Repeat {
+    Once,
+    Many,
+}
+
+impl<'a> Fields<'a> {
+    pub(crate) fn new(what: &'a str, block: &'a Block, known: &'a [(&'a str, Repeat)]) -> Self {
+        let fields = Fields {
+            what,
+            block,
+            known,
+            used: block.fields.iter().map(|_| Cell::new(false)).collect(),
+            diagnostics: RefCell::new(Vec::new()),
+        };
+        fields.report_duplicates();
+        fields
+    }
+
+    fn report_duplicates(&self) {
+        for (i, field) in self.block.fields.iter().enumerate() {
+            let repeats = self.known.iter().any(|(k, r)| *k == field.key.name && *r == Repeat::Many);
+            if repeats {
+                continue;
+            }
+            if let Some(first) = self.block.fields[..i].iter().find(|f| f.key.name == field.key.name) {
+                self.used[i].set(true);
+                self.push(
+                    Diagnostic::error(
+                        "E012",
+                        field.key.span,
+                        format!("`{}` is given twice in {}", field.key.name, self.what),
+                    )
+                    .with_label(first.key.span, "first given here")
+                    .with_help("keep one of them"),
+                );
+            }
+        }
+    }
+
+    pub(crate) fn push(&self, diagnostic: Diagnostic) {
+        self.diagnostics.borrow_mut().push(diagnostic);
+    }
+
+    /// Reports unknown keys and returns every diagnostic found in this block.
+    pub(crate) fn finish(self) -> Vec<Diagnostic> {
+        let mut diagnostics = self.diagnostics.into_inner();
+        for (field, used) in self.block.fields.iter().zip(&self.used) {
+            if used.get() || self.known.iter().any(|(k, _)| *k == field.key.name) {
+                continue;
+            }
+            let mut diagnostic = Diagnostic::error(
+                "E010",
+                field.key.span,
+                format!("{} has no field `{}`", capitalize(self.what), field.key.name),
+            );
+            let names: Vec<&str> = self.known.iter().map(|(k, _)| *k).collect();
+            diagnostic = match suggest(&field.key.name, &names) {
+                Some(near) => diagnostic.with_help(format!("did you mean `{near}`?")),
+                None => diagnostic.with_help(format!("the fields of {} are: {}", self.what, names.join(", "))),
+            };
+            diagnostics.push(diagnostic);
+        }
+        diagnostics
+    }
+
+    /// The first field with this key, marked as used.
+    pub(crate) fn get(&self, key: &str) -> Option<&'a Field> {
+        self.all(key).into_iter().next()
+    }
+
+    /// Every field with this key, marked as used.
+    pub(crate) fn all(&self, key: &str) -> Vec<&'a Field> {
+        let mut found = Vec::new();
+        for (field, used) in self.block.fields.iter().zip(&self.used) {
+            if field.key.name == key && !used.get() {
+                used.set(true);
+                found.push(field);
+            }
+        }
+        found
+    }
+
+    /// Reports that a required field is missing.
+    pub(crate) fn missing(&self, key: &str, example: &str) {
+        self.push(
+            Diagnostic::error("E011", self.block.span, format!("{} needs `{key}`", self.what))
+                .with_help(format!("add a line such as `{example}`")),
+        );
+    }
+
+    /// The single value of `field`, or a diagnostic.
+    fn single<'f>(&self, field: &'f Field) -> Option<&'f Value> {
+        if field.block.is_some() {
+            self.push(
+                Diagnostic::error("E013", field.span, format!("`{}` does not take a block", field.key.name)),
+            );
+        }
+        match field.values.as_slice() {
+            [value] => Some(value),
+            [] => {
+                self.push(
+                    Diagnostic::error("E013", field.key.span, format!("`{}` needs a value", field.key.name))
+                        .with_help(format!("write `{} VALUE` on one line", field.key.name)),
+                );
+                None
+            }
+            [_, extra @ ..] => {
+                let span = extra[0].span().to(extra[extra.len() - 1].span());
+                let mut diagnostic = Diagnostic::error(
+                    "E013",
+                    span,
+                    format!("`{}` takes one value; this is more", field.key.name),
+                );
+                diagnostic = match &extra[0] {
+                    Value::Word(word) if unit_lookalike(&word.name).is_some() => diagnostic.with_help(
+                        format!("`{}` is not a unit; did you mean `{}`?", word.name, unit_lookalike(&word.name).unwrap_or_default()),
+                    ),
+                    _ => diagnostic.with_help("put each field on its own line, or separate them with `;`"),
+                };
+                self.push(diagnostic);
+                None
+            }
+        }
+    }
+
+    /// A quantity of dimension `dim` (a plain count is also accepted where tokens are wanted).
+    pub(crate) fn quantity(&self, field: &Field, dim: Dim, example: &str) -> Option<(Ratio, Span)> {
+        let value = self.single(field)?;
+        let Value::Expr(expr) = value else {
+            self.push(
+                Diagnostic::error("E013", value.span(), format!("`{}` needs {dim}, such as `{example}`", field.key.name)),
+            );
+            return None;
+        };
+        match quantity::evaluate(expr) {
+            Ok(q) if q.dim == dim || (dim == Dim::Tokens && q.dim == Dim::Count) => Some((q.value, expr.span())),
+            Ok(q) => {
+                let mut diagnostic = Diagnostic::error(
+                    "E005",
+                    expr.span(),
+                    format!("`{}` needs {dim}, but this is {}", field.key.name, q.dim),
+                )
+                .with_help(format!("for example `{} {example}`", field.key.name));
+                if dim == Dim::Count && q.dim == Dim::Bytes && expr_text_ends_with_b(expr) {
+                    diagnostic = diagnostic.with_help("`B` means bytes; write a count of billions as `7 billion`");
+                }
+                self.push(diagnostic);
+                None
+            }
+            Err(diagnostic) => {
+                self.push(diagnostic);
+                None
+            }
+        }
+    }
+
+    /// A whole number in `min..=max`.
+    pub(crate) fn whole(&self, key: &str, dim: Dim, min: u64, max: u64, example: &str) -> Option<u64> {
+        let field = self.get(key)?;
+        let (value, span) = self.quantity(field, dim, example)?;
+        self.check_whole(key, value, span, min, max)
+    }
+
+    pub(crate) fn check_whole(&self, key: &str, value: Ratio, span: Span, min: u64, max: u64) -> Option<u64> {
+        if !value.is_integer() {
+            self.push(Diagnostic::error("E006", span, format!("`{key}` must be a whole number, but this is {value}")));
+            return None;
+        }
+        match u64::try_from(value.numer()) {
+            Ok(n) if (min..=max).contains(&n) => Some(n),
+            _ => {
+                self.push(
+                    Diagnostic::error("E007", span, format!("`{key}` is {value}; it must be between {min} and {max}"))
+                        .with_help(range_help(key)),
+                );
+                None
+            }
+        }
+    }
+
+    /// A byte count, rounded up to a whole byte, in `min..=max`.
+    pub(crate) fn bytes(&self, key: &str, min: u64, max: u64, example: &str) -> Option<Bytes> {
+        let field = self.get(key)?;
+        self.bytes_of(field, min, max, example)
+    }
+
+    pub(crate) fn bytes_of(&self, field: &Field, min: u64, max: u64, example: &str) -> Option<Bytes> {
+        let (value, span) = self.quantity(field, Dim::Bytes, example)?;
+        self.check_bytes(&field.key.name, value, span, min, max)
+    }
+
+    pub(crate) fn check_bytes(&self, key: &str, value: Ratio, span: Span, min: u64, max: u64) -> Option<Bytes> {
+        match Bytes::from_ratio_ceil(value) {
+            Some(bytes) if (min..=max).contains(&bytes.0) => Some(bytes),
+            _ => {
+                self.push(Diagnostic::error(
+                    "E007",
+                    span,
+                    format!("`{key}` is {value} bytes; it must be between {} and {}", Bytes(min).human(), Bytes(max).human()),
+                ));
+                None
+            }
+        }
+    }
+
+    /// A word from a fixed list.
+    pub(crate) fn choice(&self, key: &str, choices: &[&str]) -> Option<(&'a str, Span)> {
+        let field = self.get(key)?;
+        self.choice_of(field, choices)
+    }
+
+    pub(crate) fn choice_of(&self, field: &'a Field, choices: &[&str]) -> Option<(&'a str, Span)> {
+        let value = self.single(field)?;
+        let Value::Word(word) = value else {
+            self.push(
+                Diagnostic::error("E013", value.span(), format!("`{}` takes a word: {}", field.key.name, choices.join(", "))),
+            );
+            return None;
+        };
+        self.word_in(field, word, choices).map(|w| (w, word.span))
+    }
+
+    pub(crate) fn word_in(&self, field: &Field, word: &'a Ident, choices: &[&str]) -> Option<&'a str> {
+        if choices.contains(&word.name.as_str()) {
+            return Some(&word.name);
+        }
+        let mut diagnostic = Diagnostic::error(
+            "E015",
+            word.span,
+            format!("`{}` is not a choice for `{}`", word.name, field.key.name),
+        );
+        diagnostic = match suggest(&word.name, choices) {
+            Some(near) => diagnostic.with_help(format!("did you mean `{near}`?")),
+            None => diagnostic.with_help(format!("choose one of: {}", choices.join(", "))),
+        };
+        self.push(diagnostic);
+        None
+    }
+
+    pub(crate) fn precision(&self, key: &str) -> Option<Precision> {
+        let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
+        let field = self.get(key)?;
+        let value = self.single(field)?;
+        let Value::Word(word) = value else {
+            self.push(Diagnostic::error("E013", value.span(), format!("`{key}` takes a precision: {}", names.join(", "))));
+            return None;
+        };
+        if let Some(precision) = Precision::from_name(&word.name) {
+            return Some(precision);
+        }
+        self.word_in(field, word, &names);
+        None
+    }
+
+    pub(crate) fn boolean(&self, key: &str) -> Option<bool> {
+        self.choice(key, &["true", "false"]).map(|(word, _)| word == "true")
+    }
+
+    /// A single word naming another declaration.
+    pub(crate) fn name(&self, key: &str) -> Option<&'a Ident> {
+        let field = self.get(key)?;
+        match self.single(field)? {
+            Value::Word(word) => Some(word),
+            other => {
+                self.push(Diagnostic::error("E013", other.span(), format!("`{key}` takes a name")));
+                None
+            }
+        }
+    }
+
+    /// Words only, any number of them.
+    pub(crate) fn words(&self, field: &'a Field) -> Vec<&'a Ident> {
+        let mut words = Vec::new();
+        for value in &field.values {
+            match value {
+                Value::Word(word) => words.push(word),
+                other => self.push(Diagnostic::error("E013", other.span(), format!("`{}` takes words only", field.key.name))),
+            }
+        }
+        words
+    }
+}
+
+fn capitalize(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map(|c| c.to_uppercase().collect::<String>() + chars.as_str()).unwrap_or_default()
+}
+
+fn range_help(key: &str) -> String {
+    format!("`{key}` is checked against a plausible range so that a slip of the units is caught")
+}
+
+fn expr_text_ends_with_b(expr: &crate::ast::Expr) -> bool {
+    matches!(expr, crate::ast::Expr::Unit { unit: crate::ast::Unit::Bytes(1, "B"), .. })
+}
+
+/// A word that looks like a unit typed in the wrong case.
+fn unit_lookalike(word: &str) -> Option<&'static str> {
+    const UNITS: [&str; 12] = ["KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB", "B", "tokens", "billion", "million"];
+    UNITS.into_iter().find(|unit| unit.eq_ignore_ascii_case(word) || (word.len() > 3 && unit.starts_with(word)))
+}
+
+/// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
+pub fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
+    let limit = (word.chars().count() / 3).max(1);
+    candidates
+        .iter()
+        .map(|candidate| (edit_distance(word, candidate), *candidate))
+        .filter(|(distance, _)| *distance <= limit)
+        .min()
+        .map(|(_, candidate)| candidate)
+}
+
+/// Levenshtein distance, case-insensitive (so `gib` suggests `GiB`).
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.to_lowercase().chars().collect();
+    let b: Vec<char> = b.to_lowercase().chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != cb);
+            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions_catch_typos_only() {
+        assert_eq!(suggest("hiden", &["hidden", "heads"]), Some("hidden"));
+        assert_eq!(suggest("kv_head", &["kv_heads", "heads"]), Some("kv_heads"));
+        assert_eq!(suggest("banana", &["hidden", "heads"]), None);
+        assert_eq!(edit_distance("gib", "GiB"), 0);
+    }
+}

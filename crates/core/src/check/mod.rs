@@ -1,0 +1,219 @@
+//! The check pass: syntax tree to checked declarations ([`crate::hir::Program`]).
+//!
+//! It resolves names (across the file and the built-in catalog), checks units, fields and
+//! ranges, and collects every error rather than stopping at the first. A declaration with an
+//! error is left out of the program, and so are the checks that use it, so one mistake is
+//! reported once, not again by everything downstream.
+
+mod decls;
+mod fields;
+mod quantity;
+mod target;
+mod workload;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::ast::{Declaration, DeclarationKind, Expr, File, Ident};
+use crate::diagnostic::Diagnostic;
+use crate::hir::Program;
+use crate::span::Span;
+
+pub use fields::{edit_distance, suggest};
+
+/// Where a name was declared.
+#[derive(Clone, Copy, Debug)]
+struct Declared {
+    kind: DeclarationKind,
+    /// `None` for catalog entries, whose spans point into another text.
+    span: Option<Span>,
+}
+
+/// All names visible to a file: its own declarations over the catalog's.
+pub(crate) struct Scope {
+    names: BTreeMap<String, Declared>,
+    program_models_without_shape: BTreeSet<String>,
+}
+
+impl Scope {
+    /// Checks that `ident` names a declaration of one of `kinds`.
+    fn expect(&self, ident: &Ident, kinds: &[DeclarationKind]) -> Result<DeclarationKind, Diagnostic> {
+        let wanted = kinds.iter().map(|k| k.keyword()).collect::<Vec<_>>().join(" or ");
+        match self.names.get(&ident.name) {
+            Some(declared) if kinds.contains(&declared.kind) => Ok(declared.kind),
+            Some(declared) => {
+                let mut diagnostic = Diagnostic::error(
+                    "E022",
+                    ident.span,
+                    format!("`{}` is a {}, not a {wanted}", ident.name, declared.kind.keyword()),
+                );
+                if let Some(span) = declared.span {
+                    diagnostic = diagnostic.with_label(span, format!("the {} is declared here", declared.kind.keyword()));
+                }
+                Err(diagnostic)
+            }
+            None => {
+                let candidates: Vec<&str> = self
+                    .names
+                    .iter()
+                    .filter(|(_, d)| kinds.contains(&d.kind))
+                    .map(|(name, _)| name.as_str())
+                    .collect();
+                let mut diagnostic = Diagnostic::error("E020", ident.span, format!("no {wanted} is named `{}`", ident.name));
+                diagnostic = match suggest(&ident.name, &candidates) {
+                    Some(near) => diagnostic.with_help(format!("did you mean `{near}`?")),
+                    None if kinds.contains(&DeclarationKind::Device) => {
+                        diagnostic.with_help("`vram catalog` lists the built-in devices and machines")
+                    }
+                    None => diagnostic.with_help(format!("declare it: `{} {} {{ ... }}`", kinds[0].keyword(), ident.name)),
+                };
+                Err(diagnostic)
+            }
+        }
+    }
+}
+
+/// Checks `file` against the names already in `base` (the built-in catalog), returning the
+/// merged program and every diagnostic. `from_catalog` marks the catalog's own check.
+pub fn check(file: &File, base: &Program, from_catalog: bool) -> (Program, Vec<Diagnostic>) {
+    let mut diagnostics = Vec::new();
+    let mut program = base.clone();
+    program.checks.clear();
+
+    // Names first, so declarations may refer to ones that come later in the file.
+    let mut names: BTreeMap<String, Declared> = BTreeMap::new();
+    let catalog_names = base
+        .devices
+        .keys()
+        .map(|n| (n, DeclarationKind::Device))
+        .chain(base.machines.keys().map(|n| (n, DeclarationKind::Machine)))
+        .chain(base.models.keys().map(|n| (n, DeclarationKind::Model)))
+        .chain(base.workloads.keys().map(|n| (n, DeclarationKind::Workload)))
+        .chain(base.headrooms.keys().map(|n| (n, DeclarationKind::Headroom)));
+    for (name, kind) in catalog_names {
+        names.insert(name.clone(), Declared { kind, span: None });
+    }
+    let mut own: BTreeMap<&str, &Ident> = BTreeMap::new();
+    for declaration in &file.declarations {
+        let Declaration::Block(decl) = declaration else { continue };
+        if let Some(first) = own.get(decl.name.name.as_str()) {
+            diagnostics.push(
+                Diagnostic::error("E021", decl.name.span, format!("`{}` is declared twice", decl.name.name))
+                    .with_label(first.span, "first declared here")
+                    .with_help("give each declaration its own name"),
+            );
+            continue;
+        }
+        own.insert(&decl.name.name, &decl.name);
+        if let Some(previous) = names.get(&decl.name.name) {
+            if previous.span.is_none() {
+                diagnostics.push(
+                    Diagnostic::warning(
+                        "W001",
+                        decl.name.span,
+                        format!("`{}` replaces the catalog's {} of the same name", decl.name.name, previous.kind.keyword()),
+                    )
+                    .with_help("rename it to keep the catalog entry visible"),
+                );
+                remove_from(&mut program, &decl.name.name);
+            }
+        }
+        names.insert(decl.name.name.clone(), Declared { kind: decl.kind, span: Some(decl.name.span) });
+    }
+
+    let mut scope = Scope { names, program_models_without_shape: BTreeSet::new() };
+
+    // Models first: workloads need to know whether their model has a shape.
+    let mut failed: BTreeSet<String> = BTreeSet::new();
+    let blocks = file.declarations.iter().filter_map(|d| match d {
+        Declaration::Block(decl) => Some(decl),
+        Declaration::Check(_) => None,
+    });
+    let mut seen = BTreeSet::new();
+    let blocks: Vec<_> = blocks.filter(|decl| seen.insert(decl.name.name.clone())).collect();
+    for decl in blocks.iter().filter(|d| d.kind == DeclarationKind::Model) {
+        let (model, found) = decls::model(decl);
+        diagnostics.extend(found);
+        match model {
+            Some(model) => {
+                program.models.insert(model.name.clone(), model);
+            }
+            None => {
+                failed.insert(decl.name.name.clone());
+            }
+        }
+    }
+    scope.program_models_without_shape =
+        program.models.values().filter(|m| m.shape.is_none()).map(|m| m.name.clone()).collect();
+    for decl in blocks.iter().filter(|d| d.kind != DeclarationKind::Model) {
+        let name = decl.name.name.clone();
+        let ok = match decl.kind {
+            DeclarationKind::Device => {
+                let (device, found) = decls::device(decl, from_catalog);
+                diagnostics.extend(found);
+                device.map(|d| program.devices.insert(name.clone(), d)).is_some()
+            }
+            DeclarationKind::Machine => {
+                let (machine, found) = decls::machine(decl, &scope);
+                diagnostics.extend(found);
+                machine.map(|m| program.machines.insert(name.clone(), m)).is_some()
+            }
+            DeclarationKind::Headroom => {
+                let (headroom, found) = decls::headroom(decl);
+                diagnostics.extend(found);
+                headroom.map(|h| program.headrooms.insert(name.clone(), h)).is_some()
+            }
+            DeclarationKind::Workload => {
+                let (workload, found) = workload::workload(decl, &scope);
+                diagnostics.extend(found);
+                workload.map(|w| program.workloads.insert(name.clone(), w)).is_some()
+            }
+            DeclarationKind::Model => true,
+        };
+        if !ok {
+            failed.insert(name);
+        }
+    }
+
+    let mut ids = BTreeSet::new();
+    for declaration in &file.declarations {
+        let Declaration::Check(check) = declaration else { continue };
+        let (spec, found) = target::check(check, &scope, &program, &failed);
+        diagnostics.extend(found);
+        if let Some(mut spec) = spec {
+            let base_id = spec.id.clone();
+            let mut n = 2;
+            while !ids.insert(spec.id.clone()) {
+                spec.id = format!("{base_id} #{n}");
+                n += 1;
+            }
+            program.checks.push(spec);
+        }
+    }
+    diagnostics.sort_by_key(|d| (d.primary.start, d.primary.end));
+    (program, diagnostics)
+}
+
+fn remove_from(program: &mut Program, name: &str) {
+    program.devices.remove(name);
+    program.machines.remove(name);
+    program.models.remove(name);
+    program.workloads.remove(name);
+    program.headrooms.remove(name);
+}
+
+/// Prints an expression in canonical form: `3840 * 2160 * 4 B`. Used as a component's formula
+/// and by `vram fmt`.
+pub fn format_expr(expr: &Expr) -> String {
+    match expr {
+        Expr::Number { raw, .. } => raw.clone(),
+        Expr::Neg { operand, .. } => format!("-{}", format_expr(operand)),
+        Expr::Binary { op, lhs, rhs, .. } => {
+            format!("{} {} {}", format_expr(lhs), op.symbol(), format_expr(rhs))
+        }
+        Expr::Unit { operand, unit, .. } => {
+            let operand = format_expr(operand);
+            if unit.text() == "%" { format!("{operand} %") } else { format!("{operand} {}", unit.text()) }
+        }
+        Expr::Group { inner, .. } => format!("({})", format_expr(inner)),
+    }
+}

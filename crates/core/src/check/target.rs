@@ -1,0 +1,198 @@
+//! Checking `check` lines: the workload, the devices it runs on, and how it is split.
+
+use std::collections::BTreeSet;
+
+use super::quantity::{self, Dim};
+use super::Scope;
+use crate::ast::{Check, DeclarationKind, Target};
+use crate::diagnostic::Diagnostic;
+use crate::hir::{CheckSpec, Program, Split};
+
+/// The most devices one check may span.
+const MAX_DEVICES: u64 = 4096;
+
+pub(super) fn check(
+    check: &Check,
+    scope: &Scope,
+    program: &Program,
+    failed: &BTreeSet<String>,
+) -> (Option<CheckSpec>, Vec<Diagnostic>) {
+    let mut diagnostics = Vec::new();
+    let mut ok = true;
+    let mut refer = |ident: &crate::ast::Ident, kinds: &[DeclarationKind], diagnostics: &mut Vec<Diagnostic>| {
+        match scope.expect(ident, kinds) {
+            Ok(kind) => Some(kind),
+            Err(diagnostic) => {
+                diagnostics.push(diagnostic);
+                ok = false;
+                None
+            }
+        }
+    };
+    refer(&check.workload, &[DeclarationKind::Workload], &mut diagnostics);
+    if let Some(headroom) = &check.headroom {
+        refer(headroom, &[DeclarationKind::Headroom], &mut diagnostics);
+    }
+
+    let (target, machine, devices) = match &check.target {
+        Target::Named(name) => match refer(name, &[DeclarationKind::Device, DeclarationKind::Machine], &mut diagnostics) {
+            Some(DeclarationKind::Machine) => {
+                let devices = program.machines.get(&name.name).map(|m| {
+                    m.gpus.iter().flat_map(|(count, device)| std::iter::repeat_n(device.clone(), *count as usize)).collect()
+                });
+                (name.name.clone(), Some(name.name.clone()), devices.unwrap_or_default())
+            }
+            _ => (name.name.clone(), None, vec![name.name.clone()]),
+        },
+        Target::Count(count) => {
+            let kind = refer(&count.name, &[DeclarationKind::Device], &mut diagnostics);
+            let n = match quantity::evaluate(&count.count) {
+                Ok(q) if q.dim == Dim::Count && q.value.is_integer() => match u64::try_from(q.value.numer()) {
+                    Ok(n) if (1..=MAX_DEVICES).contains(&n) => Some(n),
+                    _ => {
+                        diagnostics.push(Diagnostic::error(
+                            "E007",
+                            count.count.span(),
+                            format!("a check runs on 1 to {MAX_DEVICES} devices, not {}", q.value),
+                        ));
+                        None
+                    }
+                },
+                Ok(q) if q.dim == Dim::Count => {
+                    diagnostics.push(Diagnostic::error("E006", count.count.span(), format!("a device count must be whole, not {}", q.value)));
+                    None
+                }
+                Ok(q) => {
+                    diagnostics.push(Diagnostic::error("E005", count.count.span(), format!("a device count is a plain number, not {}", q.dim)));
+                    None
+                }
+                Err(diagnostic) => {
+                    diagnostics.push(diagnostic);
+                    None
+                }
+            };
+            match (n, kind) {
+                (Some(n), Some(_)) => {
+                    let device = count.name.name.clone();
+                    (format!("{n} x {device}"), None, vec![device; usize::try_from(n).unwrap_or(1)])
+                }
+                _ => {
+                    ok = false;
+                    (String::new(), None, Vec::new())
+                }
+            }
+        }
+    };
+
+    let split = split(check, devices.len() as u64, &mut diagnostics);
+    if split.is_none() {
+        ok = false;
+    }
+    if let (Some(split), Some(workload)) = (split, program.workloads.get(&check.workload.name)) {
+        let shape = workload.model.as_ref().and_then(|m| program.models.get(m)).and_then(|m| m.shape.as_ref());
+        if let Some(shape) = shape {
+            let tensor = u64::from(split.tensor);
+            if shape.heads % tensor != 0 {
+                ok = false;
+                diagnostics.push(
+                    Diagnostic::error(
+                        "E031",
+                        check.span,
+                        format!("{} attention heads do not divide over tensor parallel {tensor}", shape.heads),
+                    )
+                    .with_help("choose a tensor degree that divides the number of heads"),
+                );
+            }
+            if u64::from(split.pipeline) > shape.layers {
+                ok = false;
+                diagnostics.push(Diagnostic::error(
+                    "E031",
+                    check.span,
+                    format!("{} layers cannot fill {} pipeline stages", shape.layers, split.pipeline),
+                ));
+            }
+        }
+    }
+    let depends_on_failed = failed.contains(&check.workload.name)
+        || devices.iter().any(|d| failed.contains(d))
+        || machine.as_ref().is_some_and(|m| failed.contains(m))
+        || check.headroom.as_ref().is_some_and(|h| failed.contains(&h.name))
+        || program.workloads.get(&check.workload.name).is_none();
+    let spec = match (ok && !depends_on_failed, split) {
+        (true, Some(split)) => Some(CheckSpec {
+            id: format!("{} on {target}", check.workload.name),
+            title: check.title.as_ref().map(|t| t.value.clone()),
+            workload: check.workload.name.clone(),
+            target,
+            machine,
+            devices,
+            split,
+            headroom: check.headroom.as_ref().map(|h| h.name.clone()),
+            span: check.span,
+        }),
+        _ => None,
+    };
+    (spec, diagnostics)
+}
+
+fn split(check: &Check, devices: u64, diagnostics: &mut Vec<Diagnostic>) -> Option<Split> {
+    let mut split = Split::NONE;
+    let mut seen: Vec<&str> = Vec::new();
+    let mut ok = true;
+    for part in &check.split {
+        let name = part.strategy.name.as_str();
+        if seen.contains(&name) {
+            diagnostics.push(Diagnostic::error("E012", part.strategy.span, format!("`{name}` is given twice in the split")));
+            ok = false;
+            continue;
+        }
+        seen.push(name);
+        let degree = match quantity::evaluate(&part.degree) {
+            Ok(q) if q.dim == Dim::Count && q.value.is_integer() => u32::try_from(q.value.numer()).ok().filter(|d| (1..=4096).contains(d)),
+            Ok(_) => None,
+            Err(diagnostic) => {
+                diagnostics.push(diagnostic);
+                ok = false;
+                continue;
+            }
+        };
+        let Some(degree) = degree else {
+            diagnostics.push(Diagnostic::error("E007", part.degree.span(), "a split degree is a whole number from 1 to 4096"));
+            ok = false;
+            continue;
+        };
+        match name {
+            "tensor" => split.tensor = degree,
+            "pipeline" => split.pipeline = degree,
+            "data" => split.data = degree,
+            _ => {
+                let mut diagnostic = Diagnostic::error("E015", part.strategy.span, format!("`{name}` is not a way to split work"));
+                diagnostic = match super::suggest(name, &["tensor", "pipeline", "data"]) {
+                    Some(near) => diagnostic.with_help(format!("did you mean `{near}`?")),
+                    None => diagnostic.with_help("split by `tensor`, `pipeline` or `data`"),
+                };
+                diagnostics.push(diagnostic);
+                ok = false;
+            }
+        }
+    }
+    if !ok {
+        return None;
+    }
+    if devices == 0 {
+        return None;
+    }
+    if split.devices() != devices {
+        let message = if check.split.is_empty() {
+            format!("{devices} devices are not one pooled memory: say how the work is split")
+        } else {
+            format!("the split covers {} devices, but the target has {devices}", split.devices())
+        };
+        diagnostics.push(
+            Diagnostic::error("E030", check.span, message)
+                .with_help(format!("for example `split tensor {devices}` (weights divided) or `split data {devices}` (full replicas)")),
+        );
+        return None;
+    }
+    Some(split)
+}

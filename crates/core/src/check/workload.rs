@@ -1,0 +1,341 @@
+//! Checking `workload` blocks and their `inference`, `training` and `components` sections.
+
+use super::fields::{Fields, Repeat};
+use super::quantity::Dim;
+use super::Scope;
+use crate::ast::{Block, BlockDeclaration, DeclarationKind, Field, Value};
+use crate::budget::Category;
+use crate::bytes::Bytes;
+use crate::diagnostic::Diagnostic;
+use crate::hir::{
+    Attention, Checkpointing, CustomComponent, Inference, Logits, LoraTarget, Method, Optimizer,
+    Runtime, Training, Workload,
+};
+use crate::precision::Precision;
+
+/// The longest context accepted: 100 million tokens.
+const MAX_TOKENS: u64 = 100_000_000;
+
+pub(super) fn workload(decl: &BlockDeclaration, scope: &Scope) -> (Option<Workload>, Vec<Diagnostic>) {
+    const KNOWN: &[(&str, Repeat)] = &[
+        ("model", Repeat::Once),
+        ("runtime", Repeat::Once),
+        ("inference", Repeat::Once),
+        ("training", Repeat::Once),
+        ("components", Repeat::Once),
+    ];
+    let what = format!("workload `{}`", decl.name.name);
+    let fields = Fields::new(&what, &decl.body, KNOWN);
+    let mut diagnostics = Vec::new();
+
+    let model = fields.name("model").and_then(|ident| match scope.expect(ident, &[DeclarationKind::Model]) {
+        Ok(_) => Some(ident.name.clone()),
+        Err(diagnostic) => {
+            fields.push(diagnostic);
+            None
+        }
+    });
+    let runtime = fields.get("runtime").map_or(Some(Runtime::PyTorch), |field| runtime(field, &fields, &mut diagnostics));
+
+    let inference_field = fields.get("inference");
+    let training_field = fields.get("training");
+    if let (Some(a), Some(b)) = (inference_field, training_field) {
+        fields.push(
+            Diagnostic::error("E014", b.key.span, "a workload is either inference or training, not both")
+                .with_label(a.key.span, "inference declared here")
+                .with_help("declare two workloads and check each"),
+        );
+    }
+    let inference = inference_field.and_then(|field| section(field, &fields).map(|block| inference(block, &mut diagnostics)));
+    let training = training_field.and_then(|field| section(field, &fields).map(|block| training(block, &mut diagnostics)));
+    let components = fields
+        .get("components")
+        .and_then(|field| section(field, &fields))
+        .map(|block| components(block, &mut diagnostics));
+
+    let needs_model = inference_field.is_some() || training_field.is_some();
+    if needs_model && fields.get("model").is_none() && !decl.body.fields.iter().any(|f| f.key.name == "model") {
+        fields.missing("model", "model llama3.1-8b");
+    }
+    if !needs_model && fields.get("components").is_none() && !decl.body.fields.iter().any(|f| f.key.name == "components") {
+        fields.push(
+            Diagnostic::error("E011", decl.body.span, format!("workload `{}` describes no memory", decl.name.name))
+                .with_help("add an `inference { ... }`, `training { ... }` or `components { ... }` section"),
+        );
+    }
+    if let (Some(model), true) = (&model, needs_model) {
+        if scope.program_models_without_shape.contains(model) {
+            let span = decl.body.fields.iter().find(|f| f.key.name == "model").map_or(decl.name.span, |f| f.span);
+            fields.push(
+                Diagnostic::error("E011", span, format!("model `{model}` has only a parameter count; caches and activations need its shape"))
+                    .with_help("give the model layers, hidden, ffn, heads, kv_heads and vocab"),
+            );
+        }
+    }
+    diagnostics.extend(fields.finish());
+    let ok = !diagnostics.iter().any(Diagnostic::is_error);
+    let workload = match (ok, runtime) {
+        (true, Some(runtime)) => Some(Workload {
+            name: decl.name.name.clone(),
+            title: decl.title.as_ref().map(|t| t.value.clone()),
+            model,
+            runtime,
+            inference: inference.flatten(),
+            training: training.flatten(),
+            components: components.unwrap_or_default(),
+            span: decl.span,
+        }),
+        _ => None,
+    };
+    (workload, diagnostics)
+}
+
+/// The block of a section field such as `inference { ... }`.
+fn section<'a>(field: &'a Field, fields: &Fields<'_>) -> Option<&'a Block> {
+    if !field.values.is_empty() {
+        fields.push(Diagnostic::error("E013", field.values_span(), format!("`{}` takes a block, not values", field.key.name)));
+    }
+    if field.block.is_none() {
+        fields.push(
+            Diagnostic::error("E013", field.span, format!("`{}` needs a block", field.key.name))
+                .with_help(format!("write `{} {{ ... }}` with one field per line", field.key.name)),
+        );
+    }
+    field.block.as_ref()
+}
+
+fn runtime(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>) -> Option<Runtime> {
+    const NAMES: [&str; 5] = ["pytorch", "vllm", "llama.cpp", "none", "custom"];
+    let [Value::Word(word)] = field.values.as_slice() else {
+        fields.push(Diagnostic::error("E013", field.span, format!("`runtime` takes one of: {}", NAMES.join(", "))));
+        return None;
+    };
+    let name = fields.word_in(field, word, &NAMES)?;
+    match (name, &field.block) {
+        ("custom", Some(block)) => {
+            const KNOWN: &[(&str, Repeat)] = &[("context", Repeat::Once), ("workspace", Repeat::Once)];
+            let inner = Fields::new("a custom runtime", block, KNOWN);
+            let context = inner.bytes("context", 0, 1 << 50, "500 MiB").unwrap_or(Bytes(0));
+            let workspace = inner.bytes("workspace", 0, 1 << 50, "1 GiB").unwrap_or(Bytes(0));
+            let found = inner.finish();
+            let ok = found.is_empty();
+            diagnostics.extend(found);
+            ok.then_some(Runtime::Custom { context, workspace })
+        }
+        ("custom", None) => {
+            fields.push(
+                Diagnostic::error("E013", field.span, "a custom runtime needs a block")
+                    .with_help("write `runtime custom { context 500 MiB; workspace 1 GiB }`"),
+            );
+            None
+        }
+        (_, Some(block)) => {
+            fields.push(Diagnostic::error("E013", block.span, format!("runtime `{name}` takes no block")));
+            None
+        }
+        ("pytorch", None) => Some(Runtime::PyTorch),
+        ("vllm", None) => Some(Runtime::Vllm),
+        ("llama.cpp", None) => Some(Runtime::LlamaCpp),
+        _ => Some(Runtime::None),
+    }
+}
+
+fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inference> {
+    const KNOWN: &[(&str, Repeat)] = &[
+        ("weights", Repeat::Once),
+        ("kv_cache", Repeat::Once),
+        ("activations", Repeat::Once),
+        ("context", Repeat::Once),
+        ("sessions", Repeat::Once),
+        ("prefill_chunk", Repeat::Once),
+        ("logits", Repeat::Once),
+        ("attention", Repeat::Once),
+    ];
+    let fields = Fields::new("an inference section", block, KNOWN);
+    let weights = fields.precision("weights");
+    if fields.get("weights").is_none() && weights.is_none() && !block.fields.iter().any(|f| f.key.name == "weights") {
+        fields.missing("weights", "weights bf16");
+    }
+    let kv_cache = fields.precision("kv_cache");
+    let activations = fields.precision("activations");
+    let context = fields.whole("context", Dim::Tokens, 1, MAX_TOKENS, "8192 tokens");
+    if context.is_none() && !block.fields.iter().any(|f| f.key.name == "context") {
+        fields.missing("context", "context 8192 tokens");
+    }
+    let sessions = fields.whole("sessions", Dim::Count, 1, 1_000_000, "16");
+    let prefill_chunk = fields.whole("prefill_chunk", Dim::Tokens, 1, MAX_TOKENS, "2048 tokens");
+    let logits = fields.choice("logits", &["last", "all"]).map(|(w, _)| if w == "all" { Logits::All } else { Logits::Last });
+    let attention = attention(&fields);
+    let found = fields.finish();
+    let ok = found.is_empty();
+    diagnostics.extend(found);
+    let (weights, context) = (weights?, context?);
+    ok.then(|| Inference {
+        weights,
+        kv_cache: kv_cache.unwrap_or_else(|| weights.companion()),
+        activations: activations.unwrap_or_else(|| weights.companion()),
+        context,
+        sessions: sessions.unwrap_or(1),
+        prefill_chunk,
+        logits: logits.unwrap_or(Logits::Last),
+        attention: attention.unwrap_or(Attention::Fused),
+    })
+}
+
+fn attention(fields: &Fields<'_>) -> Option<Attention> {
+    fields.choice("attention", &["fused", "eager"]).map(|(w, _)| if w == "eager" { Attention::Eager } else { Attention::Fused })
+}
+
+fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Training> {
+    const KNOWN: &[(&str, Repeat)] = &[
+        ("method", Repeat::Once),
+        ("weights", Repeat::Once),
+        ("master", Repeat::Once),
+        ("gradients", Repeat::Once),
+        ("optimizer", Repeat::Once),
+        ("micro_batch", Repeat::Once),
+        ("sequence", Repeat::Once),
+        ("checkpointing", Repeat::Once),
+        ("attention", Repeat::Once),
+    ];
+    let fields = Fields::new("a training section", block, KNOWN);
+    let method = fields.get("method").map_or(Some(Method::Full), |field| method(field, &fields, diagnostics));
+    let weights = fields.precision("weights");
+    if weights.is_none() && !block.fields.iter().any(|f| f.key.name == "weights") {
+        fields.missing("weights", "weights bf16");
+    }
+    let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).chain(["none"]).collect();
+    let master = fields.choice("master", &names).map(|(w, _)| Precision::from_name(w));
+    let gradients = fields.precision("gradients");
+    let optimizer = fields.choice("optimizer", &["adamw", "sgd", "sgd-momentum"]).map(|(w, _)| match w {
+        "sgd" => Optimizer::Sgd,
+        "sgd-momentum" => Optimizer::SgdMomentum,
+        _ => Optimizer::AdamW,
+    });
+    let micro_batch = fields.whole("micro_batch", Dim::Count, 1, 1_000_000, "4");
+    let sequence = fields.whole("sequence", Dim::Tokens, 1, MAX_TOKENS, "2048 tokens");
+    if sequence.is_none() && !block.fields.iter().any(|f| f.key.name == "sequence") {
+        fields.missing("sequence", "sequence 2048 tokens");
+    }
+    let checkpointing = fields.choice("checkpointing", &["none", "full"]).map(|(w, _)| if w == "full" { Checkpointing::Full } else { Checkpointing::None });
+    let attention = attention(&fields);
+    let found = fields.finish();
+    let ok = found.is_empty();
+    diagnostics.extend(found);
+    let (weights, sequence, method) = (weights?, sequence?, method?);
+    let default_master = match (&method, weights) {
+        (Method::Full, Precision::Fp16 | Precision::Bf16) => Some(Precision::Fp32),
+        _ => None,
+    };
+    ok.then(|| Training {
+        method,
+        weights,
+        master: master.unwrap_or(default_master),
+        gradients: gradients.unwrap_or(Precision::Fp32),
+        optimizer: optimizer.unwrap_or(Optimizer::AdamW),
+        micro_batch: micro_batch.unwrap_or(1),
+        sequence,
+        checkpointing: checkpointing.unwrap_or(Checkpointing::None),
+        attention: attention.unwrap_or(Attention::Fused),
+    })
+}
+
+fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>) -> Option<Method> {
+    let [Value::Word(word)] = field.values.as_slice() else {
+        fields.push(Diagnostic::error("E013", field.span, "`method` is `full` or `lora { rank 16 }`"));
+        return None;
+    };
+    match fields.word_in(field, word, &["full", "lora"])? {
+        "full" => {
+            if let Some(block) = &field.block {
+                fields.push(Diagnostic::error("E013", block.span, "`method full` takes no block"));
+            }
+            Some(Method::Full)
+        }
+        _ => {
+            const KNOWN: &[(&str, Repeat)] = &[("rank", Repeat::Once), ("targets", Repeat::Once), ("dtype", Repeat::Once)];
+            let empty = Block::default();
+            let block = field.block.as_ref().unwrap_or(&empty);
+            let inner = Fields::new("a LoRA method", block, KNOWN);
+            let rank = inner.whole("rank", Dim::Count, 1, 65_536, "16");
+            if rank.is_none() && !block.fields.iter().any(|f| f.key.name == "rank") {
+                inner.push(
+                    Diagnostic::error("E011", field.span, "LoRA needs a rank")
+                        .with_help("write `method lora { rank 16 }`"),
+                );
+            }
+            let mut targets = Vec::new();
+            let names: Vec<&str> = LoraTarget::ALL.iter().map(|t| t.name()).chain(["all"]).collect();
+            if let Some(targets_field) = inner.get("targets") {
+                for word in inner.words(targets_field) {
+                    match inner.word_in(targets_field, word, &names) {
+                        Some("all") => targets.extend(LoraTarget::ALL),
+                        Some(name) => targets.extend(LoraTarget::ALL.into_iter().filter(|t| t.name() == name)),
+                        None => {}
+                    }
+                }
+            } else {
+                // PEFT's default for Llama-style models adapts the attention query and value.
+                targets.extend([LoraTarget::Q, LoraTarget::V]);
+            }
+            targets.sort_unstable();
+            targets.dedup();
+            let dtype = inner.precision("dtype");
+            let found = inner.finish();
+            let ok = found.is_empty();
+            diagnostics.extend(found);
+            ok.then_some(Method::Lora { rank: rank?, targets, dtype: dtype.unwrap_or(Precision::Fp32) })
+        }
+    }
+}
+
+fn components(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Vec<CustomComponent> {
+    let names: Vec<&str> = Category::ALL.iter().map(|c| c.name()).chain(["training"]).collect();
+    let mut out = Vec::new();
+    for (i, field) in block.fields.iter().enumerate() {
+        if let Some(first) = block.fields[..i].iter().find(|f| f.key.name == field.key.name) {
+            diagnostics.push(
+                Diagnostic::error("E012", field.key.span, format!("component `{}` is given twice", field.key.name))
+                    .with_label(first.key.span, "first given here"),
+            );
+            continue;
+        }
+        let (Some(Value::Expr(expr)), Some(Value::Word(category)), 2) = (field.values.first(), field.values.get(1), field.values.len()) else {
+            diagnostics.push(
+                Diagnostic::error("E013", field.span, format!("component `{}` needs a size and a category", field.key.name))
+                    .with_help(format!("write `{} 2 GiB persistent`; categories: {}", field.key.name, names.join(", "))),
+            );
+            continue;
+        };
+        let Some(category_value) = Category::from_word(&category.name) else {
+            let mut diagnostic = Diagnostic::error("E015", category.span, format!("`{}` is not a component category", category.name));
+            diagnostic = match super::fields::suggest(&category.name, &names) {
+                Some(near) => diagnostic.with_help(format!("did you mean `{near}`?")),
+                None => diagnostic.with_help(format!("choose one of: {}", names.join(", "))),
+            };
+            diagnostics.push(diagnostic);
+            continue;
+        };
+        match super::quantity::evaluate(expr) {
+            Ok(q) if q.dim == Dim::Bytes => match Bytes::from_ratio_ceil(q.value) {
+                Some(bytes) if bytes.0 <= 1 << 50 => out.push(CustomComponent {
+                    name: field.key.name.clone(),
+                    bytes,
+                    category: category_value,
+                    formula: super::format_expr(expr),
+                }),
+                _ => diagnostics.push(Diagnostic::error(
+                    "E007",
+                    expr.span(),
+                    format!("component `{}` is {} bytes; it must be between 0 B and 1 PiB", field.key.name, q.value),
+                )),
+            },
+            Ok(q) => diagnostics.push(
+                Diagnostic::error("E005", expr.span(), format!("component `{}` needs bytes, but this is {}", field.key.name, q.dim))
+                    .with_help("give the size with a unit, e.g. `512 MiB` or `3840 * 2160 * 4 B`"),
+            ),
+            Err(diagnostic) => diagnostics.push(diagnostic),
+        }
+    }
+    out
+}

@@ -1,0 +1,101 @@
+//! Diagnostics as plain data: a code, a severity, a message, spans and help.
+//!
+//! The core never renders them. The CLI and the web page turn them into text through
+//! `vram-render`, so both show the same words. Every code is listed in [`CODES`] with a one-line
+//! summary; `docs/diagnostics.md` is checked against that table by a test.
+
+use serde::Serialize;
+
+use crate::span::Span;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// A secondary span with a short note.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Label {
+    pub span: Span,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// A stable code such as `E012`, documented in [`CODES`].
+    pub code: &'static str,
+    pub message: String,
+    /// Where the problem is. Rendered with a caret under it.
+    pub primary: Span,
+    pub labels: Vec<Label>,
+    pub help: Vec<String>,
+}
+
+impl Diagnostic {
+    pub fn error(code: &'static str, primary: Span, message: impl Into<String>) -> Self {
+        Diagnostic {
+            severity: Severity::Error,
+            code,
+            message: message.into(),
+            primary,
+            labels: Vec::new(),
+            help: Vec::new(),
+        }
+    }
+
+    pub fn warning(code: &'static str, primary: Span, message: impl Into<String>) -> Self {
+        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, primary, message) }
+    }
+
+    #[must_use]
+    pub fn with_label(mut self, span: Span, message: impl Into<String>) -> Self {
+        self.labels.push(Label { span, message: message.into() });
+        self
+    }
+
+    #[must_use]
+    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+        self.help.push(help.into());
+        self
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+/// Every diagnostic code, with what it means. Codes are never reused for another meaning.
+pub const CODES: &[(&str, &str)] = &[
+    ("E001", "syntax error: the text does not follow the grammar"),
+    ("E002", "input too large or too deeply nested for the core's limits"),
+    ("E003", "a number cannot be represented (too many digits, or an exponent out of range)"),
+    ("E004", "arithmetic overflow, or division by zero, in an expression"),
+    ("E005", "units do not match: the expression mixes dimensions or has the wrong dimension"),
+    ("E006", "a value must be a whole number"),
+    ("E007", "a value is out of its allowed range (negative, zero, or absurdly large)"),
+    ("E010", "unknown field for this kind of block"),
+    ("E011", "a required field is missing"),
+    ("E012", "a field is given twice"),
+    ("E013", "a field has the wrong number or kind of values"),
+    ("E014", "two fields conflict with each other"),
+    ("E015", "unknown word where a fixed choice is expected (precision, category, runtime...)"),
+    ("E020", "a name refers to nothing declared"),
+    ("E021", "a name is declared twice"),
+    ("E022", "a name refers to a declaration of the wrong kind"),
+    ("E030", "the split across devices does not match the number of devices"),
+    ("E031", "the model's shape does not divide across the tensor-parallel degree"),
+    ("E032", "a budget overflowed 64-bit byte arithmetic"),
+    ("E040", "the device's architecture cannot run a precision the workload uses"),
+    ("W001", "a user declaration shadows a catalog entry of the same name"),
+    ("W002", "a model field is ignored because the parameter count is given directly"),
+    ("W003", "headroom rule keeps less than 5 % of capacity"),
+    ("W004", "precision change: validate output quality, memory is not the only effect"),
+];
+
+/// The one-line summary of `code`, if it is a known code.
+pub fn describe(code: &str) -> Option<&'static str> {
+    CODES.iter().find(|(c, _)| *c == code).map(|(_, summary)| *summary)
+}

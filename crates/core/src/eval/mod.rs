@@ -1,0 +1,218 @@
+//! Checked declarations to a [`Budget`]: one budget per device of every check.
+//!
+//! Devices are never pooled. Each rank gets a [`Placement`] (its tensor shard, its pipeline
+//! stage and layers, its data-parallel replica) and its own components, headroom and verdict.
+
+mod calc;
+pub(crate) mod llm;
+mod runtime;
+mod training;
+
+use calc::{div_ceil, Overflow};
+
+use crate::budget::{
+    Budget, Capacity, CheckBudget, Component, DeviceBudget, HeadroomReport, Provenance, SplitReport, Verdict, SCHEMA_VERSION,
+};
+use crate::bytes::{Bytes, GIB};
+use crate::diagnostic::Diagnostic;
+use crate::hir::{CheckSpec, Device, Headroom, Program, Runtime, Workload};
+use crate::precision::{Feature, Precision};
+use crate::ratio::Ratio;
+
+pub use runtime::PROFILES_VERSION;
+
+/// What one device holds under the split.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub tensor: u64,
+    pub stage: u64,
+    pub stages: u64,
+    /// Decoder layers on this device's pipeline stage.
+    pub layers: u64,
+}
+
+/// Layers of stage `stage` when `layers` are cut into `stages`; the first stages take the
+/// remainder.
+fn stage_layers(layers: u64, stages: u64, stage: u64) -> u64 {
+    layers / stages + u64::from(stage < layers % stages)
+}
+
+pub fn evaluate(program: &Program) -> (Budget, Vec<Diagnostic>) {
+    let mut diagnostics = Vec::new();
+    let mut checks = Vec::new();
+    for spec in &program.checks {
+        match evaluate_check(program, spec, &mut diagnostics) {
+            Ok(Some(check)) => checks.push(check),
+            Ok(None) => {}
+            Err(Overflow) => diagnostics.push(
+                Diagnostic::error("E032", spec.span, format!("the budget of `{}` overflows 64-bit byte counts", spec.id))
+                    .with_help("some quantity is far beyond any real device; check the units and counts"),
+            ),
+        }
+    }
+    (Budget { schema_version: SCHEMA_VERSION, checks }, diagnostics)
+}
+
+fn evaluate_check(program: &Program, spec: &CheckSpec, diagnostics: &mut Vec<Diagnostic>) -> Result<Option<CheckBudget>, Overflow> {
+    let Some(workload) = program.workloads.get(&spec.workload) else { return Ok(None) };
+    let headroom_name = spec.headroom.as_deref().unwrap_or("default");
+    let headroom = program.headrooms.get(headroom_name).cloned().unwrap_or_else(Headroom::builtin);
+    let split = spec.split;
+    let (t, p, d) = (u64::from(split.tensor), u64::from(split.pipeline), u64::from(split.data));
+    let mut notes = Vec::new();
+    let mut devices = Vec::new();
+    let mut reported_capability = Vec::new();
+    for (rank, device_name) in spec.devices.iter().enumerate() {
+        let Some(device) = program.devices.get(device_name) else { return Ok(None) };
+        let rank = rank as u64;
+        let stage = (rank / t) % p;
+        let shape = workload.model.as_ref().and_then(|m| program.models.get(m)).and_then(|m| m.shape.as_ref());
+        let placement = Placement { tensor: t, stage, stages: p, layers: shape.map_or(0, |s| stage_layers(s.layers, p, stage)) };
+        let role = format!("tensor rank {} of {t}, pipeline stage {} of {p}, replica {} of {d}", rank % t, stage + 1, rank / (t * p) + 1);
+        let mut components = Vec::new();
+        let mut peers = t * p;
+        if let (Some(inference), Some(shape)) = (&workload.inference, shape) {
+            components.extend(llm::weights(shape, &placement, inference.weights, inference.activations, crate::budget::Category::Persistent, "weights")?);
+            let sessions = div_ceil(inference.sessions, d);
+            if d > 1 && rank == 0 {
+                notes.push(format!("{} sessions are spread over {d} data-parallel replicas: {sessions} on each", inference.sessions));
+            }
+            components.push(llm::kv_cache(shape, &placement, inference.kv_cache, inference.context, sessions)?);
+            let all_prompts = inference.context.checked_mul(sessions).ok_or(Overflow)?;
+            let tokens = inference.prefill_chunk.unwrap_or(match workload.runtime {
+                // vLLM's default max_num_batched_tokens for its API server (DOMAIN.md §4.4).
+                Runtime::Vllm if device.memory.0 >= 70 * GIB => 8192,
+                Runtime::Vllm => 2048,
+                // llama.cpp's physical batch (-ub) default.
+                Runtime::LlamaCpp => 512,
+                _ => all_prompts,
+            });
+            let step = llm::Step {
+                tokens: tokens.min(all_prompts),
+                sequences: sessions,
+                key_length: inference.context,
+                logits: inference.logits,
+                attention: inference.attention,
+                precision: inference.activations,
+            };
+            components.extend(llm::forward_step(shape, &placement, &step)?);
+        }
+        if let (Some(training), Some(shape)) = (&workload.training, shape) {
+            peers *= d;
+            components.extend(training::components(shape, &placement, training)?);
+        }
+        components.extend(runtime::components(&workload.runtime, &device.arch, peers)?);
+        components.extend(workload.components.iter().map(|c| Component {
+            name: c.name.clone(),
+            category: c.category,
+            bytes: c.bytes,
+            provenance: Provenance::Exact,
+            formula: format!("{} = {}", c.formula, c.bytes),
+            source: None,
+        }));
+
+        let used = calc::sum(components.iter().map(|c| c.bytes))?;
+        let (headroom_bytes, rule) = headroom_for(&headroom, device)?;
+        let required = calc::add(used, headroom_bytes)?;
+        let missing = missing_features(workload, device);
+        let verdict = if let Some((precision, feature)) = missing.first() {
+            if !reported_capability.contains(device_name) {
+                reported_capability.push(device_name.clone());
+                diagnostics.push(capability_diagnostic(spec, device, *precision, *feature));
+            }
+            Verdict::Unsupported { reason: format!("{} has no {} support (needed by {precision})", device.display_name(), feature.name()) }
+        } else if required <= device.memory {
+            Verdict::Fits { free: Bytes(device.memory.0 - required.0) }
+        } else {
+            Verdict::Over { over: Bytes(required.0 - device.memory.0) }
+        };
+        devices.push(DeviceBudget {
+            index: u32::try_from(rank).unwrap_or(u32::MAX),
+            device: device.name.clone(),
+            device_title: device.display_name().to_string(),
+            role,
+            capacity: Capacity {
+                bytes: device.memory,
+                provenance: if device.memory_reported { Provenance::Exact } else { Provenance::Assumed },
+            },
+            components,
+            used,
+            headroom: HeadroomReport { bytes: headroom_bytes, rule },
+            required,
+            verdict,
+        });
+    }
+    let Some(verdict) = Verdict::worst(devices.iter().map(|d| &d.verdict)) else { return Ok(None) };
+    Ok(Some(CheckBudget {
+        id: spec.id.clone(),
+        title: spec.title.clone(),
+        workload: spec.workload.clone(),
+        target: spec.target.clone(),
+        split: SplitReport { tensor: split.tensor, pipeline: split.pipeline, data: split.data },
+        devices,
+        verdict,
+        notes,
+    }))
+}
+
+/// The headroom a rule keeps on `device`: the larger of its fraction of capacity and its floor.
+fn headroom_for(headroom: &Headroom, device: &Device) -> Result<(Bytes, String), Overflow> {
+    let (rule, scope) = match headroom.per_arch.get(&device.arch) {
+        Some(rule) => (rule, format!(" (headroom `{}`, {} rule)", headroom.name, device.arch.name())),
+        None => (&headroom.general, format!(" (headroom `{}`)", headroom.name)),
+    };
+    let fraction = Ratio::int(i128::from(device.memory.0)).checked_mul(rule.keep).ok_or(Overflow)?;
+    let fraction = Bytes::from_ratio_ceil(fraction).ok_or(Overflow)?;
+    let percent = rule.keep.checked_mul(Ratio::int(100)).ok_or(Overflow)?;
+    let bytes = fraction.max(rule.at_least);
+    let which = if fraction >= rule.at_least {
+        format!("keep {percent} % of {} = {}, at least {}", device.memory.human(), fraction.human(), rule.at_least.human())
+    } else {
+        format!("at least {}, above keep {percent} % = {}", rule.at_least.human(), fraction.human())
+    };
+    Ok((bytes, format!("{which}{scope}")))
+}
+
+/// Precisions the workload computes or stores in that need a feature the device lacks.
+fn missing_features(workload: &Workload, device: &Device) -> Vec<(Precision, Feature)> {
+    let mut used = Vec::new();
+    if let Some(inference) = &workload.inference {
+        used.extend([inference.weights, inference.activations]);
+        if inference.kv_cache == Precision::Bf16 {
+            used.push(Precision::Bf16);
+        }
+    }
+    if let Some(training) = &workload.training {
+        used.extend([training.weights, training.weights.companion(), training.gradients]);
+        if let crate::hir::Method::Lora { dtype, .. } = &training.method {
+            used.push(*dtype);
+        }
+    }
+    let mut missing = Vec::new();
+    for precision in used {
+        if let Some(feature) = precision.required_feature() {
+            if !device.supports(feature) && !missing.iter().any(|(_, f)| *f == feature) {
+                missing.push((precision, feature));
+            }
+        }
+    }
+    missing
+}
+
+fn capability_diagnostic(spec: &CheckSpec, device: &Device, precision: Precision, feature: Feature) -> Diagnostic {
+    let arch = device.arch.name();
+    let compute = device.compute.map(|c| format!(", compute capability {c}")).unwrap_or_default();
+    let mut diagnostic = Diagnostic::error(
+        "E040",
+        spec.span,
+        format!("{} ({arch}{compute}) cannot run {precision}: it has no {} support", device.display_name(), feature.name()),
+    )
+    .with_help("capability comes before capacity: this pairing fails whatever the memory");
+    diagnostic = match feature {
+        Feature::Bf16 => diagnostic.with_help("use fp16 on this device, or choose an Ampere or newer GPU"),
+        Feature::Fp8 => diagnostic.with_help("FP8 needs Ada, Hopper or Blackwell; on this device use bf16 or fp16, or a weight-only int8/int4 format"),
+        Feature::Fp4 => diagnostic.with_help("NVFP4 needs Blackwell; use mxfp4, nf4 or int4 weights here"),
+        Feature::Fp16 => diagnostic,
+    };
+    diagnostic
+}

@@ -1,0 +1,107 @@
+//! Runtime profiles: the memory a framework takes beyond the model's own tensors.
+//!
+//! Each profile is a list of assumed constants with their source (DOMAIN.md §6). They are
+//! assumptions, not measurements: the probe's reports (`observed`) replace them.
+
+use super::calc::Overflow;
+use crate::budget::{Category, Component, Provenance};
+use crate::bytes::{Bytes, MIB};
+use crate::hir::{Arch, Runtime};
+
+/// The version of the profiles below; bump it when a constant changes.
+pub const PROFILES_VERSION: &str = "2026.11";
+
+/// CUDA context and the framework's kernels, loaded lazily (CUDA >= 11.7).
+const PYTORCH_CONTEXT: Bytes = Bytes(500 * MIB);
+const PYTORCH_CONTEXT_SOURCE: &str = "pytorch/pytorch#20532 (300-400 MB at CUDA init) and #107667 (~300 MB with lazy loading), plus kernels loaded on first use";
+/// A runtime with few kernels of its own (ggml's CUDA backend).
+const LLAMA_CPP_CONTEXT: Bytes = Bytes(300 * MIB);
+/// vLLM's CUDA graphs: 0.21-0.36 GiB in published logs; the larger is taken.
+const VLLM_CUDA_GRAPHS: Bytes = Bytes(369 * MIB);
+
+fn assumed(name: &str, category: Category, bytes: Bytes, formula: String, source: &str) -> Component {
+    Component {
+        name: name.to_string(),
+        category,
+        bytes,
+        provenance: Provenance::Assumed,
+        formula,
+        source: Some(source.to_string()),
+    }
+}
+
+/// cuBLAS workspace per stream as PyTorch sizes it: `:4096:2:16:8` (8 MiB + 128 KiB) by default,
+/// 32 MiB on Hopper and Blackwell (`CublasHandlePool.cpp`, `parseChosenWorkspaceSize`).
+fn cublas_workspace(arch: &Arch) -> Component {
+    let (bytes, formula) = match arch {
+        Arch::Hopper | Arch::Blackwell | Arch::BlackwellUltra => (Bytes(32 * MIB), "4096 KiB × 8 = 32 MiB (Hopper and Blackwell)".to_string()),
+        Arch::Cdna3 => (Bytes(128 * MIB), "128 MiB (hipBLASLt on gfx94x)".to_string()),
+        _ => (Bytes(4096 * 1024 * 2 + 16 * 1024 * 8), "4096 KiB × 2 + 16 KiB × 8 = 8,519,680 B".to_string()),
+    };
+    assumed("cuBLAS workspace", Category::Workspace, bytes, formula, "DOMAIN.md §6.2: PyTorch CublasHandlePool.cpp")
+}
+
+/// NCCL buffers per GPU for a communicating group of `peers` ranks (NVIDIA aiconfigurator's
+/// observed correction for NCCL >= 2.22: 342 MB for 2 ranks, 392 MB for 4 or more).
+fn nccl(peers: u64) -> Option<Component> {
+    let (bytes, formula) = match peers {
+        0 | 1 => return None,
+        2 => (Bytes(358_612_992), "2 ranks: 358,612,992 B".to_string()),
+        n => (Bytes(411_041_792), format!("{n} ranks: 411,041,792 B")),
+    };
+    Some(assumed("NCCL buffers", Category::Workspace, bytes, formula, "DOMAIN.md §6.3: aiconfigurator nccl_mem, observed for NCCL 2.22+"))
+}
+
+/// The runtime's components on one device. `peers` is the size of the group this device
+/// exchanges tensors with (1 when it works alone).
+pub(crate) fn components(runtime: &Runtime, arch: &Arch, peers: u64) -> Result<Vec<Component>, Overflow> {
+    let mut components = Vec::new();
+    match runtime {
+        Runtime::PyTorch | Runtime::Vllm => {
+            components.push(assumed(
+                "CUDA context and kernels",
+                Category::Workspace,
+                PYTORCH_CONTEXT,
+                format!("{} (profile {PROFILES_VERSION})", PYTORCH_CONTEXT.human()),
+                PYTORCH_CONTEXT_SOURCE,
+            ));
+            components.push(cublas_workspace(arch));
+            if *runtime == Runtime::Vllm {
+                components.push(assumed(
+                    "CUDA graphs",
+                    Category::Workspace,
+                    VLLM_CUDA_GRAPHS,
+                    format!("{} (profile {PROFILES_VERSION})", VLLM_CUDA_GRAPHS.human()),
+                    "DOMAIN.md §6.5: vLLM logs 0.21 GiB (PR #11349) and 0.36 GiB (gpustack PR #251)",
+                ));
+            }
+            components.extend(nccl(peers));
+        }
+        Runtime::LlamaCpp => {
+            components.push(assumed(
+                "CUDA context",
+                Category::Workspace,
+                LLAMA_CPP_CONTEXT,
+                format!("{} (profile {PROFILES_VERSION})", LLAMA_CPP_CONTEXT.human()),
+                "DOMAIN.md §6.1: pytorch/pytorch#20532, the driver's share of a CUDA process (300-400 MB)",
+            ));
+            components.extend(nccl(peers));
+        }
+        Runtime::None => {}
+        Runtime::Custom { context, workspace } => {
+            for (name, bytes) in [("runtime context", *context), ("runtime workspace", *workspace)] {
+                if bytes.0 > 0 {
+                    components.push(Component {
+                        name: name.to_string(),
+                        category: Category::Workspace,
+                        bytes,
+                        provenance: Provenance::Exact,
+                        formula: format!("{bytes} as declared"),
+                        source: None,
+                    });
+                }
+            }
+        }
+    }
+    Ok(components)
+}

@@ -1,0 +1,1 @@
+//! `vram fmt`: one canonical layout.

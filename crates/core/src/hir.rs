@@ -1,0 +1,343 @@
+//! Checked declarations: names resolved, units checked, defaults applied.
+//!
+//! The `check` pass builds these from the syntax tree; the evaluator reads only these. A value
+//! here is always valid: counts are positive where they must be, every referenced name exists.
+
+use std::collections::BTreeMap;
+
+use crate::bytes::Bytes;
+use crate::precision::{Feature, Precision};
+use crate::ratio::Ratio;
+use crate::span::Span;
+
+/// Everything a file declares, merged over the built-in catalog.
+#[derive(Clone, Debug, Default)]
+pub struct Program {
+    pub devices: BTreeMap<String, Device>,
+    pub machines: BTreeMap<String, Machine>,
+    pub models: BTreeMap<String, Model>,
+    pub workloads: BTreeMap<String, Workload>,
+    pub headrooms: BTreeMap<String, Headroom>,
+    /// In file order.
+    pub checks: Vec<CheckSpec>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Arch {
+    Volta,
+    Turing,
+    Ampere,
+    Ada,
+    Hopper,
+    Blackwell,
+    BlackwellUltra,
+    Cdna2,
+    Cdna3,
+    Gaudi3,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 10] = [
+        Arch::Volta,
+        Arch::Turing,
+        Arch::Ampere,
+        Arch::Ada,
+        Arch::Hopper,
+        Arch::Blackwell,
+        Arch::BlackwellUltra,
+        Arch::Cdna2,
+        Arch::Cdna3,
+        Arch::Gaudi3,
+    ];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Arch::Volta => "volta",
+            Arch::Turing => "turing",
+            Arch::Ampere => "ampere",
+            Arch::Ada => "ada",
+            Arch::Hopper => "hopper",
+            Arch::Blackwell => "blackwell",
+            Arch::BlackwellUltra => "blackwell-ultra",
+            Arch::Cdna2 => "cdna2",
+            Arch::Cdna3 => "cdna3",
+            Arch::Gaudi3 => "gaudi3",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|arch| arch.name() == name)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Device {
+    pub name: String,
+    pub title: Option<String>,
+    pub memory: Bytes,
+    /// True when `memory` is what the driver reports; false for a marketed size.
+    pub memory_reported: bool,
+    pub arch: Arch,
+    pub compute: Option<Ratio>,
+    pub features: Vec<Feature>,
+    pub from_catalog: bool,
+    pub span: Span,
+}
+
+impl Device {
+    pub fn display_name(&self) -> &str {
+        self.title.as_deref().unwrap_or(&self.name)
+    }
+
+    pub fn supports(&self, feature: Feature) -> bool {
+        self.features.contains(&feature)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Machine {
+    pub name: String,
+    pub title: Option<String>,
+    /// `(count, device name)` in declaration order.
+    pub gpus: Vec<(u32, String)>,
+    pub host_ram: Option<Bytes>,
+    pub disk: Option<Bytes>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mlp {
+    /// Gate, up and down projections (SwiGLU and friends).
+    Gated,
+    /// Up and down projections only (GPT-2, OPT).
+    Plain,
+}
+
+/// The shape of a decoder-only transformer.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    pub layers: u64,
+    pub hidden: u64,
+    pub ffn: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub vocab: u64,
+    pub tied_embeddings: bool,
+    pub qkv_bias: bool,
+    pub mlp: Mlp,
+}
+
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub name: String,
+    pub title: Option<String>,
+    pub shape: Option<Shape>,
+    /// A parameter count given directly.
+    pub params: Option<u64>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    PyTorch,
+    Vllm,
+    LlamaCpp,
+    None,
+    Custom { context: Bytes, workspace: Bytes },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    Last,
+    All,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attention {
+    Fused,
+    Eager,
+}
+
+#[derive(Clone, Debug)]
+pub struct Inference {
+    pub weights: Precision,
+    pub kv_cache: Precision,
+    pub activations: Precision,
+    pub context: u64,
+    pub sessions: u64,
+    /// Tokens in one forward step, over all sequences; `None` leaves it to the runtime.
+    pub prefill_chunk: Option<u64>,
+    pub logits: Logits,
+    pub attention: Attention,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Optimizer {
+    AdamW,
+    Sgd,
+    SgdMomentum,
+}
+
+impl Optimizer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Optimizer::AdamW => "adamw",
+            Optimizer::Sgd => "sgd",
+            Optimizer::SgdMomentum => "sgd-momentum",
+        }
+    }
+
+    /// fp32 state values kept per trained parameter.
+    pub fn states(self) -> u64 {
+        match self {
+            Optimizer::AdamW => 2,
+            Optimizer::SgdMomentum => 1,
+            Optimizer::Sgd => 0,
+        }
+    }
+}
+
+/// A linear layer LoRA can adapt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LoraTarget {
+    Q,
+    K,
+    V,
+    O,
+    Gate,
+    Up,
+    Down,
+}
+
+impl LoraTarget {
+    pub const ALL: [LoraTarget; 7] = [
+        LoraTarget::Q,
+        LoraTarget::K,
+        LoraTarget::V,
+        LoraTarget::O,
+        LoraTarget::Gate,
+        LoraTarget::Up,
+        LoraTarget::Down,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LoraTarget::Q => "q",
+            LoraTarget::K => "k",
+            LoraTarget::V => "v",
+            LoraTarget::O => "o",
+            LoraTarget::Gate => "gate",
+            LoraTarget::Up => "up",
+            LoraTarget::Down => "down",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Method {
+    Full,
+    Lora { rank: u64, targets: Vec<LoraTarget>, dtype: Precision },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checkpointing {
+    None,
+    Full,
+}
+
+#[derive(Clone, Debug)]
+pub struct Training {
+    pub method: Method,
+    pub weights: Precision,
+    pub master: Option<Precision>,
+    pub gradients: Precision,
+    pub optimizer: Optimizer,
+    pub micro_batch: u64,
+    pub sequence: u64,
+    pub checkpointing: Checkpointing,
+    pub attention: Attention,
+}
+
+/// Where a component's memory goes.
+pub use crate::budget::Category;
+
+#[derive(Clone, Debug)]
+pub struct CustomComponent {
+    pub name: String,
+    pub bytes: Bytes,
+    pub category: Category,
+    /// The expression as written, shown as the component's formula.
+    pub formula: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Workload {
+    pub name: String,
+    pub title: Option<String>,
+    pub model: Option<String>,
+    pub runtime: Runtime,
+    pub inference: Option<Inference>,
+    pub training: Option<Training>,
+    pub components: Vec<CustomComponent>,
+    pub span: Span,
+}
+
+/// `keep` percent of capacity, at least `at_least` bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeadroomRule {
+    pub keep: Ratio,
+    pub at_least: Bytes,
+}
+
+#[derive(Clone, Debug)]
+pub struct Headroom {
+    pub name: String,
+    pub general: HeadroomRule,
+    pub per_arch: BTreeMap<Arch, HeadroomRule>,
+}
+
+impl Headroom {
+    /// The built-in rule when a file declares none: keep 5 %, at least 1 GiB.
+    pub fn builtin() -> Headroom {
+        Headroom {
+            name: "built-in".to_string(),
+            general: HeadroomRule {
+                keep: Ratio::new(5, 100).unwrap_or(Ratio::ZERO),
+                at_least: Bytes(crate::bytes::GIB),
+            },
+            per_arch: BTreeMap::new(),
+        }
+    }
+}
+
+/// How work is divided over devices. Each degree is at least 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    pub tensor: u32,
+    pub pipeline: u32,
+    pub data: u32,
+}
+
+impl Split {
+    pub const NONE: Split = Split { tensor: 1, pipeline: 1, data: 1 };
+
+    pub fn devices(self) -> u64 {
+        u64::from(self.tensor) * u64::from(self.pipeline) * u64::from(self.data)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct CheckSpec {
+    pub id: String,
+    pub title: Option<String>,
+    pub workload: String,
+    /// A human form of the target: `2 x h100-sxm-80gb`, `dgx-h100`.
+    pub target: String,
+    pub machine: Option<String>,
+    /// One device name per GPU, in rank order.
+    pub devices: Vec<String>,
+    pub split: Split,
+    pub headroom: Option<String>,
+    pub span: Span,
+}

@@ -1,0 +1,307 @@
+//! Pest pairs to the typed [`crate::ast`], one function per grammar rule.
+//!
+//! `expect`/`unreachable!` here only guard shapes the grammar guarantees. Anything a user can get
+//! wrong (a number with 40 digits, say) becomes a diagnostic.
+
+use std::sync::OnceLock;
+
+use pest::iterators::{Pair, Pairs};
+use pest::pratt_parser::{Assoc, Op, PrattParser};
+
+use super::Rule;
+use crate::ast::{
+    BinaryOp, Block, BlockDeclaration, Check, CountOf, Declaration, DeclarationKind, Expr, Field,
+    File, Ident, SplitPart, Target, Text, Unit, Value,
+};
+use crate::diagnostic::Diagnostic;
+use crate::limits::MAX_DIGITS;
+use crate::ratio::Ratio;
+use crate::span::Span;
+
+/// Lowering state: the chunk's offset in the whole source, and the diagnostics found so far.
+struct Lowerer {
+    offset: usize,
+    diagnostics: Vec<Diagnostic>,
+}
+
+pub(super) fn lower_file(pair: Pair<'_, Rule>, offset: usize) -> (File, Vec<Diagnostic>) {
+    let mut lowerer = Lowerer { offset, diagnostics: Vec::new() };
+    let mut file = File::default();
+    for pair in pair.into_inner() {
+        match pair.as_rule() {
+            Rule::block_declaration => {
+                let decl = lowerer.lower_block_declaration(pair);
+                file.declarations.push(Declaration::Block(decl));
+            }
+            Rule::check => file.declarations.push(Declaration::Check(lowerer.lower_check(pair))),
+            Rule::EOI => {}
+            rule => unreachable!("file holds declarations only, got {rule:?}"),
+        }
+    }
+    (file, lowerer.diagnostics)
+}
+
+fn next<'i>(pairs: &mut Pairs<'i, Rule>) -> Pair<'i, Rule> {
+    pairs.next().expect("the grammar guarantees this child")
+}
+
+impl Lowerer {
+    fn span(&self, pair: &Pair<'_, Rule>) -> Span {
+        let span = pair.as_span();
+        Span::new(span.start() + self.offset, span.end() + self.offset)
+    }
+
+    fn lower_block_declaration(&mut self, pair: Pair<'_, Rule>) -> BlockDeclaration {
+        let span = self.span(&pair);
+        let mut inner = pair.into_inner();
+        let kind = match next(&mut inner).as_str() {
+            "device" => DeclarationKind::Device,
+            "machine" => DeclarationKind::Machine,
+            "model" => DeclarationKind::Model,
+            "workload" => DeclarationKind::Workload,
+            "headroom" => DeclarationKind::Headroom,
+            other => unreachable!("declaration_kind matched {other:?}"),
+        };
+        let name = self.lower_name(next(&mut inner));
+        let mut title = None;
+        let mut body = Block::default();
+        for pair in inner {
+            match pair.as_rule() {
+                Rule::title => title = Some(self.lower_title(pair)),
+                Rule::block => body = self.lower_block(pair),
+                rule => unreachable!("block declaration child {rule:?}"),
+            }
+        }
+        BlockDeclaration { kind, name, title, body, span }
+    }
+
+    fn lower_check(&mut self, pair: Pair<'_, Rule>) -> Check {
+        let span = self.span(&pair);
+        let mut title = None;
+        let mut workload = None;
+        let mut target = None;
+        let mut split = Vec::new();
+        let mut headroom = None;
+        for pair in pair.into_inner() {
+            match pair.as_rule() {
+                Rule::keyword_check | Rule::keyword_on => {}
+                Rule::title => title = Some(self.lower_title(pair)),
+                Rule::name => workload = Some(self.lower_name(pair)),
+                Rule::target => target = Some(self.lower_target(pair)),
+                Rule::split => split = self.lower_split(pair),
+                Rule::headroom_choice => {
+                    let name = pair.into_inner().nth(1).expect("headroom_choice has a name");
+                    headroom = Some(self.lower_name(name));
+                }
+                rule => unreachable!("check child {rule:?}"),
+            }
+        }
+        Check {
+            title,
+            workload: workload.expect("a check names its workload"),
+            target: target.expect("a check has a target"),
+            split,
+            headroom,
+            span,
+        }
+    }
+
+    fn lower_target(&mut self, pair: Pair<'_, Rule>) -> Target {
+        let inner = pair.into_inner().next().expect("target has one child");
+        match inner.as_rule() {
+            Rule::count_of => Target::Count(self.lower_count_of(inner)),
+            Rule::name => Target::Named(self.lower_name(inner)),
+            rule => unreachable!("target child {rule:?}"),
+        }
+    }
+
+    fn lower_split(&mut self, pair: Pair<'_, Rule>) -> Vec<SplitPart> {
+        let mut parts = Vec::new();
+        let mut inner = pair.into_inner();
+        inner.next(); // the `split` keyword
+        while let Some(strategy) = inner.next() {
+            let strategy = self.lower_name(strategy);
+            let degree = self.lower_expr(next(&mut inner));
+            parts.push(SplitPart { strategy, degree });
+        }
+        parts
+    }
+
+    fn lower_block(&mut self, pair: Pair<'_, Rule>) -> Block {
+        let span = self.span(&pair);
+        let fields = pair.into_inner().map(|field| self.lower_field(field)).collect();
+        Block { fields, span }
+    }
+
+    fn lower_field(&mut self, pair: Pair<'_, Rule>) -> Field {
+        let span = self.span(&pair);
+        let mut inner = pair.into_inner();
+        let key = self.lower_name(next(&mut inner));
+        let mut values = Vec::new();
+        let mut block = None;
+        for pair in inner {
+            match pair.as_rule() {
+                Rule::string => values.push(Value::Text(self.lower_string(pair))),
+                Rule::count_of => values.push(Value::Count(self.lower_count_of(pair))),
+                Rule::expr => values.push(Value::Expr(self.lower_expr(pair))),
+                Rule::word => {
+                    let name = pair.into_inner().next().expect("word wraps a name");
+                    values.push(Value::Word(self.lower_name(name)));
+                }
+                Rule::block => block = Some(self.lower_block(pair)),
+                rule => unreachable!("field child {rule:?}"),
+            }
+        }
+        Field { key, values, block, span }
+    }
+
+    fn lower_count_of(&mut self, pair: Pair<'_, Rule>) -> CountOf {
+        let span = self.span(&pair);
+        let mut inner = pair.into_inner();
+        let count = self.lower_expr(next(&mut inner));
+        inner.next(); // `x`
+        let name = self.lower_name(next(&mut inner));
+        CountOf { count, name, span }
+    }
+
+    fn lower_name(&mut self, pair: Pair<'_, Rule>) -> Ident {
+        Ident { name: pair.as_str().to_string(), span: self.span(&pair) }
+    }
+
+    fn lower_title(&mut self, pair: Pair<'_, Rule>) -> Text {
+        self.lower_string(pair.into_inner().next().expect("title wraps a string"))
+    }
+
+    fn lower_string(&mut self, pair: Pair<'_, Rule>) -> Text {
+        let span = self.span(&pair);
+        let content = pair.into_inner().next().map_or("", |p| p.as_str());
+        let mut value = String::with_capacity(content.len());
+        let mut escaped = false;
+        for c in content.chars() {
+            if escaped || c != '\\' {
+                value.push(c);
+                escaped = false;
+            } else {
+                escaped = true;
+            }
+        }
+        Text { value, span }
+    }
+
+    fn lower_expr(&mut self, pair: Pair<'_, Rule>) -> Expr {
+        let offset = self.offset;
+        let span_of = |pair: &Pair<'_, Rule>| {
+            let span = pair.as_span();
+            Span::new(span.start() + offset, span.end() + offset)
+        };
+        // The closures below need `self` for diagnostics; collect them in a local list instead.
+        let diagnostics = std::cell::RefCell::new(Vec::new());
+        let expr = pratt()
+            .map_primary(|primary| match primary.as_rule() {
+                Rule::number => {
+                    let span = span_of(&primary);
+                    let raw = primary.as_str().to_string();
+                    let value = parse_number(&raw).unwrap_or_else(|message| {
+                        diagnostics.borrow_mut().push(
+                            Diagnostic::error("E003", span, message)
+                                .with_help(format!("numbers have at most {MAX_DIGITS} digits and an exponent of at most 30; write large counts with a scale word such as `billion`")),
+                        );
+                        Ratio::ZERO
+                    });
+                    Expr::Number { value, raw, span }
+                }
+                Rule::group => {
+                    let span = span_of(&primary);
+                    let inner = primary.into_inner().next().expect("group holds an expr");
+                    let mut nested = Lowerer { offset, diagnostics: Vec::new() };
+                    let inner = nested.lower_expr(inner);
+                    diagnostics.borrow_mut().extend(nested.diagnostics);
+                    Expr::Group { inner: Box::new(inner), span }
+                }
+                rule => unreachable!("primary {rule:?}"),
+            })
+            .map_prefix(|op, operand| {
+                let span = span_of(&op).to(operand.span());
+                Expr::Neg { operand: Box::new(operand), span }
+            })
+            .map_postfix(|operand, op| {
+                let span = operand.span().to(span_of(&op));
+                let unit = Unit::from_text(op.as_str()).expect("the grammar accepts known units");
+                Expr::Unit { operand: Box::new(operand), unit, span }
+            })
+            .map_infix(|lhs, op, rhs| {
+                let op = match op.as_rule() {
+                    Rule::add => BinaryOp::Add,
+                    Rule::sub => BinaryOp::Sub,
+                    Rule::mul => BinaryOp::Mul,
+                    Rule::div => BinaryOp::Div,
+                    rule => unreachable!("infix {rule:?}"),
+                };
+                let span = lhs.span().to(rhs.span());
+                Expr::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs), span }
+            })
+            .parse(pair.into_inner());
+        self.diagnostics.extend(diagnostics.into_inner());
+        expr
+    }
+}
+
+fn pratt() -> &'static PrattParser<Rule> {
+    static PRATT: OnceLock<PrattParser<Rule>> = OnceLock::new();
+    PRATT.get_or_init(|| {
+        // Later lines bind tighter: `+ -`, then `* /`, then unary minus, then units.
+        PrattParser::new()
+            .op(Op::infix(Rule::add, Assoc::Left) | Op::infix(Rule::sub, Assoc::Left))
+            .op(Op::infix(Rule::mul, Assoc::Left) | Op::infix(Rule::div, Assoc::Left))
+            .op(Op::prefix(Rule::neg))
+            .op(Op::postfix(Rule::unit))
+    })
+}
+
+/// Parses a number literal exactly: `1_000`, `8.9`, `1.5e9`.
+fn parse_number(raw: &str) -> Result<Ratio, String> {
+    let text: String = raw.chars().filter(|&c| c != '_').collect();
+    let (mantissa, exponent) = match text.find(['e', 'E']) {
+        Some(at) => (&text[..at], Some(&text[at + 1..])),
+        None => (text.as_str(), None),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = format!("{whole}{fraction}");
+    let significant = digits.trim_start_matches('0');
+    if significant.len() > MAX_DIGITS {
+        return Err(format!("`{raw}` has more than {MAX_DIGITS} significant digits"));
+    }
+    let too_big = || format!("`{raw}` is too large to represent");
+    let numerator: i128 = if significant.is_empty() { 0 } else { significant.parse().map_err(|_| too_big())? };
+    let fraction_digits = u32::try_from(fraction.len()).map_err(|_| too_big())?;
+    let mut value = Ratio::int(numerator)
+        .checked_div(Ratio::pow10(fraction_digits).ok_or_else(too_big)?)
+        .ok_or_else(too_big)?;
+    if let Some(exponent) = exponent {
+        let exponent: i32 = exponent.parse().map_err(|_| too_big())?;
+        if exponent.unsigned_abs() > 30 {
+            return Err(format!("the exponent of `{raw}` is outside -30..=30"));
+        }
+        let scale = Ratio::pow10(exponent.unsigned_abs()).ok_or_else(too_big)?;
+        value = if exponent >= 0 { value.checked_mul(scale) } else { value.checked_div(scale) }
+            .ok_or_else(too_big)?;
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_number;
+    use crate::ratio::Ratio;
+
+    #[test]
+    fn numbers_are_exact() {
+        assert_eq!(parse_number("81_559"), Ok(Ratio::int(81_559)));
+        assert_eq!(parse_number("8.9"), Ratio::new(89, 10).ok_or(String::new()));
+        assert_eq!(parse_number("1.5e9"), Ok(Ratio::int(1_500_000_000)));
+        assert_eq!(parse_number("25e-1"), Ratio::new(5, 2).ok_or(String::new()));
+        assert_eq!(parse_number("0007"), Ok(Ratio::int(7)));
+        assert!(parse_number("1234567890123456789012345678901").is_err());
+        assert!(parse_number("1e31").is_err());
+    }
+}

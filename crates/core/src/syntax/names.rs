@@ -1,0 +1,148 @@
+//! Human names for grammar rules, and the conversion of pest errors into diagnostics.
+//!
+//! The match in [`rule_name`] has no wildcard arm: adding a rule to the grammar fails to compile
+//! until the rule has a name a user can read.
+
+use pest::error::{Error, ErrorVariant, InputLocation};
+
+use super::Rule;
+use crate::diagnostic::Diagnostic;
+use crate::span::Span;
+
+/// What a user should read for `rule` in "expected ..." messages.
+pub fn rule_name(rule: Rule) -> &'static str {
+    match rule {
+        Rule::EOI => "the end of the file",
+        Rule::WHITESPACE => "a space",
+        Rule::COMMENT => "a comment",
+        Rule::terminator => "the end of the line",
+        Rule::file => "a file",
+        Rule::declaration => "a declaration (device, machine, model, workload, headroom or check)",
+        Rule::block_declaration => {
+            "a declaration (device, machine, model, workload, headroom or check)"
+        }
+        Rule::declaration_kind => {
+            "a declaration (device, machine, model, workload, headroom or check)"
+        }
+        Rule::check => "a check such as `check chat on l4`",
+        Rule::keyword_check => "`check`",
+        Rule::keyword_on => "`on`",
+        Rule::target => "a device, a machine, or a count such as `2 x h100-sxm-80gb`",
+        Rule::split => "a split such as `split tensor 2`",
+        Rule::keyword_split => "`split`",
+        Rule::headroom_choice => "a headroom rule such as `headroom strict`",
+        Rule::keyword_headroom => "`headroom`",
+        Rule::block => "a block `{ ... }`",
+        Rule::field => "a field such as `layers 32`",
+        Rule::value => "a value",
+        Rule::count_of => "a count such as `8 x h100-sxm-80gb`",
+        Rule::times => "`x`",
+        Rule::word => "a word",
+        Rule::title => "a title in double quotes",
+        Rule::string => "a string in double quotes",
+        Rule::string_content => "the text of a string",
+        Rule::name => "a name",
+        Rule::name_char => "a letter, digit, `_` or `-`",
+        Rule::expr => "a quantity such as `24 GiB`",
+        Rule::primary => "a number or `(`",
+        Rule::group => "`(`",
+        Rule::neg => "`-`",
+        Rule::prefix => "`-`",
+        Rule::postfix => "a unit",
+        Rule::infix => "an operator (`+ - * /`)",
+        Rule::add => "`+`",
+        Rule::sub => "`-`",
+        Rule::mul => "`*`",
+        Rule::div => "`/`",
+        Rule::number => "a number",
+        Rule::unit => "a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB, tokens, %, billion...)",
+    }
+}
+
+/// Converts a pest error on a chunk starting at byte `offset` into our diagnostic.
+pub(super) fn syntax_diagnostic(error: Error<Rule>, text: &str, offset: usize) -> Diagnostic {
+    let (start, end) = match error.location {
+        InputLocation::Pos(pos) => (pos, pos),
+        InputLocation::Span((start, end)) => (start, end),
+    };
+    let found = describe_found(text, start);
+    let message = match &error.variant {
+        ErrorVariant::ParsingError { positives, negatives } => {
+            let mut expected: Vec<&str> = positives.iter().map(|rule| rule_name(*rule)).collect();
+            expected.sort_unstable();
+            expected.dedup();
+            if expected.is_empty() {
+                let unexpected: Vec<&str> = negatives.iter().map(|rule| rule_name(*rule)).collect();
+                format!("unexpected {}", unexpected.join(" or "))
+            } else {
+                format!("expected {}, found {found}", join_or(&expected))
+            }
+        }
+        ErrorVariant::CustomError { message } => message.clone(),
+    };
+    // Point at the offending token (at least one character) so the caret is visible.
+    let end = if end > start { end } else { next_token_end(text, start) };
+    let mut diagnostic =
+        Diagnostic::error("E001", Span::new(start + offset, end + offset), message);
+    if let Some(help) = help_for(text, start) {
+        diagnostic = diagnostic.with_help(help);
+    }
+    diagnostic
+}
+
+fn join_or(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+fn describe_found(text: &str, pos: usize) -> String {
+    let rest = text.get(pos..).unwrap_or("");
+    match rest.chars().next() {
+        None => "the end of the file".to_string(),
+        Some('\n' | '\r') => "the end of the line".to_string(),
+        Some(_) => {
+            let token = &rest[..next_token_end(text, pos) - pos];
+            format!("`{token}`")
+        }
+    }
+}
+
+/// The end of the token starting at `pos`: a run of name characters, or one character.
+fn next_token_end(text: &str, pos: usize) -> usize {
+    let rest = text.get(pos..).unwrap_or("");
+    let word: usize = rest
+        .char_indices()
+        .take_while(|(_, c)| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        .map(|(i, c)| i + c.len_utf8())
+        .last()
+        .unwrap_or(0);
+    if word > 0 {
+        return pos + word;
+    }
+    match rest.chars().next() {
+        Some('\n' | '\r') | None => pos,
+        Some(c) => pos + c.len_utf8(),
+    }
+}
+
+/// A hint for common slips, judged from the text at the error.
+fn help_for(text: &str, pos: usize) -> Option<String> {
+    let rest = text.get(pos..).unwrap_or("");
+    if rest.starts_with('=') || rest.starts_with(':') {
+        return Some("fields are written `key value`, without `=` or `:`".to_string());
+    }
+    if rest.starts_with('"') {
+        return Some("a title comes right after the name: `model llama3-8b \"Llama 3 8B\" {`".into());
+    }
+    let before = text.get(..pos).unwrap_or("").trim_end();
+    if before.ends_with('{') && rest.starts_with('}') {
+        return None;
+    }
+    if rest.trim_start().is_empty() {
+        return Some("a `{` is not closed, or the file ends in the middle of a line".to_string());
+    }
+    None
+}
