@@ -153,8 +153,9 @@ pub struct Text {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Expr {
-    /// A literal, kept exact. `raw` is the text as written, for `vram fmt`.
-    Number { value: Ratio, raw: String, span: Span },
+    /// A literal, kept exact. `raw` is the text as written, for `vram fmt`. `value` is `None`
+    /// when the literal cannot be represented (already reported while lowering).
+    Number { value: Option<Ratio>, raw: String, span: Span },
     Neg { operand: Box<Expr>, span: Span },
     Binary { op: BinaryOp, lhs: Box<Expr>, rhs: Box<Expr>, span: Span },
     /// `expr unit`: `4 B`, `(4 + 4) KiB`, `7 billion`.

@@ -193,3 +193,8 @@ impl Verdict {
         verdicts.into_iter().max_by_key(|verdict| verdict.severity()).cloned()
     }
 }
+
+/// The JSON Schema of [`Budget`], generated from the types above.
+pub fn schema() -> schemars::Schema {
+    schemars::schema_for!(Budget)
+}

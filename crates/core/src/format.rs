@@ -1,1 +1,249 @@
-//! `vram fmt`: one canonical layout.
+//! `vram fmt`: one canonical layout, so workload files diff cleanly.
+//!
+//! The layout: one field per line, two-space indentation, single spaces between values,
+//! arithmetic spaced as `3840 * 2160 * 4 B`, a blank line between block declarations, at most one
+//! blank line anywhere. Comments are kept where they were: a comment on its own line stays on its
+//! own line before the next item, a comment after an item stays at the end of that item's line.
+//! Formatting never changes the syntax tree (a test parses both and compares).
+
+use crate::ast::{Block, BlockDeclaration, Check, Declaration, Field, Target, Value};
+use crate::check::format_expr;
+use crate::diagnostic::Diagnostic;
+use crate::span::Span;
+
+const INDENT: &str = "  ";
+
+/// Formats `source`, or returns its syntax errors (a file that does not parse is left alone).
+pub fn format(source: &str) -> Result<String, Vec<Diagnostic>> {
+    let (file, diagnostics) = crate::syntax::parse(source);
+    let errors: Vec<Diagnostic> = diagnostics.into_iter().filter(Diagnostic::is_error).collect();
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let mut printer = Printer { source, comments: comments(source), next_comment: 0, out: String::new() };
+    let mut previous: Option<&Declaration> = None;
+    for declaration in &file.declarations {
+        let span = declaration.span();
+        if let Some(previous) = previous {
+            let blank = matches!(previous, Declaration::Block(_))
+                || matches!(declaration, Declaration::Block(_))
+                || printer.blank_line_between(previous.span().end, span.start);
+            if blank {
+                printer.out.push('\n');
+            }
+        }
+        printer.leading_comments(span.start, 0);
+        match declaration {
+            Declaration::Block(decl) => printer.block_declaration(decl),
+            Declaration::Check(check) => printer.check(check),
+        }
+        previous = Some(declaration);
+    }
+    printer.leading_comments(u32::MAX, 0);
+    Ok(printer.out)
+}
+
+/// A comment: its byte range, and whether code precedes it on its line.
+#[derive(Debug)]
+struct Comment {
+    span: Span,
+    trailing: bool,
+}
+
+/// Finds every comment in `source`, skipping `#` inside strings.
+fn comments(source: &str) -> Vec<Comment> {
+    let mut found = Vec::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut line_has_code = false;
+    let mut chars = source.char_indices().peekable();
+    while let Some((offset, c)) = chars.next() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' | '\n' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '#' => {
+                let end = source[offset..].find('\n').map_or(source.len(), |n| offset + n);
+                found.push(Comment { span: Span::new(offset, end), trailing: line_has_code });
+                while chars.peek().is_some_and(|(o, _)| *o < end) {
+                    chars.next();
+                }
+            }
+            '\n' => line_has_code = false,
+            '"' => {
+                in_string = true;
+                line_has_code = true;
+            }
+            c if !c.is_whitespace() => line_has_code = true,
+            _ => {}
+        }
+    }
+    found
+}
+
+struct Printer<'s> {
+    source: &'s str,
+    comments: Vec<Comment>,
+    next_comment: usize,
+    out: String,
+}
+
+impl Printer<'_> {
+    fn blank_line_between(&self, end: u32, start: u32) -> bool {
+        let between = self.source.get(end as usize..start as usize).unwrap_or("");
+        // Ignore comment text: a blank line is two newlines with only spaces between them.
+        between.lines().skip(1).any(|line| line.trim().is_empty()) && between.matches('\n').count() >= 2
+    }
+
+    /// Prints the own-line comments that start before `offset`.
+    fn leading_comments(&mut self, offset: u32, depth: usize) {
+        let mut last_end = None;
+        while let Some(comment) = self.comments.get(self.next_comment) {
+            if comment.span.start >= offset {
+                break;
+            }
+            let text = comment.span.text(self.source).trim_end();
+            if comment.trailing && self.out.ends_with('\n') && !self.out.is_empty() {
+                // A trailing comment whose line we already ended: keep it on that line.
+                self.out.pop();
+                self.out.push_str("  ");
+                self.out.push_str(text);
+                self.out.push('\n');
+            } else {
+                let blank_before = self.comment_after_blank_line(comment.span.start);
+                if blank_before && !self.out.is_empty() && !self.out.ends_with("\n\n") && !self.out.ends_with("{\n") {
+                    self.out.push('\n');
+                }
+                self.out.push_str(&INDENT.repeat(depth));
+                self.out.push_str(text);
+                self.out.push('\n');
+            }
+            last_end = Some(comment.span.end);
+            self.next_comment += 1;
+        }
+        if let Some(end) = last_end {
+            if offset != u32::MAX && self.blank_line_between(end, offset) && !self.out.ends_with("\n\n") {
+                self.out.push('\n');
+            }
+        }
+    }
+
+    fn comment_after_blank_line(&self, start: u32) -> bool {
+        let before = self.source.get(..start as usize).unwrap_or("");
+        let mut lines = before.rsplit('\n').skip(1);
+        lines.next().is_some_and(|line| line.trim().is_empty())
+    }
+
+    /// Ends the current line, taking any comment that trails it in the source (up to `end`).
+    fn end_line(&mut self, end: u32) {
+        let line_end = self.source[end as usize..].find('\n').map_or(self.source.len(), |n| end as usize + n);
+        if let Some(comment) = self.comments.get(self.next_comment) {
+            let between = self.source.get(end as usize..comment.span.start as usize).unwrap_or("");
+            // Only the last item on a line takes the comment that ends it.
+            let last_on_line = between.chars().all(|c| c.is_whitespace() || c == ';' || c == '}' || c == '{');
+            if comment.trailing && (comment.span.start as usize) < line_end && comment.span.start >= end && last_on_line {
+                self.out.push_str("  ");
+                self.out.push_str(comment.span.text(self.source).trim_end());
+                self.next_comment += 1;
+            }
+        }
+        self.out.push('\n');
+    }
+
+    fn block_declaration(&mut self, decl: &BlockDeclaration) {
+        self.out.push_str(decl.kind.keyword());
+        self.out.push(' ');
+        self.out.push_str(&decl.name.name);
+        if let Some(title) = &decl.title {
+            self.out.push(' ');
+            self.out.push_str(&quote(&title.value));
+        }
+        self.block(&decl.body, 0);
+    }
+
+    fn block(&mut self, block: &Block, depth: usize) {
+        if block.fields.is_empty() && !self.has_comment_before(block.span.end) {
+            self.out.push_str(" {}");
+            self.end_line(block.span.end);
+            return;
+        }
+        self.out.push_str(" {");
+        self.end_line(block.span.start + 1);
+        let mut previous_end = None;
+        for field in &block.fields {
+            if let Some(end) = previous_end {
+                if self.blank_line_between(end, field.span.start) && !self.out.ends_with("\n\n") {
+                    self.out.push('\n');
+                }
+            }
+            self.leading_comments(field.span.start, depth + 1);
+            self.field(field, depth + 1);
+            previous_end = Some(field.span.end);
+        }
+        self.leading_comments(block.span.end.saturating_sub(1), depth + 1);
+        self.out.push_str(&INDENT.repeat(depth));
+        self.out.push('}');
+        self.end_line(block.span.end);
+    }
+
+    fn has_comment_before(&self, offset: u32) -> bool {
+        self.comments.get(self.next_comment).is_some_and(|c| c.span.start < offset)
+    }
+
+    fn field(&mut self, field: &Field, depth: usize) {
+        self.out.push_str(&INDENT.repeat(depth));
+        self.out.push_str(&field.key.name);
+        for value in &field.values {
+            self.out.push(' ');
+            self.out.push_str(&value_text(value));
+        }
+        match &field.block {
+            Some(block) => self.block(block, depth),
+            None => self.end_line(field.span.end),
+        }
+    }
+
+    fn check(&mut self, check: &Check) {
+        self.out.push_str("check ");
+        if let Some(title) = &check.title {
+            self.out.push_str(&quote(&title.value));
+            self.out.push(' ');
+        }
+        self.out.push_str(&check.workload.name);
+        self.out.push_str(" on ");
+        match &check.target {
+            Target::Count(count) => self.out.push_str(&format!("{} x {}", format_expr(&count.count), count.name.name)),
+            Target::Named(name) => self.out.push_str(&name.name),
+        }
+        if !check.split.is_empty() {
+            self.out.push_str(" split");
+            for part in &check.split {
+                self.out.push_str(&format!(" {} {}", part.strategy.name, format_expr(&part.degree)));
+            }
+        }
+        if let Some(headroom) = &check.headroom {
+            self.out.push_str(" headroom ");
+            self.out.push_str(&headroom.name);
+        }
+        self.end_line(check.span.end);
+    }
+}
+
+fn value_text(value: &Value) -> String {
+    match value {
+        Value::Expr(expr) => format_expr(expr),
+        Value::Word(word) => word.name.clone(),
+        Value::Text(text) => quote(&text.value),
+        Value::Count(count) => format!("{} x {}", format_expr(&count.count), count.name.name),
+    }
+}
+
+fn quote(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}

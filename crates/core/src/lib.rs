@@ -89,6 +89,8 @@ pub fn evaluate_with(source: &str, base: &hir::Program) -> Outcome {
     let (budget, found) = eval::evaluate(&program);
     diagnostics.extend(found);
     diagnostics.sort_by_key(|d| (d.primary.start, d.primary.end));
+    // A mistake found by two passes (an unrepresentable number, say) is reported once.
+    diagnostics.dedup();
     Outcome { budget, diagnostics }
 }
 

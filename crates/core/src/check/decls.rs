@@ -44,7 +44,7 @@ pub(super) fn device(decl: &BlockDeclaration, from_catalog: bool) -> (Option<Dev
     let arch_names: Vec<&str> = Arch::ALL.iter().map(Arch::name).collect();
     let arch = match fields.choice("arch", &arch_names) {
         Some((name, _)) => Arch::from_name(name),
-        None if fields.get("arch").is_none() => {
+        None if !fields.has("arch") => {
             fields.missing("arch", "arch hopper");
             None
         }
@@ -183,7 +183,7 @@ pub(super) fn model(decl: &BlockDeclaration) -> (Option<Model>, Vec<Diagnostic>)
             ("heads", heads, "heads 32"),
             ("vocab", vocab, "vocab 128256"),
         ] {
-            if value.is_none() && !decl.body.fields.iter().any(|f| f.key.name == key) {
+            if value.is_none() {
                 fields.missing(key, example);
             }
         }
@@ -201,7 +201,7 @@ pub(super) fn model(decl: &BlockDeclaration) -> (Option<Model>, Vec<Diagnostic>)
                 None if hidden % heads == 0 => Some(hidden / heads),
                 None => {
                     fields.push(
-                        Diagnostic::error("E011", decl.body.span, format!("hidden {hidden} is not a multiple of heads {heads}, so head_dim must be given"))
+                        Diagnostic::error("E011", decl.name.span, format!("hidden {hidden} is not a multiple of heads {heads}, so head_dim must be given"))
                             .with_help("add `head_dim 128` (from the model's config.json)"),
                     );
                     None
@@ -211,9 +211,9 @@ pub(super) fn model(decl: &BlockDeclaration) -> (Option<Model>, Vec<Diagnostic>)
                 shape = Some(Shape { layers, hidden, ffn, heads, kv_heads, head_dim, vocab, tied_embeddings: tied, qkv_bias, mlp });
             }
         }
-    } else if params.is_none() && fields.get("params").is_none() {
+    } else if !fields.has("params") {
         fields.push(
-            Diagnostic::error("E011", decl.body.span, format!("model `{}` has neither a shape nor a parameter count", decl.name.name))
+            Diagnostic::error("E011", decl.name.span, format!("model `{}` has neither a shape nor a parameter count", decl.name.name))
                 .with_help("give `params 7 billion`, or the shape: layers, hidden, ffn, heads, kv_heads, vocab"),
         );
     }

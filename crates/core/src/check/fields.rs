@@ -75,7 +75,7 @@ impl<'a> Fields<'a> {
             let mut diagnostic = Diagnostic::error(
                 "E010",
                 field.key.span,
-                format!("{} has no field `{}`", capitalize(self.what), field.key.name),
+                format!("{} has no field `{}`", self.what, field.key.name),
             );
             let names: Vec<&str> = self.known.iter().map(|(k, _)| *k).collect();
             diagnostic = match suggest(&field.key.name, &names) {
@@ -85,6 +85,11 @@ impl<'a> Fields<'a> {
             diagnostics.push(diagnostic);
         }
         diagnostics
+    }
+
+    /// Whether the block has a field with this key (used or not).
+    pub(crate) fn has(&self, key: &str) -> bool {
+        self.block.fields.iter().any(|f| f.key.name == key)
     }
 
     /// The first field with this key, marked as used.
@@ -104,10 +109,21 @@ impl<'a> Fields<'a> {
         found
     }
 
-    /// Reports that a required field is missing.
+    /// Reports that a required field is missing, unless a misspelt key already stands for it
+    /// (that one is reported as unknown, with this key as the suggestion).
     pub(crate) fn missing(&self, key: &str, example: &str) {
+        let misspelt = self.block.fields.iter().any(|f| {
+            f.key.name != key && !self.known.iter().any(|(k, _)| *k == f.key.name) && suggest(&f.key.name, &[key]).is_some()
+        });
+        // `layers 32 hidden 4096` on one line: the extra values are reported already.
+        let run_together = self.block.fields.iter().any(|f| f.values.iter().any(|v| matches!(v, Value::Word(w) if w.name == key)));
+        if misspelt || run_together || self.has(key) {
+            return;
+        }
+        // Point at the opening brace: the block is where the line belongs.
+        let brace = Span { start: self.block.span.start, end: self.block.span.start + 1 };
         self.push(
-            Diagnostic::error("E011", self.block.span, format!("{} needs `{key}`", self.what))
+            Diagnostic::error("E011", brace, format!("{} needs `{key}`", self.what))
                 .with_help(format!("add a line such as `{example}`")),
         );
     }
@@ -303,11 +319,6 @@ impl<'a> Fields<'a> {
         }
         words
     }
-}
-
-fn capitalize(text: &str) -> String {
-    let mut chars = text.chars();
-    chars.next().map(|c| c.to_uppercase().collect::<String>() + chars.as_str()).unwrap_or_default()
 }
 
 fn range_help(key: &str) -> String {

@@ -37,7 +37,12 @@ pub(crate) struct Quantity {
 /// Evaluates `expr`, or explains why it has no value.
 pub(crate) fn evaluate(expr: &Expr) -> Result<Quantity, Diagnostic> {
     match expr {
-        Expr::Number { value, .. } => Ok(Quantity { value: *value, dim: Dim::Count }),
+        Expr::Number { value: Some(value), .. } => Ok(Quantity { value: *value, dim: Dim::Count }),
+        // Reported while lowering; the same diagnostic again is removed by the final dedup.
+        Expr::Number { value: None, raw, span } => Err(crate::syntax::number_diagnostic(
+            crate::syntax::parse_number(raw).err().unwrap_or_default(),
+            *span,
+        )),
         Expr::Group { inner, .. } => evaluate(inner),
         Expr::Neg { operand, span } => {
             let q = evaluate(operand)?;

@@ -54,12 +54,12 @@ pub(super) fn workload(decl: &BlockDeclaration, scope: &Scope) -> (Option<Worklo
         .map(|block| components(block, &mut diagnostics));
 
     let needs_model = inference_field.is_some() || training_field.is_some();
-    if needs_model && fields.get("model").is_none() && !decl.body.fields.iter().any(|f| f.key.name == "model") {
+    if needs_model && !fields.has("model") {
         fields.missing("model", "model llama3.1-8b");
     }
-    if !needs_model && fields.get("components").is_none() && !decl.body.fields.iter().any(|f| f.key.name == "components") {
+    if !needs_model && !fields.has("components") {
         fields.push(
-            Diagnostic::error("E011", decl.body.span, format!("workload `{}` describes no memory", decl.name.name))
+            Diagnostic::error("E011", decl.name.span, format!("workload `{}` describes no memory", decl.name.name))
                 .with_help("add an `inference { ... }`, `training { ... }` or `components { ... }` section"),
         );
     }
@@ -153,13 +153,13 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
     ];
     let fields = Fields::new("an inference section", block, KNOWN);
     let weights = fields.precision("weights");
-    if fields.get("weights").is_none() && weights.is_none() && !block.fields.iter().any(|f| f.key.name == "weights") {
+    if weights.is_none() {
         fields.missing("weights", "weights bf16");
     }
     let kv_cache = fields.precision("kv_cache");
     let activations = fields.precision("activations");
     let context = fields.whole("context", Dim::Tokens, 1, MAX_TOKENS, "8192 tokens");
-    if context.is_none() && !block.fields.iter().any(|f| f.key.name == "context") {
+    if context.is_none() {
         fields.missing("context", "context 8192 tokens");
     }
     let sessions = fields.whole("sessions", Dim::Count, 1, 1_000_000, "16");
@@ -201,7 +201,7 @@ fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Training
     let fields = Fields::new("a training section", block, KNOWN);
     let method = fields.get("method").map_or(Some(Method::Full), |field| method(field, &fields, diagnostics));
     let weights = fields.precision("weights");
-    if weights.is_none() && !block.fields.iter().any(|f| f.key.name == "weights") {
+    if weights.is_none() {
         fields.missing("weights", "weights bf16");
     }
     let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).chain(["none"]).collect();
@@ -214,7 +214,7 @@ fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Training
     });
     let micro_batch = fields.whole("micro_batch", Dim::Count, 1, 1_000_000, "4");
     let sequence = fields.whole("sequence", Dim::Tokens, 1, MAX_TOKENS, "2048 tokens");
-    if sequence.is_none() && !block.fields.iter().any(|f| f.key.name == "sequence") {
+    if sequence.is_none() {
         fields.missing("sequence", "sequence 2048 tokens");
     }
     let checkpointing = fields.choice("checkpointing", &["none", "full"]).map(|(w, _)| if w == "full" { Checkpointing::Full } else { Checkpointing::None });
@@ -258,7 +258,7 @@ fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>)
             let block = field.block.as_ref().unwrap_or(&empty);
             let inner = Fields::new("a LoRA method", block, KNOWN);
             let rank = inner.whole("rank", Dim::Count, 1, 65_536, "16");
-            if rank.is_none() && !block.fields.iter().any(|f| f.key.name == "rank") {
+            if !inner.has("rank") {
                 inner.push(
                     Diagnostic::error("E011", field.span, "LoRA needs a rank")
                         .with_help("write `method lora { rank 16 }`"),

@@ -49,7 +49,7 @@ fn layer_small(shape: &Shape, tensor: u64) -> u64 {
 }
 
 /// The whole model's parameter count: DOMAIN.md §2.1. `None` if it overflows `u64`.
-pub(crate) fn parameter_count(shape: &Shape) -> Option<u64> {
+pub fn parameter_count(shape: &Shape) -> Option<u64> {
     let per_layer = layer_matrices(shape, 1).checked_add(layer_small(shape, 1))?;
     let embeddings = shape.vocab.checked_mul(shape.hidden)?;
     let head = if shape.tied_embeddings { 0 } else { embeddings };

@@ -5,6 +5,8 @@
 
 mod calc;
 pub(crate) mod llm;
+
+pub use llm::parameter_count;
 mod runtime;
 mod training;
 

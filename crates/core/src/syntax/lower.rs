@@ -96,14 +96,18 @@ impl Lowerer {
                 rule => unreachable!("check child {rule:?}"),
             }
         }
-        Check {
-            title,
-            workload: workload.expect("a check names its workload"),
-            target: target.expect("a check has a target"),
-            split,
-            headroom,
-            span,
-        }
+        let workload = workload.expect("a check names its workload");
+        let target = target.expect("a check has a target");
+        let end = headroom
+            .as_ref()
+            .map(|h| h.span)
+            .or_else(|| split.last().map(|p: &SplitPart| p.degree.span()))
+            .unwrap_or(match &target {
+                Target::Count(count) => count.span,
+                Target::Named(name) => name.span,
+            });
+        let span = Span { start: span.start, end: end.end };
+        Check { title, workload, target, split, headroom, span }
     }
 
     fn lower_target(&mut self, pair: Pair<'_, Rule>) -> Target {
@@ -152,6 +156,10 @@ impl Lowerer {
                 rule => unreachable!("field child {rule:?}"),
             }
         }
+        // Pest's span would include trivia skipped while looking for more values; end the
+        // field at its last value or block instead, so trailing comments stay outside it.
+        let end = block.as_ref().map(|b| b.span).or_else(|| values.last().map(Value::span)).unwrap_or(key.span);
+        let span = Span { start: span.start, end: end.end };
         Field { key, values, block, span }
     }
 
@@ -201,13 +209,13 @@ impl Lowerer {
                 Rule::number => {
                     let span = span_of(&primary);
                     let raw = primary.as_str().to_string();
-                    let value = parse_number(&raw).unwrap_or_else(|message| {
-                        diagnostics.borrow_mut().push(
-                            Diagnostic::error("E003", span, message)
-                                .with_help(format!("numbers have at most {MAX_DIGITS} digits and an exponent of at most 30; write large counts with a scale word such as `billion`")),
-                        );
-                        Ratio::ZERO
-                    });
+                    let value = match parse_number(&raw) {
+                        Ok(value) => Some(value),
+                        Err(message) => {
+                            diagnostics.borrow_mut().push(number_diagnostic(message, span));
+                            None
+                        }
+                    };
                     Expr::Number { value, raw, span }
                 }
                 Rule::group => {
@@ -258,8 +266,15 @@ fn pratt() -> &'static PrattParser<Rule> {
     })
 }
 
+/// The diagnostic for a literal that [`parse_number`] rejects.
+pub(crate) fn number_diagnostic(message: String, span: Span) -> Diagnostic {
+    Diagnostic::error("E003", span, message).with_help(format!(
+        "numbers have at most {MAX_DIGITS} digits and an exponent of at most 30; write large counts with a scale word such as `billion`"
+    ))
+}
+
 /// Parses a number literal exactly: `1_000`, `8.9`, `1.5e9`.
-fn parse_number(raw: &str) -> Result<Ratio, String> {
+pub(crate) fn parse_number(raw: &str) -> Result<Ratio, String> {
     let text: String = raw.chars().filter(|&c| c != '_').collect();
     let (mantissa, exponent) = match text.find(['e', 'E']) {
         Some(at) => (&text[..at], Some(&text[at + 1..])),

@@ -19,6 +19,7 @@ use crate::span::Span;
 struct VramParser;
 
 pub use names::rule_name;
+pub(crate) use lower::{number_diagnostic, parse_number};
 
 /// Parses `source` into a syntax tree and the diagnostics found on the way. The tree holds every
 /// declaration that could be read, even when others could not.

@@ -16,7 +16,8 @@ pub fn rule_name(rule: Rule) -> &'static str {
         Rule::WHITESPACE => "a space",
         Rule::COMMENT => "a comment",
         Rule::terminator => "the end of the line",
-        Rule::file => "a file",
+        // Pest names the whole-file rule when nothing at all matched at the top level.
+        Rule::file => "a declaration (device, machine, model, workload, headroom or check)",
         Rule::declaration => "a declaration (device, machine, model, workload, headroom or check)",
         Rule::block_declaration => {
             "a declaration (device, machine, model, workload, headroom or check)"
@@ -68,9 +69,7 @@ pub(super) fn syntax_diagnostic(error: Error<Rule>, text: &str, offset: usize) -
     let found = describe_found(text, start);
     let message = match &error.variant {
         ErrorVariant::ParsingError { positives, negatives } => {
-            let mut expected: Vec<&str> = positives.iter().map(|rule| rule_name(*rule)).collect();
-            expected.sort_unstable();
-            expected.dedup();
+            let expected = group_expected(positives);
             if expected.is_empty() {
                 let unexpected: Vec<&str> = negatives.iter().map(|rule| rule_name(*rule)).collect();
                 format!("unexpected {}", unexpected.join(" or "))
@@ -82,12 +81,65 @@ pub(super) fn syntax_diagnostic(error: Error<Rule>, text: &str, offset: usize) -
     };
     // Point at the offending token (at least one character) so the caret is visible.
     let end = if end > start { end } else { next_token_end(text, start) };
+    if text[start.min(text.len())..].trim().is_empty() {
+        if let Some(open) = unclosed_brace(text) {
+            return Diagnostic::error(
+                "E001",
+                Span::new(open + offset, open + offset + 1),
+                "this `{` is never closed: the file ends inside its block",
+            )
+            .with_help("add the missing `}`");
+        }
+    }
     let mut diagnostic =
         Diagnostic::error("E001", Span::new(start + offset, end + offset), message);
     if let Some(help) = help_for(text, start) {
         diagnostic = diagnostic.with_help(help);
     }
     diagnostic
+}
+
+/// Names the expected rules, folding the long lists pest gives after a value into phrases.
+fn group_expected(positives: &[Rule]) -> Vec<&'static str> {
+    let continues_value = |rule: &&Rule| {
+        matches!(rule, Rule::add | Rule::sub | Rule::mul | Rule::div | Rule::unit | Rule::times)
+    };
+    let starts_value = |rule: &&Rule| {
+        matches!(rule, Rule::block | Rule::name | Rule::word | Rule::expr | Rule::string | Rule::count_of)
+    };
+    let operators = positives.iter().any(|r| continues_value(&r));
+    let values = positives.iter().filter(starts_value).count() >= 2;
+    let mut expected = match (operators, values) {
+        (true, true) => vec!["another value, an operator, a unit, or the end of the line"],
+        (true, false) => vec!["an operator or a unit"],
+        (false, true) => vec!["a value, a block, or the end of the line"],
+        (false, false) => Vec::new(),
+    };
+    for rule in positives {
+        if continues_value(&rule) || (values && starts_value(&rule)) {
+            continue;
+        }
+        let name = rule_name(*rule);
+        if !expected.contains(&name) {
+            expected.push(name);
+        }
+    }
+    expected
+}
+
+/// The last `{` that is not closed, skipping strings and comments.
+fn unclosed_brace(text: &str) -> Option<usize> {
+    let mut open = Vec::new();
+    for (offset, byte) in super::scan(text) {
+        match byte {
+            b'{' => open.push(offset),
+            b'}' => {
+                open.pop();
+            }
+            _ => {}
+        }
+    }
+    open.pop()
 }
 
 fn join_or(items: &[&str]) -> String {
@@ -140,6 +192,11 @@ fn help_for(text: &str, pos: usize) -> Option<String> {
     let before = text.get(..pos).unwrap_or("").trim_end();
     if before.ends_with('{') && rest.starts_with('}') {
         return None;
+    }
+    let word: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+    let keywords = ["device", "machine", "model", "workload", "headroom", "check"];
+    if let Some(keyword) = crate::check::suggest(&word, &keywords).filter(|k| *k != word) {
+        return Some(format!("did you mean `{keyword}`?"));
     }
     if rest.trim_start().is_empty() {
         return Some("a `{` is not closed, or the file ends in the middle of a line".to_string());

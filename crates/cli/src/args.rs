@@ -1,0 +1,77 @@
+//! Command-line arguments. Clap types live here and are converted into what the commands need.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Plan and check GPU memory budgets written in .vram files.
+///
+/// Exit codes: 0 every check fits; 1 a check does not fit (or its device cannot run it);
+/// 2 the input has errors, or the command line is wrong.
+#[derive(Debug, Parser)]
+#[command(name = "vram", version, about, long_about = None)]
+pub(crate) struct Args {
+    /// When to colour output: auto colours a terminal unless NO_COLOR is set.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
+    pub(crate) color: ColorChoice,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Evaluate every check in the files and print per-device budgets.
+    Check {
+        /// Workload files; `-` reads standard input.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[arg(long, short, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Show the arithmetic and the source behind every component of a check.
+    Explain {
+        file: PathBuf,
+        /// The check to explain: its id (`chat on l4`), its title, its workload's name, or its
+        /// position from 1. Without it, every check is explained.
+        #[arg(long)]
+        check: Option<String>,
+    },
+    /// Rewrite files in the one canonical layout.
+    Fmt {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Change nothing; exit 1 if a file is not formatted.
+        #[arg(long)]
+        check: bool,
+    },
+    /// List the built-in devices and models.
+    Catalog {
+        #[arg(long, short, value_enum, default_value_t = CatalogFormat::Table)]
+        format: CatalogFormat,
+    },
+    /// Print the JSON Schema of the budget that `check --format json` writes.
+    Schema,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    Table,
+    Json,
+    Markdown,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CatalogFormat {
+    Table,
+    Json,
+    /// The catalog's own .vram text.
+    Vram,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}

@@ -1,0 +1,79 @@
+//! `vram explain`: every component of a check with its formula, numbers substituted, and the
+//! source of each assumption.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use vram_core::budget::CheckBudget;
+
+use crate::output::{check_heading, device_groups, group_label, verdict_text};
+use crate::{exit_code, input, Colors};
+
+pub(crate) fn run(path: &Path, selector: Option<&str>, colors: Colors) -> u8 {
+    let Some(input) = input::read(path) else { return 2 };
+    let outcome = vram_core::evaluate(&input.text);
+    if !outcome.diagnostics.is_empty() {
+        eprint!("{}", vram_render::render(&outcome.diagnostics, &input.name, &input.text, colors.stderr));
+    }
+    let checks: Vec<&CheckBudget> = match selector {
+        None => outcome.budget.checks.iter().collect(),
+        Some(selector) => match select(&outcome.budget.checks, selector) {
+            Ok(check) => vec![check],
+            Err(message) => {
+                eprintln!("error: {message}");
+                return 2;
+            }
+        },
+    };
+    for check in checks {
+        print!("{}", explain(check));
+    }
+    exit_code(outcome.status())
+}
+
+/// Finds a check by id, title, workload name (when only one check uses it) or 1-based position.
+fn select<'a>(checks: &'a [CheckBudget], selector: &str) -> Result<&'a CheckBudget, String> {
+    if let Some(check) = checks.iter().find(|c| c.id == selector || c.title.as_deref() == Some(selector)) {
+        return Ok(check);
+    }
+    let by_workload: Vec<&CheckBudget> = checks.iter().filter(|c| c.workload == selector).collect();
+    if let [one] = by_workload.as_slice() {
+        return Ok(one);
+    }
+    if let Ok(n) = selector.parse::<usize>() {
+        if let Some(check) = n.checked_sub(1).and_then(|i| checks.get(i)) {
+            return Ok(check);
+        }
+    }
+    let ids: Vec<String> = checks.iter().map(|c| format!("`{}`", c.id)).collect();
+    let hint = if by_workload.len() > 1 { " (several checks use that workload)" } else { "" };
+    Err(format!("no check matches `{selector}`{hint}; the checks are: {}", ids.join(", ")))
+}
+
+fn explain(check: &CheckBudget) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "check {}: {}", check_heading(check), verdict_text(&check.verdict));
+    let s = check.split;
+    let _ = writeln!(out, "split: tensor {} × pipeline {} × data {}", s.tensor, s.pipeline, s.data);
+    for note in &check.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    for group in device_groups(&check.devices) {
+        let device = &group[0];
+        let _ = writeln!(out, "\n{} · {} ({})", group_label(group), device.device_title, device.role);
+        let _ = writeln!(out, "  capacity {} = {} ({})", device.capacity.bytes.human(), device.capacity.bytes, device.capacity.provenance.name());
+        for c in &device.components {
+            let _ = writeln!(out, "\n  {} [{}, {}]: {}", c.name, c.category.name(), c.provenance.name(), c.bytes.human());
+            let _ = writeln!(out, "    = {}", c.formula);
+            if let Some(source) = &c.source {
+                let _ = writeln!(out, "    source: {source}");
+            }
+        }
+        let _ = writeln!(out, "\n  used     {} = {}", device.used.human(), device.used);
+        let _ = writeln!(out, "  headroom {} = {}", device.headroom.bytes.human(), device.headroom.rule);
+        let _ = writeln!(out, "  required {} = {} of {}", device.required.human(), device.required, device.capacity.bytes);
+        let _ = writeln!(out, "  {}", verdict_text(&device.verdict));
+    }
+    out.push('\n');
+    out
+}

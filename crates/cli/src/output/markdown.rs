@@ -1,0 +1,55 @@
+//! Markdown: a table per device, for pull-request comments and reports.
+
+use std::fmt::Write;
+
+use vram_core::budget::Budget;
+
+use super::{check_heading, device_groups, group_label, verdict_text};
+
+pub(crate) fn file(name: &str, budget: &Budget) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "## `{name}`\n");
+    if super::is_empty(budget) {
+        let _ = writeln!(out, "No checks evaluated.\n");
+    }
+    for check in &budget.checks {
+        let _ = writeln!(out, "### {}\n", escape(&check_heading(check)));
+        let _ = writeln!(out, "**{}**\n", verdict_text(&check.verdict));
+        for note in &check.notes {
+            let _ = writeln!(out, "- {}", escape(note));
+        }
+        for group in device_groups(&check.devices) {
+            let device = &group[0];
+            let _ = writeln!(
+                out,
+                "#### {}: {} ({}, {})\n",
+                group_label(group),
+                escape(&device.device_title),
+                device.capacity.bytes.human(),
+                device.capacity.provenance.name()
+            );
+            let _ = writeln!(out, "| category | component | bytes | provenance | formula |");
+            let _ = writeln!(out, "|---|---|--:|---|---|");
+            for c in &device.components {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {} |",
+                    c.category.name(),
+                    escape(&c.name),
+                    c.bytes.human(),
+                    c.provenance.name(),
+                    escape(&c.formula)
+                );
+            }
+            let _ = writeln!(out, "| | **used** | **{}** | | |", device.used.human());
+            let _ = writeln!(out, "| | headroom | {} | | {} |", device.headroom.bytes.human(), escape(&device.headroom.rule));
+            let _ = writeln!(out, "| | **required** | **{}** | | of {} |", device.required.human(), device.capacity.bytes.human());
+            let _ = writeln!(out, "\n{}\n", verdict_text(&device.verdict));
+        }
+    }
+    out
+}
+
+fn escape(text: &str) -> String {
+    text.replace('|', "\\|").replace('<', "&lt;").replace('>', "&gt;")
+}

@@ -1,0 +1,94 @@
+//! `vram check`: evaluate files and print their budgets as a table, Markdown or JSON.
+
+pub(crate) mod json;
+mod markdown;
+mod table;
+
+use std::path::PathBuf;
+
+use vram_core::budget::{Budget, DeviceBudget};
+use vram_core::Status;
+
+use crate::args::Format;
+use crate::{exit_code, input, Colors};
+
+pub(crate) fn check(paths: &[PathBuf], format: Format, colors: Colors) -> u8 {
+    let mut worst = Status::Fits;
+    let mut reports = Vec::new();
+    for path in paths {
+        let Some(input) = input::read(path) else {
+            worst = Status::InputErrors;
+            continue;
+        };
+        let outcome = vram_core::evaluate(&input.text);
+        if !outcome.diagnostics.is_empty() {
+            eprint!("{}", vram_render::render(&outcome.diagnostics, &input.name, &input.text, colors.stderr));
+        }
+        worst = worse(worst, outcome.status());
+        match format {
+            Format::Table => print!("{}", table::file(&input.name, &outcome.budget, colors.stdout)),
+            Format::Markdown => print!("{}", markdown::file(&input.name, &outcome.budget)),
+            Format::Json => reports.push(json::FileReport::new(&input, &outcome)),
+        }
+    }
+    if format == Format::Json {
+        println!("{}", json::document(reports));
+    }
+    exit_code(worst)
+}
+
+fn worse(a: Status, b: Status) -> Status {
+    let rank = |s: Status| match s {
+        Status::Fits => 0,
+        Status::DoesNotFit => 1,
+        Status::InputErrors => 2,
+    };
+    if rank(b) > rank(a) { b } else { a }
+}
+
+/// Runs of consecutive devices with identical budgets, shown once as "GPUs 0-7 (each)".
+pub(crate) fn device_groups(devices: &[DeviceBudget]) -> Vec<&[DeviceBudget]> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    for i in 1..=devices.len() {
+        let same = i < devices.len() && {
+            let (a, b) = (&devices[start], &devices[i]);
+            a.device == b.device && a.components == b.components && a.verdict == b.verdict && a.headroom == b.headroom
+        };
+        if !same {
+            groups.push(&devices[start..i]);
+            start = i;
+        }
+    }
+    groups
+}
+
+/// `GPU 0` or `GPUs 0-7 (each)`.
+pub(crate) fn group_label(group: &[DeviceBudget]) -> String {
+    match group {
+        [one] => format!("GPU {}", one.index),
+        [first, .., last] => format!("GPUs {}-{} (each)", first.index, last.index),
+        [] => String::new(),
+    }
+}
+
+pub(crate) fn verdict_text(verdict: &vram_core::budget::Verdict) -> String {
+    use vram_core::budget::Verdict;
+    match verdict {
+        Verdict::Fits { free } => format!("fits, {} free beyond headroom", free.human()),
+        Verdict::Over { over } => format!("does not fit: over by {}", over.human()),
+        Verdict::Unsupported { reason } => format!("cannot run: {reason}"),
+    }
+}
+
+/// The check's heading: its title when it has one, then its id.
+pub(crate) fn check_heading(check: &vram_core::budget::CheckBudget) -> String {
+    match &check.title {
+        Some(title) => format!("{title} ({})", check.id),
+        None => check.id.clone(),
+    }
+}
+
+pub(crate) fn is_empty(budget: &Budget) -> bool {
+    budget.checks.is_empty()
+}

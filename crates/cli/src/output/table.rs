@@ -1,0 +1,80 @@
+//! The terminal table: one block per check, one section per device (or run of identical
+//! devices), components with their category, headroom and verdict.
+
+use std::fmt::Write;
+
+use vram_core::budget::{Budget, Verdict};
+use vram_render::Color;
+
+use super::{check_heading, device_groups, group_label, verdict_text};
+
+const GREEN: &str = "\x1b[32m";
+const RED: &str = "\x1b[31m";
+const BOLD: &str = "\x1b[1m";
+const DIM: &str = "\x1b[2m";
+const RESET: &str = "\x1b[0m";
+
+struct Paint(Color);
+
+impl Paint {
+    fn wrap(&self, style: &str, text: &str) -> String {
+        match self.0 {
+            Color::Ansi => format!("{style}{text}{RESET}"),
+            Color::Never => text.to_string(),
+        }
+    }
+}
+
+pub(crate) fn file(name: &str, budget: &Budget, color: Color) -> String {
+    let paint = Paint(color);
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", paint.wrap(BOLD, name));
+    if super::is_empty(budget) {
+        let _ = writeln!(out, "  no checks evaluated");
+    }
+    for check in &budget.checks {
+        let verdict = match &check.verdict {
+            Verdict::Fits { .. } => paint.wrap(GREEN, "FITS"),
+            Verdict::Over { .. } => paint.wrap(RED, "DOES NOT FIT"),
+            Verdict::Unsupported { .. } => paint.wrap(RED, "CANNOT RUN"),
+        };
+        let split = check.split;
+        let _ = writeln!(out, "\n  check {}  {verdict}", paint.wrap(BOLD, &check_heading(check)));
+        if split.tensor * split.pipeline * split.data > 1 {
+            let _ = writeln!(out, "  split: tensor {}, pipeline {}, data {}", split.tensor, split.pipeline, split.data);
+        }
+        for note in &check.notes {
+            let _ = writeln!(out, "  note: {note}");
+        }
+        for group in device_groups(&check.devices) {
+            let device = &group[0];
+            let _ = writeln!(
+                out,
+                "\n    {} · {} · {} ({})",
+                group_label(group),
+                device.device_title,
+                device.capacity.bytes.human(),
+                device.capacity.provenance.name(),
+            );
+            for component in &device.components {
+                let _ = writeln!(
+                    out,
+                    "      {:<15} {:<42} {:>12}  {}",
+                    component.category.name(),
+                    component.name,
+                    component.bytes.human(),
+                    paint.wrap(DIM, component.provenance.name()),
+                );
+            }
+            let _ = writeln!(out, "      {:<58} {:>12}", "used", device.used.human());
+            let _ = writeln!(out, "      {:<58} {:>12}", "headroom", device.headroom.bytes.human());
+            let _ = writeln!(out, "      {:<58} {:>12}", "required", device.required.human());
+            let _ = writeln!(out, "      {:<58} {:>12}", "capacity", device.capacity.bytes.human());
+            let text = verdict_text(&device.verdict);
+            let style = if device.verdict.fits() { GREEN } else { RED };
+            let _ = writeln!(out, "      {}", paint.wrap(style, &text));
+        }
+    }
+    out.push('\n');
+    out
+}
