@@ -2,6 +2,7 @@
 """Writes crates/core/src/catalog/devices.vram from the project's GPU facts (gpus.json).
 
 Usage: python3 tools/catalog-devices.py PATH/TO/gpus.json > crates/core/src/catalog/devices.vram
+       cargo run -p vram -- fmt crates/core/src/catalog/devices.vram
 
 Exact totals are what nvidia-smi / rocm-smi report (MiB or bytes); a GPU whose reported total is
 unknown gets its marketed size, marked `marketed`, so budgets show the capacity as assumed.

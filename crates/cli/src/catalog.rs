@@ -49,12 +49,17 @@ pub(crate) fn run(format: CatalogFormat) -> u8 {
         .map(|m| ModelEntry {
             name: &m.name,
             title: m.title.as_deref(),
-            parameters: m.params.or_else(|| m.shape.as_ref().and_then(vram_core::eval::parameter_count)),
+            parameters: m
+                .params
+                .or_else(|| m.shape.as_ref().and_then(vram_core::eval::parameter_count)),
         })
         .collect();
     match format {
         CatalogFormat::Json => {
-            println!("{}", serde_json::to_string_pretty(&Catalog { devices, models }).unwrap_or_default());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&Catalog { devices, models }).unwrap_or_default()
+            );
         }
         CatalogFormat::Vram => {
             for (_, source) in vram_core::catalog::SOURCES {
@@ -78,8 +83,15 @@ pub(crate) fn run(format: CatalogFormat) -> u8 {
             }
             out.push_str("\nmodels\n");
             for m in &models {
-                let params = m.parameters.map(vram_core::bytes::group_thousands).unwrap_or_default();
-                let _ = writeln!(out, "  {:<24} {:<38} {:>18} params", m.name, m.title.unwrap_or(""), params);
+                let params =
+                    m.parameters.map(vram_core::bytes::group_thousands).unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "  {:<24} {:<38} {:>18} params",
+                    m.name,
+                    m.title.unwrap_or(""),
+                    params
+                );
             }
             print!("{out}");
         }

@@ -7,13 +7,16 @@ use std::path::Path;
 use vram_core::budget::CheckBudget;
 
 use crate::output::{check_heading, device_groups, group_label, verdict_text};
-use crate::{exit_code, input, Colors};
+use crate::{Colors, exit_code, input};
 
 pub(crate) fn run(path: &Path, selector: Option<&str>, colors: Colors) -> u8 {
     let Some(input) = input::read(path) else { return 2 };
     let outcome = vram_core::evaluate(&input.text);
     if !outcome.diagnostics.is_empty() {
-        eprint!("{}", vram_render::render(&outcome.diagnostics, &input.name, &input.text, colors.stderr));
+        eprint!(
+            "{}",
+            vram_render::render(&outcome.diagnostics, &input.name, &input.text, colors.stderr)
+        );
     }
     let checks: Vec<&CheckBudget> = match selector {
         None => outcome.budget.checks.iter().collect(),
@@ -33,7 +36,9 @@ pub(crate) fn run(path: &Path, selector: Option<&str>, colors: Colors) -> u8 {
 
 /// Finds a check by id, title, workload name (when only one check uses it) or 1-based position.
 fn select<'a>(checks: &'a [CheckBudget], selector: &str) -> Result<&'a CheckBudget, String> {
-    if let Some(check) = checks.iter().find(|c| c.id == selector || c.title.as_deref() == Some(selector)) {
+    if let Some(check) =
+        checks.iter().find(|c| c.id == selector || c.title.as_deref() == Some(selector))
+    {
         return Ok(check);
     }
     let by_workload: Vec<&CheckBudget> = checks.iter().filter(|c| c.workload == selector).collect();
@@ -60,18 +65,43 @@ fn explain(check: &CheckBudget) -> String {
     }
     for group in device_groups(&check.devices) {
         let device = &group[0];
-        let _ = writeln!(out, "\n{} · {} ({})", group_label(group), device.device_title, device.role);
-        let _ = writeln!(out, "  capacity {} = {} ({})", device.capacity.bytes.human(), device.capacity.bytes, device.capacity.provenance.name());
+        let _ =
+            writeln!(out, "\n{} · {} ({})", group_label(group), device.device_title, device.role);
+        let _ = writeln!(
+            out,
+            "  capacity {} = {} ({})",
+            device.capacity.bytes.human(),
+            device.capacity.bytes,
+            device.capacity.provenance.name()
+        );
         for c in &device.components {
-            let _ = writeln!(out, "\n  {} [{}, {}]: {}", c.name, c.category.name(), c.provenance.name(), c.bytes.human());
+            let _ = writeln!(
+                out,
+                "\n  {} [{}, {}]: {}",
+                c.name,
+                c.category.name(),
+                c.provenance.name(),
+                c.bytes.human()
+            );
             let _ = writeln!(out, "    = {}", c.formula);
             if let Some(source) = &c.source {
                 let _ = writeln!(out, "    source: {source}");
             }
         }
         let _ = writeln!(out, "\n  used     {} = {}", device.used.human(), device.used);
-        let _ = writeln!(out, "  headroom {} = {}", device.headroom.bytes.human(), device.headroom.rule);
-        let _ = writeln!(out, "  required {} = {} of {}", device.required.human(), device.required, device.capacity.bytes);
+        let _ = writeln!(
+            out,
+            "  headroom {} = {}",
+            device.headroom.bytes.human(),
+            device.headroom.rule
+        );
+        let _ = writeln!(
+            out,
+            "  required {} = {} of {}",
+            device.required.human(),
+            device.required,
+            device.capacity.bytes
+        );
         let _ = writeln!(out, "  {}", verdict_text(&device.verdict));
     }
     out.push('\n');

@@ -27,7 +27,10 @@ pub(crate) fn read(path: &Path) -> Option<Input> {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(text) => Some(Input { name, text, is_stdin: false }),
             Err(error) => {
-                eprintln!("error: {name} is not UTF-8 text (invalid byte at offset {})", error.utf8_error().valid_up_to());
+                eprintln!(
+                    "error: {name} is not UTF-8 text (invalid byte at offset {})",
+                    error.utf8_error().valid_up_to()
+                );
                 None
             }
         },

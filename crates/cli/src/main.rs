@@ -60,7 +60,10 @@ impl Colors {
             ColorChoice::Auto if terminal && !no_color => Color::Ansi,
             ColorChoice::Auto => Color::Never,
         };
-        Colors { stdout: pick(std::io::stdout().is_terminal()), stderr: pick(std::io::stderr().is_terminal()) }
+        Colors {
+            stdout: pick(std::io::stdout().is_terminal()),
+            stderr: pick(std::io::stderr().is_terminal()),
+        }
     }
 }
 
@@ -94,7 +97,10 @@ fn fmt(files: &[std::path::PathBuf], check: bool, colors: Colors) -> u8 {
                 }
             }
             Err(diagnostics) => {
-                eprint!("{}", vram_render::render(&diagnostics, &input.name, &input.text, colors.stderr));
+                eprint!(
+                    "{}",
+                    vram_render::render(&diagnostics, &input.name, &input.text, colors.stderr)
+                );
                 code = EXIT_INPUT_ERRORS;
             }
         }

@@ -1,1 +1,46 @@
-fn main() {}
+//! Benchmark: parse, check and evaluate every example, and print the time per example.
+//!
+//! Run with `cargo bench -p vram-core`. Target (issue 2): at most 50 µs per example. The
+//! catalog is built once before timing, as every front end does.
+
+use std::time::{Duration, Instant};
+
+fn main() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let mut examples: Vec<(String, String)> = std::fs::read_dir(dir)
+        .expect("examples/")
+        .map(|entry| {
+            let path = entry.expect("entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+            (name, std::fs::read_to_string(&path).expect("readable"))
+        })
+        .collect();
+    examples.sort();
+    let _ = vram_core::catalog::builtin();
+    println!("{:<36} {:>12} {:>12} {:>10}", "example", "mean µs", "min µs", "runs");
+    let mut total = Duration::ZERO;
+    for (name, source) in &examples {
+        // Warm up, then time batches until a quarter second has passed.
+        for _ in 0..50 {
+            std::hint::black_box(vram_core::evaluate(source));
+        }
+        let mut runs = 0u32;
+        let mut best = Duration::MAX;
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(250) {
+            let t = Instant::now();
+            std::hint::black_box(vram_core::evaluate(std::hint::black_box(source)));
+            best = best.min(t.elapsed());
+            runs += 1;
+        }
+        let mean = start.elapsed() / runs;
+        total += mean;
+        println!("{name:<36} {:>12.1} {:>12.1} {runs:>10}", micros(mean), micros(best));
+    }
+    let count = u32::try_from(examples.len()).unwrap_or(1).max(1);
+    println!("{:<36} {:>12.1}", "mean over examples", micros(total / count));
+}
+
+fn micros(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}

@@ -155,13 +155,32 @@ pub struct Text {
 pub enum Expr {
     /// A literal, kept exact. `raw` is the text as written, for `vram fmt`. `value` is `None`
     /// when the literal cannot be represented (already reported while lowering).
-    Number { value: Option<Ratio>, raw: String, span: Span },
-    Neg { operand: Box<Expr>, span: Span },
-    Binary { op: BinaryOp, lhs: Box<Expr>, rhs: Box<Expr>, span: Span },
+    Number {
+        value: Option<Ratio>,
+        raw: String,
+        span: Span,
+    },
+    Neg {
+        operand: Box<Expr>,
+        span: Span,
+    },
+    Binary {
+        op: BinaryOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+        span: Span,
+    },
     /// `expr unit`: `4 B`, `(4 + 4) KiB`, `7 billion`.
-    Unit { operand: Box<Expr>, unit: Unit, span: Span },
+    Unit {
+        operand: Box<Expr>,
+        unit: Unit,
+        span: Span,
+    },
     /// `( expr )`, kept so that `vram fmt` prints the parentheses the author wrote.
-    Group { inner: Box<Expr>, span: Span },
+    Group {
+        inner: Box<Expr>,
+        span: Span,
+    },
 }
 
 impl Expr {

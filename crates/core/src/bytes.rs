@@ -7,7 +7,17 @@ use serde::Serialize;
 use crate::ratio::Ratio;
 
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    schemars::JsonSchema,
 )]
 #[serde(transparent)]
 pub struct Bytes(pub u64);

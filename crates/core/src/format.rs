@@ -20,7 +20,8 @@ pub fn format(source: &str) -> Result<String, Vec<Diagnostic>> {
     if !errors.is_empty() {
         return Err(errors);
     }
-    let mut printer = Printer { source, comments: comments(source), next_comment: 0, out: String::new() };
+    let mut printer =
+        Printer { source, comments: comments(source), next_comment: 0, out: String::new() };
     let mut previous: Option<&Declaration> = None;
     for declaration in &file.declarations {
         let span = declaration.span();
@@ -48,6 +49,16 @@ pub fn format(source: &str) -> Result<String, Vec<Diagnostic>> {
 struct Comment {
     span: Span,
     trailing: bool,
+}
+
+impl Comment {
+    /// Whether this comment trails the line of an item that ended at `previous_end`.
+    fn trailing_of_previous(&self, previous_end: Option<u32>, source: &str) -> bool {
+        previous_end.is_some_and(|end| {
+            self.trailing
+                && !source.get(end as usize..self.span.start as usize).unwrap_or("").contains('\n')
+        })
+    }
 }
 
 /// Finds every comment in `source`, skipping `#` inside strings.
@@ -98,7 +109,8 @@ impl Printer<'_> {
     fn blank_line_between(&self, end: u32, start: u32) -> bool {
         let between = self.source.get(end as usize..start as usize).unwrap_or("");
         // Ignore comment text: a blank line is two newlines with only spaces between them.
-        between.lines().skip(1).any(|line| line.trim().is_empty()) && between.matches('\n').count() >= 2
+        between.lines().skip(1).any(|line| line.trim().is_empty())
+            && between.matches('\n').count() >= 2
     }
 
     /// Prints the own-line comments that start before `offset`.
@@ -117,7 +129,11 @@ impl Printer<'_> {
                 self.out.push('\n');
             } else {
                 let blank_before = self.comment_after_blank_line(comment.span.start);
-                if blank_before && !self.out.is_empty() && !self.out.ends_with("\n\n") && !self.out.ends_with("{\n") {
+                if blank_before
+                    && !self.out.is_empty()
+                    && !self.out.ends_with("\n\n")
+                    && !self.out.ends_with("{\n")
+                {
                     self.out.push('\n');
                 }
                 self.out.push_str(&INDENT.repeat(depth));
@@ -128,7 +144,10 @@ impl Printer<'_> {
             self.next_comment += 1;
         }
         if let Some(end) = last_end {
-            if offset != u32::MAX && self.blank_line_between(end, offset) && !self.out.ends_with("\n\n") {
+            if offset != u32::MAX
+                && self.blank_line_between(end, offset)
+                && !self.out.ends_with("\n\n")
+            {
                 self.out.push('\n');
             }
         }
@@ -140,20 +159,32 @@ impl Printer<'_> {
         lines.next().is_some_and(|line| line.trim().is_empty())
     }
 
-    /// Ends the current line, taking any comment that trails it in the source (up to `end`).
+    /// Ends the current line, taking any comment that trails it in the source (after `end`).
     fn end_line(&mut self, end: u32) {
-        let line_end = self.source[end as usize..].find('\n').map_or(self.source.len(), |n| end as usize + n);
-        if let Some(comment) = self.comments.get(self.next_comment) {
-            let between = self.source.get(end as usize..comment.span.start as usize).unwrap_or("");
-            // Only the last item on a line takes the comment that ends it.
-            let last_on_line = between.chars().all(|c| c.is_whitespace() || c == ';' || c == '}' || c == '{');
-            if comment.trailing && (comment.span.start as usize) < line_end && comment.span.start >= end && last_on_line {
-                self.out.push_str("  ");
-                self.out.push_str(comment.span.text(self.source).trim_end());
-                self.next_comment += 1;
-            }
+        if let Some(comment) = self.take_trailing(end) {
+            self.out.push_str("  ");
+            self.out.push_str(&comment);
         }
         self.out.push('\n');
+    }
+
+    /// The comment that ends the source line of an item ending at `end`, if the item is the
+    /// last one on that line.
+    fn take_trailing(&mut self, end: u32) -> Option<String> {
+        let end = end as usize;
+        let line_end = self.source[end..].find('\n').map_or(self.source.len(), |n| end + n);
+        let comment = self.comments.get(self.next_comment)?;
+        let start = comment.span.start as usize;
+        let between = self.source.get(end..start).unwrap_or("");
+        // Only the last item on a line takes the comment that ends it.
+        let last_on_line =
+            between.chars().all(|c| c.is_whitespace() || matches!(c, ';' | '{' | '}'));
+        if !(comment.trailing && start < line_end && start >= end && last_on_line) {
+            return None;
+        }
+        let text = comment.span.text(self.source).trim_end().to_string();
+        self.next_comment += 1;
+        Some(text)
     }
 
     fn block_declaration(&mut self, decl: &BlockDeclaration) {
@@ -176,20 +207,90 @@ impl Printer<'_> {
         self.out.push_str(" {");
         self.end_line(block.span.start + 1);
         let mut previous_end = None;
+        let mut run: Vec<&Field> = Vec::new();
         for field in &block.fields {
-            if let Some(end) = previous_end {
-                if self.blank_line_between(end, field.span.start) && !self.out.ends_with("\n\n") {
-                    self.out.push('\n');
-                }
+            let blank =
+                previous_end.is_some_and(|end| self.blank_line_between(end, field.span.start));
+            let comment_between = self.has_comment_before(field.span.start)
+                && !self.comments[self.next_comment]
+                    .trailing_of_previous(previous_end, self.source);
+            if blank || comment_between || field.block.is_some() {
+                self.run(&run, depth + 1);
+                run.clear();
             }
-            self.leading_comments(field.span.start, depth + 1);
-            self.field(field, depth + 1);
+            if blank && !self.out.ends_with("\n\n") {
+                self.out.push('\n');
+            }
+            if field.block.is_some() {
+                self.leading_comments(field.span.start, depth + 1);
+                self.field(field, depth + 1);
+            } else {
+                if run.is_empty() {
+                    self.leading_comments(field.span.start, depth + 1);
+                }
+                run.push(field);
+            }
             previous_end = Some(field.span.end);
         }
+        self.run(&run, depth + 1);
         self.leading_comments(block.span.end.saturating_sub(1), depth + 1);
         self.out.push_str(&INDENT.repeat(depth));
         self.out.push('}');
         self.end_line(block.span.end);
+    }
+
+    /// Prints consecutive one-line fields as a table: each value column padded to its widest
+    /// entry, trailing comments lined up after the widest line.
+    fn run(&mut self, fields: &[&Field], depth: usize) {
+        let rows: Vec<Vec<String>> = fields
+            .iter()
+            .map(|f| {
+                std::iter::once(f.key.name.clone()).chain(f.values.iter().map(value_text)).collect()
+            })
+            .collect();
+        let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+        let mut widths = vec![0; columns];
+        for row in &rows {
+            // The last cell of a row is never padded, so it does not widen its column.
+            for (j, cell) in row.iter().enumerate().take(row.len().saturating_sub(1)) {
+                widths[j] = widths[j].max(cell.chars().count());
+            }
+        }
+        let lines: Vec<String> = rows
+            .iter()
+            .map(|row| {
+                let mut line = INDENT.repeat(depth);
+                for (j, cell) in row.iter().enumerate() {
+                    if j + 1 < row.len() {
+                        line.push_str(&format!("{cell:<width$} ", width = widths[j]));
+                    } else {
+                        line.push_str(cell);
+                    }
+                }
+                line
+            })
+            .collect();
+        let comments: Vec<Option<String>> =
+            fields.iter().map(|f| self.take_trailing(f.span.end)).collect();
+        let width = lines
+            .iter()
+            .zip(&comments)
+            .filter(|(_, c)| c.is_some())
+            .map(|(l, _)| l.chars().count())
+            .max()
+            .unwrap_or(0);
+        for (line, comment) in lines.into_iter().zip(comments) {
+            match comment {
+                Some(comment) => {
+                    let padding = width - line.chars().count() + 2;
+                    self.out.push_str(&line);
+                    self.out.push_str(&" ".repeat(padding));
+                    self.out.push_str(&comment);
+                }
+                None => self.out.push_str(&line),
+            }
+            self.out.push('\n');
+        }
     }
 
     fn has_comment_before(&self, offset: u32) -> bool {
@@ -218,13 +319,19 @@ impl Printer<'_> {
         self.out.push_str(&check.workload.name);
         self.out.push_str(" on ");
         match &check.target {
-            Target::Count(count) => self.out.push_str(&format!("{} x {}", format_expr(&count.count), count.name.name)),
+            Target::Count(count) => {
+                self.out.push_str(&format!("{} x {}", format_expr(&count.count), count.name.name))
+            }
             Target::Named(name) => self.out.push_str(&name.name),
         }
         if !check.split.is_empty() {
             self.out.push_str(" split");
             for part in &check.split {
-                self.out.push_str(&format!(" {} {}", part.strategy.name, format_expr(&part.degree)));
+                self.out.push_str(&format!(
+                    " {} {}",
+                    part.strategy.name,
+                    format_expr(&part.degree)
+                ));
             }
         }
         if let Some(headroom) = &check.headroom {

@@ -5,7 +5,9 @@
 //! `codespan-reporting`. Output lists the code, the message, the file, line and column, the
 //! source line with the span underlined, the labels and the help.
 
-use codespan_reporting::diagnostic::{Diagnostic as Report, Label as ReportLabel, Severity as ReportSeverity};
+use codespan_reporting::diagnostic::{
+    Diagnostic as Report, Label as ReportLabel, Severity as ReportSeverity,
+};
 use codespan_reporting::files::SimpleFile;
 use codespan_reporting::term::termcolor::Ansi;
 use codespan_reporting::term::{self, Config, Styles, StylesWriter};
@@ -49,7 +51,10 @@ pub fn short(diagnostic: &Diagnostic, name: &str, source: &str) -> String {
         Severity::Error => "error",
         Severity::Warning => "warning",
     };
-    format!("{name}:{}:{}: {severity}[{}]: {}", at.line, at.column, diagnostic.code, diagnostic.message)
+    format!(
+        "{name}:{}:{}: {severity}[{}]: {}",
+        at.line, at.column, diagnostic.code, diagnostic.message
+    )
 }
 
 fn to_report(diagnostic: &Diagnostic, source: &str) -> Report<()> {
@@ -57,11 +62,12 @@ fn to_report(diagnostic: &Diagnostic, source: &str) -> Report<()> {
         Severity::Error => ReportSeverity::Error,
         Severity::Warning => ReportSeverity::Warning,
     };
-    let clamp = |range: std::ops::Range<usize>| range.start.min(source.len())..range.end.min(source.len());
+    let clamp =
+        |range: std::ops::Range<usize>| range.start.min(source.len())..range.end.min(source.len());
     let mut labels = vec![ReportLabel::primary((), clamp(diagnostic.primary.range()))];
-    labels.extend(
-        diagnostic.labels.iter().map(|label| ReportLabel::secondary((), clamp(label.span.range())).with_message(&label.message)),
-    );
+    labels.extend(diagnostic.labels.iter().map(|label| {
+        ReportLabel::secondary((), clamp(label.span.range())).with_message(&label.message)
+    }));
     Report::new(severity)
         .with_code(diagnostic.code)
         .with_message(&diagnostic.message)

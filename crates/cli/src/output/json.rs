@@ -68,7 +68,8 @@ impl FileReport {
 
 pub(crate) fn document(files: Vec<FileReport>) -> String {
     let document = Document { vram_version: vram_core::VERSION, files };
-    serde_json::to_string_pretty(&document).unwrap_or_else(|error| format!("{{\"error\": \"{error}\"}}"))
+    serde_json::to_string_pretty(&document)
+        .unwrap_or_else(|error| format!("{{\"error\": \"{error}\"}}"))
 }
 
 /// The JSON Schema of [`Budget`], as committed in `schema/budget.schema.json`.

@@ -42,8 +42,18 @@ pub(crate) fn file(name: &str, budget: &Budget) -> String {
                 );
             }
             let _ = writeln!(out, "| | **used** | **{}** | | |", device.used.human());
-            let _ = writeln!(out, "| | headroom | {} | | {} |", device.headroom.bytes.human(), escape(&device.headroom.rule));
-            let _ = writeln!(out, "| | **required** | **{}** | | of {} |", device.required.human(), device.capacity.bytes.human());
+            let _ = writeln!(
+                out,
+                "| | headroom | {} | | {} |",
+                device.headroom.bytes.human(),
+                escape(&device.headroom.rule)
+            );
+            let _ = writeln!(
+                out,
+                "| | **required** | **{}** | | of {} |",
+                device.required.human(),
+                device.capacity.bytes.human()
+            );
             let _ = writeln!(out, "\n{}\n", verdict_text(&device.verdict));
         }
     }

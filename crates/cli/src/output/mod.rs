@@ -6,11 +6,11 @@ mod table;
 
 use std::path::PathBuf;
 
-use vram_core::budget::{Budget, DeviceBudget};
 use vram_core::Status;
+use vram_core::budget::{Budget, DeviceBudget};
 
 use crate::args::Format;
-use crate::{exit_code, input, Colors};
+use crate::{Colors, exit_code, input};
 
 pub(crate) fn check(paths: &[PathBuf], format: Format, colors: Colors) -> u8 {
     let mut worst = Status::Fits;
@@ -22,7 +22,10 @@ pub(crate) fn check(paths: &[PathBuf], format: Format, colors: Colors) -> u8 {
         };
         let outcome = vram_core::evaluate(&input.text);
         if !outcome.diagnostics.is_empty() {
-            eprint!("{}", vram_render::render(&outcome.diagnostics, &input.name, &input.text, colors.stderr));
+            eprint!(
+                "{}",
+                vram_render::render(&outcome.diagnostics, &input.name, &input.text, colors.stderr)
+            );
         }
         worst = worse(worst, outcome.status());
         match format {
@@ -53,7 +56,10 @@ pub(crate) fn device_groups(devices: &[DeviceBudget]) -> Vec<&[DeviceBudget]> {
     for i in 1..=devices.len() {
         let same = i < devices.len() && {
             let (a, b) = (&devices[start], &devices[i]);
-            a.device == b.device && a.components == b.components && a.verdict == b.verdict && a.headroom == b.headroom
+            a.device == b.device
+                && a.components == b.components
+                && a.verdict == b.verdict
+                && a.headroom == b.headroom
         };
         if !same {
             groups.push(&devices[start..i]);

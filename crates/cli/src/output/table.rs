@@ -41,7 +41,11 @@ pub(crate) fn file(name: &str, budget: &Budget, color: Color) -> String {
         let split = check.split;
         let _ = writeln!(out, "\n  check {}  {verdict}", paint.wrap(BOLD, &check_heading(check)));
         if split.tensor * split.pipeline * split.data > 1 {
-            let _ = writeln!(out, "  split: tensor {}, pipeline {}, data {}", split.tensor, split.pipeline, split.data);
+            let _ = writeln!(
+                out,
+                "  split: tensor {}, pipeline {}, data {}",
+                split.tensor, split.pipeline, split.data
+            );
         }
         for note in &check.notes {
             let _ = writeln!(out, "  note: {note}");

@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
+use super::Scope;
 use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
-use super::Scope;
 use crate::ast::{BlockDeclaration, DeclarationKind, Value};
 use crate::bytes::{Bytes, TIB};
 use crate::diagnostic::Diagnostic;
@@ -15,7 +15,10 @@ use crate::ratio::Ratio;
 /// The largest plausible device: 16 TiB (ten times anything shipping).
 const MAX_DEVICE: u64 = 16 * TIB;
 
-pub(super) fn device(decl: &BlockDeclaration, from_catalog: bool) -> (Option<Device>, Vec<Diagnostic>) {
+pub(super) fn device(
+    decl: &BlockDeclaration,
+    from_catalog: bool,
+) -> (Option<Device>, Vec<Diagnostic>) {
     const KNOWN: &[(&str, Repeat)] = &[
         ("memory", Repeat::Once),
         ("arch", Repeat::Once),
@@ -53,7 +56,11 @@ pub(super) fn device(decl: &BlockDeclaration, from_catalog: bool) -> (Option<Dev
     let compute = fields.get("compute").and_then(|field| {
         let (value, span) = fields.quantity(field, Dim::Count, "9.0")?;
         if value < Ratio::ONE || value > Ratio::int(99) {
-            fields.push(Diagnostic::error("E007", span, "compute capability is between 1.0 and 99.x"));
+            fields.push(Diagnostic::error(
+                "E007",
+                span,
+                "compute capability is between 1.0 and 99.x",
+            ));
             return None;
         }
         Some(value)
@@ -93,7 +100,10 @@ pub(super) fn device(decl: &BlockDeclaration, from_catalog: bool) -> (Option<Dev
     (device, diagnostics)
 }
 
-pub(super) fn machine(decl: &BlockDeclaration, scope: &Scope) -> (Option<Machine>, Vec<Diagnostic>) {
+pub(super) fn machine(
+    decl: &BlockDeclaration,
+    scope: &Scope,
+) -> (Option<Machine>, Vec<Diagnostic>) {
     const KNOWN: &[(&str, Repeat)] =
         &[("gpus", Repeat::Many), ("host_ram", Repeat::Once), ("disk", Repeat::Once)];
     let what = format!("machine `{}`", decl.name.name);
@@ -112,9 +122,15 @@ pub(super) fn machine(decl: &BlockDeclaration, scope: &Scope) -> (Option<Machine
             continue;
         };
         let n = match super::quantity::evaluate(&count.count) {
-            Ok(q) if q.dim == Dim::Count => fields.check_whole("gpus", q.value, count.count.span(), 1, 4096),
+            Ok(q) if q.dim == Dim::Count => {
+                fields.check_whole("gpus", q.value, count.count.span(), 1, 4096)
+            }
             Ok(q) => {
-                fields.push(Diagnostic::error("E005", count.count.span(), format!("a GPU count is a plain number, not {}", q.dim)));
+                fields.push(Diagnostic::error(
+                    "E005",
+                    count.count.span(),
+                    format!("a GPU count is a plain number, not {}", q.dim),
+                ));
                 None
             }
             Err(diagnostic) => {
@@ -187,13 +203,24 @@ pub(super) fn model(decl: &BlockDeclaration) -> (Option<Model>, Vec<Diagnostic>)
                 fields.missing(key, example);
             }
         }
-        if let (Some(layers), Some(hidden), Some(ffn), Some(heads), Some(vocab)) = (layers, hidden, ffn, heads, vocab) {
+        if let (Some(layers), Some(hidden), Some(ffn), Some(heads), Some(vocab)) =
+            (layers, hidden, ffn, heads, vocab)
+        {
             let kv_heads = kv_heads.unwrap_or(heads);
             if heads % kv_heads != 0 {
-                let span = decl.body.fields.iter().find(|f| f.key.name == "kv_heads").map_or(decl.name.span, |f| f.span);
+                let span = decl
+                    .body
+                    .fields
+                    .iter()
+                    .find(|f| f.key.name == "kv_heads")
+                    .map_or(decl.name.span, |f| f.span);
                 fields.push(
-                    Diagnostic::error("E014", span, format!("{heads} heads cannot be grouped over {kv_heads} kv_heads"))
-                        .with_help("kv_heads must divide heads (grouped-query attention)"),
+                    Diagnostic::error(
+                        "E014",
+                        span,
+                        format!("{heads} heads cannot be grouped over {kv_heads} kv_heads"),
+                    )
+                    .with_help("kv_heads must divide heads (grouped-query attention)"),
                 );
             }
             let head_dim = match head_dim {
@@ -208,7 +235,18 @@ pub(super) fn model(decl: &BlockDeclaration) -> (Option<Model>, Vec<Diagnostic>)
                 }
             };
             if let Some(head_dim) = head_dim {
-                shape = Some(Shape { layers, hidden, ffn, heads, kv_heads, head_dim, vocab, tied_embeddings: tied, qkv_bias, mlp });
+                shape = Some(Shape {
+                    layers,
+                    hidden,
+                    ffn,
+                    heads,
+                    kv_heads,
+                    head_dim,
+                    vocab,
+                    tied_embeddings: tied,
+                    qkv_bias,
+                    mlp,
+                });
             }
         }
     } else if !fields.has("params") {
@@ -222,10 +260,21 @@ pub(super) fn model(decl: &BlockDeclaration) -> (Option<Model>, Vec<Diagnostic>)
         if let Some(derived) = crate::eval::llm::parameter_count(shape) {
             let differs = declared.abs_diff(derived).saturating_mul(20) > derived;
             if differs {
-                let span = decl.body.fields.iter().find(|f| f.key.name == "params").map_or(decl.name.span, |f| f.span);
+                let span = decl
+                    .body
+                    .fields
+                    .iter()
+                    .find(|f| f.key.name == "params")
+                    .map_or(decl.name.span, |f| f.span);
                 diagnostics.push(
-                    Diagnostic::warning("W002", span, format!("`params` is {declared}, but the shape gives {derived}"))
-                        .with_help("the declared count is used for the weights; check the shape or the count"),
+                    Diagnostic::warning(
+                        "W002",
+                        span,
+                        format!("`params` is {declared}, but the shape gives {derived}"),
+                    )
+                    .with_help(
+                        "the declared count is used for the weights; check the shape or the count",
+                    ),
                 );
             }
         }
@@ -242,7 +291,8 @@ pub(super) fn model(decl: &BlockDeclaration) -> (Option<Model>, Vec<Diagnostic>)
 }
 
 pub(super) fn headroom(decl: &BlockDeclaration) -> (Option<Headroom>, Vec<Diagnostic>) {
-    const KNOWN: &[(&str, Repeat)] = &[("keep", Repeat::Once), ("at_least", Repeat::Once), ("arch", Repeat::Many)];
+    const KNOWN: &[(&str, Repeat)] =
+        &[("keep", Repeat::Once), ("at_least", Repeat::Once), ("arch", Repeat::Many)];
     const ARCH_KNOWN: &[(&str, Repeat)] = &[("keep", Repeat::Once), ("at_least", Repeat::Once)];
     let what = format!("headroom `{}`", decl.name.name);
     let fields = Fields::new(&what, &decl.body, KNOWN);
@@ -252,14 +302,23 @@ pub(super) fn headroom(decl: &BlockDeclaration) -> (Option<Headroom>, Vec<Diagno
     let arch_names: Vec<&str> = Arch::ALL.iter().map(Arch::name).collect();
     for field in fields.all("arch") {
         let arch = match field.values.as_slice() {
-            [Value::Word(word)] => fields.word_in(field, word, &arch_names).and_then(Arch::from_name),
+            [Value::Word(word)] => {
+                fields.word_in(field, word, &arch_names).and_then(Arch::from_name)
+            }
             _ => {
-                fields.push(Diagnostic::error("E013", field.span, "write `arch hopper { keep 5 % }`"));
+                fields.push(Diagnostic::error(
+                    "E013",
+                    field.span,
+                    "write `arch hopper { keep 5 % }`",
+                ));
                 None
             }
         };
         let Some(block) = &field.block else {
-            fields.push(Diagnostic::error("E013", field.span, "`arch` needs a block with its own rule").with_help("write `arch hopper { keep 5 % }`"));
+            fields.push(
+                Diagnostic::error("E013", field.span, "`arch` needs a block with its own rule")
+                    .with_help("write `arch hopper { keep 5 % }`"),
+            );
             continue;
         };
         let inner = Fields::new("an architecture rule", block, ARCH_KNOWN);
@@ -279,13 +338,24 @@ fn rule(fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>) -> HeadroomRule 
     let keep = fields.get("keep").and_then(|field| {
         let (value, span) = fields.quantity(field, Dim::Percent, "10 %")?;
         if value.is_negative() || value >= Ratio::ONE {
-            fields.push(Diagnostic::error("E007", span, format!("`keep` is {}; it must be from 0 % to below 100 %", percent(value))));
+            fields.push(Diagnostic::error(
+                "E007",
+                span,
+                format!("`keep` is {}; it must be from 0 % to below 100 %", percent(value)),
+            ));
             return None;
         }
         if value < Ratio::new(5, 100).unwrap_or(Ratio::ZERO) {
             diagnostics.push(
-                Diagnostic::warning("W003", span, format!("keeping {} free leaves little room for fragmentation and spikes", percent(value)))
-                    .with_help("measured peaks vary run to run; 5-10 % is usual"),
+                Diagnostic::warning(
+                    "W003",
+                    span,
+                    format!(
+                        "keeping {} free leaves little room for fragmentation and spikes",
+                        percent(value)
+                    ),
+                )
+                .with_help("measured peaks vary run to run; 5-10 % is usual"),
             );
         }
         Some(value)
@@ -298,4 +368,3 @@ fn percent(value: Ratio) -> String {
     let scaled = value.checked_mul(Ratio::int(100)).unwrap_or(value);
     format!("{scaled} %")
 }
-

@@ -42,11 +42,14 @@ impl<'a> Fields<'a> {
 
     fn report_duplicates(&self) {
         for (i, field) in self.block.fields.iter().enumerate() {
-            let repeats = self.known.iter().any(|(k, r)| *k == field.key.name && *r == Repeat::Many);
+            let repeats =
+                self.known.iter().any(|(k, r)| *k == field.key.name && *r == Repeat::Many);
             if repeats {
                 continue;
             }
-            if let Some(first) = self.block.fields[..i].iter().find(|f| f.key.name == field.key.name) {
+            if let Some(first) =
+                self.block.fields[..i].iter().find(|f| f.key.name == field.key.name)
+            {
                 self.used[i].set(true);
                 self.push(
                     Diagnostic::error(
@@ -80,7 +83,11 @@ impl<'a> Fields<'a> {
             let names: Vec<&str> = self.known.iter().map(|(k, _)| *k).collect();
             diagnostic = match suggest(&field.key.name, &names) {
                 Some(near) => diagnostic.with_help(format!("did you mean `{near}`?")),
-                None => diagnostic.with_help(format!("the fields of {} are: {}", self.what, names.join(", "))),
+                None => diagnostic.with_help(format!(
+                    "the fields of {} are: {}",
+                    self.what,
+                    names.join(", ")
+                )),
             };
             diagnostics.push(diagnostic);
         }
@@ -113,10 +120,16 @@ impl<'a> Fields<'a> {
     /// (that one is reported as unknown, with this key as the suggestion).
     pub(crate) fn missing(&self, key: &str, example: &str) {
         let misspelt = self.block.fields.iter().any(|f| {
-            f.key.name != key && !self.known.iter().any(|(k, _)| *k == f.key.name) && suggest(&f.key.name, &[key]).is_some()
+            f.key.name != key
+                && !self.known.iter().any(|(k, _)| *k == f.key.name)
+                && suggest(&f.key.name, &[key]).is_some()
         });
         // `layers 32 hidden 4096` on one line: the extra values are reported already.
-        let run_together = self.block.fields.iter().any(|f| f.values.iter().any(|v| matches!(v, Value::Word(w) if w.name == key)));
+        let run_together = self
+            .block
+            .fields
+            .iter()
+            .any(|f| f.values.iter().any(|v| matches!(v, Value::Word(w) if w.name == key)));
         if misspelt || run_together || self.has(key) {
             return;
         }
@@ -131,16 +144,22 @@ impl<'a> Fields<'a> {
     /// The single value of `field`, or a diagnostic.
     fn single<'f>(&self, field: &'f Field) -> Option<&'f Value> {
         if field.block.is_some() {
-            self.push(
-                Diagnostic::error("E013", field.span, format!("`{}` does not take a block", field.key.name)),
-            );
+            self.push(Diagnostic::error(
+                "E013",
+                field.span,
+                format!("`{}` does not take a block", field.key.name),
+            ));
         }
         match field.values.as_slice() {
             [value] => Some(value),
             [] => {
                 self.push(
-                    Diagnostic::error("E013", field.key.span, format!("`{}` needs a value", field.key.name))
-                        .with_help(format!("write `{} VALUE` on one line", field.key.name)),
+                    Diagnostic::error(
+                        "E013",
+                        field.key.span,
+                        format!("`{}` needs a value", field.key.name),
+                    )
+                    .with_help(format!("write `{} VALUE` on one line", field.key.name)),
                 );
                 None
             }
@@ -152,10 +171,14 @@ impl<'a> Fields<'a> {
                     format!("`{}` takes one value; this is more", field.key.name),
                 );
                 diagnostic = match &extra[0] {
-                    Value::Word(word) if unit_lookalike(&word.name).is_some() => diagnostic.with_help(
-                        format!("`{}` is not a unit; did you mean `{}`?", word.name, unit_lookalike(&word.name).unwrap_or_default()),
-                    ),
-                    _ => diagnostic.with_help("put each field on its own line, or separate them with `;`"),
+                    Value::Word(word) if unit_lookalike(&word.name).is_some() => diagnostic
+                        .with_help(format!(
+                            "`{}` is not a unit; did you mean `{}`?",
+                            word.name,
+                            unit_lookalike(&word.name).unwrap_or_default()
+                        )),
+                    _ => diagnostic
+                        .with_help("put each field on its own line, or separate them with `;`"),
                 };
                 self.push(diagnostic);
                 None
@@ -167,13 +190,17 @@ impl<'a> Fields<'a> {
     pub(crate) fn quantity(&self, field: &Field, dim: Dim, example: &str) -> Option<(Ratio, Span)> {
         let value = self.single(field)?;
         let Value::Expr(expr) = value else {
-            self.push(
-                Diagnostic::error("E013", value.span(), format!("`{}` needs {dim}, such as `{example}`", field.key.name)),
-            );
+            self.push(Diagnostic::error(
+                "E013",
+                value.span(),
+                format!("`{}` needs {dim}, such as `{example}`", field.key.name),
+            ));
             return None;
         };
         match quantity::evaluate(expr) {
-            Ok(q) if q.dim == dim || (dim == Dim::Tokens && q.dim == Dim::Count) => Some((q.value, expr.span())),
+            Ok(q) if q.dim == dim || (dim == Dim::Tokens && q.dim == Dim::Count) => {
+                Some((q.value, expr.span()))
+            }
             Ok(q) => {
                 let mut diagnostic = Diagnostic::error(
                     "E005",
@@ -182,7 +209,8 @@ impl<'a> Fields<'a> {
                 )
                 .with_help(format!("for example `{} {example}`", field.key.name));
                 if dim == Dim::Count && q.dim == Dim::Bytes && expr_text_ends_with_b(expr) {
-                    diagnostic = diagnostic.with_help("`B` means bytes; write a count of billions as `7 billion`");
+                    diagnostic = diagnostic
+                        .with_help("`B` means bytes; write a count of billions as `7 billion`");
                 }
                 self.push(diagnostic);
                 None
@@ -195,23 +223,45 @@ impl<'a> Fields<'a> {
     }
 
     /// A whole number in `min..=max`.
-    pub(crate) fn whole(&self, key: &str, dim: Dim, min: u64, max: u64, example: &str) -> Option<u64> {
+    pub(crate) fn whole(
+        &self,
+        key: &str,
+        dim: Dim,
+        min: u64,
+        max: u64,
+        example: &str,
+    ) -> Option<u64> {
         let field = self.get(key)?;
         let (value, span) = self.quantity(field, dim, example)?;
         self.check_whole(key, value, span, min, max)
     }
 
-    pub(crate) fn check_whole(&self, key: &str, value: Ratio, span: Span, min: u64, max: u64) -> Option<u64> {
+    pub(crate) fn check_whole(
+        &self,
+        key: &str,
+        value: Ratio,
+        span: Span,
+        min: u64,
+        max: u64,
+    ) -> Option<u64> {
         if !value.is_integer() {
-            self.push(Diagnostic::error("E006", span, format!("`{key}` must be a whole number, but this is {value}")));
+            self.push(Diagnostic::error(
+                "E006",
+                span,
+                format!("`{key}` must be a whole number, but this is {value}"),
+            ));
             return None;
         }
         match u64::try_from(value.numer()) {
             Ok(n) if (min..=max).contains(&n) => Some(n),
             _ => {
                 self.push(
-                    Diagnostic::error("E007", span, format!("`{key}` is {value}; it must be between {min} and {max}"))
-                        .with_help(range_help(key)),
+                    Diagnostic::error(
+                        "E007",
+                        span,
+                        format!("`{key}` is {value}; it must be between {min} and {max}"),
+                    )
+                    .with_help(range_help(key)),
                 );
                 None
             }
@@ -224,19 +274,36 @@ impl<'a> Fields<'a> {
         self.bytes_of(field, min, max, example)
     }
 
-    pub(crate) fn bytes_of(&self, field: &Field, min: u64, max: u64, example: &str) -> Option<Bytes> {
+    pub(crate) fn bytes_of(
+        &self,
+        field: &Field,
+        min: u64,
+        max: u64,
+        example: &str,
+    ) -> Option<Bytes> {
         let (value, span) = self.quantity(field, Dim::Bytes, example)?;
         self.check_bytes(&field.key.name, value, span, min, max)
     }
 
-    pub(crate) fn check_bytes(&self, key: &str, value: Ratio, span: Span, min: u64, max: u64) -> Option<Bytes> {
+    pub(crate) fn check_bytes(
+        &self,
+        key: &str,
+        value: Ratio,
+        span: Span,
+        min: u64,
+        max: u64,
+    ) -> Option<Bytes> {
         match Bytes::from_ratio_ceil(value) {
             Some(bytes) if (min..=max).contains(&bytes.0) => Some(bytes),
             _ => {
                 self.push(Diagnostic::error(
                     "E007",
                     span,
-                    format!("`{key}` is {value} bytes; it must be between {} and {}", Bytes(min).human(), Bytes(max).human()),
+                    format!(
+                        "`{key}` is {value} bytes; it must be between {} and {}",
+                        Bytes(min).human(),
+                        Bytes(max).human()
+                    ),
                 ));
                 None
             }
@@ -252,15 +319,22 @@ impl<'a> Fields<'a> {
     pub(crate) fn choice_of(&self, field: &'a Field, choices: &[&str]) -> Option<(&'a str, Span)> {
         let value = self.single(field)?;
         let Value::Word(word) = value else {
-            self.push(
-                Diagnostic::error("E013", value.span(), format!("`{}` takes a word: {}", field.key.name, choices.join(", "))),
-            );
+            self.push(Diagnostic::error(
+                "E013",
+                value.span(),
+                format!("`{}` takes a word: {}", field.key.name, choices.join(", ")),
+            ));
             return None;
         };
         self.word_in(field, word, choices).map(|w| (w, word.span))
     }
 
-    pub(crate) fn word_in(&self, field: &Field, word: &'a Ident, choices: &[&str]) -> Option<&'a str> {
+    pub(crate) fn word_in(
+        &self,
+        field: &Field,
+        word: &'a Ident,
+        choices: &[&str],
+    ) -> Option<&'a str> {
         if choices.contains(&word.name.as_str()) {
             return Some(&word.name);
         }
@@ -282,7 +356,11 @@ impl<'a> Fields<'a> {
         let field = self.get(key)?;
         let value = self.single(field)?;
         let Value::Word(word) = value else {
-            self.push(Diagnostic::error("E013", value.span(), format!("`{key}` takes a precision: {}", names.join(", "))));
+            self.push(Diagnostic::error(
+                "E013",
+                value.span(),
+                format!("`{key}` takes a precision: {}", names.join(", ")),
+            ));
             return None;
         };
         if let Some(precision) = Precision::from_name(&word.name) {
@@ -314,7 +392,11 @@ impl<'a> Fields<'a> {
         for value in &field.values {
             match value {
                 Value::Word(word) => words.push(word),
-                other => self.push(Diagnostic::error("E013", other.span(), format!("`{}` takes words only", field.key.name))),
+                other => self.push(Diagnostic::error(
+                    "E013",
+                    other.span(),
+                    format!("`{}` takes words only", field.key.name),
+                )),
             }
         }
         words
@@ -331,8 +413,11 @@ fn expr_text_ends_with_b(expr: &crate::ast::Expr) -> bool {
 
 /// A word that looks like a unit typed in the wrong case.
 fn unit_lookalike(word: &str) -> Option<&'static str> {
-    const UNITS: [&str; 12] = ["KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB", "B", "tokens", "billion", "million"];
-    UNITS.into_iter().find(|unit| unit.eq_ignore_ascii_case(word) || (word.len() > 3 && unit.starts_with(word)))
+    const UNITS: [&str; 12] =
+        ["KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB", "B", "tokens", "billion", "million"];
+    UNITS
+        .into_iter()
+        .find(|unit| unit.eq_ignore_ascii_case(word) || (word.len() > 3 && unit.starts_with(word)))
 }
 
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
@@ -346,20 +431,32 @@ pub fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
         .map(|(_, candidate)| candidate)
 }
 
-/// Levenshtein distance, case-insensitive (so `gib` suggests `GiB`).
+/// Edit distance counting an adjacent swap as one edit (`modle` is one from `model`),
+/// case-insensitive (so `gib` suggests `GiB`).
 pub fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.to_lowercase().chars().collect();
     let b: Vec<char> = b.to_lowercase().chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != cb);
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
+    let width = b.len() + 1;
+    let mut d = vec![0usize; (a.len() + 1) * width];
+    for i in 0..=a.len() {
+        d[i * width] = i;
     }
-    previous[b.len()]
+    for (j, cell) in d.iter_mut().enumerate().take(width) {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[(i - 1) * width + j] + 1)
+                .min(d[i * width + j - 1] + 1)
+                .min(d[(i - 1) * width + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[(i - 2) * width + j - 2] + 1);
+            }
+            d[i * width + j] = best;
+        }
+    }
+    d[a.len() * width + b.len()]
 }
 
 #[cfg(test)]
@@ -372,5 +469,7 @@ mod tests {
         assert_eq!(suggest("kv_head", &["kv_heads", "heads"]), Some("kv_heads"));
         assert_eq!(suggest("banana", &["hidden", "heads"]), None);
         assert_eq!(edit_distance("gib", "GiB"), 0);
+        assert_eq!(edit_distance("modle", "model"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
     }
 }

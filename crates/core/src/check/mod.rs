@@ -36,7 +36,11 @@ pub(crate) struct Scope {
 
 impl Scope {
     /// Checks that `ident` names a declaration of one of `kinds`.
-    fn expect(&self, ident: &Ident, kinds: &[DeclarationKind]) -> Result<DeclarationKind, Diagnostic> {
+    fn expect(
+        &self,
+        ident: &Ident,
+        kinds: &[DeclarationKind],
+    ) -> Result<DeclarationKind, Diagnostic> {
         let wanted = kinds.iter().map(|k| k.keyword()).collect::<Vec<_>>().join(" or ");
         match self.names.get(&ident.name) {
             Some(declared) if kinds.contains(&declared.kind) => Ok(declared.kind),
@@ -47,7 +51,10 @@ impl Scope {
                     format!("`{}` is a {}, not a {wanted}", ident.name, declared.kind.keyword()),
                 );
                 if let Some(span) = declared.span {
-                    diagnostic = diagnostic.with_label(span, format!("the {} is declared here", declared.kind.keyword()));
+                    diagnostic = diagnostic.with_label(
+                        span,
+                        format!("the {} is declared here", declared.kind.keyword()),
+                    );
                 }
                 Err(diagnostic)
             }
@@ -58,13 +65,20 @@ impl Scope {
                     .filter(|(_, d)| kinds.contains(&d.kind))
                     .map(|(name, _)| name.as_str())
                     .collect();
-                let mut diagnostic = Diagnostic::error("E020", ident.span, format!("no {wanted} is named `{}`", ident.name));
+                let mut diagnostic = Diagnostic::error(
+                    "E020",
+                    ident.span,
+                    format!("no {wanted} is named `{}`", ident.name),
+                );
                 diagnostic = match suggest(&ident.name, &candidates) {
                     Some(near) => diagnostic.with_help(format!("did you mean `{near}`?")),
-                    None if kinds.contains(&DeclarationKind::Device) => {
-                        diagnostic.with_help("`vram catalog` lists the built-in devices and machines")
-                    }
-                    None => diagnostic.with_help(format!("declare it: `{} {} {{ ... }}`", kinds[0].keyword(), ident.name)),
+                    None if kinds.contains(&DeclarationKind::Device) => diagnostic
+                        .with_help("`vram catalog` lists the built-in devices and machines"),
+                    None => diagnostic.with_help(format!(
+                        "declare it: `{} {} {{ ... }}`",
+                        kinds[0].keyword(),
+                        ident.name
+                    )),
                 };
                 Err(diagnostic)
             }
@@ -97,9 +111,13 @@ pub fn check(file: &File, base: &Program, from_catalog: bool) -> (Program, Vec<D
         let Declaration::Block(decl) = declaration else { continue };
         if let Some(first) = own.get(decl.name.name.as_str()) {
             diagnostics.push(
-                Diagnostic::error("E021", decl.name.span, format!("`{}` is declared twice", decl.name.name))
-                    .with_label(first.span, "first declared here")
-                    .with_help("give each declaration its own name"),
+                Diagnostic::error(
+                    "E021",
+                    decl.name.span,
+                    format!("`{}` is declared twice", decl.name.name),
+                )
+                .with_label(first.span, "first declared here")
+                .with_help("give each declaration its own name"),
             );
             continue;
         }
@@ -110,14 +128,21 @@ pub fn check(file: &File, base: &Program, from_catalog: bool) -> (Program, Vec<D
                     Diagnostic::warning(
                         "W001",
                         decl.name.span,
-                        format!("`{}` replaces the catalog's {} of the same name", decl.name.name, previous.kind.keyword()),
+                        format!(
+                            "`{}` replaces the catalog's {} of the same name",
+                            decl.name.name,
+                            previous.kind.keyword()
+                        ),
                     )
                     .with_help("rename it to keep the catalog entry visible"),
                 );
                 remove_from(&mut program, &decl.name.name);
             }
         }
-        names.insert(decl.name.name.clone(), Declared { kind: decl.kind, span: Some(decl.name.span) });
+        names.insert(
+            decl.name.name.clone(),
+            Declared { kind: decl.kind, span: Some(decl.name.span) },
+        );
     }
 
     let mut scope = Scope { names, program_models_without_shape: BTreeSet::new() };
@@ -212,7 +237,11 @@ pub fn format_expr(expr: &Expr) -> String {
         }
         Expr::Unit { operand, unit, .. } => {
             let operand = format_expr(operand);
-            if unit.text() == "%" { format!("{operand} %") } else { format!("{operand} {}", unit.text()) }
+            if unit.text() == "%" {
+                format!("{operand} %")
+            } else {
+                format!("{operand} {}", unit.text())
+            }
         }
         Expr::Group { inner, .. } => format!("({})", format_expr(inner)),
     }

@@ -55,7 +55,11 @@ pub(crate) fn evaluate(expr: &Expr) -> Result<Quantity, Diagnostic> {
                 return Err(Diagnostic::error(
                     "E005",
                     *span,
-                    format!("`{}` applies to a plain number, but this is already {}", unit.text(), q.dim),
+                    format!(
+                        "`{}` applies to a plain number, but this is already {}",
+                        unit.text(),
+                        q.dim
+                    ),
                 )
                 .with_help("write the unit once, after the number: `4 * 2 GiB`, not `4 GiB GiB`"));
             }
@@ -83,7 +87,9 @@ pub(crate) fn evaluate(expr: &Expr) -> Result<Quantity, Diagnostic> {
             let dim = match op {
                 BinaryOp::Add | BinaryOp::Sub if a.dim == b.dim => a.dim,
                 BinaryOp::Add | BinaryOp::Sub => {
-                    return Err(mismatch().with_help("both sides of `+` and `-` need the same unit"));
+                    return Err(
+                        mismatch().with_help("both sides of `+` and `-` need the same unit")
+                    );
                 }
                 BinaryOp::Mul => match (a.dim, b.dim) {
                     (Dim::Count, other) | (other, Dim::Count) => other,
@@ -92,7 +98,11 @@ pub(crate) fn evaluate(expr: &Expr) -> Result<Quantity, Diagnostic> {
                 BinaryOp::Div => match (a.dim, b.dim) {
                     (dim, Dim::Count) => dim,
                     (x, y) if x == y => Dim::Count,
-                    _ => return Err(mismatch().with_help("divide by a plain number or by the same unit")),
+                    _ => {
+                        return Err(
+                            mismatch().with_help("divide by a plain number or by the same unit")
+                        );
+                    }
                 },
             };
             let value = match op {

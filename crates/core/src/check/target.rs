@@ -2,8 +2,8 @@
 
 use std::collections::BTreeSet;
 
-use super::quantity::{self, Dim};
 use super::Scope;
+use super::quantity::{self, Dim};
 use crate::ast::{Check, DeclarationKind, Target};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{CheckSpec, Program, Split};
@@ -19,7 +19,9 @@ pub(super) fn check(
 ) -> (Option<CheckSpec>, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
     let mut ok = true;
-    let mut refer = |ident: &crate::ast::Ident, kinds: &[DeclarationKind], diagnostics: &mut Vec<Diagnostic>| {
+    let mut refer = |ident: &crate::ast::Ident,
+                     kinds: &[DeclarationKind],
+                     diagnostics: &mut Vec<Diagnostic>| {
         match scope.expect(ident, kinds) {
             Ok(kind) => Some(kind),
             Err(diagnostic) => {
@@ -35,10 +37,19 @@ pub(super) fn check(
     }
 
     let (target, machine, devices) = match &check.target {
-        Target::Named(name) => match refer(name, &[DeclarationKind::Device, DeclarationKind::Machine], &mut diagnostics) {
+        Target::Named(name) => match refer(
+            name,
+            &[DeclarationKind::Device, DeclarationKind::Machine],
+            &mut diagnostics,
+        ) {
             Some(DeclarationKind::Machine) => {
                 let devices = program.machines.get(&name.name).map(|m| {
-                    m.gpus.iter().flat_map(|(count, device)| std::iter::repeat_n(device.clone(), *count as usize)).collect()
+                    m.gpus
+                        .iter()
+                        .flat_map(|(count, device)| {
+                            std::iter::repeat_n(device.clone(), *count as usize)
+                        })
+                        .collect()
                 });
                 (name.name.clone(), Some(name.name.clone()), devices.unwrap_or_default())
             }
@@ -47,23 +58,36 @@ pub(super) fn check(
         Target::Count(count) => {
             let kind = refer(&count.name, &[DeclarationKind::Device], &mut diagnostics);
             let n = match quantity::evaluate(&count.count) {
-                Ok(q) if q.dim == Dim::Count && q.value.is_integer() => match u64::try_from(q.value.numer()) {
-                    Ok(n) if (1..=MAX_DEVICES).contains(&n) => Some(n),
-                    _ => {
-                        diagnostics.push(Diagnostic::error(
-                            "E007",
-                            count.count.span(),
-                            format!("a check runs on 1 to {MAX_DEVICES} devices, not {}", q.value),
-                        ));
-                        None
+                Ok(q) if q.dim == Dim::Count && q.value.is_integer() => {
+                    match u64::try_from(q.value.numer()) {
+                        Ok(n) if (1..=MAX_DEVICES).contains(&n) => Some(n),
+                        _ => {
+                            diagnostics.push(Diagnostic::error(
+                                "E007",
+                                count.count.span(),
+                                format!(
+                                    "a check runs on 1 to {MAX_DEVICES} devices, not {}",
+                                    q.value
+                                ),
+                            ));
+                            None
+                        }
                     }
-                },
+                }
                 Ok(q) if q.dim == Dim::Count => {
-                    diagnostics.push(Diagnostic::error("E006", count.count.span(), format!("a device count must be whole, not {}", q.value)));
+                    diagnostics.push(Diagnostic::error(
+                        "E006",
+                        count.count.span(),
+                        format!("a device count must be whole, not {}", q.value),
+                    ));
                     None
                 }
                 Ok(q) => {
-                    diagnostics.push(Diagnostic::error("E005", count.count.span(), format!("a device count is a plain number, not {}", q.dim)));
+                    diagnostics.push(Diagnostic::error(
+                        "E005",
+                        count.count.span(),
+                        format!("a device count is a plain number, not {}", q.dim),
+                    ));
                     None
                 }
                 Err(diagnostic) => {
@@ -89,7 +113,11 @@ pub(super) fn check(
         ok = false;
     }
     if let (Some(split), Some(workload)) = (split, program.workloads.get(&check.workload.name)) {
-        let shape = workload.model.as_ref().and_then(|m| program.models.get(m)).and_then(|m| m.shape.as_ref());
+        let shape = workload
+            .model
+            .as_ref()
+            .and_then(|m| program.models.get(m))
+            .and_then(|m| m.shape.as_ref());
         if let Some(shape) = shape {
             let tensor = u64::from(split.tensor);
             if shape.heads % tensor != 0 {
@@ -98,7 +126,10 @@ pub(super) fn check(
                     Diagnostic::error(
                         "E031",
                         check.span,
-                        format!("{} attention heads do not divide over tensor parallel {tensor}", shape.heads),
+                        format!(
+                            "{} attention heads do not divide over tensor parallel {tensor}",
+                            shape.heads
+                        ),
                     )
                     .with_help("choose a tensor degree that divides the number of heads"),
                 );
@@ -108,7 +139,10 @@ pub(super) fn check(
                 diagnostics.push(Diagnostic::error(
                     "E031",
                     check.span,
-                    format!("{} layers cannot fill {} pipeline stages", shape.layers, split.pipeline),
+                    format!(
+                        "{} layers cannot fill {} pipeline stages",
+                        shape.layers, split.pipeline
+                    ),
                 ));
             }
         }
@@ -142,13 +176,19 @@ fn split(check: &Check, devices: u64, diagnostics: &mut Vec<Diagnostic>) -> Opti
     for part in &check.split {
         let name = part.strategy.name.as_str();
         if seen.contains(&name) {
-            diagnostics.push(Diagnostic::error("E012", part.strategy.span, format!("`{name}` is given twice in the split")));
+            diagnostics.push(Diagnostic::error(
+                "E012",
+                part.strategy.span,
+                format!("`{name}` is given twice in the split"),
+            ));
             ok = false;
             continue;
         }
         seen.push(name);
         let degree = match quantity::evaluate(&part.degree) {
-            Ok(q) if q.dim == Dim::Count && q.value.is_integer() => u32::try_from(q.value.numer()).ok().filter(|d| (1..=4096).contains(d)),
+            Ok(q) if q.dim == Dim::Count && q.value.is_integer() => {
+                u32::try_from(q.value.numer()).ok().filter(|d| (1..=4096).contains(d))
+            }
             Ok(_) => None,
             Err(diagnostic) => {
                 diagnostics.push(diagnostic);
@@ -157,7 +197,11 @@ fn split(check: &Check, devices: u64, diagnostics: &mut Vec<Diagnostic>) -> Opti
             }
         };
         let Some(degree) = degree else {
-            diagnostics.push(Diagnostic::error("E007", part.degree.span(), "a split degree is a whole number from 1 to 4096"));
+            diagnostics.push(Diagnostic::error(
+                "E007",
+                part.degree.span(),
+                "a split degree is a whole number from 1 to 4096",
+            ));
             ok = false;
             continue;
         };
@@ -166,7 +210,11 @@ fn split(check: &Check, devices: u64, diagnostics: &mut Vec<Diagnostic>) -> Opti
             "pipeline" => split.pipeline = degree,
             "data" => split.data = degree,
             _ => {
-                let mut diagnostic = Diagnostic::error("E015", part.strategy.span, format!("`{name}` is not a way to split work"));
+                let mut diagnostic = Diagnostic::error(
+                    "E015",
+                    part.strategy.span,
+                    format!("`{name}` is not a way to split work"),
+                );
                 diagnostic = match super::suggest(name, &["tensor", "pipeline", "data"]) {
                     Some(near) => diagnostic.with_help(format!("did you mean `{near}`?")),
                     None => diagnostic.with_help("split by `tensor`, `pipeline` or `data`"),

@@ -1,8 +1,8 @@
 //! Checking `workload` blocks and their `inference`, `training` and `components` sections.
 
+use super::Scope;
 use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
-use super::Scope;
 use crate::ast::{Block, BlockDeclaration, DeclarationKind, Field, Value};
 use crate::budget::Category;
 use crate::bytes::Bytes;
@@ -16,7 +16,10 @@ use crate::precision::Precision;
 /// The longest context accepted: 100 million tokens.
 const MAX_TOKENS: u64 = 100_000_000;
 
-pub(super) fn workload(decl: &BlockDeclaration, scope: &Scope) -> (Option<Workload>, Vec<Diagnostic>) {
+pub(super) fn workload(
+    decl: &BlockDeclaration,
+    scope: &Scope,
+) -> (Option<Workload>, Vec<Diagnostic>) {
     const KNOWN: &[(&str, Repeat)] = &[
         ("model", Repeat::Once),
         ("runtime", Repeat::Once),
@@ -28,26 +31,39 @@ pub(super) fn workload(decl: &BlockDeclaration, scope: &Scope) -> (Option<Worklo
     let fields = Fields::new(&what, &decl.body, KNOWN);
     let mut diagnostics = Vec::new();
 
-    let model = fields.name("model").and_then(|ident| match scope.expect(ident, &[DeclarationKind::Model]) {
-        Ok(_) => Some(ident.name.clone()),
-        Err(diagnostic) => {
-            fields.push(diagnostic);
-            None
+    let model = fields.name("model").and_then(|ident| {
+        match scope.expect(ident, &[DeclarationKind::Model]) {
+            Ok(_) => Some(ident.name.clone()),
+            Err(diagnostic) => {
+                fields.push(diagnostic);
+                None
+            }
         }
     });
-    let runtime = fields.get("runtime").map_or(Some(Runtime::PyTorch), |field| runtime(field, &fields, &mut diagnostics));
+    // A model runs under a framework; components written by hand carry their own overhead.
+    let has_model_work = fields.has("inference") || fields.has("training");
+    let default_runtime = if has_model_work { Runtime::PyTorch } else { Runtime::None };
+    let runtime = fields
+        .get("runtime")
+        .map_or(Some(default_runtime), |field| runtime(field, &fields, &mut diagnostics));
 
     let inference_field = fields.get("inference");
     let training_field = fields.get("training");
     if let (Some(a), Some(b)) = (inference_field, training_field) {
         fields.push(
-            Diagnostic::error("E014", b.key.span, "a workload is either inference or training, not both")
-                .with_label(a.key.span, "inference declared here")
-                .with_help("declare two workloads and check each"),
+            Diagnostic::error(
+                "E014",
+                b.key.span,
+                "a workload is either inference or training, not both",
+            )
+            .with_label(a.key.span, "inference declared here")
+            .with_help("declare two workloads and check each"),
         );
     }
-    let inference = inference_field.and_then(|field| section(field, &fields).map(|block| inference(block, &mut diagnostics)));
-    let training = training_field.and_then(|field| section(field, &fields).map(|block| training(block, &mut diagnostics)));
+    let inference = inference_field
+        .and_then(|field| section(field, &fields).map(|block| inference(block, &mut diagnostics)));
+    let training = training_field
+        .and_then(|field| section(field, &fields).map(|block| training(block, &mut diagnostics)));
     let components = fields
         .get("components")
         .and_then(|field| section(field, &fields))
@@ -59,13 +75,24 @@ pub(super) fn workload(decl: &BlockDeclaration, scope: &Scope) -> (Option<Worklo
     }
     if !needs_model && !fields.has("components") {
         fields.push(
-            Diagnostic::error("E011", decl.name.span, format!("workload `{}` describes no memory", decl.name.name))
-                .with_help("add an `inference { ... }`, `training { ... }` or `components { ... }` section"),
+            Diagnostic::error(
+                "E011",
+                decl.name.span,
+                format!("workload `{}` describes no memory", decl.name.name),
+            )
+            .with_help(
+                "add an `inference { ... }`, `training { ... }` or `components { ... }` section",
+            ),
         );
     }
     if let (Some(model), true) = (&model, needs_model) {
         if scope.program_models_without_shape.contains(model) {
-            let span = decl.body.fields.iter().find(|f| f.key.name == "model").map_or(decl.name.span, |f| f.span);
+            let span = decl
+                .body
+                .fields
+                .iter()
+                .find(|f| f.key.name == "model")
+                .map_or(decl.name.span, |f| f.span);
             fields.push(
                 Diagnostic::error("E011", span, format!("model `{model}` has only a parameter count; caches and activations need its shape"))
                     .with_help("give the model layers, hidden, ffn, heads, kv_heads and vocab"),
@@ -93,7 +120,11 @@ pub(super) fn workload(decl: &BlockDeclaration, scope: &Scope) -> (Option<Worklo
 /// The block of a section field such as `inference { ... }`.
 fn section<'a>(field: &'a Field, fields: &Fields<'_>) -> Option<&'a Block> {
     if !field.values.is_empty() {
-        fields.push(Diagnostic::error("E013", field.values_span(), format!("`{}` takes a block, not values", field.key.name)));
+        fields.push(Diagnostic::error(
+            "E013",
+            field.values_span(),
+            format!("`{}` takes a block, not values", field.key.name),
+        ));
     }
     if field.block.is_none() {
         fields.push(
@@ -104,16 +135,25 @@ fn section<'a>(field: &'a Field, fields: &Fields<'_>) -> Option<&'a Block> {
     field.block.as_ref()
 }
 
-fn runtime(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>) -> Option<Runtime> {
+fn runtime(
+    field: &Field,
+    fields: &Fields<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Runtime> {
     const NAMES: [&str; 5] = ["pytorch", "vllm", "llama.cpp", "none", "custom"];
     let [Value::Word(word)] = field.values.as_slice() else {
-        fields.push(Diagnostic::error("E013", field.span, format!("`runtime` takes one of: {}", NAMES.join(", "))));
+        fields.push(Diagnostic::error(
+            "E013",
+            field.span,
+            format!("`runtime` takes one of: {}", NAMES.join(", ")),
+        ));
         return None;
     };
     let name = fields.word_in(field, word, &NAMES)?;
     match (name, &field.block) {
         ("custom", Some(block)) => {
-            const KNOWN: &[(&str, Repeat)] = &[("context", Repeat::Once), ("workspace", Repeat::Once)];
+            const KNOWN: &[(&str, Repeat)] =
+                &[("context", Repeat::Once), ("workspace", Repeat::Once)];
             let inner = Fields::new("a custom runtime", block, KNOWN);
             let context = inner.bytes("context", 0, 1 << 50, "500 MiB").unwrap_or(Bytes(0));
             let workspace = inner.bytes("workspace", 0, 1 << 50, "1 GiB").unwrap_or(Bytes(0));
@@ -130,7 +170,11 @@ fn runtime(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>
             None
         }
         (_, Some(block)) => {
-            fields.push(Diagnostic::error("E013", block.span, format!("runtime `{name}` takes no block")));
+            fields.push(Diagnostic::error(
+                "E013",
+                block.span,
+                format!("runtime `{name}` takes no block"),
+            ));
             None
         }
         ("pytorch", None) => Some(Runtime::PyTorch),
@@ -164,7 +208,9 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
     }
     let sessions = fields.whole("sessions", Dim::Count, 1, 1_000_000, "16");
     let prefill_chunk = fields.whole("prefill_chunk", Dim::Tokens, 1, MAX_TOKENS, "2048 tokens");
-    let logits = fields.choice("logits", &["last", "all"]).map(|(w, _)| if w == "all" { Logits::All } else { Logits::Last });
+    let logits = fields
+        .choice("logits", &["last", "all"])
+        .map(|(w, _)| if w == "all" { Logits::All } else { Logits::Last });
     let attention = attention(&fields);
     let found = fields.finish();
     let ok = found.is_empty();
@@ -183,7 +229,9 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
 }
 
 fn attention(fields: &Fields<'_>) -> Option<Attention> {
-    fields.choice("attention", &["fused", "eager"]).map(|(w, _)| if w == "eager" { Attention::Eager } else { Attention::Fused })
+    fields
+        .choice("attention", &["fused", "eager"])
+        .map(|(w, _)| if w == "eager" { Attention::Eager } else { Attention::Fused })
 }
 
 fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Training> {
@@ -199,7 +247,9 @@ fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Training
         ("attention", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
-    let method = fields.get("method").map_or(Some(Method::Full), |field| method(field, &fields, diagnostics));
+    let method = fields
+        .get("method")
+        .map_or(Some(Method::Full), |field| method(field, &fields, diagnostics));
     let weights = fields.precision("weights");
     if weights.is_none() {
         fields.missing("weights", "weights bf16");
@@ -207,17 +257,20 @@ fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Training
     let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).chain(["none"]).collect();
     let master = fields.choice("master", &names).map(|(w, _)| Precision::from_name(w));
     let gradients = fields.precision("gradients");
-    let optimizer = fields.choice("optimizer", &["adamw", "sgd", "sgd-momentum"]).map(|(w, _)| match w {
-        "sgd" => Optimizer::Sgd,
-        "sgd-momentum" => Optimizer::SgdMomentum,
-        _ => Optimizer::AdamW,
-    });
+    let optimizer =
+        fields.choice("optimizer", &["adamw", "sgd", "sgd-momentum"]).map(|(w, _)| match w {
+            "sgd" => Optimizer::Sgd,
+            "sgd-momentum" => Optimizer::SgdMomentum,
+            _ => Optimizer::AdamW,
+        });
     let micro_batch = fields.whole("micro_batch", Dim::Count, 1, 1_000_000, "4");
     let sequence = fields.whole("sequence", Dim::Tokens, 1, MAX_TOKENS, "2048 tokens");
     if sequence.is_none() {
         fields.missing("sequence", "sequence 2048 tokens");
     }
-    let checkpointing = fields.choice("checkpointing", &["none", "full"]).map(|(w, _)| if w == "full" { Checkpointing::Full } else { Checkpointing::None });
+    let checkpointing = fields
+        .choice("checkpointing", &["none", "full"])
+        .map(|(w, _)| if w == "full" { Checkpointing::Full } else { Checkpointing::None });
     let attention = attention(&fields);
     let found = fields.finish();
     let ok = found.is_empty();
@@ -242,7 +295,11 @@ fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Training
 
 fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>) -> Option<Method> {
     let [Value::Word(word)] = field.values.as_slice() else {
-        fields.push(Diagnostic::error("E013", field.span, "`method` is `full` or `lora { rank 16 }`"));
+        fields.push(Diagnostic::error(
+            "E013",
+            field.span,
+            "`method` is `full` or `lora { rank 16 }`",
+        ));
         return None;
     };
     match fields.word_in(field, word, &["full", "lora"])? {
@@ -253,7 +310,8 @@ fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>)
             Some(Method::Full)
         }
         _ => {
-            const KNOWN: &[(&str, Repeat)] = &[("rank", Repeat::Once), ("targets", Repeat::Once), ("dtype", Repeat::Once)];
+            const KNOWN: &[(&str, Repeat)] =
+                &[("rank", Repeat::Once), ("targets", Repeat::Once), ("dtype", Repeat::Once)];
             let empty = Block::default();
             let block = field.block.as_ref().unwrap_or(&empty);
             let inner = Fields::new("a LoRA method", block, KNOWN);
@@ -265,12 +323,15 @@ fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>)
                 );
             }
             let mut targets = Vec::new();
-            let names: Vec<&str> = LoraTarget::ALL.iter().map(|t| t.name()).chain(["all"]).collect();
+            let names: Vec<&str> =
+                LoraTarget::ALL.iter().map(|t| t.name()).chain(["all"]).collect();
             if let Some(targets_field) = inner.get("targets") {
                 for word in inner.words(targets_field) {
                     match inner.word_in(targets_field, word, &names) {
                         Some("all") => targets.extend(LoraTarget::ALL),
-                        Some(name) => targets.extend(LoraTarget::ALL.into_iter().filter(|t| t.name() == name)),
+                        Some(name) => {
+                            targets.extend(LoraTarget::ALL.into_iter().filter(|t| t.name() == name))
+                        }
                         None => {}
                     }
                 }
@@ -284,7 +345,11 @@ fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>)
             let found = inner.finish();
             let ok = found.is_empty();
             diagnostics.extend(found);
-            ok.then_some(Method::Lora { rank: rank?, targets, dtype: dtype.unwrap_or(Precision::Fp32) })
+            ok.then_some(Method::Lora {
+                rank: rank?,
+                targets,
+                dtype: dtype.unwrap_or(Precision::Fp32),
+            })
         }
     }
 }
@@ -295,20 +360,38 @@ fn components(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Vec<CustomCom
     for (i, field) in block.fields.iter().enumerate() {
         if let Some(first) = block.fields[..i].iter().find(|f| f.key.name == field.key.name) {
             diagnostics.push(
-                Diagnostic::error("E012", field.key.span, format!("component `{}` is given twice", field.key.name))
-                    .with_label(first.key.span, "first given here"),
+                Diagnostic::error(
+                    "E012",
+                    field.key.span,
+                    format!("component `{}` is given twice", field.key.name),
+                )
+                .with_label(first.key.span, "first given here"),
             );
             continue;
         }
-        let (Some(Value::Expr(expr)), Some(Value::Word(category)), 2) = (field.values.first(), field.values.get(1), field.values.len()) else {
+        let (Some(Value::Expr(expr)), Some(Value::Word(category)), 2) =
+            (field.values.first(), field.values.get(1), field.values.len())
+        else {
             diagnostics.push(
-                Diagnostic::error("E013", field.span, format!("component `{}` needs a size and a category", field.key.name))
-                    .with_help(format!("write `{} 2 GiB persistent`; categories: {}", field.key.name, names.join(", "))),
+                Diagnostic::error(
+                    "E013",
+                    field.span,
+                    format!("component `{}` needs a size and a category", field.key.name),
+                )
+                .with_help(format!(
+                    "write `{} 2 GiB persistent`; categories: {}",
+                    field.key.name,
+                    names.join(", ")
+                )),
             );
             continue;
         };
         let Some(category_value) = Category::from_word(&category.name) else {
-            let mut diagnostic = Diagnostic::error("E015", category.span, format!("`{}` is not a component category", category.name));
+            let mut diagnostic = Diagnostic::error(
+                "E015",
+                category.span,
+                format!("`{}` is not a component category", category.name),
+            );
             diagnostic = match super::fields::suggest(&category.name, &names) {
                 Some(near) => diagnostic.with_help(format!("did you mean `{near}`?")),
                 None => diagnostic.with_help(format!("choose one of: {}", names.join(", "))),
@@ -327,12 +410,19 @@ fn components(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Vec<CustomCom
                 _ => diagnostics.push(Diagnostic::error(
                     "E007",
                     expr.span(),
-                    format!("component `{}` is {} bytes; it must be between 0 B and 1 PiB", field.key.name, q.value),
+                    format!(
+                        "component `{}` is {} bytes; it must be between 0 B and 1 PiB",
+                        field.key.name, q.value
+                    ),
                 )),
             },
             Ok(q) => diagnostics.push(
-                Diagnostic::error("E005", expr.span(), format!("component `{}` needs bytes, but this is {}", field.key.name, q.dim))
-                    .with_help("give the size with a unit, e.g. `512 MiB` or `3840 * 2160 * 4 B`"),
+                Diagnostic::error(
+                    "E005",
+                    expr.span(),
+                    format!("component `{}` needs bytes, but this is {}", field.key.name, q.dim),
+                )
+                .with_help("give the size with a unit, e.g. `512 MiB` or `3840 * 2160 * 4 B`"),
             ),
             Err(diagnostic) => diagnostics.push(diagnostic),
         }

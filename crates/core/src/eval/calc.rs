@@ -4,7 +4,7 @@
 //! checked, and keeps the factors' labels so the component's formula shows the numbers:
 //! `2 × 32 layers × 8 kv_heads × 128 head_dim × 8,192 tokens × 2 B (bf16) = 1,073,741,824 B`.
 
-use crate::bytes::{group_thousands, Bytes};
+use crate::bytes::{Bytes, group_thousands};
 use crate::ratio::Ratio;
 
 /// Overflow while computing a budget; the caller reports it as E032.
@@ -32,7 +32,11 @@ impl Product {
     }
 
     /// Multiplies by bytes per element, shown as `2 B (bf16)` or `0.5625 B (nf4)`.
-    pub(crate) fn bytes_each(mut self, per_element: Ratio, label: &str) -> Result<Product, Overflow> {
+    pub(crate) fn bytes_each(
+        mut self,
+        per_element: Ratio,
+        label: &str,
+    ) -> Result<Product, Overflow> {
         self.value = self.value.checked_mul(per_element).ok_or(Overflow)?;
         self.terms.push(format!("{per_element} B ({label})"));
         Ok(self)

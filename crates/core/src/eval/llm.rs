@@ -2,8 +2,8 @@
 //! transient peak. Formulas and their sources: DOMAIN.md §2.1 (parameters), §3.1-3.2 (KV cache,
 //! tensor parallel), §4 (logits and intermediates), §1.7 (tensors that stay unquantized).
 
-use super::calc::{div_ceil, Overflow, Product};
 use super::Placement;
+use super::calc::{Overflow, Product, div_ceil};
 use crate::budget::{Category, Component, Provenance};
 use crate::bytes::Bytes;
 use crate::hir::{Attention, Logits, Mlp, Shape};
@@ -53,7 +53,11 @@ pub fn parameter_count(shape: &Shape) -> Option<u64> {
     let per_layer = layer_matrices(shape, 1).checked_add(layer_small(shape, 1))?;
     let embeddings = shape.vocab.checked_mul(shape.hidden)?;
     let head = if shape.tied_embeddings { 0 } else { embeddings };
-    per_layer.checked_mul(shape.layers)?.checked_add(embeddings)?.checked_add(head)?.checked_add(shape.hidden)
+    per_layer
+        .checked_mul(shape.layers)?
+        .checked_add(embeddings)?
+        .checked_add(head)?
+        .checked_add(shape.hidden)
 }
 
 /// What a device at `placement` holds of the model.
@@ -113,8 +117,10 @@ pub(crate) fn weights(
         if count == 0 {
             continue;
         }
-        let (bytes, formula) =
-            Product::new().times(count, what)?.bytes_each(small_precision.bytes_per_element(), small_precision.name())?.finish()?;
+        let (bytes, formula) = Product::new()
+            .times(count, what)?
+            .bytes_each(small_precision.bytes_per_element(), small_precision.name())?
+            .finish()?;
         components.push(component(format!("{label}: {name}"), category, bytes, formula));
     }
     Ok(components)
@@ -148,7 +154,10 @@ pub(crate) fn kv_cache(
         bytes,
         provenance: Provenance::Formula,
         formula,
-        source: Some("DOMAIN.md §3.1: vLLM AttentionSpec page size; heads per GPU as vLLM get_num_kv_heads".into()),
+        source: Some(
+            "DOMAIN.md §3.1: vLLM AttentionSpec page size; heads per GPU as vLLM get_num_kv_heads"
+                .into(),
+        ),
     })
 }
 
@@ -165,7 +174,11 @@ pub(crate) struct Step {
 
 /// Hidden states that stay alive through the step (the residual and the normed input), and
 /// the largest transient: one layer's attention or MLP intermediates, or the logits buffer.
-pub(crate) fn forward_step(shape: &Shape, placement: &Placement, step: &Step) -> Result<Vec<Component>, Overflow> {
+pub(crate) fn forward_step(
+    shape: &Shape,
+    placement: &Placement,
+    step: &Step,
+) -> Result<Vec<Component>, Overflow> {
     let elem = step.precision.bytes_per_element();
     let name = step.precision.name();
     let t = placement.tensor;
@@ -187,7 +200,10 @@ pub(crate) fn forward_step(shape: &Shape, placement: &Placement, step: &Step) ->
     if step.attention == Attention::Eager {
         // Scores in the model's precision plus their fp32 softmax (transformers'
         // eager_attention_forward), for every query against every key: DOMAIN.md §4.2.
-        let per_score = elem.checked_mul(Ratio::int(2)).and_then(|x| x.checked_add(Ratio::int(4))).ok_or(Overflow)?;
+        let per_score = elem
+            .checked_mul(Ratio::int(2))
+            .and_then(|x| x.checked_add(Ratio::int(4)))
+            .ok_or(Overflow)?;
         let scores = Product::new()
             .times(step.tokens, "queries")?
             .times(step.key_length, "keys")?
@@ -212,7 +228,10 @@ pub(crate) fn forward_step(shape: &Shape, placement: &Placement, step: &Step) ->
         Logits::All => step.tokens,
     };
     // Logits are upcast to fp32 for sampling or the loss (DOMAIN.md §4.1).
-    let logits = Product::new().times(if last { logit_rows } else { 0 }, "rows")?.times(shape.vocab, "vocab")?.bytes_each(Ratio::int(4), "fp32")?;
+    let logits = Product::new()
+        .times(if last { logit_rows } else { 0 }, "rows")?
+        .times(shape.vocab, "vocab")?
+        .bytes_each(Ratio::int(4), "fp32")?;
     let logits_bytes = logits.value()?;
     let peak = attention_bytes.max(mlp_bytes).max(logits_bytes);
     let formula = format!(
@@ -239,7 +258,10 @@ pub(crate) fn forward_step(shape: &Shape, placement: &Placement, step: &Step) ->
             bytes: peak,
             provenance: Provenance::Formula,
             formula,
-            source: Some("DOMAIN.md §4.1-4.3: activations are freed layer by layer; logits upcast to fp32".into()),
+            source: Some(
+                "DOMAIN.md §4.1-4.3: activations are freed layer by layer; logits upcast to fp32"
+                    .into(),
+            ),
         },
     ])
 }

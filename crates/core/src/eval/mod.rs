@@ -10,10 +10,11 @@ pub use llm::parameter_count;
 mod runtime;
 mod training;
 
-use calc::{div_ceil, Overflow};
+use calc::{Overflow, div_ceil};
 
 use crate::budget::{
-    Budget, Capacity, CheckBudget, Component, DeviceBudget, HeadroomReport, Provenance, SplitReport, Verdict, SCHEMA_VERSION,
+    Budget, Capacity, CheckBudget, Component, DeviceBudget, HeadroomReport, Provenance,
+    SCHEMA_VERSION, SplitReport, Verdict,
 };
 use crate::bytes::{Bytes, GIB};
 use crate::diagnostic::Diagnostic;
@@ -47,15 +48,25 @@ pub fn evaluate(program: &Program) -> (Budget, Vec<Diagnostic>) {
             Ok(Some(check)) => checks.push(check),
             Ok(None) => {}
             Err(Overflow) => diagnostics.push(
-                Diagnostic::error("E032", spec.span, format!("the budget of `{}` overflows 64-bit byte counts", spec.id))
-                    .with_help("some quantity is far beyond any real device; check the units and counts"),
+                Diagnostic::error(
+                    "E032",
+                    spec.span,
+                    format!("the budget of `{}` overflows 64-bit byte counts", spec.id),
+                )
+                .with_help(
+                    "some quantity is far beyond any real device; check the units and counts",
+                ),
             ),
         }
     }
     (Budget { schema_version: SCHEMA_VERSION, checks }, diagnostics)
 }
 
-fn evaluate_check(program: &Program, spec: &CheckSpec, diagnostics: &mut Vec<Diagnostic>) -> Result<Option<CheckBudget>, Overflow> {
+fn evaluate_check(
+    program: &Program,
+    spec: &CheckSpec,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Option<CheckBudget>, Overflow> {
     let Some(workload) = program.workloads.get(&spec.workload) else { return Ok(None) };
     let headroom_name = spec.headroom.as_deref().unwrap_or("default");
     let headroom = program.headrooms.get(headroom_name).cloned().unwrap_or_else(Headroom::builtin);
@@ -68,18 +79,48 @@ fn evaluate_check(program: &Program, spec: &CheckSpec, diagnostics: &mut Vec<Dia
         let Some(device) = program.devices.get(device_name) else { return Ok(None) };
         let rank = rank as u64;
         let stage = (rank / t) % p;
-        let shape = workload.model.as_ref().and_then(|m| program.models.get(m)).and_then(|m| m.shape.as_ref());
-        let placement = Placement { tensor: t, stage, stages: p, layers: shape.map_or(0, |s| stage_layers(s.layers, p, stage)) };
-        let role = format!("tensor rank {} of {t}, pipeline stage {} of {p}, replica {} of {d}", rank % t, stage + 1, rank / (t * p) + 1);
+        let shape = workload
+            .model
+            .as_ref()
+            .and_then(|m| program.models.get(m))
+            .and_then(|m| m.shape.as_ref());
+        let placement = Placement {
+            tensor: t,
+            stage,
+            stages: p,
+            layers: shape.map_or(0, |s| stage_layers(s.layers, p, stage)),
+        };
+        let role = format!(
+            "tensor rank {} of {t}, pipeline stage {} of {p}, replica {} of {d}",
+            rank % t,
+            stage + 1,
+            rank / (t * p) + 1
+        );
         let mut components = Vec::new();
         let mut peers = t * p;
         if let (Some(inference), Some(shape)) = (&workload.inference, shape) {
-            components.extend(llm::weights(shape, &placement, inference.weights, inference.activations, crate::budget::Category::Persistent, "weights")?);
+            components.extend(llm::weights(
+                shape,
+                &placement,
+                inference.weights,
+                inference.activations,
+                crate::budget::Category::Persistent,
+                "weights",
+            )?);
             let sessions = div_ceil(inference.sessions, d);
             if d > 1 && rank == 0 {
-                notes.push(format!("{} sessions are spread over {d} data-parallel replicas: {sessions} on each", inference.sessions));
+                notes.push(format!(
+                    "{} sessions are spread over {d} data-parallel replicas: {sessions} on each",
+                    inference.sessions
+                ));
             }
-            components.push(llm::kv_cache(shape, &placement, inference.kv_cache, inference.context, sessions)?);
+            components.push(llm::kv_cache(
+                shape,
+                &placement,
+                inference.kv_cache,
+                inference.context,
+                sessions,
+            )?);
             let all_prompts = inference.context.checked_mul(sessions).ok_or(Overflow)?;
             let tokens = inference.prefill_chunk.unwrap_or(match workload.runtime {
                 // vLLM's default max_num_batched_tokens for its API server (DOMAIN.md §4.4).
@@ -122,7 +163,13 @@ fn evaluate_check(program: &Program, spec: &CheckSpec, diagnostics: &mut Vec<Dia
                 reported_capability.push(device_name.clone());
                 diagnostics.push(capability_diagnostic(spec, device, *precision, *feature));
             }
-            Verdict::Unsupported { reason: format!("{} has no {} support (needed by {precision})", device.display_name(), feature.name()) }
+            Verdict::Unsupported {
+                reason: format!(
+                    "{} has no {} support (needed by {precision})",
+                    device.display_name(),
+                    feature.name()
+                ),
+            }
         } else if required <= device.memory {
             Verdict::Fits { free: Bytes(device.memory.0 - required.0) }
         } else {
@@ -135,7 +182,11 @@ fn evaluate_check(program: &Program, spec: &CheckSpec, diagnostics: &mut Vec<Dia
             role,
             capacity: Capacity {
                 bytes: device.memory,
-                provenance: if device.memory_reported { Provenance::Exact } else { Provenance::Assumed },
+                provenance: if device.memory_reported {
+                    Provenance::Exact
+                } else {
+                    Provenance::Assumed
+                },
             },
             components,
             used,
@@ -160,15 +211,23 @@ fn evaluate_check(program: &Program, spec: &CheckSpec, diagnostics: &mut Vec<Dia
 /// The headroom a rule keeps on `device`: the larger of its fraction of capacity and its floor.
 fn headroom_for(headroom: &Headroom, device: &Device) -> Result<(Bytes, String), Overflow> {
     let (rule, scope) = match headroom.per_arch.get(&device.arch) {
-        Some(rule) => (rule, format!(" (headroom `{}`, {} rule)", headroom.name, device.arch.name())),
+        Some(rule) => {
+            (rule, format!(" (headroom `{}`, {} rule)", headroom.name, device.arch.name()))
+        }
         None => (&headroom.general, format!(" (headroom `{}`)", headroom.name)),
     };
-    let fraction = Ratio::int(i128::from(device.memory.0)).checked_mul(rule.keep).ok_or(Overflow)?;
+    let fraction =
+        Ratio::int(i128::from(device.memory.0)).checked_mul(rule.keep).ok_or(Overflow)?;
     let fraction = Bytes::from_ratio_ceil(fraction).ok_or(Overflow)?;
     let percent = rule.keep.checked_mul(Ratio::int(100)).ok_or(Overflow)?;
     let bytes = fraction.max(rule.at_least);
     let which = if fraction >= rule.at_least {
-        format!("keep {percent} % of {} = {}, at least {}", device.memory.human(), fraction.human(), rule.at_least.human())
+        format!(
+            "keep {percent} % of {} = {}, at least {}",
+            device.memory.human(),
+            fraction.human(),
+            rule.at_least.human()
+        )
     } else {
         format!("at least {}, above keep {percent} % = {}", rule.at_least.human(), fraction.human())
     };
@@ -201,13 +260,22 @@ fn missing_features(workload: &Workload, device: &Device) -> Vec<(Precision, Fea
     missing
 }
 
-fn capability_diagnostic(spec: &CheckSpec, device: &Device, precision: Precision, feature: Feature) -> Diagnostic {
+fn capability_diagnostic(
+    spec: &CheckSpec,
+    device: &Device,
+    precision: Precision,
+    feature: Feature,
+) -> Diagnostic {
     let arch = device.arch.name();
     let compute = device.compute.map(|c| format!(", compute capability {c}")).unwrap_or_default();
     let mut diagnostic = Diagnostic::error(
         "E040",
         spec.span,
-        format!("{} ({arch}{compute}) cannot run {precision}: it has no {} support", device.display_name(), feature.name()),
+        format!(
+            "{} ({arch}{compute}) cannot run {precision}: it has no {} support",
+            device.display_name(),
+            feature.name()
+        ),
     )
     .with_help("capability comes before capacity: this pairing fails whatever the memory");
     diagnostic = match feature {

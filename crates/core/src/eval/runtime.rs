@@ -19,7 +19,13 @@ const LLAMA_CPP_CONTEXT: Bytes = Bytes(300 * MIB);
 /// vLLM's CUDA graphs: 0.21-0.36 GiB in published logs; the larger is taken.
 const VLLM_CUDA_GRAPHS: Bytes = Bytes(369 * MIB);
 
-fn assumed(name: &str, category: Category, bytes: Bytes, formula: String, source: &str) -> Component {
+fn assumed(
+    name: &str,
+    category: Category,
+    bytes: Bytes,
+    formula: String,
+    source: &str,
+) -> Component {
     Component {
         name: name.to_string(),
         category,
@@ -34,11 +40,22 @@ fn assumed(name: &str, category: Category, bytes: Bytes, formula: String, source
 /// 32 MiB on Hopper and Blackwell (`CublasHandlePool.cpp`, `parseChosenWorkspaceSize`).
 fn cublas_workspace(arch: &Arch) -> Component {
     let (bytes, formula) = match arch {
-        Arch::Hopper | Arch::Blackwell | Arch::BlackwellUltra => (Bytes(32 * MIB), "4096 KiB × 8 = 32 MiB (Hopper and Blackwell)".to_string()),
+        Arch::Hopper | Arch::Blackwell | Arch::BlackwellUltra => {
+            (Bytes(32 * MIB), "4096 KiB × 8 = 32 MiB (Hopper and Blackwell)".to_string())
+        }
         Arch::Cdna3 => (Bytes(128 * MIB), "128 MiB (hipBLASLt on gfx94x)".to_string()),
-        _ => (Bytes(4096 * 1024 * 2 + 16 * 1024 * 8), "4096 KiB × 2 + 16 KiB × 8 = 8,519,680 B".to_string()),
+        _ => (
+            Bytes(4096 * 1024 * 2 + 16 * 1024 * 8),
+            "4096 KiB × 2 + 16 KiB × 8 = 8,519,680 B".to_string(),
+        ),
     };
-    assumed("cuBLAS workspace", Category::Workspace, bytes, formula, "DOMAIN.md §6.2: PyTorch CublasHandlePool.cpp")
+    assumed(
+        "cuBLAS workspace",
+        Category::Workspace,
+        bytes,
+        formula,
+        "DOMAIN.md §6.2: PyTorch CublasHandlePool.cpp",
+    )
 }
 
 /// NCCL buffers per GPU for a communicating group of `peers` ranks (NVIDIA aiconfigurator's
@@ -49,12 +66,22 @@ fn nccl(peers: u64) -> Option<Component> {
         2 => (Bytes(358_612_992), "2 ranks: 358,612,992 B".to_string()),
         n => (Bytes(411_041_792), format!("{n} ranks: 411,041,792 B")),
     };
-    Some(assumed("NCCL buffers", Category::Workspace, bytes, formula, "DOMAIN.md §6.3: aiconfigurator nccl_mem, observed for NCCL 2.22+"))
+    Some(assumed(
+        "NCCL buffers",
+        Category::Workspace,
+        bytes,
+        formula,
+        "DOMAIN.md §6.3: aiconfigurator nccl_mem, observed for NCCL 2.22+",
+    ))
 }
 
 /// The runtime's components on one device. `peers` is the size of the group this device
 /// exchanges tensors with (1 when it works alone).
-pub(crate) fn components(runtime: &Runtime, arch: &Arch, peers: u64) -> Result<Vec<Component>, Overflow> {
+pub(crate) fn components(
+    runtime: &Runtime,
+    arch: &Arch,
+    peers: u64,
+) -> Result<Vec<Component>, Overflow> {
     let mut components = Vec::new();
     match runtime {
         Runtime::PyTorch | Runtime::Vllm => {
@@ -89,7 +116,8 @@ pub(crate) fn components(runtime: &Runtime, arch: &Arch, peers: u64) -> Result<V
         }
         Runtime::None => {}
         Runtime::Custom { context, workspace } => {
-            for (name, bytes) in [("runtime context", *context), ("runtime workspace", *workspace)] {
+            for (name, bytes) in [("runtime context", *context), ("runtime workspace", *workspace)]
+            {
                 if bytes.0 > 0 {
                     components.push(Component {
                         name: name.to_string(),

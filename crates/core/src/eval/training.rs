@@ -2,9 +2,9 @@
 //! activations. Sources: DOMAIN.md §5.1 (bytes per parameter), §5.3 (activations, Korthikanti et
 //! al. 2022 adapted to gated MLPs and grouped-query attention), §5.4 (LoRA).
 
-use super::calc::{div_ceil, Overflow, Product};
-use super::llm::{self, device_parameters};
 use super::Placement;
+use super::calc::{Overflow, Product, div_ceil};
+use super::llm::{self, device_parameters};
 use crate::budget::{Category, Component, Provenance};
 use crate::hir::{Attention, Checkpointing, LoraTarget, Method, Mlp, Shape, Training};
 use crate::ratio::Ratio;
@@ -23,7 +23,12 @@ fn device_params(shape: &Shape, placement: &Placement) -> Result<u64, Overflow> 
 
 /// LoRA adapter parameters on this device: `rank × (in + out)` per adapted matrix per layer
 /// (PEFT `lora_A`, `lora_B`), sharded with the base matrix under tensor parallelism.
-fn lora_params(shape: &Shape, placement: &Placement, rank: u64, targets: &[LoraTarget]) -> Result<u64, Overflow> {
+fn lora_params(
+    shape: &Shape,
+    placement: &Placement,
+    rank: u64,
+    targets: &[LoraTarget],
+) -> Result<u64, Overflow> {
     let t = placement.tensor;
     let q = shape.heads * shape.head_dim;
     let kv = shape.kv_heads * shape.head_dim;
@@ -33,11 +38,17 @@ fn lora_params(shape: &Shape, placement: &Placement, rank: u64, targets: &[LoraT
             LoraTarget::Q => (shape.hidden, q),
             LoraTarget::K | LoraTarget::V => (shape.hidden, kv),
             LoraTarget::O => (q, shape.hidden),
-            LoraTarget::Gate | LoraTarget::Up if shape.mlp == Mlp::Gated || *target == LoraTarget::Up => (shape.hidden, shape.ffn),
+            LoraTarget::Gate | LoraTarget::Up
+                if shape.mlp == Mlp::Gated || *target == LoraTarget::Up =>
+            {
+                (shape.hidden, shape.ffn)
+            }
             LoraTarget::Gate | LoraTarget::Up => (0, 0),
             LoraTarget::Down => (shape.ffn, shape.hidden),
         };
-        per_layer = per_layer.checked_add(rank.checked_mul(input + output).ok_or(Overflow)?).ok_or(Overflow)?;
+        per_layer = per_layer
+            .checked_add(rank.checked_mul(input + output).ok_or(Overflow)?)
+            .ok_or(Overflow)?;
     }
     div_ceil(per_layer, t).checked_mul(placement.layers).ok_or(Overflow)
 }
@@ -53,20 +64,35 @@ fn state(name: &str, bytes_formula: (crate::bytes::Bytes, String), source: &str)
     }
 }
 
-pub(crate) fn components(shape: &Shape, placement: &Placement, training: &Training) -> Result<Vec<Component>, Overflow> {
+pub(crate) fn components(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Vec<Component>, Overflow> {
     let compute = training.weights.companion();
     let fp32 = Ratio::int(4);
     let mut components = Vec::new();
     match &training.method {
         Method::Full => {
-            components.extend(llm::weights(shape, placement, training.weights, compute, Category::Persistent, "weights")?);
+            components.extend(llm::weights(
+                shape,
+                placement,
+                training.weights,
+                compute,
+                Category::Persistent,
+                "weights",
+            )?);
             let params = device_params(shape, placement)?;
             if let Some(master) = training.master {
-                let product = Product::new().times(params, "params")?.bytes_each(master.bytes_per_element(), master.name())?;
+                let product = Product::new()
+                    .times(params, "params")?
+                    .bytes_each(master.bytes_per_element(), master.name())?;
                 components.push(state("master weights", product.finish()?, "DOMAIN.md §5.1: mixed precision keeps an fp32 master copy (DeepSpeed memory.rst, HF model_memory_anatomy)"));
             }
             let gradients = training.gradients;
-            let product = Product::new().times(params, "params")?.bytes_each(gradients.bytes_per_element(), gradients.name())?;
+            let product = Product::new()
+                .times(params, "params")?
+                .bytes_each(gradients.bytes_per_element(), gradients.name())?;
             components.push(state("gradients", product.finish()?, "DOMAIN.md §5.1"));
             let states = training.optimizer.states();
             if states > 0 {
@@ -74,17 +100,36 @@ pub(crate) fn components(shape: &Shape, placement: &Placement, training: &Traini
                     .times(params, "params")?
                     .times(states, &format!("{} states", training.optimizer.name()))?
                     .bytes_each(fp32, "fp32")?;
-                components.push(state("optimizer state", product.finish()?, "DOMAIN.md §5.1: AdamW keeps two fp32 moments per parameter"));
+                components.push(state(
+                    "optimizer state",
+                    product.finish()?,
+                    "DOMAIN.md §5.1: AdamW keeps two fp32 moments per parameter",
+                ));
             }
         }
         Method::Lora { rank, targets, dtype } => {
-            components.extend(llm::weights(shape, placement, training.weights, compute, Category::Persistent, "frozen base weights")?);
+            components.extend(llm::weights(
+                shape,
+                placement,
+                training.weights,
+                compute,
+                Category::Persistent,
+                "frozen base weights",
+            )?);
             let params = lora_params(shape, placement, *rank, targets)?;
             let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
             let label = format!("adapter params (rank {rank}, {})", names.join(" "));
-            let weights = Product::new().times(params, &label)?.bytes_each(dtype.bytes_per_element(), dtype.name())?;
-            components.push(state("LoRA adapters", weights.finish()?, "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)"));
-            let gradients = Product::new().times(params, "adapter params")?.bytes_each(dtype.bytes_per_element(), dtype.name())?;
+            let weights = Product::new()
+                .times(params, &label)?
+                .bytes_each(dtype.bytes_per_element(), dtype.name())?;
+            components.push(state(
+                "LoRA adapters",
+                weights.finish()?,
+                "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)",
+            ));
+            let gradients = Product::new()
+                .times(params, "adapter params")?
+                .bytes_each(dtype.bytes_per_element(), dtype.name())?;
             components.push(state("adapter gradients", gradients.finish()?, "DOMAIN.md §5.4"));
             let states = training.optimizer.states();
             if states > 0 {
@@ -92,7 +137,11 @@ pub(crate) fn components(shape: &Shape, placement: &Placement, training: &Traini
                     .times(params, "adapter params")?
                     .times(states, &format!("{} states", training.optimizer.name()))?
                     .bytes_each(fp32, "fp32")?;
-                components.push(state("adapter optimizer state", product.finish()?, "DOMAIN.md §5.1"));
+                components.push(state(
+                    "adapter optimizer state",
+                    product.finish()?,
+                    "DOMAIN.md §5.1",
+                ));
             }
         }
     }
@@ -105,7 +154,11 @@ pub(crate) fn components(shape: &Shape, placement: &Placement, training: &Traini
 /// output (`heads·head_dim`), fp32 softmax statistics (4 B per head);
 /// MLP: norm input and output (2h), gate, up, activation and product (4·ffn; 2·ffn ungated).
 /// The h-sized tensors are replicated across tensor-parallel ranks; the rest is sharded.
-fn layer_activation_formula(shape: &Shape, placement: &Placement, training: &Training) -> Result<Product, Overflow> {
+fn layer_activation_formula(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Product, Overflow> {
     let t = placement.tensor;
     let heads = shape.heads / t;
     let kv_heads = div_ceil(shape.kv_heads, t);
@@ -113,7 +166,9 @@ fn layer_activation_formula(shape: &Shape, placement: &Placement, training: &Tra
         Mlp::Gated => 4,
         Mlp::Plain => 2,
     };
-    let elements = 4 * shape.hidden + (2 * heads + 2 * kv_heads) * shape.head_dim + ffn_tensors * div_ceil(shape.ffn, t);
+    let elements = 4 * shape.hidden
+        + (2 * heads + 2 * kv_heads) * shape.head_dim
+        + ffn_tensors * div_ceil(shape.ffn, t);
     let elem = training.weights.companion().bytes_per_element();
     // Softmax statistics are 4 fp32 bytes per head per token; fold them in as elements.
     let stats = Ratio::int(i128::from(4 * heads)).checked_div(elem).ok_or(Overflow)?;
@@ -126,20 +181,28 @@ fn layer_activation_formula(shape: &Shape, placement: &Placement, training: &Tra
         .bytes_each(elem, training.weights.companion().name())
 }
 
-fn activations(shape: &Shape, placement: &Placement, training: &Training) -> Result<Vec<Component>, Overflow> {
+fn activations(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Vec<Component>, Overflow> {
     let elem = training.weights.companion();
     let per_layer = layer_activation_formula(shape, placement, training)?;
     let per_layer_bytes = per_layer.value()?;
     // 1F1B pipeline schedule: stage s keeps (stages - s) micro-batches in flight.
     let in_flight = placement.stages - placement.stage;
     let mut components = Vec::new();
-    let source = "DOMAIN.md §5.3: Korthikanti et al. 2022 (Table 2) adapted to gated MLP, GQA, no dropout";
+    let source =
+        "DOMAIN.md §5.3: Korthikanti et al. 2022 (Table 2) adapted to gated MLP, GQA, no dropout";
     let (bytes, formula) = match training.checkpointing {
         Checkpointing::None => {
             let total = Product::new()
                 .times(placement.layers, "layers")?
                 .times(in_flight, "micro-batches in flight")?
-                .bytes_each(Ratio::int(i128::from(per_layer_bytes.0)), &format!("per layer: {}", per_layer.terms()))?;
+                .bytes_each(
+                    Ratio::int(i128::from(per_layer_bytes.0)),
+                    &format!("per layer: {}", per_layer.terms()),
+                )?;
             total.finish()?
         }
         Checkpointing::Full => {
@@ -152,7 +215,14 @@ fn activations(shape: &Shape, placement: &Placement, training: &Training) -> Res
                 .times(shape.hidden, "hidden")?
                 .bytes_each(elem.bytes_per_element(), elem.name())?;
             let bytes = super::calc::add(inputs.value()?, per_layer_bytes)?;
-            (bytes, format!("checkpoints {} + one recomputed layer {} = {bytes}", inputs.terms(), per_layer.terms()))
+            (
+                bytes,
+                format!(
+                    "checkpoints {} + one recomputed layer {} = {bytes}",
+                    inputs.terms(),
+                    per_layer.terms()
+                ),
+            )
         }
     };
     components.push(Component {
@@ -188,7 +258,10 @@ fn activations(shape: &Shape, placement: &Placement, training: &Training) -> Res
             .times(training.sequence, "tokens")?
             .times(training.micro_batch, "micro_batch")?
             .times(shape.vocab, "vocab")?
-            .bytes_each(per_logit, &format!("{} logits + fp32 copy + fp32 log-softmax", elem.name()))?;
+            .bytes_each(
+                per_logit,
+                &format!("{} logits + fp32 copy + fp32 log-softmax", elem.name()),
+            )?;
         let (bytes, formula) = logits.finish()?;
         components.push(Component {
             name: "logits and loss".to_string(),

@@ -158,7 +158,11 @@ impl Lowerer {
         }
         // Pest's span would include trivia skipped while looking for more values; end the
         // field at its last value or block instead, so trailing comments stay outside it.
-        let end = block.as_ref().map(|b| b.span).or_else(|| values.last().map(Value::span)).unwrap_or(key.span);
+        let end = block
+            .as_ref()
+            .map(|b| b.span)
+            .or_else(|| values.last().map(Value::span))
+            .unwrap_or(key.span);
         let span = Span { start: span.start, end: end.end };
         Field { key, values, block, span }
     }
@@ -287,7 +291,8 @@ pub(crate) fn parse_number(raw: &str) -> Result<Ratio, String> {
         return Err(format!("`{raw}` has more than {MAX_DIGITS} significant digits"));
     }
     let too_big = || format!("`{raw}` is too large to represent");
-    let numerator: i128 = if significant.is_empty() { 0 } else { significant.parse().map_err(|_| too_big())? };
+    let numerator: i128 =
+        if significant.is_empty() { 0 } else { significant.parse().map_err(|_| too_big())? };
     let fraction_digits = u32::try_from(fraction.len()).map_err(|_| too_big())?;
     let mut value = Ratio::int(numerator)
         .checked_div(Ratio::pow10(fraction_digits).ok_or_else(too_big)?)

@@ -18,8 +18,8 @@ use crate::span::Span;
 #[grammar = "../../grammar/vram.pest"]
 struct VramParser;
 
-pub use names::rule_name;
 pub(crate) use lower::{number_diagnostic, parse_number};
+pub use names::rule_name;
 
 /// Parses `source` into a syntax tree and the diagnostics found on the way. The tree holds every
 /// declaration that could be read, even when others could not.
@@ -144,9 +144,7 @@ fn split_declarations(source: &str) -> Vec<(usize, usize)> {
     let mut structure = scan(source).peekable();
     loop {
         let at_top = depth == 0;
-        if at_top
-            && source[line_start..].chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        {
+        if at_top && source[line_start..].chars().next().is_some_and(|c| c.is_ascii_alphabetic()) {
             starts.push(line_start);
         }
         // Walk the structural bytes to the end of this line.

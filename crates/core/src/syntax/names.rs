@@ -105,7 +105,10 @@ fn group_expected(positives: &[Rule]) -> Vec<&'static str> {
         matches!(rule, Rule::add | Rule::sub | Rule::mul | Rule::div | Rule::unit | Rule::times)
     };
     let starts_value = |rule: &&Rule| {
-        matches!(rule, Rule::block | Rule::name | Rule::word | Rule::expr | Rule::string | Rule::count_of)
+        matches!(
+            rule,
+            Rule::block | Rule::name | Rule::word | Rule::expr | Rule::string | Rule::count_of
+        )
     };
     let operators = positives.iter().any(|r| continues_value(&r));
     let values = positives.iter().filter(starts_value).count() >= 2;
@@ -187,7 +190,9 @@ fn help_for(text: &str, pos: usize) -> Option<String> {
         return Some("fields are written `key value`, without `=` or `:`".to_string());
     }
     if rest.starts_with('"') {
-        return Some("a title comes right after the name: `model llama3-8b \"Llama 3 8B\" {`".into());
+        return Some(
+            "a title comes right after the name: `model llama3-8b \"Llama 3 8B\" {`".into(),
+        );
     }
     let before = text.get(..pos).unwrap_or("").trim_end();
     if before.ends_with('{') && rest.starts_with('}') {

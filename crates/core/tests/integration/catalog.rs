@@ -1,0 +1,30 @@
+//! The built-in catalog parses cleanly and agrees with the project's GPU facts.
+
+#[test]
+fn catalog_has_no_diagnostics_and_at_least_30_devices() {
+    let (program, problems) = vram_core::catalog::build();
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert!(program.devices.len() >= 30, "{} devices", program.devices.len());
+}
+
+/// The facts file sits beside the repository (`../shared/data/gpus.json`), as it does in CI.
+#[test]
+fn device_memory_matches_the_reported_totals() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/gpus.json");
+    let text = std::fs::read_to_string(path).expect("shared/data/gpus.json beside the repository");
+    let facts: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let catalog = vram_core::catalog::builtin();
+    let mut compared = 0;
+    for gpu in facts.as_array().expect("an array") {
+        let id = gpu["id"].as_str().expect("id");
+        let Some(bytes) = gpu["reported_total_bytes"].as_u64() else { continue };
+        let device =
+            catalog.devices.get(id).unwrap_or_else(|| panic!("{id} missing from the catalog"));
+        assert_eq!(device.memory.0, bytes, "{id}");
+        assert!(device.memory_reported, "{id} is a reported total");
+        compared += 1;
+    }
+    assert!(compared >= 25, "{compared}");
+    // H100 80GB: nvidia-smi reports 81,559 MiB.
+    assert_eq!(catalog.devices["h100-sxm-80gb"].memory.0, 81_559 << 20);
+}

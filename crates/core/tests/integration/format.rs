@@ -1,0 +1,72 @@
+//! `vram fmt` keeps the meaning and is idempotent, on every example and every malformed input
+//! that parses.
+
+use std::path::PathBuf;
+
+fn fixtures() -> Vec<PathBuf> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let mut paths = Vec::new();
+    for dir in ["examples", "tests/errors", "crates/core/src/catalog"] {
+        for entry in std::fs::read_dir(format!("{root}/{dir}")).expect("fixture folder") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "vram") {
+                paths.push(path);
+            }
+        }
+    }
+    paths.sort();
+    assert!(paths.len() > 30, "fixtures missing: {}", paths.len());
+    paths
+}
+
+/// The syntax tree's debug form without byte offsets, which formatting is allowed to move.
+fn shape(source: &str) -> String {
+    let (file, _) = vram_core::syntax::parse(source);
+    let debug = format!("{file:?}");
+    let mut out = String::with_capacity(debug.len());
+    let mut rest = debug.as_str();
+    while let Some(at) = rest.find("Span { start: ") {
+        out.push_str(&rest[..at]);
+        let end = rest[at..].find('}').map_or(rest.len(), |n| at + n + 1);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn formatting_keeps_the_tree_and_is_idempotent() {
+    let mut formatted_count = 0;
+    for path in fixtures() {
+        let source = std::fs::read_to_string(&path).expect("readable");
+        let Ok(once) = vram_core::format::format(&source) else { continue };
+        formatted_count += 1;
+        assert_eq!(shape(&once), shape(&source), "{}: formatting changed the tree", path.display());
+        let twice = vram_core::format::format(&once).expect("formatted text parses");
+        assert_eq!(twice, once, "{}: formatting is not idempotent", path.display());
+        let comments = |text: &str| text.lines().filter(|l| l.contains('#')).count();
+        assert_eq!(comments(&once), comments(&source), "{}: a comment was lost", path.display());
+    }
+    assert!(formatted_count >= 30);
+}
+
+#[test]
+fn examples_are_already_formatted() {
+    let canonical = |p: &PathBuf| !p.to_string_lossy().contains("tests/errors");
+    for path in fixtures().into_iter().filter(canonical) {
+        let source = std::fs::read_to_string(&path).expect("readable");
+        let formatted = vram_core::format::format(&source).expect("examples parse");
+        assert_eq!(
+            formatted,
+            source,
+            "{} is not in canonical layout; run `vram fmt`",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn files_with_syntax_errors_are_left_alone() {
+    let errors = vram_core::format::format("model m {\n  layers 32\n").expect_err("unclosed block");
+    assert_eq!(errors[0].code, "E001");
+}

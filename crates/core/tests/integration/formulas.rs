@@ -1,0 +1,172 @@
+//! Formulas pinned against values computed by hand (DOMAIN.md §2-5) and published counts.
+
+use vram_core::budget::{CheckBudget, Verdict};
+
+fn evaluate(source: &str) -> Vec<CheckBudget> {
+    let outcome = vram_core::evaluate(source);
+    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
+    outcome.budget.checks
+}
+
+/// Bytes of every component whose name starts with `prefix` on device `device` of `check`.
+fn bytes(check: &CheckBudget, device: usize, prefix: &str) -> u64 {
+    let found: Vec<u64> = check.devices[device]
+        .components
+        .iter()
+        .filter(|c| c.name.starts_with(prefix))
+        .map(|c| c.bytes.0)
+        .collect();
+    assert!(
+        !found.is_empty(),
+        "no component named {prefix:?} in {:#?}",
+        check.devices[device].components
+    );
+    found.iter().sum()
+}
+
+fn shape(name: &str) -> vram_core::hir::Shape {
+    vram_core::catalog::builtin().models[name].shape.clone().expect("catalog model has a shape")
+}
+
+#[test]
+fn parameter_counts_match_published_values() {
+    assert_eq!(vram_core::eval::parameter_count(&shape("llama3.1-8b")), Some(8_030_261_248));
+    assert_eq!(vram_core::eval::parameter_count(&shape("llama3.1-70b")), Some(70_553_706_496));
+    // Qwen2.5 7B has q/k/v biases; 7.62 billion as published (7,615,616,512).
+    assert_eq!(vram_core::eval::parameter_count(&shape("qwen2.5-7b")), Some(7_615_616_512));
+}
+
+const LLAMA_8B_CHAT: &str = "
+workload w {
+  model llama3.1-8b
+  runtime none
+  inference {
+    weights bf16
+    context 8192 tokens
+    sessions 16
+  }
+}
+check w on h100-sxm-80gb
+check w on 2 x h100-sxm-80gb split tensor 2
+check w on 16 x h100-sxm-80gb split tensor 16
+";
+
+#[test]
+fn llama_8b_bf16_weights_are_two_bytes_per_parameter() {
+    let checks = evaluate(LLAMA_8B_CHAT);
+    assert_eq!(bytes(&checks[0], 0, "weights"), 8_030_261_248 * 2);
+}
+
+#[test]
+fn kv_cache_is_128_kib_per_token_and_halves_under_tensor_parallel() {
+    let checks = evaluate(LLAMA_8B_CHAT);
+    // 2 × 32 layers × 8 kv heads × 128 head_dim × 2 B = 131,072 B per token.
+    assert_eq!(bytes(&checks[0], 0, "KV cache"), 131_072 * 8192 * 16);
+    assert_eq!(bytes(&checks[1], 0, "KV cache"), 131_072 * 8192 * 16 / 2);
+    assert_eq!(bytes(&checks[1], 1, "KV cache"), 131_072 * 8192 * 16 / 2);
+    // 16 ranks share 8 kv heads: each keeps one head, replicated (vLLM get_num_kv_heads).
+    assert_eq!(bytes(&checks[2], 0, "KV cache"), 131_072 * 8192 * 16 / 8);
+}
+
+#[test]
+fn tensor_parallel_never_pools_and_never_loses_weights() {
+    let checks = evaluate(LLAMA_8B_CHAT);
+    let single = bytes(&checks[0], 0, "weights");
+    let shard = bytes(&checks[1], 0, "weights");
+    assert_eq!(checks[1].devices.len(), 2);
+    assert!(shard * 2 >= single, "two shards hold at least the whole model");
+    assert!(shard < single, "each shard holds less than the whole model");
+}
+
+#[test]
+fn quantized_weights_keep_embeddings_and_norms_at_16_bit() {
+    let checks = evaluate(
+        "workload w { model llama3.1-8b; runtime none; inference { weights int4; context 1024 tokens } }\ncheck w on l4",
+    );
+    // The 32 layers' matrices at 0.5 B; embedding and head at fp16 (2 B).
+    assert_eq!(bytes(&checks[0], 0, "weights: layer matrices"), 32 * 218_103_808 / 2);
+    assert_eq!(bytes(&checks[0], 0, "weights: embedding"), 128_256 * 4096 * 2);
+    assert_eq!(bytes(&checks[0], 0, "weights: output head"), 128_256 * 4096 * 2);
+}
+
+#[test]
+fn full_fine_tune_keeps_eighteen_bytes_per_parameter() {
+    let checks = evaluate(
+        "workload w { model llama3.1-8b; runtime none; training { weights bf16; sequence 1024 tokens } }\ncheck w on h200-sxm",
+    );
+    let p = 8_030_261_248u64;
+    assert_eq!(bytes(&checks[0], 0, "weights"), 2 * p);
+    assert_eq!(bytes(&checks[0], 0, "master weights"), 4 * p);
+    assert_eq!(bytes(&checks[0], 0, "gradients"), 4 * p);
+    assert_eq!(bytes(&checks[0], 0, "optimizer state"), 8 * p);
+}
+
+#[test]
+fn lora_rank_16_on_all_linear_layers_of_llama_8b() {
+    let checks = evaluate(
+        "workload w { model llama3.1-8b; runtime none; training { method lora { rank 16; targets all }; weights bf16; sequence 1024 tokens } }\ncheck w on a100-sxm4-80gb",
+    );
+    // PEFT reports 41,943,040 trainable parameters for this configuration; adapters in fp32.
+    assert_eq!(bytes(&checks[0], 0, "LoRA adapters"), 41_943_040 * 4);
+    assert_eq!(bytes(&checks[0], 0, "adapter optimizer state"), 41_943_040 * 8);
+    assert_eq!(bytes(&checks[0], 0, "frozen base weights"), 8_030_261_248 * 2);
+}
+
+#[test]
+fn checkpointing_keeps_layer_inputs_plus_one_layer() {
+    let source = |checkpointing: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ weights bf16; micro_batch 2; sequence 1024 tokens; checkpointing {checkpointing} }} }}\ncheck w on h200-sxm"
+        )
+    };
+    let none = bytes(&evaluate(&source("none"))[0], 0, "activations");
+    let full = bytes(&evaluate(&source("full"))[0], 0, "activations");
+    let inputs = 32 * 1024 * 2 * 4096 * 2;
+    // One layer: (4·4096 + (2·32 + 2·8)·128 + 4·14336 + 4·32/2 fp32 stats) elements × 2 B per token.
+    let per_layer = 1024 * 2 * (4 * 4096 + 80 * 128 + 4 * 14336 + 64) * 2;
+    assert_eq!(none, 32 * per_layer);
+    assert_eq!(full, inputs + per_layer);
+}
+
+#[test]
+fn headroom_takes_the_larger_of_fraction_and_floor() {
+    let checks = evaluate(
+        "workload w { components { x 1 GiB persistent } }\nheadroom default { keep 10 %; at_least 3 GiB }\ncheck w on l4\ncheck w on h100-sxm-80gb",
+    );
+    assert_eq!(
+        checks[0].devices[0].headroom.bytes.0,
+        3 << 30,
+        "10 % of 22.49 GiB is below the 3 GiB floor"
+    );
+    assert_eq!(checks[1].devices[0].headroom.bytes.0, (85_520_809_984u64).div_ceil(10));
+}
+
+#[test]
+fn verdicts_report_free_or_over_bytes() {
+    let checks = evaluate(
+        "workload w { components { x 23 GiB persistent } }\ncheck w on l4\ncheck w on 1 x h100-sxm-80gb",
+    );
+    let l4 = 23_034u64 << 20;
+    // The built-in rule: keep 5 %, at least 1 GiB; 5 % of an L4 is 1,207,644,980 B (rounded up).
+    let headroom = l4.div_ceil(20).max(1 << 30);
+    assert_eq!(headroom, 1_207_644_980);
+    assert_eq!(
+        checks[0].verdict,
+        Verdict::Over { over: vram_core::bytes::Bytes((23u64 << 30) + headroom - l4) }
+    );
+    let h100 = 81_559u64 << 20;
+    assert_eq!(
+        checks[1].verdict,
+        Verdict::Fits { free: vram_core::bytes::Bytes(h100 - (23u64 << 30) - h100.div_ceil(20)) }
+    );
+}
+
+#[test]
+fn fp8_on_ampere_is_a_capability_error() {
+    let outcome = vram_core::evaluate(
+        "workload w { model mistral-7b; inference { weights fp8; context 1024 tokens } }\ncheck w on a100-40gb",
+    );
+    assert_eq!(outcome.status(), vram_core::Status::DoesNotFit);
+    assert!(outcome.diagnostics.iter().any(|d| d.code == "E040"));
+    assert!(matches!(outcome.budget.checks[0].verdict, Verdict::Unsupported { .. }));
+}

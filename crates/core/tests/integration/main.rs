@@ -1,0 +1,10 @@
+//! Integration tests of vram-core, in one binary: every example, the formatter, the formulas,
+//! the catalog and the generated schema. Expectations live in the fixtures' headers
+//! (`# expect = "fits"`, `# codes = ["E040"]`); snapshots live in the top-level `snapshots/`.
+
+mod catalog;
+mod examples;
+mod format;
+mod formulas;
+mod header;
+mod tidy;
