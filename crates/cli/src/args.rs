@@ -5,11 +5,13 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 /// Plan and check GPU memory budgets written in .vram files.
-///
-/// Exit codes: 0 every check fits; 1 a check does not fit (or its device cannot run it);
-/// 2 the input has errors, or the command line is wrong.
 #[derive(Debug, Parser)]
-#[command(name = "vram", version, about, long_about = None)]
+#[command(
+    name = "vram",
+    version,
+    after_help = "Exit codes: 0 every check fits; 1 a check does not fit, or its device cannot run it; \
+                  2 the input has errors, or the command line is wrong."
+)]
 pub(crate) struct Args {
     /// When to colour output: auto colours a terminal unless NO_COLOR is set.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]

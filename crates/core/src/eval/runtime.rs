@@ -36,14 +36,19 @@ fn assumed(
     }
 }
 
+/// `500.00 MiB = 524,288,000 B (profiles 2026.11)`.
+fn profile_formula(bytes: Bytes) -> String {
+    format!("{} = {bytes} (profiles {PROFILES_VERSION})", bytes.human())
+}
+
 /// cuBLAS workspace per stream as PyTorch sizes it: `:4096:2:16:8` (8 MiB + 128 KiB) by default,
 /// 32 MiB on Hopper and Blackwell (`CublasHandlePool.cpp`, `parseChosenWorkspaceSize`).
 fn cublas_workspace(arch: &Arch) -> Component {
     let (bytes, formula) = match arch {
         Arch::Hopper | Arch::Blackwell | Arch::BlackwellUltra => {
-            (Bytes(32 * MIB), "4096 KiB × 8 = 32 MiB (Hopper and Blackwell)".to_string())
+            (Bytes(32 * MIB), "4096 KiB × 8 = 33,554,432 B (Hopper and Blackwell)".to_string())
         }
-        Arch::Cdna3 => (Bytes(128 * MIB), "128 MiB (hipBLASLt on gfx94x)".to_string()),
+        Arch::Cdna3 => (Bytes(128 * MIB), "128 MiB = 134,217,728 B (hipBLASLt on gfx94x)".to_string()),
         _ => (
             Bytes(4096 * 1024 * 2 + 16 * 1024 * 8),
             "4096 KiB × 2 + 16 KiB × 8 = 8,519,680 B".to_string(),
@@ -89,7 +94,7 @@ pub(crate) fn components(
                 "CUDA context and kernels",
                 Category::Workspace,
                 PYTORCH_CONTEXT,
-                format!("{} (profile {PROFILES_VERSION})", PYTORCH_CONTEXT.human()),
+                profile_formula(PYTORCH_CONTEXT),
                 PYTORCH_CONTEXT_SOURCE,
             ));
             components.push(cublas_workspace(arch));
@@ -98,7 +103,7 @@ pub(crate) fn components(
                     "CUDA graphs",
                     Category::Workspace,
                     VLLM_CUDA_GRAPHS,
-                    format!("{} (profile {PROFILES_VERSION})", VLLM_CUDA_GRAPHS.human()),
+                    profile_formula(VLLM_CUDA_GRAPHS),
                     "DOMAIN.md §6.5: vLLM logs 0.21 GiB (PR #11349) and 0.36 GiB (gpustack PR #251)",
                 ));
             }
@@ -109,7 +114,7 @@ pub(crate) fn components(
                 "CUDA context",
                 Category::Workspace,
                 LLAMA_CPP_CONTEXT,
-                format!("{} (profile {PROFILES_VERSION})", LLAMA_CPP_CONTEXT.human()),
+                profile_formula(LLAMA_CPP_CONTEXT),
                 "DOMAIN.md §6.1: pytorch/pytorch#20532, the driver's share of a CUDA process (300-400 MB)",
             ));
             components.extend(nccl(peers));

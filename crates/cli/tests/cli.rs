@@ -1,0 +1,198 @@
+//! The `vram` binary, run as users run it: output snapshots (`snapshots/cli/`) with exit codes.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn vram(args: &[&str], stdin: Option<&str>) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vram"))
+        .args(args)
+        .current_dir(ROOT)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("vram starts");
+    if let Some(input) = stdin {
+        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("writes");
+    }
+    drop(child.stdin.take());
+    let output = child.wait_with_output().expect("vram finishes");
+    Run {
+        code: output.status.code().expect("exited, not killed"),
+        stdout: String::from_utf8(output.stdout).expect("utf-8"),
+        stderr: String::from_utf8(output.stderr).expect("utf-8"),
+    }
+}
+
+fn transcript(run: &Run) -> String {
+    format!("exit code: {}\n--- stdout\n{}--- stderr\n{}", run.code, run.stdout, run.stderr)
+}
+
+macro_rules! snapshot {
+    ($name:expr, $run:expr) => {
+        insta::with_settings!({ snapshot_path => "../../../snapshots/cli", prepend_module_to_snapshot => false }, {
+            insta::assert_snapshot!($name, transcript(&$run));
+        })
+    };
+}
+
+#[test]
+fn check_prints_per_device_budgets_and_exits_0_when_everything_fits() {
+    let run = vram(&["check", "examples/llama3.1-70b-fp8-tp2.vram"], None);
+    assert_eq!(run.code, 0);
+    assert!(run.stdout.contains("GPUs 0-1 (each)"));
+    snapshot!("check-fits", run);
+}
+
+#[test]
+fn check_exits_1_when_a_check_does_not_fit() {
+    let run = vram(&["check", "examples/full-finetune-7b-24gb.vram"], None);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.contains("DOES NOT FIT"));
+    snapshot!("check-does-not-fit", run);
+}
+
+#[test]
+fn check_exits_2_with_code_line_and_column_on_bad_input() {
+    let run = vram(&["check", "tests/errors/unknown-field.vram"], None);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("error[E010]"));
+    assert!(run.stderr.contains("unknown-field.vram:9:3"));
+    snapshot!("check-errors", run);
+}
+
+#[test]
+fn every_example_exits_as_its_header_says() {
+    for entry in std::fs::read_dir(Path::new(ROOT).join("examples")).expect("examples/") {
+        let path = entry.expect("entry").path();
+        let source = std::fs::read_to_string(&path).expect("readable");
+        let expected = if source.contains("# expect = \"fits\"") {
+            0
+        } else if source.contains("# expect = \"does-not-fit\"") {
+            1
+        } else {
+            2
+        };
+        let run = vram(&["check", path.to_str().expect("utf-8 path")], None);
+        assert_eq!(run.code, expected, "{}: {}", path.display(), run.stderr);
+    }
+}
+
+#[test]
+fn json_gives_components_with_category_provenance_and_formula() {
+    let run = vram(&["check", "--format", "json", "examples/llama3.1-8b-chat.vram"], None);
+    assert_eq!(run.code, 0);
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("valid JSON");
+    let device = &json["files"][0]["budget"]["checks"][0]["devices"][0];
+    assert_eq!(device["device"], "l4");
+    let components = device["components"].as_array().expect("components");
+    assert!(components.len() > 5);
+    for component in components {
+        assert!(component["category"].is_string() && component["provenance"].is_string());
+        assert!(component["formula"].as_str().is_some_and(|f| f.contains('=')));
+        assert!(component["bytes"].as_u64().is_some());
+    }
+    let kv = components.iter().find(|c| c["name"] == "KV cache").expect("a KV cache line");
+    assert_eq!(kv["bytes"], 131_072u64 * 8192 * 4);
+}
+
+#[test]
+fn json_reports_diagnostics_with_positions() {
+    let run = vram(&["check", "--format", "json", "-"], Some("model m {\n  layers = 32\n}\n"));
+    assert_eq!(run.code, 2);
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("valid JSON");
+    let diagnostic = &json["files"][0]["diagnostics"][0];
+    assert_eq!(diagnostic["code"], "E001");
+    assert_eq!(diagnostic["start"]["line"], 2);
+    assert_eq!(diagnostic["start"]["column"], 10);
+}
+
+#[test]
+fn markdown_has_a_table_per_device() {
+    let run = vram(&["check", "--format", "markdown", "examples/render-scene.vram"], None);
+    assert_eq!(run.code, 0);
+    snapshot!("check-markdown", run);
+}
+
+#[test]
+fn explain_shows_the_arithmetic_of_one_check() {
+    let run = vram(&["explain", "examples/mistral-7b-fleet.vram", "--check", "serve-bf16 on l40s"], None);
+    assert_eq!(run.code, 1, "the file as a whole does not fit");
+    assert!(run.stdout.contains("= 2 (K and V) × 32 layers × 8 kv_heads"));
+    snapshot!("explain-one-check", run);
+}
+
+#[test]
+fn explain_names_the_checks_when_the_selector_matches_none() {
+    let run = vram(&["explain", "examples/llama3.1-8b-chat.vram", "--check", "nope"], None);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("`chat-l4 on l4`"));
+}
+
+#[test]
+fn fmt_check_accepts_the_examples_and_rejects_unformatted_text() {
+    let examples: Vec<String> = std::fs::read_dir(Path::new(ROOT).join("examples"))
+        .expect("examples/")
+        .map(|e| e.expect("entry").path().to_string_lossy().into_owned())
+        .collect();
+    let mut args = vec!["fmt", "--check"];
+    args.extend(examples.iter().map(String::as_str));
+    assert_eq!(vram(&args, None).code, 0);
+
+    let run = vram(&["fmt", "-"], Some("model m { layers 32;hidden 4096 }\n"));
+    assert_eq!(run.code, 0);
+    assert_eq!(run.stdout, "model m {\n  layers 32\n  hidden 4096\n}\n");
+
+    let dir = std::env::temp_dir().join(format!("vram-fmt-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("messy.vram");
+    std::fs::write(&file, "model m {layers 32}\n").expect("writes");
+    let path = file.to_str().expect("utf-8");
+    assert_eq!(vram(&["fmt", "--check", path], None).code, 1);
+    assert_eq!(vram(&["fmt", path], None).code, 0);
+    assert_eq!(std::fs::read_to_string(&file).expect("reads"), "model m {\n  layers 32\n}\n");
+    assert_eq!(vram(&["fmt", "--check", path], None).code, 0);
+    std::fs::remove_dir_all(&dir).expect("cleans up");
+}
+
+#[test]
+fn missing_files_and_bad_flags_exit_2() {
+    let run = vram(&["check", "no-such-file.vram"], None);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("cannot read no-such-file.vram"));
+    assert_eq!(vram(&["check", "--format", "yaml", "examples/render-scene.vram"], None).code, 2);
+}
+
+#[test]
+fn catalog_lists_devices_with_exact_bytes() {
+    let run = vram(&["catalog", "--format", "json"], None);
+    assert_eq!(run.code, 0);
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("valid JSON");
+    let devices = json["devices"].as_array().expect("devices");
+    assert!(devices.len() >= 30);
+    let h100 = devices.iter().find(|d| d["name"] == "h100-sxm-80gb").expect("H100 in the catalog");
+    assert_eq!(h100["memory"], 81_559u64 << 20);
+    snapshot!("catalog", vram(&["catalog"], None));
+}
+
+#[test]
+fn help_is_stable() {
+    snapshot!("help", vram(&["--help"], None));
+}
+
+#[test]
+fn schema_command_prints_the_committed_schema() {
+    let run = vram(&["schema"], None);
+    let committed = std::fs::read_to_string(Path::new(ROOT).join("schema/budget.schema.json")).expect("committed schema");
+    assert_eq!(run.stdout, committed);
+}
