@@ -45,10 +45,10 @@ fn select<'a>(checks: &'a [CheckBudget], selector: &str) -> Result<&'a CheckBudg
     if let [one] = by_workload.as_slice() {
         return Ok(one);
     }
-    if let Ok(n) = selector.parse::<usize>() {
-        if let Some(check) = n.checked_sub(1).and_then(|i| checks.get(i)) {
-            return Ok(check);
-        }
+    if let Ok(n) = selector.parse::<usize>()
+        && let Some(check) = n.checked_sub(1).and_then(|i| checks.get(i))
+    {
+        return Ok(check);
     }
     let ids: Vec<String> = checks.iter().map(|c| format!("`{}`", c.id)).collect();
     let hint = if by_workload.len() > 1 { " (several checks use that workload)" } else { "" };

@@ -1,6 +1,8 @@
 //! `vram`: the command-line front end. It owns IO, formats and exit codes; every number comes
 //! from `vram-core`.
 
+#![allow(clippy::print_stdout, clippy::print_stderr, reason = "a command-line tool prints")]
+
 mod args;
 mod catalog;
 mod explain;
@@ -56,9 +58,8 @@ impl Colors {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         let pick = |terminal: bool| match choice {
             ColorChoice::Always => Color::Ansi,
-            ColorChoice::Never => Color::Never,
             ColorChoice::Auto if terminal && !no_color => Color::Ansi,
-            ColorChoice::Auto => Color::Never,
+            ColorChoice::Auto | ColorChoice::Never => Color::Never,
         };
         Colors {
             stdout: pick(std::io::stdout().is_terminal()),

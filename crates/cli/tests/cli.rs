@@ -126,7 +126,8 @@ fn markdown_has_a_table_per_device() {
 
 #[test]
 fn explain_shows_the_arithmetic_of_one_check() {
-    let run = vram(&["explain", "examples/mistral-7b-fleet.vram", "--check", "serve-bf16 on l40s"], None);
+    let run =
+        vram(&["explain", "examples/mistral-7b-fleet.vram", "--check", "serve-bf16 on l40s"], None);
     assert_eq!(run.code, 1, "the file as a whole does not fit");
     assert!(run.stdout.contains("= 2 (K and V) × 32 layers × 8 kv_heads"));
     snapshot!("explain-one-check", run);
@@ -193,6 +194,7 @@ fn help_is_stable() {
 #[test]
 fn schema_command_prints_the_committed_schema() {
     let run = vram(&["schema"], None);
-    let committed = std::fs::read_to_string(Path::new(ROOT).join("schema/budget.schema.json")).expect("committed schema");
+    let committed = std::fs::read_to_string(Path::new(ROOT).join("schema/budget.schema.json"))
+        .expect("committed schema");
     assert_eq!(run.stdout, committed);
 }

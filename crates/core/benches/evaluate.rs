@@ -3,6 +3,8 @@
 //! Run with `cargo bench -p vram-core`. Target (issue 2): at most 50 µs per example. The
 //! catalog is built once before timing, as every front end does.
 
+#![allow(clippy::print_stdout, reason = "a benchmark prints its figures")]
+
 use std::time::{Duration, Instant};
 
 fn main() {

@@ -38,10 +38,6 @@ impl Bytes {
         self.0.checked_mul(factor).map(Bytes)
     }
 
-    pub fn saturating_sub(self, other: Bytes) -> Bytes {
-        Bytes(self.0.saturating_sub(other.0))
-    }
-
     /// `ceil(count × per_element)`: storage for `count` elements of a format that may pack
     /// several elements per byte.
     pub fn for_elements(count: u64, per_element: Ratio) -> Option<Bytes> {
@@ -85,7 +81,7 @@ pub fn group_thousands(value: u64) -> String {
     let digits = value.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

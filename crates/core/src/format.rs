@@ -6,6 +6,8 @@
 //! own line before the next item, a comment after an item stays at the end of that item's line.
 //! Formatting never changes the syntax tree (a test parses both and compares).
 
+use std::fmt::Write as _;
+
 use crate::ast::{Block, BlockDeclaration, Check, Declaration, Field, Target, Value};
 use crate::check::format_expr;
 use crate::diagnostic::Diagnostic;
@@ -143,13 +145,12 @@ impl Printer<'_> {
             last_end = Some(comment.span.end);
             self.next_comment += 1;
         }
-        if let Some(end) = last_end {
-            if offset != u32::MAX
-                && self.blank_line_between(end, offset)
-                && !self.out.ends_with("\n\n")
-            {
-                self.out.push('\n');
-            }
+        if let Some(end) = last_end
+            && offset != u32::MAX
+            && self.blank_line_between(end, offset)
+            && !self.out.ends_with("\n\n")
+        {
+            self.out.push('\n');
         }
     }
 
@@ -262,7 +263,7 @@ impl Printer<'_> {
                 let mut line = INDENT.repeat(depth);
                 for (j, cell) in row.iter().enumerate() {
                     if j + 1 < row.len() {
-                        line.push_str(&format!("{cell:<width$} ", width = widths[j]));
+                        let _ = write!(line, "{cell:<width$} ", width = widths[j]);
                     } else {
                         line.push_str(cell);
                     }
@@ -320,18 +321,14 @@ impl Printer<'_> {
         self.out.push_str(" on ");
         match &check.target {
             Target::Count(count) => {
-                self.out.push_str(&format!("{} x {}", format_expr(&count.count), count.name.name))
+                let _ = write!(self.out, "{} x {}", format_expr(&count.count), count.name.name);
             }
             Target::Named(name) => self.out.push_str(&name.name),
         }
         if !check.split.is_empty() {
             self.out.push_str(" split");
             for part in &check.split {
-                self.out.push_str(&format!(
-                    " {} {}",
-                    part.strategy.name,
-                    format_expr(&part.degree)
-                ));
+                let _ = write!(self.out, " {} {}", part.strategy.name, format_expr(&part.degree));
             }
         }
         if let Some(headroom) = &check.headroom {

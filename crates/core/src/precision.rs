@@ -123,6 +123,7 @@ impl Precision {
     /// this format when the file does not say: the format itself when it is a float that kernels
     /// compute in, bf16 beside FP8 (FP8 checkpoints keep bf16 activations), fp16 beside the
     /// integer and 4-bit formats (GPTQ/AWQ kernels and vLLM default to fp16 for them).
+    #[must_use]
     pub fn companion(self) -> Precision {
         match self {
             p if p.is_float_compute() => p,

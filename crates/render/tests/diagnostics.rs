@@ -3,7 +3,7 @@
 //! panics, and every error file exits as "input errors".
 
 use vram_core::Status;
-use vram_render::{render, short, Color};
+use vram_render::{Color, render, short};
 
 /// The codes listed in a fixture's `# codes = [...]` header; a fixture without one fails.
 fn header_codes(source: &str, name: &str) -> Vec<String> {
@@ -12,7 +12,10 @@ fn header_codes(source: &str, name: &str) -> Vec<String> {
         .take_while(|l| l.starts_with('#'))
         .find_map(|l| l.trim_start_matches('#').trim().strip_prefix("codes = ").map(str::to_string))
         .unwrap_or_else(|| panic!("{name}: no `# codes = [...]` header"));
-    line.trim_matches(|c| c == '[' || c == ']').split(',').map(|c| c.trim().trim_matches('"').to_string()).collect()
+    line.trim_matches(|c| c == '[' || c == ']')
+        .split(',')
+        .map(|c| c.trim().trim_matches('"').to_string())
+        .collect()
 }
 
 #[test]
@@ -47,7 +50,10 @@ fn every_malformed_input_gets_its_code_and_a_snapshot() {
 fn short_form_names_file_line_and_column() {
     let source = "model m {\n  layers = 32\n}\n";
     let outcome = vram_core::evaluate(source);
-    assert_eq!(short(&outcome.diagnostics[0], "m.vram", source), "m.vram:2:10: error[E001]: expected a value, a block, or the end of the line, found `=`");
+    assert_eq!(
+        short(&outcome.diagnostics[0], "m.vram", source),
+        "m.vram:2:10: error[E001]: expected a value, a block, or the end of the line, found `=`"
+    );
 }
 
 #[test]

@@ -34,11 +34,11 @@ pub(super) fn device(
         Some(field) => {
             // `memory 141 GB marketed`: an optional trailing word says the size is not measured.
             let mut field = field.clone();
-            if let [.., Value::Word(word)] = field.values.as_slice() {
-                if word.name == "marketed" || word.name == "reported" {
-                    memory_reported = word.name == "reported";
-                    field.values.pop();
-                }
+            if let [.., Value::Word(word)] = field.values.as_slice()
+                && (word.name == "marketed" || word.name == "reported")
+            {
+                memory_reported = word.name == "reported";
+                field.values.pop();
             }
             memory = fields.bytes_of(&field, 1, MAX_DEVICE, "81559 MiB");
         }
@@ -256,27 +256,27 @@ pub(super) fn model(decl: &BlockDeclaration) -> (Option<Model>, Vec<Diagnostic>)
         );
     }
     let mut diagnostics = fields.finish();
-    if let (Some(declared), Some(shape)) = (params, &shape) {
-        if let Some(derived) = crate::eval::llm::parameter_count(shape) {
-            let differs = declared.abs_diff(derived).saturating_mul(20) > derived;
-            if differs {
-                let span = decl
-                    .body
-                    .fields
-                    .iter()
-                    .find(|f| f.key.name == "params")
-                    .map_or(decl.name.span, |f| f.span);
-                diagnostics.push(
-                    Diagnostic::warning(
-                        "W002",
-                        span,
-                        format!("`params` is {declared}, but the shape gives {derived}"),
-                    )
-                    .with_help(
-                        "the declared count is used for the weights; check the shape or the count",
-                    ),
-                );
-            }
+    if let (Some(declared), Some(shape)) = (params, &shape)
+        && let Some(derived) = crate::eval::llm::parameter_count(shape)
+    {
+        let differs = declared.abs_diff(derived).saturating_mul(20) > derived;
+        if differs {
+            let span = decl
+                .body
+                .fields
+                .iter()
+                .find(|f| f.key.name == "params")
+                .map_or(decl.name.span, |f| f.span);
+            diagnostics.push(
+                Diagnostic::warning(
+                    "W002",
+                    span,
+                    format!("`params` is {declared}, but the shape gives {derived}"),
+                )
+                .with_help(
+                    "the declared count is used for the weights; check the shape or the count",
+                ),
+            );
         }
     }
     let ok = !diagnostics.iter().any(Diagnostic::is_error);
@@ -301,18 +301,11 @@ pub(super) fn headroom(decl: &BlockDeclaration) -> (Option<Headroom>, Vec<Diagno
     let mut per_arch = BTreeMap::new();
     let arch_names: Vec<&str> = Arch::ALL.iter().map(Arch::name).collect();
     for field in fields.all("arch") {
-        let arch = match field.values.as_slice() {
-            [Value::Word(word)] => {
-                fields.word_in(field, word, &arch_names).and_then(Arch::from_name)
-            }
-            _ => {
-                fields.push(Diagnostic::error(
-                    "E013",
-                    field.span,
-                    "write `arch hopper { keep 5 % }`",
-                ));
-                None
-            }
+        let arch = if let [Value::Word(word)] = field.values.as_slice() {
+            fields.word_in(field, word, &arch_names).and_then(Arch::from_name)
+        } else {
+            fields.push(Diagnostic::error("E013", field.span, "write `arch hopper { keep 5 % }`"));
+            None
         };
         let Some(block) = &field.block else {
             fields.push(

@@ -122,22 +122,22 @@ pub fn check(file: &File, base: &Program, from_catalog: bool) -> (Program, Vec<D
             continue;
         }
         own.insert(&decl.name.name, &decl.name);
-        if let Some(previous) = names.get(&decl.name.name) {
-            if previous.span.is_none() {
-                diagnostics.push(
-                    Diagnostic::warning(
-                        "W001",
-                        decl.name.span,
-                        format!(
-                            "`{}` replaces the catalog's {} of the same name",
-                            decl.name.name,
-                            previous.kind.keyword()
-                        ),
-                    )
-                    .with_help("rename it to keep the catalog entry visible"),
-                );
-                remove_from(&mut program, &decl.name.name);
-            }
+        if let Some(previous) = names.get(&decl.name.name)
+            && previous.span.is_none()
+        {
+            diagnostics.push(
+                Diagnostic::warning(
+                    "W001",
+                    decl.name.span,
+                    format!(
+                        "`{}` replaces the catalog's {} of the same name",
+                        decl.name.name,
+                        previous.kind.keyword()
+                    ),
+                )
+                .with_help("rename it to keep the catalog entry visible"),
+            );
+            remove_from(&mut program, &decl.name.name);
         }
         names.insert(
             decl.name.name.clone(),

@@ -95,15 +95,12 @@ pub(super) fn check(
                     None
                 }
             };
-            match (n, kind) {
-                (Some(n), Some(_)) => {
-                    let device = count.name.name.clone();
-                    (format!("{n} x {device}"), None, vec![device; usize::try_from(n).unwrap_or(1)])
-                }
-                _ => {
-                    ok = false;
-                    (String::new(), None, Vec::new())
-                }
+            if let (Some(n), Some(_)) = (n, kind) {
+                let device = count.name.name.clone();
+                (format!("{n} x {device}"), None, vec![device; usize::try_from(n).unwrap_or(1)])
+            } else {
+                ok = false;
+                (String::new(), None, Vec::new())
             }
         }
     };
@@ -151,7 +148,7 @@ pub(super) fn check(
         || devices.iter().any(|d| failed.contains(d))
         || machine.as_ref().is_some_and(|m| failed.contains(m))
         || check.headroom.as_ref().is_some_and(|h| failed.contains(&h.name))
-        || program.workloads.get(&check.workload.name).is_none();
+        || !program.workloads.contains_key(&check.workload.name);
     let spec = match (ok && !depends_on_failed, split) {
         (true, Some(split)) => Some(CheckSpec {
             id: format!("{} on {target}", check.workload.name),

@@ -85,19 +85,19 @@ pub(super) fn workload(
             ),
         );
     }
-    if let (Some(model), true) = (&model, needs_model) {
-        if scope.program_models_without_shape.contains(model) {
-            let span = decl
-                .body
-                .fields
-                .iter()
-                .find(|f| f.key.name == "model")
-                .map_or(decl.name.span, |f| f.span);
-            fields.push(
+    if let (Some(model), true) = (&model, needs_model)
+        && scope.program_models_without_shape.contains(model)
+    {
+        let span = decl
+            .body
+            .fields
+            .iter()
+            .find(|f| f.key.name == "model")
+            .map_or(decl.name.span, |f| f.span);
+        fields.push(
                 Diagnostic::error("E011", span, format!("model `{model}` has only a parameter count; caches and activations need its shape"))
                     .with_help("give the model layers, hidden, ffn, heads, kv_heads and vocab"),
             );
-        }
     }
     diagnostics.extend(fields.finish());
     let ok = !diagnostics.iter().any(Diagnostic::is_error);
@@ -302,55 +302,47 @@ fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>)
         ));
         return None;
     };
-    match fields.word_in(field, word, &["full", "lora"])? {
-        "full" => {
-            if let Some(block) = &field.block {
-                fields.push(Diagnostic::error("E013", block.span, "`method full` takes no block"));
-            }
-            Some(Method::Full)
+    if fields.word_in(field, word, &["full", "lora"])? == "full" {
+        if let Some(block) = &field.block {
+            fields.push(Diagnostic::error("E013", block.span, "`method full` takes no block"));
         }
-        _ => {
-            const KNOWN: &[(&str, Repeat)] =
-                &[("rank", Repeat::Once), ("targets", Repeat::Once), ("dtype", Repeat::Once)];
-            let empty = Block::default();
-            let block = field.block.as_ref().unwrap_or(&empty);
-            let inner = Fields::new("a LoRA method", block, KNOWN);
-            let rank = inner.whole("rank", Dim::Count, 1, 65_536, "16");
-            if !inner.has("rank") {
-                inner.push(
-                    Diagnostic::error("E011", field.span, "LoRA needs a rank")
-                        .with_help("write `method lora { rank 16 }`"),
-                );
-            }
-            let mut targets = Vec::new();
-            let names: Vec<&str> =
-                LoraTarget::ALL.iter().map(|t| t.name()).chain(["all"]).collect();
-            if let Some(targets_field) = inner.get("targets") {
-                for word in inner.words(targets_field) {
-                    match inner.word_in(targets_field, word, &names) {
-                        Some("all") => targets.extend(LoraTarget::ALL),
-                        Some(name) => {
-                            targets.extend(LoraTarget::ALL.into_iter().filter(|t| t.name() == name))
-                        }
-                        None => {}
+        Some(Method::Full)
+    } else {
+        const KNOWN: &[(&str, Repeat)] =
+            &[("rank", Repeat::Once), ("targets", Repeat::Once), ("dtype", Repeat::Once)];
+        let empty = Block::default();
+        let block = field.block.as_ref().unwrap_or(&empty);
+        let inner = Fields::new("a LoRA method", block, KNOWN);
+        let rank = inner.whole("rank", Dim::Count, 1, 65_536, "16");
+        if !inner.has("rank") {
+            inner.push(
+                Diagnostic::error("E011", field.span, "LoRA needs a rank")
+                    .with_help("write `method lora { rank 16 }`"),
+            );
+        }
+        let mut targets = Vec::new();
+        let names: Vec<&str> = LoraTarget::ALL.iter().map(|t| t.name()).chain(["all"]).collect();
+        if let Some(targets_field) = inner.get("targets") {
+            for word in inner.words(targets_field) {
+                match inner.word_in(targets_field, word, &names) {
+                    Some("all") => targets.extend(LoraTarget::ALL),
+                    Some(name) => {
+                        targets.extend(LoraTarget::ALL.into_iter().filter(|t| t.name() == name));
                     }
+                    None => {}
                 }
-            } else {
-                // PEFT's default for Llama-style models adapts the attention query and value.
-                targets.extend([LoraTarget::Q, LoraTarget::V]);
             }
-            targets.sort_unstable();
-            targets.dedup();
-            let dtype = inner.precision("dtype");
-            let found = inner.finish();
-            let ok = found.is_empty();
-            diagnostics.extend(found);
-            ok.then_some(Method::Lora {
-                rank: rank?,
-                targets,
-                dtype: dtype.unwrap_or(Precision::Fp32),
-            })
+        } else {
+            // PEFT's default for Llama-style models adapts the attention query and value.
+            targets.extend([LoraTarget::Q, LoraTarget::V]);
         }
+        targets.sort_unstable();
+        targets.dedup();
+        let dtype = inner.precision("dtype");
+        let found = inner.finish();
+        let ok = found.is_empty();
+        diagnostics.extend(found);
+        ok.then_some(Method::Lora { rank: rank?, targets, dtype: dtype.unwrap_or(Precision::Fp32) })
     }
 }
 

@@ -144,7 +144,7 @@ fn evaluate_check(
             peers *= d;
             components.extend(training::components(shape, &placement, training)?);
         }
-        components.extend(runtime::components(&workload.runtime, &device.arch, peers)?);
+        components.extend(runtime::components(&workload.runtime, &device.arch, peers));
         components.extend(workload.components.iter().map(|c| Component {
             name: c.name.clone(),
             category: c.category,
@@ -155,7 +155,7 @@ fn evaluate_check(
         }));
 
         let used = calc::sum(components.iter().map(|c| c.bytes))?;
-        let (headroom_bytes, rule) = headroom_for(&headroom, device)?;
+        let (headroom_bytes, headroom_rule) = headroom_for(&headroom, device)?;
         let required = calc::add(used, headroom_bytes)?;
         let missing = missing_features(workload, device);
         let verdict = if let Some((precision, feature)) = missing.first() {
@@ -190,7 +190,7 @@ fn evaluate_check(
             },
             components,
             used,
-            headroom: HeadroomReport { bytes: headroom_bytes, rule },
+            headroom: HeadroomReport { bytes: headroom_bytes, rule: headroom_rule },
             required,
             verdict,
         });
@@ -251,10 +251,11 @@ fn missing_features(workload: &Workload, device: &Device) -> Vec<(Precision, Fea
     }
     let mut missing = Vec::new();
     for precision in used {
-        if let Some(feature) = precision.required_feature() {
-            if !device.supports(feature) && !missing.iter().any(|(_, f)| *f == feature) {
-                missing.push((precision, feature));
-            }
+        if let Some(feature) = precision.required_feature()
+            && !device.supports(feature)
+            && !missing.iter().any(|(_, f)| *f == feature)
+        {
+            missing.push((precision, feature));
         }
     }
     missing

@@ -3,7 +3,6 @@
 //! Each profile is a list of assumed constants with their source (DOMAIN.md §6). They are
 //! assumptions, not measurements: the probe's reports (`observed`) replace them.
 
-use super::calc::Overflow;
 use crate::budget::{Category, Component, Provenance};
 use crate::bytes::{Bytes, MIB};
 use crate::hir::{Arch, Runtime};
@@ -48,7 +47,9 @@ fn cublas_workspace(arch: &Arch) -> Component {
         Arch::Hopper | Arch::Blackwell | Arch::BlackwellUltra => {
             (Bytes(32 * MIB), "4096 KiB × 8 = 33,554,432 B (Hopper and Blackwell)".to_string())
         }
-        Arch::Cdna3 => (Bytes(128 * MIB), "128 MiB = 134,217,728 B (hipBLASLt on gfx94x)".to_string()),
+        Arch::Cdna3 => {
+            (Bytes(128 * MIB), "128 MiB = 134,217,728 B (hipBLASLt on gfx94x)".to_string())
+        }
         _ => (
             Bytes(4096 * 1024 * 2 + 16 * 1024 * 8),
             "4096 KiB × 2 + 16 KiB × 8 = 8,519,680 B".to_string(),
@@ -82,11 +83,7 @@ fn nccl(peers: u64) -> Option<Component> {
 
 /// The runtime's components on one device. `peers` is the size of the group this device
 /// exchanges tensors with (1 when it works alone).
-pub(crate) fn components(
-    runtime: &Runtime,
-    arch: &Arch,
-    peers: u64,
-) -> Result<Vec<Component>, Overflow> {
+pub(crate) fn components(runtime: &Runtime, arch: &Arch, peers: u64) -> Vec<Component> {
     let mut components = Vec::new();
     match runtime {
         Runtime::PyTorch | Runtime::Vllm => {
@@ -136,5 +133,5 @@ pub(crate) fn components(
             }
         }
     }
-    Ok(components)
+    components
 }

@@ -176,6 +176,7 @@ impl Lowerer {
         CountOf { count, name, span }
     }
 
+    #[allow(clippy::needless_pass_by_value, reason = "one signature for every lower_* function")]
     fn lower_name(&mut self, pair: Pair<'_, Rule>) -> Ident {
         Ident { name: pair.as_str().to_string(), span: self.span(&pair) }
     }

@@ -59,7 +59,7 @@ fn parse_chunk(text: &str, offset: usize) -> Result<(File, Vec<Diagnostic>), Dia
             let file = pairs.next().expect("the file rule always yields one pair");
             Ok(lower::lower_file(file, offset))
         }
-        Err(error) => Err(names::syntax_diagnostic(error, text, offset)),
+        Err(error) => Err(names::syntax_diagnostic(&error, text, offset)),
     }
 }
 

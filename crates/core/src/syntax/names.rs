@@ -17,12 +17,7 @@ pub fn rule_name(rule: Rule) -> &'static str {
         Rule::COMMENT => "a comment",
         Rule::terminator => "the end of the line",
         // Pest names the whole-file rule when nothing at all matched at the top level.
-        Rule::file => "a declaration (device, machine, model, workload, headroom or check)",
-        Rule::declaration => "a declaration (device, machine, model, workload, headroom or check)",
-        Rule::block_declaration => {
-            "a declaration (device, machine, model, workload, headroom or check)"
-        }
-        Rule::declaration_kind => {
+        Rule::file | Rule::declaration | Rule::block_declaration | Rule::declaration_kind => {
             "a declaration (device, machine, model, workload, headroom or check)"
         }
         Rule::check => "a check such as `check chat on l4`",
@@ -47,12 +42,10 @@ pub fn rule_name(rule: Rule) -> &'static str {
         Rule::expr => "a quantity such as `24 GiB`",
         Rule::primary => "a number or `(`",
         Rule::group => "`(`",
-        Rule::neg => "`-`",
-        Rule::prefix => "`-`",
+        Rule::neg | Rule::prefix | Rule::sub => "`-`",
         Rule::postfix => "a unit",
         Rule::infix => "an operator (`+ - * /`)",
         Rule::add => "`+`",
-        Rule::sub => "`-`",
         Rule::mul => "`*`",
         Rule::div => "`/`",
         Rule::number => "a number",
@@ -61,7 +54,7 @@ pub fn rule_name(rule: Rule) -> &'static str {
 }
 
 /// Converts a pest error on a chunk starting at byte `offset` into our diagnostic.
-pub(super) fn syntax_diagnostic(error: Error<Rule>, text: &str, offset: usize) -> Diagnostic {
+pub(super) fn syntax_diagnostic(error: &Error<Rule>, text: &str, offset: usize) -> Diagnostic {
     let (start, end) = match error.location {
         InputLocation::Pos(pos) => (pos, pos),
         InputLocation::Span((start, end)) => (start, end),
@@ -81,15 +74,15 @@ pub(super) fn syntax_diagnostic(error: Error<Rule>, text: &str, offset: usize) -
     };
     // Point at the offending token (at least one character) so the caret is visible.
     let end = if end > start { end } else { next_token_end(text, start) };
-    if text[start.min(text.len())..].trim().is_empty() {
-        if let Some(open) = unclosed_brace(text) {
-            return Diagnostic::error(
-                "E001",
-                Span::new(open + offset, open + offset + 1),
-                "this `{` is never closed: the file ends inside its block",
-            )
-            .with_help("add the missing `}`");
-        }
+    if text[start.min(text.len())..].trim().is_empty()
+        && let Some(open) = unclosed_brace(text)
+    {
+        return Diagnostic::error(
+            "E001",
+            Span::new(open + offset, open + offset + 1),
+            "this `{` is never closed: the file ends inside its block",
+        )
+        .with_help("add the missing `}`");
     }
     let mut diagnostic =
         Diagnostic::error("E001", Span::new(start + offset, end + offset), message);

@@ -3,14 +3,14 @@
 use vram_core::Status;
 
 #[derive(Debug)]
-pub struct Header {
+pub(crate) struct Header {
     pub expect: Status,
     pub codes: Vec<String>,
 }
 
 /// Reads the header, failing the test when it is missing or unknown: a fixture without an
 /// expectation would pass by omission.
-pub fn read(source: &str, name: &str) -> Header {
+pub(crate) fn read(source: &str, name: &str) -> Header {
     let mut expect = None;
     let mut codes = Vec::new();
     for line in source.lines().take_while(|l| l.starts_with('#')) {
@@ -36,7 +36,7 @@ pub fn read(source: &str, name: &str) -> Header {
 }
 
 /// Checks an outcome against its header: the status, and exactly the set of codes listed.
-pub fn assert_matches(outcome: &vram_core::Outcome, header: &Header, name: &str) {
+pub(crate) fn assert_matches(outcome: &vram_core::Outcome, header: &Header, name: &str) {
     assert_eq!(
         outcome.status(),
         header.expect,
