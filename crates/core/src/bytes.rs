@@ -72,21 +72,41 @@ impl Bytes {
 impl fmt::Display for Bytes {
     /// The exact count with thousands separators: `16,060,522,496 B`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} B", group_thousands(self.0))
+        let mut text = String::with_capacity(26);
+        write_thousands(&mut text, self.0);
+        write!(f, "{text} B")
     }
 }
 
 /// `8030261248` → `8,030,261,248`.
 pub fn group_thousands(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+    let mut out = String::with_capacity(26);
+    write_thousands(&mut out, value);
+    out
+}
+
+/// Appends `value` with thousands separators to `out`, without allocating.
+pub fn write_thousands(out: &mut String, value: u64) {
+    let mut digits = [0u8; 20];
+    let mut n = value;
+    let mut len = 0;
+    loop {
+        // `n % 10` is below 10, so the cast cannot truncate.
+        #[allow(clippy::cast_possible_truncation)]
+        let digit = (n % 10) as u8;
+        digits[len] = b'0' + digit;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in (0..len).rev() {
+        out.push(char::from(digits[i]));
+        if i > 0 && i % 3 == 0 {
             out.push(',');
         }
-        out.push(c);
     }
-    out
 }
 
 #[cfg(test)]

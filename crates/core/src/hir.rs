@@ -22,6 +22,53 @@ pub struct Program {
     pub checks: Vec<CheckSpec>,
 }
 
+/// A file's own declarations over a base program (the built-in catalog), looked up own-first,
+/// so the catalog is shared rather than copied for every evaluation.
+#[derive(Clone, Debug)]
+pub struct Layered<'a> {
+    pub own: Program,
+    pub base: &'a Program,
+}
+
+impl Layered<'_> {
+    pub fn device(&self, name: &str) -> Option<&Device> {
+        self.own.devices.get(name).or_else(|| self.base.devices.get(name))
+    }
+
+    pub fn machine(&self, name: &str) -> Option<&Machine> {
+        self.own.machines.get(name).or_else(|| self.base.machines.get(name))
+    }
+
+    pub fn model(&self, name: &str) -> Option<&Model> {
+        self.own.models.get(name).or_else(|| self.base.models.get(name))
+    }
+
+    pub fn workload(&self, name: &str) -> Option<&Workload> {
+        self.own.workloads.get(name).or_else(|| self.base.workloads.get(name))
+    }
+
+    pub fn headroom(&self, name: &str) -> Option<&Headroom> {
+        self.own.headrooms.get(name).or_else(|| self.base.headrooms.get(name))
+    }
+
+    /// The file's checks, in file order.
+    pub fn checks(&self) -> &[CheckSpec] {
+        &self.own.checks
+    }
+
+    /// One program holding both layers (the file's entries replace the base's).
+    pub fn merged(self) -> Program {
+        let mut program = self.base.clone();
+        program.devices.extend(self.own.devices);
+        program.machines.extend(self.own.machines);
+        program.models.extend(self.own.models);
+        program.workloads.extend(self.own.workloads);
+        program.headrooms.extend(self.own.headrooms);
+        program.checks = self.own.checks;
+        program
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Arch {
     Volta,

@@ -62,6 +62,9 @@ impl Ratio {
     }
 
     pub fn checked_add(self, other: Ratio) -> Option<Ratio> {
+        if self.den == 1 && other.den == 1 {
+            return Some(Ratio { num: self.num.checked_add(other.num)?, den: 1 });
+        }
         let g = gcd(self.den, other.den);
         let lhs = self.num.checked_mul(other.den / g)?;
         let rhs = other.num.checked_mul(self.den / g)?;
@@ -77,6 +80,10 @@ impl Ratio {
     }
 
     pub fn checked_mul(self, other: Ratio) -> Option<Ratio> {
+        if self.den == 1 && other.den == 1 {
+            // Integers: the common case in budgets, and i128 division is slow.
+            return Some(Ratio { num: self.num.checked_mul(other.num)?, den: 1 });
+        }
         // Cross-reduce first so that products of already-reduced values stay small.
         let g1 = gcd(self.num, other.den).max(1);
         let g2 = gcd(other.num, self.den).max(1);

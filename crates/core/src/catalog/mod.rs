@@ -31,7 +31,7 @@ pub fn build() -> (Program, Vec<(&'static str, Diagnostic)>) {
         problems.extend(diagnostics.into_iter().map(|d| (name, d)));
         let (checked, diagnostics) = crate::check::check(&file, &program, true);
         problems.extend(diagnostics.into_iter().map(|d| (name, d)));
-        program = checked;
+        program = checked.merged();
     }
     (program, problems)
 }

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ast::{Declaration, DeclarationKind, Expr, File, Ident};
 use crate::diagnostic::Diagnostic;
-use crate::hir::Program;
+use crate::hir::{Layered, Program};
 use crate::span::Span;
 
 pub use fields::{edit_distance, suggest};
@@ -29,12 +29,57 @@ struct Declared {
 }
 
 /// All names visible to a file: its own declarations over the catalog's.
-pub(crate) struct Scope {
+pub(crate) struct Scope<'a> {
     names: BTreeMap<String, Declared>,
+    base: &'a Program,
     program_models_without_shape: BTreeSet<String>,
 }
 
-impl Scope {
+impl Scope<'_> {
+    /// What `name` refers to: the file's own declaration, else the base program's entry.
+    fn lookup(&self, name: &str) -> Option<Declared> {
+        if let Some(declared) = self.names.get(name) {
+            return Some(*declared);
+        }
+        let base = self.base;
+        let kind = if base.devices.contains_key(name) {
+            DeclarationKind::Device
+        } else if base.machines.contains_key(name) {
+            DeclarationKind::Machine
+        } else if base.models.contains_key(name) {
+            DeclarationKind::Model
+        } else if base.workloads.contains_key(name) {
+            DeclarationKind::Workload
+        } else if base.headrooms.contains_key(name) {
+            DeclarationKind::Headroom
+        } else {
+            return None;
+        };
+        Some(Declared { kind, span: None })
+    }
+
+    /// Every visible name of one of `kinds`, for suggestions.
+    fn names_of(&self, kinds: &[DeclarationKind]) -> Vec<&str> {
+        let base = self.base;
+        let mut names: Vec<&str> = self
+            .names
+            .iter()
+            .filter(|(_, d)| kinds.contains(&d.kind))
+            .map(|(n, _)| n.as_str())
+            .collect();
+        for kind in kinds {
+            let keys: Vec<&str> = match kind {
+                DeclarationKind::Device => base.devices.keys().map(String::as_str).collect(),
+                DeclarationKind::Machine => base.machines.keys().map(String::as_str).collect(),
+                DeclarationKind::Model => base.models.keys().map(String::as_str).collect(),
+                DeclarationKind::Workload => base.workloads.keys().map(String::as_str).collect(),
+                DeclarationKind::Headroom => base.headrooms.keys().map(String::as_str).collect(),
+            };
+            names.extend(keys);
+        }
+        names
+    }
+
     /// Checks that `ident` names a declaration of one of `kinds`.
     fn expect(
         &self,
@@ -42,7 +87,7 @@ impl Scope {
         kinds: &[DeclarationKind],
     ) -> Result<DeclarationKind, Diagnostic> {
         let wanted = kinds.iter().map(|k| k.keyword()).collect::<Vec<_>>().join(" or ");
-        match self.names.get(&ident.name) {
+        match self.lookup(&ident.name) {
             Some(declared) if kinds.contains(&declared.kind) => Ok(declared.kind),
             Some(declared) => {
                 let mut diagnostic = Diagnostic::error(
@@ -59,12 +104,7 @@ impl Scope {
                 Err(diagnostic)
             }
             None => {
-                let candidates: Vec<&str> = self
-                    .names
-                    .iter()
-                    .filter(|(_, d)| kinds.contains(&d.kind))
-                    .map(|(name, _)| name.as_str())
-                    .collect();
+                let candidates = self.names_of(kinds);
                 let mut diagnostic = Diagnostic::error(
                     "E020",
                     ident.span,
@@ -87,25 +127,20 @@ impl Scope {
 }
 
 /// Checks `file` against the names already in `base` (the built-in catalog), returning the
-/// merged program and every diagnostic. `from_catalog` marks the catalog's own check.
-pub fn check(file: &File, base: &Program, from_catalog: bool) -> (Program, Vec<Diagnostic>) {
+/// file's checked declarations layered over `base`, and every diagnostic. `from_catalog` marks
+/// the catalog's own check.
+pub fn check<'a>(
+    file: &File,
+    base: &'a Program,
+    from_catalog: bool,
+) -> (Layered<'a>, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
-    let mut program = base.clone();
-    program.checks.clear();
+    let mut program = Program::default();
 
     // Names first, so declarations may refer to ones that come later in the file.
     let mut names: BTreeMap<String, Declared> = BTreeMap::new();
-    let catalog_names = base
-        .devices
-        .keys()
-        .map(|n| (n, DeclarationKind::Device))
-        .chain(base.machines.keys().map(|n| (n, DeclarationKind::Machine)))
-        .chain(base.models.keys().map(|n| (n, DeclarationKind::Model)))
-        .chain(base.workloads.keys().map(|n| (n, DeclarationKind::Workload)))
-        .chain(base.headrooms.keys().map(|n| (n, DeclarationKind::Headroom)));
-    for (name, kind) in catalog_names {
-        names.insert(name.clone(), Declared { kind, span: None });
-    }
+    let base_scope =
+        Scope { names: BTreeMap::new(), base, program_models_without_shape: BTreeSet::new() };
     let mut own: BTreeMap<&str, &Ident> = BTreeMap::new();
     for declaration in &file.declarations {
         let Declaration::Block(decl) = declaration else { continue };
@@ -122,9 +157,7 @@ pub fn check(file: &File, base: &Program, from_catalog: bool) -> (Program, Vec<D
             continue;
         }
         own.insert(&decl.name.name, &decl.name);
-        if let Some(previous) = names.get(&decl.name.name)
-            && previous.span.is_none()
-        {
+        if let Some(previous) = base_scope.lookup(&decl.name.name) {
             diagnostics.push(
                 Diagnostic::warning(
                     "W001",
@@ -137,7 +170,6 @@ pub fn check(file: &File, base: &Program, from_catalog: bool) -> (Program, Vec<D
                 )
                 .with_help("rename it to keep the catalog entry visible"),
             );
-            remove_from(&mut program, &decl.name.name);
         }
         names.insert(
             decl.name.name.clone(),
@@ -145,7 +177,7 @@ pub fn check(file: &File, base: &Program, from_catalog: bool) -> (Program, Vec<D
         );
     }
 
-    let mut scope = Scope { names, program_models_without_shape: BTreeSet::new() };
+    let mut scope = Scope { names, base, program_models_without_shape: BTreeSet::new() };
 
     // Models first: workloads need to know whether their model has a shape.
     let mut failed: BTreeSet<String> = BTreeSet::new();
@@ -167,8 +199,13 @@ pub fn check(file: &File, base: &Program, from_catalog: bool) -> (Program, Vec<D
             }
         }
     }
-    scope.program_models_without_shape =
-        program.models.values().filter(|m| m.shape.is_none()).map(|m| m.name.clone()).collect();
+    scope.program_models_without_shape = program
+        .models
+        .values()
+        .chain(base.models.values().filter(|m| !program.models.contains_key(&m.name)))
+        .filter(|m| m.shape.is_none())
+        .map(|m| m.name.clone())
+        .collect();
     for decl in blocks.iter().filter(|d| d.kind != DeclarationKind::Model) {
         let name = decl.name.name.clone();
         let ok = match decl.kind {
@@ -199,6 +236,7 @@ pub fn check(file: &File, base: &Program, from_catalog: bool) -> (Program, Vec<D
         }
     }
 
+    let mut program = Layered { own: program, base };
     let mut ids = BTreeSet::new();
     for declaration in &file.declarations {
         let Declaration::Check(check) = declaration else { continue };
@@ -211,19 +249,11 @@ pub fn check(file: &File, base: &Program, from_catalog: bool) -> (Program, Vec<D
                 spec.id = format!("{base_id} #{n}");
                 n += 1;
             }
-            program.checks.push(spec);
+            program.own.checks.push(spec);
         }
     }
     diagnostics.sort_by_key(|d| (d.primary.start, d.primary.end));
     (program, diagnostics)
-}
-
-fn remove_from(program: &mut Program, name: &str) {
-    program.devices.remove(name);
-    program.machines.remove(name);
-    program.models.remove(name);
-    program.workloads.remove(name);
-    program.headrooms.remove(name);
 }
 
 /// Prints an expression in canonical form: `3840 * 2160 * 4 B`. Used as a component's formula

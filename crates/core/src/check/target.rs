@@ -6,15 +6,15 @@ use super::Scope;
 use super::quantity::{self, Dim};
 use crate::ast::{Check, DeclarationKind, Target};
 use crate::diagnostic::Diagnostic;
-use crate::hir::{CheckSpec, Program, Split};
+use crate::hir::{CheckSpec, Layered, Split};
 
 /// The most devices one check may span.
 const MAX_DEVICES: u64 = 4096;
 
 pub(super) fn check(
     check: &Check,
-    scope: &Scope,
-    program: &Program,
+    scope: &Scope<'_>,
+    program: &Layered<'_>,
     failed: &BTreeSet<String>,
 ) -> (Option<CheckSpec>, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
@@ -43,7 +43,7 @@ pub(super) fn check(
             &mut diagnostics,
         ) {
             Some(DeclarationKind::Machine) => {
-                let devices = program.machines.get(&name.name).map(|m| {
+                let devices = program.machine(&name.name).map(|m| {
                     m.gpus
                         .iter()
                         .flat_map(|(count, device)| {
@@ -109,12 +109,9 @@ pub(super) fn check(
     if split.is_none() {
         ok = false;
     }
-    if let (Some(split), Some(workload)) = (split, program.workloads.get(&check.workload.name)) {
-        let shape = workload
-            .model
-            .as_ref()
-            .and_then(|m| program.models.get(m))
-            .and_then(|m| m.shape.as_ref());
+    if let (Some(split), Some(workload)) = (split, program.workload(&check.workload.name)) {
+        let shape =
+            workload.model.as_ref().and_then(|m| program.model(m)).and_then(|m| m.shape.as_ref());
         if let Some(shape) = shape {
             let tensor = u64::from(split.tensor);
             if shape.heads % tensor != 0 {
@@ -148,7 +145,7 @@ pub(super) fn check(
         || devices.iter().any(|d| failed.contains(d))
         || machine.as_ref().is_some_and(|m| failed.contains(m))
         || check.headroom.as_ref().is_some_and(|h| failed.contains(&h.name))
-        || !program.workloads.contains_key(&check.workload.name);
+        || program.workload(&check.workload.name).is_none();
     let spec = match (ok && !depends_on_failed, split) {
         (true, Some(split)) => Some(CheckSpec {
             id: format!("{} on {target}", check.workload.name),

@@ -1,10 +1,15 @@
 //! Checked integer arithmetic that writes down what it computes.
 //!
-//! Every component is a product of a few factors. [`Product`] multiplies them in `u128`,
-//! checked, and keeps the factors' labels so the component's formula shows the numbers:
+//! Every component is a product of a few factors. [`Product`] multiplies them, checked, and
+//! keeps the factors' labels so the component's formula shows the numbers:
 //! `2 × 32 layers × 8 kv_heads × 128 head_dim × 8,192 tokens × 2 B (bf16) = 1,073,741,824 B`.
+//! Whole factors are kept in a `u128`; the one fractional factor a formula may have (bytes per
+//! element of a packed format) is applied once at the end, exactly, as a rational.
 
-use crate::bytes::{Bytes, group_thousands};
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+use crate::bytes::{Bytes, write_thousands};
 use crate::ratio::Ratio;
 
 /// Overflow while computing a budget; the caller reports it as E032.
@@ -12,22 +17,31 @@ use crate::ratio::Ratio;
 pub(crate) struct Overflow;
 
 #[derive(Clone, Debug)]
+enum Term {
+    Count(u64, Cow<'static, str>),
+    PerElement(Ratio, Cow<'static, str>),
+}
+
+#[derive(Clone, Debug)]
 pub(crate) struct Product {
-    /// Exact value so far (a rational, because some formats pack elements below a byte).
-    value: Ratio,
-    terms: Vec<String>,
+    whole: u128,
+    fraction: Ratio,
+    terms: Vec<Term>,
 }
 
 impl Product {
     pub(crate) fn new() -> Product {
-        Product { value: Ratio::ONE, terms: Vec::new() }
+        Product { whole: 1, fraction: Ratio::ONE, terms: Vec::with_capacity(8) }
     }
 
     /// Multiplies by a count, shown as `1,234 label` (or just the number when `label` is empty).
-    pub(crate) fn times(mut self, value: u64, label: &str) -> Result<Product, Overflow> {
-        self.value = self.value.checked_mul(Ratio::int(i128::from(value))).ok_or(Overflow)?;
-        let number = group_thousands(value);
-        self.terms.push(if label.is_empty() { number } else { format!("{number} {label}") });
+    pub(crate) fn times(
+        mut self,
+        value: u64,
+        label: impl Into<Cow<'static, str>>,
+    ) -> Result<Product, Overflow> {
+        self.whole = self.whole.checked_mul(u128::from(value)).ok_or(Overflow)?;
+        self.terms.push(Term::Count(value, label.into()));
         Ok(self)
     }
 
@@ -35,26 +49,51 @@ impl Product {
     pub(crate) fn bytes_each(
         mut self,
         per_element: Ratio,
-        label: &str,
+        label: impl Into<Cow<'static, str>>,
     ) -> Result<Product, Overflow> {
-        self.value = self.value.checked_mul(per_element).ok_or(Overflow)?;
-        self.terms.push(format!("{per_element} B ({label})"));
+        self.fraction = self.fraction.checked_mul(per_element).ok_or(Overflow)?;
+        self.terms.push(Term::PerElement(per_element, label.into()));
         Ok(self)
     }
 
-    /// The result rounded up to whole bytes, and the formula that gives it.
+    /// The exact value, rounded up to whole bytes.
+    pub(crate) fn value(&self) -> Result<Bytes, Overflow> {
+        let whole = i128::try_from(self.whole).map_err(|_| Overflow)?;
+        let exact = Ratio::int(whole).checked_mul(self.fraction).ok_or(Overflow)?;
+        Bytes::from_ratio_ceil(exact).ok_or(Overflow)
+    }
+
+    /// The result and the formula that gives it.
     pub(crate) fn finish(self) -> Result<(Bytes, String), Overflow> {
-        let bytes = Bytes::from_ratio_ceil(self.value).ok_or(Overflow)?;
-        Ok((bytes, format!("{} = {bytes}", self.terms.join(" × "))))
+        let bytes = self.value()?;
+        let mut formula = self.terms();
+        formula.push_str(" = ");
+        write_thousands(&mut formula, bytes.0);
+        formula.push_str(" B");
+        Ok((bytes, formula))
     }
 
     /// The formula without the result, for composing larger formulas.
     pub(crate) fn terms(&self) -> String {
-        self.terms.join(" × ")
-    }
-
-    pub(crate) fn value(&self) -> Result<Bytes, Overflow> {
-        Bytes::from_ratio_ceil(self.value).ok_or(Overflow)
+        let mut out = String::with_capacity(16 * self.terms.len() + 24);
+        for (i, term) in self.terms.iter().enumerate() {
+            if i > 0 {
+                out.push_str(" × ");
+            }
+            match term {
+                Term::Count(value, label) => {
+                    write_thousands(&mut out, *value);
+                    if !label.is_empty() {
+                        out.push(' ');
+                        out.push_str(label);
+                    }
+                }
+                Term::PerElement(ratio, label) => {
+                    let _ = write!(out, "{ratio} B ({label})");
+                }
+            }
+        }
+        out
     }
 }
 

@@ -18,7 +18,7 @@ use crate::budget::{
 };
 use crate::bytes::{Bytes, GIB};
 use crate::diagnostic::Diagnostic;
-use crate::hir::{CheckSpec, Device, Headroom, Program, Runtime, Workload};
+use crate::hir::{CheckSpec, Device, Headroom, Layered, Runtime, Workload};
 use crate::precision::{Feature, Precision};
 use crate::ratio::Ratio;
 
@@ -40,10 +40,10 @@ fn stage_layers(layers: u64, stages: u64, stage: u64) -> u64 {
     layers / stages + u64::from(stage < layers % stages)
 }
 
-pub fn evaluate(program: &Program) -> (Budget, Vec<Diagnostic>) {
+pub fn evaluate(program: &Layered<'_>) -> (Budget, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
     let mut checks = Vec::new();
-    for spec in &program.checks {
+    for spec in program.checks() {
         match evaluate_check(program, spec, &mut diagnostics) {
             Ok(Some(check)) => checks.push(check),
             Ok(None) => {}
@@ -63,27 +63,33 @@ pub fn evaluate(program: &Program) -> (Budget, Vec<Diagnostic>) {
 }
 
 fn evaluate_check(
-    program: &Program,
+    program: &Layered<'_>,
     spec: &CheckSpec,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<Option<CheckBudget>, Overflow> {
-    let Some(workload) = program.workloads.get(&spec.workload) else { return Ok(None) };
+    let Some(workload) = program.workload(&spec.workload) else { return Ok(None) };
     let headroom_name = spec.headroom.as_deref().unwrap_or("default");
-    let headroom = program.headrooms.get(headroom_name).cloned().unwrap_or_else(Headroom::builtin);
+    let headroom = program.headroom(headroom_name).cloned().unwrap_or_else(Headroom::builtin);
     let split = spec.split;
     let (t, p, d) = (u64::from(split.tensor), u64::from(split.pipeline), u64::from(split.data));
     let mut notes = Vec::new();
     let mut devices = Vec::new();
     let mut reported_capability = Vec::new();
+    let mut cache: Vec<((&str, u64), Vec<Component>)> = Vec::new();
+    let mut headrooms: Vec<(&str, (Bytes, String))> = Vec::new();
+    if let (Some(inference), true) = (&workload.inference, d > 1) {
+        notes.push(format!(
+            "{} sessions are spread over {d} data-parallel replicas: {} on each",
+            inference.sessions,
+            div_ceil(inference.sessions, d)
+        ));
+    }
     for (rank, device_name) in spec.devices.iter().enumerate() {
-        let Some(device) = program.devices.get(device_name) else { return Ok(None) };
+        let Some(device) = program.device(device_name) else { return Ok(None) };
         let rank = rank as u64;
         let stage = (rank / t) % p;
-        let shape = workload
-            .model
-            .as_ref()
-            .and_then(|m| program.models.get(m))
-            .and_then(|m| m.shape.as_ref());
+        let shape =
+            workload.model.as_ref().and_then(|m| program.model(m)).and_then(|m| m.shape.as_ref());
         let placement = Placement {
             tensor: t,
             stage,
@@ -96,66 +102,15 @@ fn evaluate_check(
             stage + 1,
             rank / (t * p) + 1
         );
-        let mut components = Vec::new();
-        let mut peers = t * p;
-        if let (Some(inference), Some(shape)) = (&workload.inference, shape) {
-            components.extend(llm::weights(
-                shape,
-                &placement,
-                inference.weights,
-                inference.activations,
-                crate::budget::Category::Persistent,
-                "weights",
-            )?);
-            let sessions = div_ceil(inference.sessions, d);
-            if d > 1 && rank == 0 {
-                notes.push(format!(
-                    "{} sessions are spread over {d} data-parallel replicas: {sessions} on each",
-                    inference.sessions
-                ));
-            }
-            components.push(llm::kv_cache(
-                shape,
-                &placement,
-                inference.kv_cache,
-                inference.context,
-                sessions,
-            )?);
-            let all_prompts = inference.context.checked_mul(sessions).ok_or(Overflow)?;
-            let tokens = inference.prefill_chunk.unwrap_or(match workload.runtime {
-                // vLLM's default max_num_batched_tokens for its API server (DOMAIN.md §4.4).
-                Runtime::Vllm if device.memory.0 >= 70 * GIB => 8192,
-                Runtime::Vllm => 2048,
-                // llama.cpp's physical batch (-ub) default.
-                Runtime::LlamaCpp => 512,
-                _ => all_prompts,
-            });
-            let step = llm::Step {
-                tokens: tokens.min(all_prompts),
-                sequences: sessions,
-                key_length: inference.context,
-                logits: inference.logits,
-                attention: inference.attention,
-                precision: inference.activations,
-            };
-            components.extend(llm::forward_step(shape, &placement, &step)?);
-        }
-        if let (Some(training), Some(shape)) = (&workload.training, shape) {
-            peers *= d;
-            components.extend(training::components(shape, &placement, training)?);
-        }
-        components.extend(runtime::components(&workload.runtime, &device.arch, peers));
-        components.extend(workload.components.iter().map(|c| Component {
-            name: c.name.clone(),
-            category: c.category,
-            bytes: c.bytes,
-            provenance: Provenance::Exact,
-            formula: format!("{} = {}", c.formula, c.bytes),
-            source: None,
-        }));
+        // Ranks on the same device kind and pipeline stage hold the same things: compute once.
+        let key = (device_name.as_str(), stage);
+        let components = memo(&mut cache, key, || {
+            device_components(workload, shape, device, &placement, split)
+        })?;
 
         let used = calc::sum(components.iter().map(|c| c.bytes))?;
-        let (headroom_bytes, headroom_rule) = headroom_for(&headroom, device)?;
+        let (headroom_bytes, headroom_rule) =
+            memo(&mut headrooms, device_name.as_str(), || headroom_for(&headroom, device))?;
         let required = calc::add(used, headroom_bytes)?;
         let missing = missing_features(workload, device);
         let verdict = if let Some((precision, feature)) = missing.first() {
@@ -206,6 +161,84 @@ fn evaluate_check(
         verdict,
         notes,
     }))
+}
+
+/// The value cached under `key`, computing and caching it on first use.
+fn memo<K: PartialEq, V: Clone, E>(
+    cache: &mut Vec<(K, V)>,
+    key: K,
+    compute: impl FnOnce() -> Result<V, E>,
+) -> Result<V, E> {
+    if let Some((_, value)) = cache.iter().find(|(k, _)| *k == key) {
+        return Ok(value.clone());
+    }
+    let value = compute()?;
+    cache.push((key, value.clone()));
+    Ok(value)
+}
+
+/// Everything one device holds for `workload` at `placement`.
+fn device_components(
+    workload: &Workload,
+    shape: Option<&crate::hir::Shape>,
+    device: &Device,
+    placement: &Placement,
+    split: crate::hir::Split,
+) -> Result<Vec<Component>, Overflow> {
+    let (t, p, d) = (u64::from(split.tensor), u64::from(split.pipeline), u64::from(split.data));
+    let mut components = Vec::new();
+    let mut peers = t * p;
+    if let (Some(inference), Some(shape)) = (&workload.inference, shape) {
+        components.extend(llm::weights(
+            shape,
+            placement,
+            inference.weights,
+            inference.activations,
+            crate::budget::Category::Persistent,
+            "weights",
+        )?);
+        let sessions = div_ceil(inference.sessions, d);
+        components.push(llm::kv_cache(
+            shape,
+            placement,
+            inference.kv_cache,
+            inference.context,
+            sessions,
+        )?);
+        let all_prompts = inference.context.checked_mul(sessions).ok_or(Overflow)?;
+        let tokens = inference.prefill_chunk.unwrap_or(match workload.runtime {
+            // vLLM's default max_num_batched_tokens for its API server (DOMAIN.md §4.4).
+            Runtime::Vllm if device.memory.0 >= 70 * GIB => 8192,
+            Runtime::Vllm => 2048,
+            // llama.cpp's physical batch (-ub) default.
+            Runtime::LlamaCpp => 512,
+            _ => all_prompts,
+        });
+        let step = llm::Step {
+            tokens: tokens.min(all_prompts),
+            sequences: sessions,
+            key_length: inference.context,
+            logits: inference.logits,
+            attention: inference.attention,
+            precision: inference.activations,
+        };
+        components.extend(llm::forward_step(shape, placement, &step)?);
+    }
+    if let (Some(training), Some(shape)) = (&workload.training, shape) {
+        peers *= d;
+        components.extend(training::components(shape, placement, training)?);
+    }
+    components.extend(runtime::components(&workload.runtime, &device.arch, peers));
+    components.extend(workload.components.iter().map(|c| Component {
+        name: c.name.clone(),
+        category: c.category,
+        bytes: c.bytes,
+        provenance: Provenance::Exact,
+        formula: format!("{} = {}", c.formula, c.bytes),
+        source: None,
+    }));
+
+    Ok(components)
 }
 
 /// The headroom a rule keeps on `device`: the larger of its fraction of capacity and its floor.

@@ -98,7 +98,7 @@ pub(crate) fn components(
             if states > 0 {
                 let product = Product::new()
                     .times(params, "params")?
-                    .times(states, &format!("{} states", training.optimizer.name()))?
+                    .times(states, format!("{} states", training.optimizer.name()))?
                     .bytes_each(fp32, "fp32")?;
                 components.push(state(
                     "optimizer state",
@@ -120,7 +120,7 @@ pub(crate) fn components(
             let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
             let label = format!("adapter params (rank {rank}, {})", names.join(" "));
             let weights = Product::new()
-                .times(params, &label)?
+                .times(params, label)?
                 .bytes_each(dtype.bytes_per_element(), dtype.name())?;
             components.push(state(
                 "LoRA adapters",
@@ -135,7 +135,7 @@ pub(crate) fn components(
             if states > 0 {
                 let product = Product::new()
                     .times(params, "adapter params")?
-                    .times(states, &format!("{} states", training.optimizer.name()))?
+                    .times(states, format!("{} states", training.optimizer.name()))?
                     .bytes_each(fp32, "fp32")?;
                 components.push(state(
                     "adapter optimizer state",
@@ -201,7 +201,7 @@ fn activations(
                 .times(in_flight, "micro-batches in flight")?
                 .bytes_each(
                     Ratio::int(i128::from(per_layer_bytes.0)),
-                    &format!("per layer: {}", per_layer.terms()),
+                    format!("per layer: {}", per_layer.terms()),
                 )?;
             total.finish()?
         }
@@ -260,7 +260,7 @@ fn activations(
             .times(shape.vocab, "vocab")?
             .bytes_each(
                 per_logit,
-                &format!("{} logits + fp32 copy + fp32 log-softmax", elem.name()),
+                format!("{} logits + fp32 copy + fp32 log-softmax", elem.name()),
             )?;
         let (bytes, formula) = logits.finish()?;
         components.push(Component {
