@@ -64,13 +64,32 @@ fn state(name: &str, bytes_formula: (crate::bytes::Bytes, String), source: &str)
     }
 }
 
+/// The optimizer's fp32 state for `params` trained parameters, if it keeps any.
+fn optimizer_state(
+    name: &str,
+    params: u64,
+    label: &'static str,
+    training: &Training,
+) -> Result<Option<Component>, Overflow> {
+    let states = training.optimizer.states();
+    if states == 0 {
+        return Ok(None);
+    }
+    let product = Product::new()
+        .times(params, label)?
+        .times(states, format!("{} states", training.optimizer.name()))?
+        .bytes_each(Ratio::int(4), "fp32")?;
+    let source =
+        "DOMAIN.md §5.1: AdamW keeps two fp32 moments per parameter, SGD with momentum one";
+    Ok(Some(state(name, product.finish()?, source)))
+}
+
 pub(crate) fn components(
     shape: &Shape,
     placement: &Placement,
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
     let compute = training.weights.companion();
-    let fp32 = Ratio::int(4);
     let mut components = Vec::new();
     match &training.method {
         Method::Full => {
@@ -94,18 +113,7 @@ pub(crate) fn components(
                 .times(params, "params")?
                 .bytes_each(gradients.bytes_per_element(), gradients.name())?;
             components.push(state("gradients", product.finish()?, "DOMAIN.md §5.1"));
-            let states = training.optimizer.states();
-            if states > 0 {
-                let product = Product::new()
-                    .times(params, "params")?
-                    .times(states, format!("{} states", training.optimizer.name()))?
-                    .bytes_each(fp32, "fp32")?;
-                components.push(state(
-                    "optimizer state",
-                    product.finish()?,
-                    "DOMAIN.md §5.1: AdamW keeps two fp32 moments per parameter",
-                ));
-            }
+            components.extend(optimizer_state("optimizer state", params, "params", training)?);
         }
         Method::Lora { rank, targets, dtype } => {
             components.extend(llm::weights(
@@ -131,18 +139,12 @@ pub(crate) fn components(
                 .times(params, "adapter params")?
                 .bytes_each(dtype.bytes_per_element(), dtype.name())?;
             components.push(state("adapter gradients", gradients.finish()?, "DOMAIN.md §5.4"));
-            let states = training.optimizer.states();
-            if states > 0 {
-                let product = Product::new()
-                    .times(params, "adapter params")?
-                    .times(states, format!("{} states", training.optimizer.name()))?
-                    .bytes_each(fp32, "fp32")?;
-                components.push(state(
-                    "adapter optimizer state",
-                    product.finish()?,
-                    "DOMAIN.md §5.1",
-                ));
-            }
+            components.extend(optimizer_state(
+                "adapter optimizer state",
+                params,
+                "adapter params",
+                training,
+            )?);
         }
     }
     components.extend(activations(shape, placement, training)?);
