@@ -52,8 +52,10 @@ pub struct DeviceBudget {
     pub role: String,
     pub capacity: Capacity,
     pub components: Vec<Component>,
-    /// Sum of the components.
+    /// Sum of the components: what the device itself shows as used.
     pub used: Bytes,
+    /// The same memory as the framework's counters and the driver see it.
+    pub views: Views,
     pub headroom: HeadroomReport,
     /// `used + headroom.bytes`.
     pub required: Bytes,
@@ -83,9 +85,38 @@ pub struct Component {
     pub provenance: Provenance,
     /// The arithmetic with the numbers substituted.
     pub formula: String,
+    /// Who holds the memory, which decides the views it appears in.
+    pub held_by: HeldBy,
     /// Where a constant or formula comes from, when it is not the user's own input.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+}
+
+/// The three ways a peak is measured. Published measurements use all three, and the probe reads
+/// both the framework's counters and the device, so an estimate is stated in each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct Views {
+    /// Live tensors: what `torch.cuda.max_memory_allocated()` reports.
+    pub allocated: Bytes,
+    /// Tensors plus what the caching allocator keeps: `torch.cuda.max_memory_reserved()`.
+    pub reserved: Bytes,
+    /// Everything on the device for this process: what `nvidia-smi` and NVML report.
+    pub device: Bytes,
+}
+
+/// Who holds a component's memory.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum HeldBy {
+    /// Tensors the framework allocates: counted in every view.
+    Tensors,
+    /// Memory the caching allocator holds beyond live tensors (fragmentation, graph pools):
+    /// counted in the reserved and device views.
+    AllocatorCache,
+    /// Memory outside the framework's allocator (CUDA context and kernels, NCCL): device view only.
+    Runtime,
 }
 
 #[derive(

@@ -4,7 +4,7 @@
 
 use super::Placement;
 use super::calc::{Overflow, Product, div_ceil};
-use crate::budget::{Category, Component, Provenance};
+use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
 use crate::hir::{Attention, Logits, Mlp, Shape};
 use crate::precision::Precision;
@@ -127,7 +127,15 @@ pub(crate) fn weights(
 }
 
 fn component(name: String, category: Category, bytes: Bytes, formula: String) -> Component {
-    Component { name, category, bytes, provenance: Provenance::Formula, formula, source: None }
+    Component {
+        held_by: HeldBy::Tensors,
+        name,
+        category,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: None,
+    }
 }
 
 /// KV cache: `2 × layers × kv_heads × head_dim × tokens × bytes`, kv heads per device
@@ -149,6 +157,7 @@ pub(crate) fn kv_cache(
         .bytes_each(precision.bytes_per_element(), precision.name())?
         .finish()?;
     Ok(Component {
+        held_by: HeldBy::Tensors,
         name: "KV cache".to_string(),
         category: Category::Cache,
         bytes,
@@ -245,6 +254,7 @@ pub(crate) fn forward_step(
     );
     Ok(vec![
         Component {
+            held_by: HeldBy::Tensors,
             name: "hidden states".to_string(),
             category: Category::Intermediate,
             bytes: hidden_bytes,
@@ -253,6 +263,7 @@ pub(crate) fn forward_step(
             source: None,
         },
         Component {
+            held_by: HeldBy::Tensors,
             name: "forward-step peak (one layer or logits)".to_string(),
             category: Category::Intermediate,
             bytes: peak,

@@ -13,8 +13,8 @@ mod training;
 use calc::{Overflow, div_ceil};
 
 use crate::budget::{
-    Budget, Capacity, CheckBudget, Component, DeviceBudget, HeadroomReport, Provenance,
-    SCHEMA_VERSION, SplitReport, Verdict,
+    Budget, Capacity, CheckBudget, Component, DeviceBudget, HeadroomReport, HeldBy, Provenance,
+    SCHEMA_VERSION, SplitReport, Verdict, Views,
 };
 use crate::bytes::{Bytes, GIB};
 use crate::diagnostic::Diagnostic;
@@ -109,6 +109,7 @@ fn evaluate_check(
         })?;
 
         let used = calc::sum(components.iter().map(|c| c.bytes))?;
+        let views = views(&components)?;
         let (headroom_bytes, headroom_rule) =
             memo(&mut headrooms, device_name.as_str(), || headroom_for(&headroom, device))?;
         let required = calc::add(used, headroom_bytes)?;
@@ -145,6 +146,7 @@ fn evaluate_check(
             },
             components,
             used,
+            views,
             headroom: HeadroomReport { bytes: headroom_bytes, rule: headroom_rule },
             required,
             verdict,
@@ -161,6 +163,17 @@ fn evaluate_check(
         verdict,
         notes,
     }))
+}
+
+/// The views of a device's components: live tensors, plus the allocator's cache, plus memory
+/// outside the allocator.
+fn views(components: &[Component]) -> Result<Views, Overflow> {
+    let held =
+        |who: HeldBy| calc::sum(components.iter().filter(|c| c.held_by == who).map(|c| c.bytes));
+    let allocated = held(HeldBy::Tensors)?;
+    let reserved = calc::add(allocated, held(HeldBy::AllocatorCache)?)?;
+    let device = calc::add(reserved, held(HeldBy::Runtime)?)?;
+    Ok(Views { allocated, reserved, device })
 }
 
 /// The value cached under `key`, computing and caching it on first use.
@@ -230,6 +243,7 @@ fn device_components(
     }
     components.extend(runtime::components(&workload.runtime, &device.arch, peers));
     components.extend(workload.components.iter().map(|c| Component {
+        held_by: HeldBy::Tensors,
         name: c.name.clone(),
         category: c.category,
         bytes: c.bytes,

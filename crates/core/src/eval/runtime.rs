@@ -3,7 +3,7 @@
 //! Each profile is a list of assumed constants with their source (DOMAIN.md §6). They are
 //! assumptions, not measurements: the probe's reports (`observed`) replace them.
 
-use crate::budget::{Category, Component, Provenance};
+use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::{Bytes, MIB};
 use crate::hir::{Arch, Runtime};
 
@@ -18,16 +18,11 @@ const LLAMA_CPP_CONTEXT: Bytes = Bytes(300 * MIB);
 /// vLLM's CUDA graphs: 0.21-0.36 GiB in published logs; the larger is taken.
 const VLLM_CUDA_GRAPHS: Bytes = Bytes(369 * MIB);
 
-fn assumed(
-    name: &str,
-    category: Category,
-    bytes: Bytes,
-    formula: String,
-    source: &str,
-) -> Component {
+fn assumed(name: &str, held_by: HeldBy, bytes: Bytes, formula: String, source: &str) -> Component {
     Component {
+        held_by,
+        category: Category::Workspace,
         name: name.to_string(),
-        category,
         bytes,
         provenance: Provenance::Assumed,
         formula,
@@ -57,7 +52,7 @@ fn cublas_workspace(arch: &Arch) -> Component {
     };
     assumed(
         "cuBLAS workspace",
-        Category::Workspace,
+        HeldBy::Tensors,
         bytes,
         formula,
         "DOMAIN.md §6.2: PyTorch CublasHandlePool.cpp",
@@ -74,7 +69,7 @@ fn nccl(peers: u64) -> Option<Component> {
     };
     Some(assumed(
         "NCCL buffers",
-        Category::Workspace,
+        HeldBy::Runtime,
         bytes,
         formula,
         "DOMAIN.md §6.3: aiconfigurator nccl_mem, observed for NCCL 2.22+",
@@ -89,7 +84,7 @@ pub(crate) fn components(runtime: &Runtime, arch: &Arch, peers: u64) -> Vec<Comp
         Runtime::PyTorch | Runtime::Vllm => {
             components.push(assumed(
                 "CUDA context and kernels",
-                Category::Workspace,
+                HeldBy::Runtime,
                 PYTORCH_CONTEXT,
                 profile_formula(PYTORCH_CONTEXT),
                 PYTORCH_CONTEXT_SOURCE,
@@ -98,7 +93,7 @@ pub(crate) fn components(runtime: &Runtime, arch: &Arch, peers: u64) -> Vec<Comp
             if *runtime == Runtime::Vllm {
                 components.push(assumed(
                     "CUDA graphs",
-                    Category::Workspace,
+                    HeldBy::AllocatorCache,
                     VLLM_CUDA_GRAPHS,
                     profile_formula(VLLM_CUDA_GRAPHS),
                     "DOMAIN.md §6.5: vLLM logs 0.21 GiB (PR #11349) and 0.36 GiB (gpustack PR #251)",
@@ -109,7 +104,7 @@ pub(crate) fn components(runtime: &Runtime, arch: &Arch, peers: u64) -> Vec<Comp
         Runtime::LlamaCpp => {
             components.push(assumed(
                 "CUDA context",
-                Category::Workspace,
+                HeldBy::Runtime,
                 LLAMA_CPP_CONTEXT,
                 profile_formula(LLAMA_CPP_CONTEXT),
                 "DOMAIN.md §6.1: pytorch/pytorch#20532, the driver's share of a CUDA process (300-400 MB)",
@@ -118,10 +113,14 @@ pub(crate) fn components(runtime: &Runtime, arch: &Arch, peers: u64) -> Vec<Comp
         }
         Runtime::None => {}
         Runtime::Custom { context, workspace } => {
-            for (name, bytes) in [("runtime context", *context), ("runtime workspace", *workspace)]
-            {
+            let parts = [
+                ("runtime context", *context, HeldBy::Runtime),
+                ("runtime workspace", *workspace, HeldBy::Tensors),
+            ];
+            for (name, bytes, held_by) in parts {
                 if bytes.0 > 0 {
                     components.push(Component {
+                        held_by,
                         name: name.to_string(),
                         category: Category::Workspace,
                         bytes,

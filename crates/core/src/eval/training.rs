@@ -5,7 +5,7 @@
 use super::Placement;
 use super::calc::{Overflow, Product, div_ceil};
 use super::llm::{self, device_parameters};
-use crate::budget::{Category, Component, Provenance};
+use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::hir::{Attention, Checkpointing, LoraTarget, Method, Mlp, Shape, Training};
 use crate::ratio::Ratio;
 
@@ -55,6 +55,7 @@ fn lora_params(
 
 fn state(name: &str, bytes_formula: (crate::bytes::Bytes, String), source: &str) -> Component {
     Component {
+        held_by: HeldBy::Tensors,
         name: name.to_string(),
         category: Category::TrainingState,
         bytes: bytes_formula.0,
@@ -228,6 +229,7 @@ fn activations(
         }
     };
     components.push(Component {
+        held_by: HeldBy::Tensors,
         name: "activations".to_string(),
         category: Category::Intermediate,
         bytes,
@@ -244,6 +246,7 @@ fn activations(
             .times(training.sequence, "keys")?
             .bytes_each(elem.bytes_per_element(), elem.name())?;
         components.push(Component {
+            held_by: HeldBy::Tensors,
             name: "attention scores (eager)".to_string(),
             category: Category::Intermediate,
             bytes: scores.value()?,
@@ -266,6 +269,7 @@ fn activations(
             )?;
         let (bytes, formula) = logits.finish()?;
         components.push(Component {
+            held_by: HeldBy::Tensors,
             name: "logits and loss".to_string(),
             category: Category::Intermediate,
             bytes,
