@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::bytes::Bytes;
 use crate::precision::{Feature, Precision};
+use crate::quant::WeightFormat;
 use crate::ratio::Ratio;
 use crate::span::Span;
 
@@ -173,6 +174,64 @@ pub struct Shape {
     pub tied_embeddings: bool,
     pub qkv_bias: bool,
     pub mlp: Mlp,
+    pub attention: AttentionKind,
+    pub moe: Option<Moe>,
+    pub window: Option<Window>,
+}
+
+/// Exact bytes of a checkpoint's weights and the format they are in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    pub bytes: Bytes,
+    pub format: WeightFormat,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AttentionKind {
+    /// Multi-head or grouped-query attention with per-head keys and values.
+    Standard,
+    /// Multi-head latent attention (DeepSeek-V2/V3): one compressed latent per token.
+    Mla(Mla),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mla {
+    pub kv_lora_rank: u64,
+    pub q_lora_rank: Option<u64>,
+    pub rope_dim: u64,
+    pub nope_dim: u64,
+    pub v_head_dim: u64,
+}
+
+/// Mixture of experts: every expert is resident; `active` of them run per token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Moe {
+    pub experts: u64,
+    pub active: u64,
+    pub expert_ffn: u64,
+    pub shared: u64,
+    pub shared_ffn: u64,
+    /// Leading layers with a dense MLP before the MoE layers start.
+    pub dense_layers: u64,
+}
+
+/// Sliding-window (local) attention.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub tokens: u64,
+    /// Every Nth layer attends globally; `None`: every layer is local.
+    pub global_every: Option<u64>,
+}
+
+impl Shape {
+    /// Whether layer `layer` (from 0) attends only within the sliding window.
+    pub fn is_local(&self, layer: u64) -> bool {
+        match &self.window {
+            None => false,
+            Some(Window { global_every: None, .. }) => true,
+            Some(Window { global_every: Some(n), .. }) => !(layer + 1).is_multiple_of(*n),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -182,6 +241,8 @@ pub struct Model {
     pub shape: Option<Shape>,
     /// A parameter count given directly.
     pub params: Option<u64>,
+    /// The stored weights, as an importer read them from the checkpoint's headers.
+    pub stored: Option<Stored>,
     pub span: Span,
 }
 
@@ -208,7 +269,7 @@ pub enum Attention {
 
 #[derive(Clone, Debug)]
 pub struct Inference {
-    pub weights: Precision,
+    pub weights: WeightFormat,
     pub kv_cache: Precision,
     pub activations: Precision,
     pub context: u64,

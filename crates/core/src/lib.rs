@@ -33,6 +33,7 @@ pub mod format;
 pub mod hir;
 pub mod limits;
 pub mod precision;
+pub mod quant;
 pub mod ratio;
 pub mod span;
 pub mod syntax;

@@ -8,7 +8,7 @@ use super::quantity::Dim;
 use crate::ast::{BlockDeclaration, DeclarationKind, Value};
 use crate::bytes::{Bytes, TIB};
 use crate::diagnostic::Diagnostic;
-use crate::hir::{Arch, Device, Headroom, HeadroomRule, Machine, Mlp, Model, Shape};
+use crate::hir::{Arch, Device, Headroom, HeadroomRule, Machine};
 use crate::precision::Feature;
 use crate::ratio::Ratio;
 
@@ -156,138 +156,6 @@ pub(super) fn machine(
         span: decl.span,
     });
     (machine, diagnostics)
-}
-
-pub(super) fn model(decl: &BlockDeclaration) -> (Option<Model>, Vec<Diagnostic>) {
-    const SHAPE: [&str; 5] = ["layers", "hidden", "ffn", "heads", "vocab"];
-    const KNOWN: &[(&str, Repeat)] = &[
-        ("params", Repeat::Once),
-        ("layers", Repeat::Once),
-        ("hidden", Repeat::Once),
-        ("ffn", Repeat::Once),
-        ("heads", Repeat::Once),
-        ("kv_heads", Repeat::Once),
-        ("head_dim", Repeat::Once),
-        ("vocab", Repeat::Once),
-        ("tied_embeddings", Repeat::Once),
-        ("qkv_bias", Repeat::Once),
-        ("mlp", Repeat::Once),
-    ];
-    let what = format!("model `{}`", decl.name.name);
-    let fields = Fields::new(&what, &decl.body, KNOWN);
-    let params = fields.whole("params", Dim::Count, 1, 1_000_000_000_000_000, "7 billion");
-    let has_shape = SHAPE.iter().any(|key| decl.body.fields.iter().any(|f| f.key.name == *key));
-    let mut shape = None;
-    if has_shape {
-        let layers = fields.whole("layers", Dim::Count, 1, 10_000, "32");
-        let hidden = fields.whole("hidden", Dim::Count, 1, 1 << 20, "4096");
-        let ffn = fields.whole("ffn", Dim::Count, 1, 1 << 24, "14336");
-        let heads = fields.whole("heads", Dim::Count, 1, 1 << 14, "32");
-        let kv_heads = fields.whole("kv_heads", Dim::Count, 1, 1 << 14, "8");
-        let head_dim = fields.whole("head_dim", Dim::Count, 1, 1 << 16, "128");
-        let vocab = fields.whole("vocab", Dim::Count, 1, 100_000_000, "128256");
-        let tied = fields.boolean("tied_embeddings").unwrap_or(false);
-        let qkv_bias = fields.boolean("qkv_bias").unwrap_or(false);
-        let mlp = match fields.choice("mlp", &["gated", "plain"]) {
-            Some(("plain", _)) => Mlp::Plain,
-            _ => Mlp::Gated,
-        };
-        for (key, value, example) in [
-            ("layers", layers, "layers 32"),
-            ("hidden", hidden, "hidden 4096"),
-            ("ffn", ffn, "ffn 14336"),
-            ("heads", heads, "heads 32"),
-            ("vocab", vocab, "vocab 128256"),
-        ] {
-            if value.is_none() {
-                fields.missing(key, example);
-            }
-        }
-        if let (Some(layers), Some(hidden), Some(ffn), Some(heads), Some(vocab)) =
-            (layers, hidden, ffn, heads, vocab)
-        {
-            let kv_heads = kv_heads.unwrap_or(heads);
-            if heads % kv_heads != 0 {
-                let span = decl
-                    .body
-                    .fields
-                    .iter()
-                    .find(|f| f.key.name == "kv_heads")
-                    .map_or(decl.name.span, |f| f.span);
-                fields.push(
-                    Diagnostic::error(
-                        "E014",
-                        span,
-                        format!("{heads} heads cannot be grouped over {kv_heads} kv_heads"),
-                    )
-                    .with_help("kv_heads must divide heads (grouped-query attention)"),
-                );
-            }
-            let head_dim = match head_dim {
-                Some(d) => Some(d),
-                None if hidden % heads == 0 => Some(hidden / heads),
-                None => {
-                    fields.push(
-                        Diagnostic::error("E011", decl.name.span, format!("hidden {hidden} is not a multiple of heads {heads}, so head_dim must be given"))
-                            .with_help("add `head_dim 128` (from the model's config.json)"),
-                    );
-                    None
-                }
-            };
-            if let Some(head_dim) = head_dim {
-                shape = Some(Shape {
-                    layers,
-                    hidden,
-                    ffn,
-                    heads,
-                    kv_heads,
-                    head_dim,
-                    vocab,
-                    tied_embeddings: tied,
-                    qkv_bias,
-                    mlp,
-                });
-            }
-        }
-    } else if !fields.has("params") {
-        fields.push(
-            Diagnostic::error("E011", decl.name.span, format!("model `{}` has neither a shape nor a parameter count", decl.name.name))
-                .with_help("give `params 7 billion`, or the shape: layers, hidden, ffn, heads, kv_heads, vocab"),
-        );
-    }
-    let mut diagnostics = fields.finish();
-    if let (Some(declared), Some(shape)) = (params, &shape)
-        && let Some(derived) = crate::eval::llm::parameter_count(shape)
-    {
-        let differs = declared.abs_diff(derived).saturating_mul(20) > derived;
-        if differs {
-            let span = decl
-                .body
-                .fields
-                .iter()
-                .find(|f| f.key.name == "params")
-                .map_or(decl.name.span, |f| f.span);
-            diagnostics.push(
-                Diagnostic::warning(
-                    "W002",
-                    span,
-                    format!("`params` is {declared}, but the shape gives {derived}"),
-                )
-                .with_help(
-                    "the declared count is used for the weights; check the shape or the count",
-                ),
-            );
-        }
-    }
-    let ok = !diagnostics.iter().any(Diagnostic::is_error);
-    let model = ok.then(|| Model {
-        name: decl.name.name.clone(),
-        title: decl.title.as_ref().map(|t| t.value.clone()),
-        shape,
-        params,
-        span: decl.span,
-    });
-    (model, diagnostics)
 }
 
 pub(super) fn headroom(decl: &BlockDeclaration) -> (Option<Headroom>, Vec<Diagnostic>) {

@@ -352,7 +352,7 @@ impl<'a> Fields<'a> {
     }
 
     pub(crate) fn precision(&self, key: &str) -> Option<Precision> {
-        let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
+        let names: Vec<&str> = Precision::NAMES.to_vec();
         let field = self.get(key)?;
         let value = self.single(field)?;
         let Value::Word(word) = value else {
@@ -366,6 +366,27 @@ impl<'a> Fields<'a> {
         if let Some(precision) = Precision::from_name(&word.name) {
             return Some(precision);
         }
+        self.word_in(field, word, &names);
+        None
+    }
+
+    /// A weight format: a precision, or a llama.cpp preset such as `q4_k_m`.
+    pub(crate) fn weight_format(&self, key: &str) -> Option<crate::quant::WeightFormat> {
+        let field = self.get(key)?;
+        let value = self.single(field)?;
+        let Value::Word(word) = value else {
+            self.push(Diagnostic::error(
+                "E013",
+                value.span(),
+                format!("`{key}` takes a precision such as `bf16`"),
+            ));
+            return None;
+        };
+        if let Some(format) = crate::quant::WeightFormat::from_name(&word.name) {
+            return Some(format);
+        }
+        let mut names: Vec<&str> = Precision::NAMES.to_vec();
+        names.extend(crate::quant::Preset::ALL.iter().map(|p| p.name()));
         self.word_in(field, word, &names);
         None
     }

@@ -7,6 +7,7 @@
 
 mod decls;
 mod fields;
+mod model;
 mod quantity;
 mod target;
 mod workload;
@@ -188,7 +189,7 @@ pub fn check<'a>(
     let mut seen = BTreeSet::new();
     let blocks: Vec<_> = blocks.filter(|decl| seen.insert(decl.name.name.clone())).collect();
     for decl in blocks.iter().filter(|d| d.kind == DeclarationKind::Model) {
-        let (model, found) = decls::model(decl);
+        let (model, found) = model::model(decl);
         diagnostics.extend(found);
         match model {
             Some(model) => {

@@ -196,7 +196,7 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
         ("attention", Repeat::Once),
     ];
     let fields = Fields::new("an inference section", block, KNOWN);
-    let weights = fields.precision("weights");
+    let weights = fields.weight_format("weights");
     if weights.is_none() {
         fields.missing("weights", "weights bf16");
     }
@@ -254,7 +254,7 @@ fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Training
     if weights.is_none() {
         fields.missing("weights", "weights bf16");
     }
-    let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).chain(["none"]).collect();
+    let names: Vec<&str> = Precision::NAMES.iter().copied().chain(["none"]).collect();
     let master = fields.choice("master", &names).map(|(w, _)| Precision::from_name(w));
     let gradients = fields.precision("gradients");
     let optimizer =

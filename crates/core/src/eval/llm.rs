@@ -4,122 +4,90 @@
 
 use super::Placement;
 use super::calc::{Overflow, Product, div_ceil};
+use super::params;
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
-use crate::hir::{Attention, Logits, Mlp, Shape};
+use crate::hir::{Attention, AttentionKind, Logits, Mlp, Shape};
 use crate::precision::Precision;
+use crate::quant::WeightFormat;
 use crate::ratio::Ratio;
 
-/// Parameters of the decoder layers and embeddings, split the way devices hold them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Parameters {
-    /// Linear-layer matrices of one layer (attention and MLP): the part that quantizes.
-    pub layer_matrices: u64,
-    /// Norms and biases of one layer: small, kept at 16-bit by quantizers.
-    pub layer_small: u64,
-    /// Input embedding matrix.
-    pub embedding: u64,
-    /// Output projection (0 when tied to the embedding and on the same device).
-    pub head: u64,
-    /// Final norm.
-    pub final_norm: u64,
-}
-
-/// Parameters of one layer's matrices, sharded over `tensor` devices.
-fn layer_matrices(shape: &Shape, tensor: u64) -> u64 {
-    let heads = shape.heads / tensor;
-    let kv_heads = div_ceil(shape.kv_heads, tensor);
-    let ffn = div_ceil(shape.ffn, tensor);
-    let q_and_o = 2 * shape.hidden * heads * shape.head_dim;
-    let k_and_v = 2 * shape.hidden * kv_heads * shape.head_dim;
-    let mlp_matrices = match shape.mlp {
-        Mlp::Gated => 3,
-        Mlp::Plain => 2,
-    };
-    q_and_o + k_and_v + mlp_matrices * shape.hidden * ffn
-}
-
-fn layer_small(shape: &Shape, tensor: u64) -> u64 {
-    let bias = if shape.qkv_bias {
-        (shape.heads / tensor + 2 * div_ceil(shape.kv_heads, tensor)) * shape.head_dim
-    } else {
-        0
-    };
-    2 * shape.hidden + bias
-}
-
-/// The whole model's parameter count: DOMAIN.md §2.1. `None` if it overflows `u64`.
-pub fn parameter_count(shape: &Shape) -> Option<u64> {
-    let per_layer = layer_matrices(shape, 1).checked_add(layer_small(shape, 1))?;
-    let embeddings = shape.vocab.checked_mul(shape.hidden)?;
-    let head = if shape.tied_embeddings { 0 } else { embeddings };
-    per_layer
-        .checked_mul(shape.layers)?
-        .checked_add(embeddings)?
-        .checked_add(head)?
-        .checked_add(shape.hidden)
-}
-
-/// What a device at `placement` holds of the model.
-pub(crate) fn device_parameters(shape: &Shape, placement: &Placement) -> Parameters {
-    let t = placement.tensor;
-    let first = placement.stage == 0;
-    let last = placement.stage + 1 == placement.stages;
-    let vocab_shard = div_ceil(shape.vocab, t) * shape.hidden;
-    // A tied head shares the embedding matrix only when both sit on the same device.
-    let head = match (last, shape.tied_embeddings && first) {
-        (true, false) => vocab_shard,
-        _ => 0,
-    };
-    Parameters {
-        layer_matrices: layer_matrices(shape, t),
-        layer_small: layer_small(shape, t),
-        embedding: if first { vocab_shard } else { 0 },
-        head,
-        final_norm: if last { shape.hidden } else { 0 },
-    }
-}
-
-/// The weight components of a device. Quantized formats apply to the layers' matrices; the
-/// embedding, the output head, norms and biases stay at the 16-bit `companion` precision, as
-/// bitsandbytes, GPTQ/AWQ and vLLM's FP8 leave them (DOMAIN.md §1.7).
+/// The weight components of a device under a weight format: the layer matrices (per
+/// precision when a preset mixes them), norms and biases, the embedding, the output head and the
+/// final norm. Quantizers leave the embedding, head and norms at 16-bit (DOMAIN.md §1.7), except
+/// llama.cpp presets, which have their own rules ([`crate::quant`]).
 pub(crate) fn weights(
     shape: &Shape,
     placement: &Placement,
-    precision: Precision,
-    companion: Precision,
+    format: WeightFormat,
     category: Category,
     label: &str,
 ) -> Result<Vec<Component>, Overflow> {
-    let params = device_parameters(shape, placement);
-    let layers = placement.layers;
-    let small_precision = if precision.is_float_compute() { precision } else { companion };
+    let gqa = shape.heads / shape.kv_heads.max(1);
+    // Parameters per precision over this device's layers, in a stable order.
+    let mut by_precision: Vec<(Precision, u64)> = Vec::new();
+    for layer in placement.first_layer..placement.first_layer + placement.layers {
+        for (matrix, params) in params::layer_matrices(shape, layer, placement.tensor) {
+            let precision = format.matrix(matrix, layer, shape.layers, gqa);
+            match by_precision.iter_mut().find(|(p, _)| *p == precision) {
+                Some((_, total)) => *total = total.checked_add(params).ok_or(Overflow)?,
+                None => by_precision.push((precision, params)),
+            }
+        }
+    }
+    by_precision.sort();
     let mut components = Vec::new();
+    let mut total = Bytes::ZERO;
+    let mut terms = Vec::new();
+    for (precision, params) in &by_precision {
+        let product = Product::new()
+            .times(*params, "params")?
+            .bytes_each(precision.bytes_per_element(), precision.name())?;
+        total = super::calc::add(total, product.value()?)?;
+        terms.push(product.terms());
+    }
+    if total.0 > 0 {
+        let formula = if let [(precision, params)] = by_precision.as_slice() {
+            // One precision: show the per-layer structure.
+            let per_layer = params / placement.layers.max(1);
+            let exact = per_layer * placement.layers.max(1) == *params;
+            let product = if exact {
+                Product::new().times(placement.layers, "layers")?.times(per_layer, "params")?
+            } else {
+                Product::new().times(*params, "params")?
+            };
+            product.bytes_each(precision.bytes_per_element(), precision.name())?.finish()?.1
+        } else {
+            format!("{} = {total}", terms.join(" + "))
+        };
+        components.push(component(format!("{label}: layer matrices"), category, total, formula));
+    }
+    let small = format.small();
     let (bytes, formula) = Product::new()
-        .times(layers, "layers")?
-        .times(params.layer_matrices, "params")?
-        .bytes_each(precision.bytes_per_element(), precision.name())?
-        .finish()?;
-    components.push(component(format!("{label}: layer matrices"), category, bytes, formula));
-    let (bytes, formula) = Product::new()
-        .times(layers, "layers")?
-        .times(params.layer_small, "norm and bias params")?
-        .bytes_each(small_precision.bytes_per_element(), small_precision.name())?
+        .times(placement.layers, "layers")?
+        .times(params::layer_small(shape, placement.tensor), "norm and bias params")?
+        .bytes_each(small.bytes_per_element(), small.name())?
         .finish()?;
     if bytes.0 > 0 {
         components.push(component(format!("{label}: norms and biases"), category, bytes, formula));
     }
-    for (name, count, what) in [
-        ("embedding", params.embedding, "vocab × hidden params"),
-        ("output head", params.head, "vocab × hidden params"),
-        ("final norm", params.final_norm, "params"),
+    let ends = params::ends(shape, placement);
+    for (name, count, what, precision) in [
+        (
+            "embedding",
+            ends.embedding,
+            "vocab × hidden params",
+            format.embedding(shape.tied_embeddings),
+        ),
+        ("output head", ends.head, "vocab × hidden params", format.output()),
+        ("final norm", ends.final_norm, "params", small),
     ] {
         if count == 0 {
             continue;
         }
         let (bytes, formula) = Product::new()
             .times(count, what)?
-            .bytes_each(small_precision.bytes_per_element(), small_precision.name())?
+            .bytes_each(precision.bytes_per_element(), precision.name())?
             .finish()?;
         components.push(component(format!("{label}: {name}"), category, bytes, formula));
     }
@@ -138,36 +106,80 @@ fn component(name: String, category: Category, bytes: Bytes, formula: String) ->
     }
 }
 
-/// KV cache: `2 × layers × kv_heads × head_dim × tokens × bytes`, kv heads per device
-/// `ceil(kv_heads / tensor)` (replicated, never below one, when tensor > kv_heads).
+/// KV cache per device. Standard attention: `2 × layers × kv_heads × head_dim × tokens × bytes`
+/// with `ceil(kv_heads / tensor)` heads per device (replicated, never below one, when tensor >
+/// kv_heads: vLLM `get_num_kv_heads`). MLA: one latent of `kv_lora_rank + rope_dim` per token
+/// per layer, no factor 2 and not sharded by tensor parallelism (vLLM `MLAAttentionSpec`).
+/// Sliding-window layers keep at most the window. `block` rounds each sequence up to whole
+/// pages of that many tokens (vLLM's paged cache). DOMAIN.md §3.
 pub(crate) fn kv_cache(
     shape: &Shape,
     placement: &Placement,
     precision: Precision,
     context: u64,
     sessions: u64,
+    block: u64,
 ) -> Result<Component, Overflow> {
-    let (bytes, formula) = Product::new()
-        .times(2, "(K and V)")?
-        .times(placement.layers, "layers")?
-        .times(div_ceil(shape.kv_heads, placement.tensor), "kv_heads")?
-        .times(shape.head_dim, "head_dim")?
-        .times(context, "tokens")?
-        .times(sessions, "sessions")?
-        .bytes_each(precision.bytes_per_element(), precision.name())?
-        .finish()?;
+    let paged = |tokens: u64| div_ceil(tokens, block) * block;
+    let per_token = |product: Product| match &shape.attention {
+        AttentionKind::Standard => product
+            .times(div_ceil(shape.kv_heads, placement.tensor), "kv_heads")?
+            .times(shape.head_dim, "head_dim"),
+        AttentionKind::Mla(mla) => {
+            product.times(mla.kv_lora_rank + mla.rope_dim, "(kv_lora_rank + rope_dim)")
+        }
+    };
+    let factor = if matches!(shape.attention, AttentionKind::Standard) { 2 } else { 1 };
+    let layers = placement.first_layer..placement.first_layer + placement.layers;
+    let local = layers.clone().filter(|&l| shape.is_local(l)).count() as u64;
+    let global = placement.layers - local;
+    let mut total = Bytes::ZERO;
+    let mut terms = Vec::new();
+    let groups = [
+        (global, paged(context), "layers"),
+        (
+            local,
+            paged(context.min(shape.window.as_ref().map_or(context, |w| w.tokens))),
+            "sliding-window layers",
+        ),
+    ];
+    for (count, tokens, what) in groups {
+        if count == 0 {
+            continue;
+        }
+        let mut product = Product::new();
+        if factor == 2 {
+            product = product.times(2, "(K and V)")?;
+        }
+        let product = per_token(product.times(count, what)?)?
+            .times(tokens, "tokens")?
+            .times(sessions, "sessions")?
+            .bytes_each(precision.bytes_per_element(), precision.name())?;
+        total = super::calc::add(total, product.value()?)?;
+        terms.push(product.terms());
+    }
+    let formula = format!("{} = {total}", terms.join(" + "));
     Ok(Component {
         held_by: HeldBy::Tensors,
         name: "KV cache".to_string(),
         category: Category::Cache,
-        bytes,
+        bytes: total,
         provenance: Provenance::Formula,
         formula,
-        source: Some(
-            "DOMAIN.md §3.1: vLLM AttentionSpec page size; heads per GPU as vLLM get_num_kv_heads"
-                .into(),
-        ),
+        source: Some("DOMAIN.md §3: vLLM AttentionSpec / MLAAttentionSpec page sizes; heads per GPU as vLLM get_num_kv_heads".into()),
     })
+}
+
+/// The MLP width a token passes through: the dense `ffn`, or in MoE layers its active experts
+/// and the shared ones, whichever is wider.
+fn mlp_width(shape: &Shape) -> u64 {
+    match &shape.moe {
+        Some(moe) => {
+            let moe_width = moe.active * moe.expert_ffn + moe.shared * moe.shared_ffn;
+            if moe.dense_layers > 0 { moe_width.max(shape.ffn) } else { moe_width }
+        }
+        None => shape.ffn,
+    }
 }
 
 /// The transient peak of one forward step over `tokens` tokens of `sequences` sequences.
@@ -195,7 +207,7 @@ pub(crate) fn forward_step(
         .times(2, "(residual and normed input)")?
         .times(step.tokens, "tokens")?
         .times(shape.hidden, "hidden")?
-        .bytes_each(elem, name)?
+        .bytes_each(elem, name.clone())?
         .finish()?;
     let heads = shape.heads / t;
     let kv_heads = div_ceil(shape.kv_heads, t);
@@ -203,7 +215,7 @@ pub(crate) fn forward_step(
         .times(step.tokens, "tokens")?
         .times(2 * heads + 2 * kv_heads, "(q, k, v, out) heads")?
         .times(shape.head_dim, "head_dim")?
-        .bytes_each(elem, name)?;
+        .bytes_each(elem, name.clone())?;
     let mut attention_bytes = qkv.value()?;
     let mut attention_formula = qkv.terms();
     if step.attention == Attention::Eager {
@@ -228,8 +240,8 @@ pub(crate) fn forward_step(
     let mlp = Product::new()
         .times(mlp_tensors, "(gate, up, product)")?
         .times(step.tokens, "tokens")?
-        .times(div_ceil(shape.ffn, t), "ffn")?
-        .bytes_each(elem, name)?;
+        .times(div_ceil(mlp_width(shape), t), "ffn (per token)")?
+        .bytes_each(elem, name.clone())?;
     let mlp_bytes = mlp.value()?;
     let last = placement.stage + 1 == placement.stages;
     let logit_rows = match step.logits {

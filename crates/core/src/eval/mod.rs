@@ -5,8 +5,9 @@
 
 mod calc;
 pub(crate) mod llm;
+pub(crate) mod params;
 
-pub use llm::parameter_count;
+pub use params::parameter_count;
 mod runtime;
 mod training;
 
@@ -30,6 +31,8 @@ pub struct Placement {
     pub tensor: u64,
     pub stage: u64,
     pub stages: u64,
+    /// The first decoder layer of this device's pipeline stage (from 0).
+    pub first_layer: u64,
     /// Decoder layers on this device's pipeline stage.
     pub layers: u64,
 }
@@ -94,6 +97,8 @@ fn evaluate_check(
             tensor: t,
             stage,
             stages: p,
+            first_layer: shape
+                .map_or(0, |s| (0..stage).map(|k| stage_layers(s.layers, p, k)).sum()),
             layers: shape.map_or(0, |s| stage_layers(s.layers, p, stage)),
         };
         let role = format!(
@@ -206,17 +211,19 @@ fn device_components(
             shape,
             placement,
             inference.weights,
-            inference.activations,
             crate::budget::Category::Persistent,
             "weights",
         )?);
         let sessions = div_ceil(inference.sessions, d);
+        // vLLM pages the cache in blocks of 16 tokens (`CacheConfig.DEFAULT_BLOCK_SIZE`).
+        let block = if workload.runtime == Runtime::Vllm { 16 } else { 1 };
         components.push(llm::kv_cache(
             shape,
             placement,
             inference.kv_cache,
             inference.context,
             sessions,
+            block,
         )?);
         let all_prompts = inference.context.checked_mul(sessions).ok_or(Overflow)?;
         let tokens = inference.prefill_chunk.unwrap_or(match workload.runtime {
@@ -285,7 +292,10 @@ fn headroom_for(headroom: &Headroom, device: &Device) -> Result<(Bytes, String),
 fn missing_features(workload: &Workload, device: &Device) -> Vec<(Precision, Feature)> {
     let mut used = Vec::new();
     if let Some(inference) = &workload.inference {
-        used.extend([inference.weights, inference.activations]);
+        if let crate::quant::WeightFormat::Uniform(weights) = inference.weights {
+            used.push(weights);
+        }
+        used.push(inference.activations);
         if inference.kv_cache == Precision::Bf16 {
             used.push(Precision::Bf16);
         }

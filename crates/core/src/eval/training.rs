@@ -4,21 +4,15 @@
 
 use super::Placement;
 use super::calc::{Overflow, Product, div_ceil};
-use super::llm::{self, device_parameters};
+use super::{llm, params};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::hir::{Attention, Checkpointing, LoraTarget, Method, Mlp, Shape, Training};
+use crate::quant::WeightFormat;
 use crate::ratio::Ratio;
 
 /// Every parameter this device holds.
 fn device_params(shape: &Shape, placement: &Placement) -> Result<u64, Overflow> {
-    let p = device_parameters(shape, placement);
-    let per_layer = p.layer_matrices.checked_add(p.layer_small).ok_or(Overflow)?;
-    per_layer
-        .checked_mul(placement.layers)
-        .and_then(|x| x.checked_add(p.embedding))
-        .and_then(|x| x.checked_add(p.head))
-        .and_then(|x| x.checked_add(p.final_norm))
-        .ok_or(Overflow)
+    params::device_parameter_count(shape, placement).ok_or(Overflow)
 }
 
 /// LoRA adapter parameters on this device: `rank × (in + out)` per adapted matrix per layer
@@ -90,15 +84,13 @@ pub(crate) fn components(
     placement: &Placement,
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
-    let compute = training.weights.companion();
     let mut components = Vec::new();
     match &training.method {
         Method::Full => {
             components.extend(llm::weights(
                 shape,
                 placement,
-                training.weights,
-                compute,
+                WeightFormat::Uniform(training.weights),
                 Category::Persistent,
                 "weights",
             )?);
@@ -120,8 +112,7 @@ pub(crate) fn components(
             components.extend(llm::weights(
                 shape,
                 placement,
-                training.weights,
-                compute,
+                WeightFormat::Uniform(training.weights),
                 Category::Persistent,
                 "frozen base weights",
             )?);

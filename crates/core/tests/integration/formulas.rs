@@ -170,3 +170,109 @@ fn fp8_on_ampere_is_a_capability_error() {
     assert!(outcome.diagnostics.iter().any(|d| d.code == "E040"));
     assert!(matches!(outcome.budget.checks[0].verdict, Verdict::Unsupported { .. }));
 }
+
+#[test]
+fn moe_and_mla_parameter_counts_match_published_totals() {
+    let count = |name| vram_core::eval::parameter_count(&shape(name)).expect("no overflow");
+    // Mixtral 8x7B: 46,702,792,704 (every expert resident).
+    assert_eq!(count("mixtral-8x7b"), 46_702_792_704);
+    // DeepSeek-V3: 671 B in the main model (its README), MLA and 256 + 1 experts.
+    let deepseek = count("deepseek-v3");
+    assert!(deepseek.abs_diff(671_000_000_000) < 671_000_000_000 / 500, "{deepseek}");
+    // Qwen3-30B-A3B: 30.5 B; gpt-oss-20b: 20.9 B (their model cards).
+    assert!(count("qwen3-30b-a3b").abs_diff(30_500_000_000) < 100_000_000);
+    assert!(count("gpt-oss-20b").abs_diff(20_900_000_000) < 100_000_000);
+}
+
+#[test]
+fn mla_caches_one_latent_per_token_per_layer() {
+    let checks = evaluate(
+        "workload w { model deepseek-v3; runtime none; inference { weights fp8; kv_cache bf16; context 1000 tokens } }\ncheck w on 8 x h200-sxm split tensor 8",
+    );
+    // DOMAIN.md §3.3: 61 × (512 + 64) × 2 B = 70,272 B per token, not divided by tensor parallel.
+    assert_eq!(bytes(&checks[0], 0, "KV cache"), 70_272 * 1000);
+    assert_eq!(bytes(&checks[0], 7, "KV cache"), 70_272 * 1000);
+}
+
+#[test]
+fn sliding_window_layers_keep_at_most_the_window() {
+    let checks = evaluate(
+        "workload w { model gemma2-9b; runtime none; inference { weights bf16; context 8192 tokens } }\ncheck w on h100-sxm-80gb",
+    );
+    // 42 layers, 8 kv heads of 256: 21 global layers keep 8192 tokens, 21 local ones 4096.
+    let per_token_layer = 2 * 8 * 256 * 2;
+    assert_eq!(
+        bytes(&checks[0], 0, "KV cache"),
+        21 * per_token_layer * 8192 + 21 * per_token_layer * 4096
+    );
+}
+
+#[test]
+fn llama_cpp_presets_match_published_llama_3_8b_sizes() {
+    // tools/quantize/quantize.cpp lists Llama-3-8B sizes in GiB (DOMAIN.md §1.6).
+    let published = [
+        ("q2_k", 296),
+        ("q3_k_m", 374),
+        ("q4_0", 434),
+        ("q4_1", 478),
+        ("q4_k_s", 437),
+        ("q4_k_m", 458),
+        ("q5_0", 521),
+        ("q5_1", 565),
+        ("q5_k_s", 521),
+        ("q5_k_m", 533),
+        ("q6_k", 614),
+        ("q8_0", 796),
+    ];
+    // Sizes in hundredths of a GiB; the published figures are rounded to 0.01, so allow 0.5 %.
+    for (preset, hundredths) in published {
+        let source = format!(
+            "workload w {{ model llama3.1-8b; runtime none; inference {{ weights {preset}; context 16 tokens }} }}\ncheck w on h100-sxm-80gb"
+        );
+        let weights = bytes(&evaluate(&source)[0], 0, "weights");
+        let expected = hundredths * (1u64 << 30) / 100;
+        assert!(
+            weights.abs_diff(expected) * 200 < expected,
+            "{preset}: {weights} B against {expected} B published"
+        );
+    }
+}
+
+#[test]
+fn q4_k_m_mixes_types_per_layer() {
+    let source = "workload w { model llama3.1-8b; runtime none; inference { weights q4_k_m; context 16 tokens } }\ncheck w on l4";
+    let checks = evaluate(source);
+    // 16 of 32 layers give attn_v and ffn_down Q6_K (use_more_bits); the rest is Q4_K.
+    let q6 = 16 * (4096 * 1024 + 14336 * 4096);
+    let q4 = 32 * 218_103_808 - q6;
+    assert_eq!(
+        bytes(&checks[0], 0, "weights: layer matrices"),
+        (q6 * 210 / 256) + (q4 * 144 / 256)
+    );
+    assert_eq!(bytes(&checks[0], 0, "weights: output head"), 128_256 * 4096 * 210 / 256);
+}
+
+#[test]
+fn qlora_base_in_nf4_with_double_quantization() {
+    let checks = evaluate(
+        "workload w { model llama3.1-8b; runtime none; training { method lora { rank 16 }; weights nf4-dq; sequence 512 tokens } }\ncheck w on rtx-4090",
+    );
+    // Layer matrices at 4.127 bits; embedding, head and norms stay 16-bit (fp16 beside nf4).
+    let matrices = 32 * 218_103_808u64;
+    let expected = (matrices * (4 * 16384 + 2048 + 32)).div_ceil(16384 * 8);
+    assert_eq!(bytes(&checks[0], 0, "frozen base weights: layer matrices"), expected);
+    assert_eq!(bytes(&checks[0], 0, "frozen base weights: embedding"), 128_256 * 4096 * 2);
+}
+
+#[test]
+fn gptq_weights_pay_for_group_scales() {
+    let checks = evaluate(
+        "workload w { model llama3.1-8b; runtime none; inference { weights gptq-int4; context 16 tokens } }\ncheck w on l4",
+    );
+    // 4 + (16 + 4) / 128 bits per weight with group size 128.
+    let matrices = 32 * 218_103_808u64;
+    assert_eq!(
+        bytes(&checks[0], 0, "weights: layer matrices"),
+        (matrices * (4 * 128 + 20)).div_ceil(128 * 8)
+    );
+}

@@ -1,0 +1,323 @@
+//! Checking `model` blocks: the decoder shape, mixture-of-experts, latent attention, sliding
+//! windows, and the stored weights an importer read from a checkpoint.
+
+use super::fields::{Fields, Repeat};
+use super::quantity::Dim;
+use crate::ast::BlockDeclaration;
+use crate::diagnostic::Diagnostic;
+use crate::hir::{AttentionKind, Mla, Mlp, Model, Moe, Shape, Stored, Window};
+use crate::quant::WeightFormat;
+
+const KNOWN: &[(&str, Repeat)] = &[
+    ("params", Repeat::Once),
+    ("layers", Repeat::Once),
+    ("hidden", Repeat::Once),
+    ("ffn", Repeat::Once),
+    ("heads", Repeat::Once),
+    ("kv_heads", Repeat::Once),
+    ("head_dim", Repeat::Once),
+    ("vocab", Repeat::Once),
+    ("tied_embeddings", Repeat::Once),
+    ("qkv_bias", Repeat::Once),
+    ("mlp", Repeat::Once),
+    ("experts", Repeat::Once),
+    ("experts_active", Repeat::Once),
+    ("expert_ffn", Repeat::Once),
+    ("shared_experts", Repeat::Once),
+    ("shared_expert_ffn", Repeat::Once),
+    ("dense_layers", Repeat::Once),
+    ("attention", Repeat::Once),
+    ("kv_lora_rank", Repeat::Once),
+    ("q_lora_rank", Repeat::Once),
+    ("qk_rope_dim", Repeat::Once),
+    ("qk_nope_dim", Repeat::Once),
+    ("v_head_dim", Repeat::Once),
+    ("sliding_window", Repeat::Once),
+    ("global_every", Repeat::Once),
+    ("weights_bytes", Repeat::Once),
+    ("weights_format", Repeat::Once),
+];
+
+/// The fields that make a model a shape rather than a bare parameter count.
+const SHAPE: [&str; 5] = ["layers", "hidden", "ffn", "heads", "vocab"];
+
+pub(super) fn model(decl: &BlockDeclaration) -> (Option<Model>, Vec<Diagnostic>) {
+    let what = format!("model `{}`", decl.name.name);
+    let fields = Fields::new(&what, &decl.body, KNOWN);
+    let params = fields.whole("params", Dim::Count, 1, 1_000_000_000_000_000, "7 billion");
+    let shape = if SHAPE.iter().any(|key| fields.has(key)) {
+        shape(decl, &fields)
+    } else {
+        if !fields.has("params") {
+            fields.push(
+                Diagnostic::error(
+                    "E011",
+                    decl.name.span,
+                    format!("model `{}` has neither a shape nor a parameter count", decl.name.name),
+                )
+                .with_help("give `params 7 billion`, or the shape: layers, hidden, ffn, heads, kv_heads, vocab"),
+            );
+        }
+        None
+    };
+    let stored = stored(&fields);
+    let mut diagnostics = fields.finish();
+    if let (Some(declared), Some(shape)) = (params, &shape)
+        && let Some(derived) = crate::eval::parameter_count(shape)
+        && declared.abs_diff(derived).saturating_mul(20) > derived
+    {
+        let span = field_span(decl, "params");
+        diagnostics.push(
+            Diagnostic::warning(
+                "W002",
+                span,
+                format!("`params` is {declared}, but the shape gives {derived}"),
+            )
+            .with_help("the shape decides the weights; check the shape or the count"),
+        );
+    }
+    let ok = !diagnostics.iter().any(Diagnostic::is_error);
+    let model = ok.then(|| Model {
+        name: decl.name.name.clone(),
+        title: decl.title.as_ref().map(|t| t.value.clone()),
+        shape,
+        params,
+        stored,
+        span: decl.span,
+    });
+    (model, diagnostics)
+}
+
+fn field_span(decl: &BlockDeclaration, key: &str) -> crate::span::Span {
+    decl.body.fields.iter().find(|f| f.key.name == key).map_or(decl.name.span, |f| f.span)
+}
+
+fn count(fields: &Fields<'_>, key: &str, max: u64, example: &str) -> Option<u64> {
+    fields.whole(key, Dim::Count, 1, max, example)
+}
+
+fn shape(decl: &BlockDeclaration, fields: &Fields<'_>) -> Option<Shape> {
+    let layers = count(fields, "layers", 10_000, "32");
+    let hidden = count(fields, "hidden", 1 << 20, "4096");
+    let ffn = count(fields, "ffn", 1 << 24, "14336");
+    let heads = count(fields, "heads", 1 << 14, "32");
+    let kv_heads = count(fields, "kv_heads", 1 << 14, "8");
+    let head_dim = count(fields, "head_dim", 1 << 16, "128");
+    let vocab = count(fields, "vocab", 100_000_000, "128256");
+    let tied_embeddings = fields.boolean("tied_embeddings").unwrap_or(false);
+    let qkv_bias = fields.boolean("qkv_bias").unwrap_or(false);
+    let mlp = match fields.choice("mlp", &["gated", "plain"]) {
+        Some(("plain", _)) => Mlp::Plain,
+        _ => Mlp::Gated,
+    };
+    for (key, value, example) in [
+        ("layers", layers, "layers 32"),
+        ("hidden", hidden, "hidden 4096"),
+        ("ffn", ffn, "ffn 14336"),
+        ("heads", heads, "heads 32"),
+        ("vocab", vocab, "vocab 128256"),
+    ] {
+        if value.is_none() {
+            fields.missing(key, example);
+        }
+    }
+    let moe = moe(fields, ffn);
+    let attention = attention(fields);
+    let window = window(fields);
+    let (layers, hidden, ffn, heads, vocab) = (layers?, hidden?, ffn?, heads?, vocab?);
+    let kv_heads = kv_heads.unwrap_or(heads);
+    if heads % kv_heads != 0 {
+        fields.push(
+            Diagnostic::error(
+                "E014",
+                field_span(decl, "kv_heads"),
+                format!("{heads} heads cannot be grouped over {kv_heads} kv_heads"),
+            )
+            .with_help("kv_heads must divide heads (grouped-query attention)"),
+        );
+        return None;
+    }
+    let head_dim = match head_dim {
+        Some(d) => d,
+        None if hidden % heads == 0 => hidden / heads,
+        None => {
+            fields.push(
+                Diagnostic::error(
+                    "E011",
+                    decl.name.span,
+                    format!("hidden {hidden} is not a multiple of heads {heads}, so head_dim must be given"),
+                )
+                .with_help("add `head_dim 128` (from the model's config.json)"),
+            );
+            return None;
+        }
+    };
+    if let Some(moe) = &moe
+        && moe.dense_layers > layers
+    {
+        fields.push(Diagnostic::error(
+            "E014",
+            field_span(decl, "dense_layers"),
+            format!("{} dense layers in a model of {layers} layers", moe.dense_layers),
+        ));
+        return None;
+    }
+    Some(Shape {
+        layers,
+        hidden,
+        ffn,
+        heads,
+        kv_heads,
+        head_dim,
+        vocab,
+        tied_embeddings,
+        qkv_bias,
+        mlp,
+        attention: attention?,
+        moe,
+        window,
+    })
+}
+
+/// `experts 8; experts_active 2; expert_ffn 14336`: a mixture of experts, or `None`.
+fn moe(fields: &Fields<'_>, ffn: Option<u64>) -> Option<Moe> {
+    let keys =
+        ["experts_active", "expert_ffn", "shared_experts", "shared_expert_ffn", "dense_layers"];
+    if !fields.has("experts") {
+        for key in keys {
+            if let Some(field) = fields.get(key) {
+                fields.push(
+                    Diagnostic::error(
+                        "E014",
+                        field.key.span,
+                        format!("`{key}` describes experts, but the model has no `experts`"),
+                    )
+                    .with_help("add `experts N` (the routed experts per MoE layer)"),
+                );
+            }
+        }
+        return None;
+    }
+    let experts = count(fields, "experts", 4096, "8")?;
+    let active = match count(fields, "experts_active", 4096, "2") {
+        Some(active) if active > experts => {
+            fields.push(Diagnostic::error(
+                "E014",
+                fields.get("experts_active").map_or_else(Default::default, |f| f.span),
+                format!("{active} active experts out of {experts}"),
+            ));
+            return None;
+        }
+        Some(active) => active,
+        None => {
+            fields.missing("experts_active", "experts_active 2");
+            return None;
+        }
+    };
+    let expert_ffn = count(fields, "expert_ffn", 1 << 24, "14336").or(ffn)?;
+    let shared = fields.whole("shared_experts", Dim::Count, 0, 4096, "1").unwrap_or(0);
+    let shared_ffn = count(fields, "shared_expert_ffn", 1 << 24, "2048").unwrap_or(expert_ffn);
+    let dense_layers = fields.whole("dense_layers", Dim::Count, 0, 10_000, "3").unwrap_or(0);
+    Some(Moe { experts, active, expert_ffn, shared, shared_ffn, dense_layers })
+}
+
+/// `attention mla` with its dimensions, or standard attention. `None` after an error.
+fn attention(fields: &Fields<'_>) -> Option<AttentionKind> {
+    let mla_keys = ["kv_lora_rank", "q_lora_rank", "qk_rope_dim", "qk_nope_dim", "v_head_dim"];
+    match fields.choice("attention", &["standard", "mla"]) {
+        Some(("mla", _)) => {
+            let kv_lora_rank = count(fields, "kv_lora_rank", 1 << 16, "512");
+            let q_lora_rank = count(fields, "q_lora_rank", 1 << 16, "1536");
+            let rope_dim = count(fields, "qk_rope_dim", 1 << 12, "64");
+            let nope_dim = count(fields, "qk_nope_dim", 1 << 12, "128");
+            let v_head_dim = count(fields, "v_head_dim", 1 << 12, "128");
+            for (key, value, example) in [
+                ("kv_lora_rank", kv_lora_rank, "kv_lora_rank 512"),
+                ("qk_rope_dim", rope_dim, "qk_rope_dim 64"),
+                ("qk_nope_dim", nope_dim, "qk_nope_dim 128"),
+                ("v_head_dim", v_head_dim, "v_head_dim 128"),
+            ] {
+                if value.is_none() {
+                    fields.missing(key, example);
+                }
+            }
+            Some(AttentionKind::Mla(Mla {
+                kv_lora_rank: kv_lora_rank?,
+                q_lora_rank,
+                rope_dim: rope_dim?,
+                nope_dim: nope_dim?,
+                v_head_dim: v_head_dim?,
+            }))
+        }
+        None if fields.has("attention") => None,
+        _ => Some(standard(fields, &mla_keys)),
+    }
+}
+
+fn standard(fields: &Fields<'_>, mla_keys: &[&str]) -> AttentionKind {
+    for key in mla_keys {
+        if let Some(field) = fields.get(key) {
+            fields.push(
+                Diagnostic::error(
+                    "E014",
+                    field.key.span,
+                    format!("`{key}` belongs to latent attention"),
+                )
+                .with_help("add `attention mla` to the model"),
+            );
+        }
+    }
+    AttentionKind::Standard
+}
+
+fn window(fields: &Fields<'_>) -> Option<Window> {
+    let tokens = fields.whole("sliding_window", Dim::Tokens, 1, 100_000_000, "4096 tokens");
+    let global_every = count(fields, "global_every", 10_000, "6");
+    match (tokens, global_every) {
+        (Some(tokens), global_every) => Some(Window { tokens, global_every }),
+        (None, Some(_)) if !fields.has("sliding_window") => {
+            fields.push(Diagnostic::error(
+                "E014",
+                fields.get("global_every").map_or_else(Default::default, |f| f.span),
+                "`global_every` needs a `sliding_window` for the other layers",
+            ));
+            None
+        }
+        _ => None,
+    }
+}
+
+/// `weights_bytes` and `weights_format`, written by importers from a checkpoint's headers.
+fn stored(fields: &Fields<'_>) -> Option<Stored> {
+    let bytes = fields.bytes("weights_bytes", 1, 1 << 50, "16060522496 B");
+    let format = fields.get("weights_format").and_then(|field| {
+        let [crate::ast::Value::Word(word)] = field.values.as_slice() else {
+            fields.push(Diagnostic::error(
+                "E013",
+                field.span,
+                "`weights_format` takes a precision or a preset such as `q4_k_m`",
+            ));
+            return None;
+        };
+        let format = WeightFormat::from_name(&word.name);
+        if format.is_none() {
+            fields.push(
+                Diagnostic::error(
+                    "E015",
+                    word.span,
+                    format!("`{}` is not a weight format", word.name),
+                )
+                .with_help("bf16, fp8, gptq-int4, awq-int4-g64, q4_k_m, ..."),
+            );
+        }
+        format
+    });
+    match (bytes, format) {
+        (Some(bytes), Some(format)) => Some(Stored { bytes, format }),
+        (Some(_), None) if !fields.has("weights_format") => {
+            fields.missing("weights_format", "weights_format bf16");
+            None
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,124 @@
+//! Parameters of a decoder-only transformer, matrix by matrix and device by device.
+//!
+//! Dense layers follow DOMAIN.md §2.1 (SwiGLU or plain MLP, RMSNorm, optional q/k/v biases);
+//! mixture-of-experts layers §2.2 (every expert resident, a router, shared experts, leading dense
+//! layers); multi-head latent attention §2.3 (Megatron's formula). Tensor parallelism shards
+//! heads and MLP width; the MLA down-projections and MoE routers are replicated, as vLLM does.
+
+use super::Placement;
+use super::calc::div_ceil;
+use crate::hir::{AttentionKind, Mlp, Shape};
+use crate::quant::Matrix;
+
+/// The matrices of layer `layer` on a device of tensor degree `tensor`, with their parameters.
+/// A matrix kind may appear more than once (shared and routed experts).
+pub(crate) fn layer_matrices(shape: &Shape, layer: u64, tensor: u64) -> Vec<(Matrix, u64)> {
+    let h = shape.hidden;
+    let heads = shape.heads / tensor;
+    let mut matrices = Vec::with_capacity(8);
+    match &shape.attention {
+        AttentionKind::Standard => {
+            let kv_heads = div_ceil(shape.kv_heads, tensor);
+            matrices.push((Matrix::Q, h * heads * shape.head_dim));
+            matrices.push((Matrix::K, h * kv_heads * shape.head_dim));
+            matrices.push((Matrix::V, h * kv_heads * shape.head_dim));
+            matrices.push((Matrix::O, heads * shape.head_dim * h));
+        }
+        AttentionKind::Mla(mla) => {
+            let qk = mla.nope_dim + mla.rope_dim;
+            // q: a low-rank pair when q_lora_rank is set (the down-projection replicated).
+            let q = match mla.q_lora_rank {
+                Some(rank) => h * rank + rank * heads * qk,
+                None => h * heads * qk,
+            };
+            matrices.push((Matrix::Q, q));
+            // kv_a_proj (replicated): the latent and the shared rope key.
+            matrices.push((Matrix::K, h * (mla.kv_lora_rank + mla.rope_dim)));
+            // kv_b_proj (per head): keys' no-rope part and values from the latent.
+            matrices.push((Matrix::V, mla.kv_lora_rank * heads * (mla.nope_dim + mla.v_head_dim)));
+            matrices.push((Matrix::O, heads * mla.v_head_dim * h));
+        }
+    }
+    let mlp = |matrices: &mut Vec<(Matrix, u64)>, ffn: u64, copies: u64| {
+        let width = div_ceil(ffn, tensor) * h * copies;
+        if shape.mlp == Mlp::Gated {
+            matrices.push((Matrix::Gate, width));
+        }
+        matrices.push((Matrix::Up, width));
+        matrices.push((Matrix::Down, width));
+    };
+    match &shape.moe {
+        Some(moe) if layer >= moe.dense_layers => {
+            matrices.push((Matrix::Router, h * moe.experts));
+            mlp(&mut matrices, moe.expert_ffn, moe.experts);
+            if moe.shared > 0 {
+                mlp(&mut matrices, moe.shared_ffn, moe.shared);
+            }
+        }
+        _ => mlp(&mut matrices, shape.ffn, 1),
+    }
+    matrices
+}
+
+/// Norms and biases of one layer: small, kept at 16 or 32-bit by every quantizer.
+pub(crate) fn layer_small(shape: &Shape, tensor: u64) -> u64 {
+    let heads = shape.heads / tensor;
+    let bias = if shape.qkv_bias {
+        (heads + 2 * div_ceil(shape.kv_heads, tensor)) * shape.head_dim
+    } else {
+        0
+    };
+    let latent_norms = match &shape.attention {
+        AttentionKind::Mla(mla) => mla.kv_lora_rank + mla.q_lora_rank.unwrap_or(0),
+        AttentionKind::Standard => 0,
+    };
+    2 * shape.hidden + bias + latent_norms
+}
+
+/// The whole model's parameter count. `None` if it overflows `u64`.
+pub fn parameter_count(shape: &Shape) -> Option<u64> {
+    let mut total = 0u64;
+    for layer in 0..shape.layers {
+        let matrices: u64 = layer_matrices(shape, layer, 1).iter().map(|(_, n)| n).sum();
+        total = total.checked_add(matrices)?.checked_add(layer_small(shape, 1))?;
+    }
+    let embeddings = shape.vocab.checked_mul(shape.hidden)?;
+    let head = if shape.tied_embeddings { 0 } else { embeddings };
+    total.checked_add(embeddings)?.checked_add(head)?.checked_add(shape.hidden)
+}
+
+/// The embeddings and final norm a device holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ends {
+    /// Input embedding (first pipeline stage).
+    pub embedding: u64,
+    /// Output projection (last stage; 0 when tied to the embedding on the same device).
+    pub head: u64,
+    /// Final norm (last stage).
+    pub final_norm: u64,
+}
+
+pub(crate) fn ends(shape: &Shape, placement: &Placement) -> Ends {
+    let first = placement.stage == 0;
+    let last = placement.stage + 1 == placement.stages;
+    let vocab_shard = div_ceil(shape.vocab, placement.tensor) * shape.hidden;
+    // A tied head shares the embedding matrix only when both sit on the same device.
+    let head = if last && !(shape.tied_embeddings && first) { vocab_shard } else { 0 };
+    Ends {
+        embedding: if first { vocab_shard } else { 0 },
+        head,
+        final_norm: if last { shape.hidden } else { 0 },
+    }
+}
+
+/// Every parameter a device holds.
+pub(crate) fn device_parameter_count(shape: &Shape, placement: &Placement) -> Option<u64> {
+    let mut total = 0u64;
+    for layer in placement.first_layer..placement.first_layer + placement.layers {
+        let matrices: u64 =
+            layer_matrices(shape, layer, placement.tensor).iter().map(|(_, n)| n).sum();
+        total = total.checked_add(matrices)?.checked_add(layer_small(shape, placement.tensor))?;
+    }
+    let ends = ends(shape, placement);
+    total.checked_add(ends.embedding)?.checked_add(ends.head)?.checked_add(ends.final_norm)
+}

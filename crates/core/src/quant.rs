@@ -1,0 +1,251 @@
+//! Weight formats over a whole model: one precision for every layer matrix, or a llama.cpp
+//! preset that mixes ggml types per tensor and per layer.
+//!
+//! Presets follow `llama_tensor_get_type_impl` in llama.cpp's `src/llama-quant.cpp`
+//! (DOMAIN.md §1.6): norms and other 1-D tensors stay F32, the output projection goes to Q6_K
+//! (Q8_0 stays Q8_0), and `attn_v` / `ffn_down` get more bits on some layers. The tests pin
+//! the resulting sizes to the ones llama.cpp publishes for Llama 3 8B.
+
+use std::borrow::Cow;
+
+use crate::precision::{Feature, GgmlType, Precision};
+
+/// The linear layers of a decoder layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Matrix {
+    Q,
+    K,
+    V,
+    O,
+    Gate,
+    Up,
+    Down,
+    /// A mixture-of-experts router (kept at 16-bit by every quantizer).
+    Router,
+}
+
+/// A llama.cpp quantization preset (`llama-quantize` ftype).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Preset {
+    Q2K,
+    Q3KM,
+    Q4_0,
+    Q4_1,
+    Q4KS,
+    Q4KM,
+    Q5_0,
+    Q5_1,
+    Q5KS,
+    Q5KM,
+    Q6K,
+    Q8_0,
+}
+
+impl Preset {
+    pub const ALL: [Preset; 12] = [
+        Preset::Q2K,
+        Preset::Q3KM,
+        Preset::Q4_0,
+        Preset::Q4_1,
+        Preset::Q4KS,
+        Preset::Q4KM,
+        Preset::Q5_0,
+        Preset::Q5_1,
+        Preset::Q5KS,
+        Preset::Q5KM,
+        Preset::Q6K,
+        Preset::Q8_0,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Q2K => "q2_k",
+            Preset::Q3KM => "q3_k_m",
+            Preset::Q4_0 => "q4_0",
+            Preset::Q4_1 => "q4_1",
+            Preset::Q4KS => "q4_k_s",
+            Preset::Q4KM => "q4_k_m",
+            Preset::Q5_0 => "q5_0",
+            Preset::Q5_1 => "q5_1",
+            Preset::Q5KS => "q5_k_s",
+            Preset::Q5KM => "q5_k_m",
+            Preset::Q6K => "q6_k",
+            Preset::Q8_0 => "q8_0",
+        }
+    }
+
+    /// The type most tensors get.
+    fn base(self) -> GgmlType {
+        match self {
+            Preset::Q2K => GgmlType::Q2K,
+            Preset::Q3KM => GgmlType::Q3K,
+            Preset::Q4_0 => GgmlType::Q4_0,
+            Preset::Q4_1 => GgmlType::Q4_1,
+            Preset::Q4KS | Preset::Q4KM => GgmlType::Q4K,
+            Preset::Q5_0 => GgmlType::Q5_0,
+            Preset::Q5_1 => GgmlType::Q5_1,
+            Preset::Q5KS | Preset::Q5KM => GgmlType::Q5K,
+            Preset::Q6K => GgmlType::Q6K,
+            Preset::Q8_0 => GgmlType::Q8_0,
+        }
+    }
+
+    /// The type of `matrix` in layer `layer` of `layers`; `gqa` is heads per KV head.
+    fn matrix(self, matrix: Matrix, layer: u64, layers: u64, gqa: u64) -> GgmlType {
+        use GgmlType::{Q3K, Q4K, Q5K, Q6K};
+        let base = self.base();
+        match (self, matrix) {
+            // Routers (`ffn_gate_inp`) are never quantized; `WeightFormat` keeps them 16-bit.
+            (Preset::Q4KM | Preset::Q5KM, Matrix::V | Matrix::Down)
+                if use_more_bits(layer, layers) =>
+            {
+                Q6K
+            }
+            (Preset::Q4KS, Matrix::V) if layer < 4 => Q5K,
+            (Preset::Q4KS, Matrix::Down) if layer < layers / 8 => Q5K,
+            (Preset::Q3KM, Matrix::V) => {
+                if layer < 2 {
+                    Q5K
+                } else {
+                    Q4K
+                }
+            }
+            (Preset::Q3KM, Matrix::Down) => {
+                if layer < layers / 16 {
+                    Q5K
+                } else {
+                    Q4K
+                }
+            }
+            (Preset::Q3KM, Matrix::O) => Q4K,
+            (Preset::Q2K, Matrix::V) => {
+                if gqa >= 4 {
+                    Q4K
+                } else {
+                    Q3K
+                }
+            }
+            (Preset::Q2K, Matrix::Down | Matrix::O) => Q3K,
+            _ => base,
+        }
+    }
+}
+
+/// llama.cpp's `use_more_bits`: the first and last eighth of the layers, and every third
+/// layer between.
+fn use_more_bits(layer: u64, layers: u64) -> bool {
+    let eighth = layers / 8;
+    if layer < eighth || layer >= 7 * layers / 8 {
+        return true;
+    }
+    (layer - eighth) % 3 == 2
+}
+
+/// How a model's weights are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightFormat {
+    Uniform(Precision),
+    Preset(Preset),
+}
+
+impl WeightFormat {
+    /// Presets first: `q8_0` as a weight format means llama.cpp's preset, whose output
+    /// projection rule differs from plain Q8_0 tensors only in name.
+    pub fn from_name(name: &str) -> Option<WeightFormat> {
+        Preset::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .map(WeightFormat::Preset)
+            .or_else(|| Precision::from_name(name).map(WeightFormat::Uniform))
+    }
+
+    pub fn name(self) -> Cow<'static, str> {
+        match self {
+            WeightFormat::Uniform(p) => p.name(),
+            WeightFormat::Preset(p) => Cow::Borrowed(p.name()),
+        }
+    }
+
+    /// The precision of one layer matrix.
+    pub fn matrix(self, matrix: Matrix, layer: u64, layers: u64, gqa: u64) -> Precision {
+        match self {
+            // llama.cpp never quantizes the MoE router (`ffn_gate_inp`): DOMAIN.md §1.6.
+            WeightFormat::Preset(_) if matrix == Matrix::Router => Precision::Fp32,
+            WeightFormat::Uniform(p) if matrix == Matrix::Router && !p.is_float_compute() => {
+                p.companion()
+            }
+            WeightFormat::Uniform(p) => p,
+            WeightFormat::Preset(preset) => {
+                Precision::Ggml(preset.matrix(matrix, layer, layers, gqa))
+            }
+        }
+    }
+
+    /// The input embedding. Quantizers leave it at 16-bit (bitsandbytes, GPTQ/AWQ, FP8), except
+    /// llama.cpp, which quantizes it to the base type, or to Q6_K when it doubles as the output.
+    pub fn embedding(self, tied: bool) -> Precision {
+        match self {
+            WeightFormat::Preset(_) if tied => self.output(),
+            WeightFormat::Preset(preset) => Precision::Ggml(preset.base()),
+            WeightFormat::Uniform(p) => p.companion(),
+        }
+    }
+
+    /// The output projection (lm_head).
+    pub fn output(self) -> Precision {
+        match self {
+            WeightFormat::Preset(Preset::Q8_0) => Precision::Ggml(GgmlType::Q8_0),
+            WeightFormat::Preset(_) => Precision::Ggml(GgmlType::Q6K),
+            WeightFormat::Uniform(p) => p.companion(),
+        }
+    }
+
+    /// Norms and biases: F32 in GGUF files, the 16-bit companion otherwise.
+    pub fn small(self) -> Precision {
+        match self {
+            WeightFormat::Preset(_) => Precision::Fp32,
+            WeightFormat::Uniform(p) => p.companion(),
+        }
+    }
+
+    /// The precision activations use beside these weights.
+    pub fn companion(self) -> Precision {
+        match self {
+            // llama.cpp computes in fp16 on CUDA.
+            WeightFormat::Preset(_) => Precision::Fp16,
+            WeightFormat::Uniform(p) => p.companion(),
+        }
+    }
+
+    pub fn required_feature(self) -> Option<Feature> {
+        match self {
+            WeightFormat::Uniform(p) => p.required_feature(),
+            WeightFormat::Preset(_) => None,
+        }
+    }
+
+    pub fn is_float_compute(self) -> bool {
+        matches!(self, WeightFormat::Uniform(p) if p.is_float_compute())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn more_bits_layers_of_a_32_layer_model() {
+        let layers: Vec<u64> = (0..32).filter(|&i| use_more_bits(i, 32)).collect();
+        assert_eq!(layers, [0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]);
+    }
+
+    #[test]
+    fn presets_win_over_types_of_the_same_name() {
+        assert_eq!(WeightFormat::from_name("q8_0"), Some(WeightFormat::Preset(Preset::Q8_0)));
+        assert_eq!(
+            WeightFormat::from_name("q4_k"),
+            Some(WeightFormat::Uniform(Precision::Ggml(GgmlType::Q4K)))
+        );
+        assert_eq!(WeightFormat::from_name("q4_k_m"), Some(WeightFormat::Preset(Preset::Q4KM)));
+    }
+}
