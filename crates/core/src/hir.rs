@@ -283,6 +283,8 @@ pub struct Inference {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Optimizer {
     AdamW,
+    /// bitsandbytes 8-bit AdamW: two uint8 states plus an fp32 absmax per 256 values each.
+    AdamW8bit,
     Sgd,
     SgdMomentum,
 }
@@ -291,17 +293,27 @@ impl Optimizer {
     pub fn name(self) -> &'static str {
         match self {
             Optimizer::AdamW => "adamw",
+            Optimizer::AdamW8bit => "adamw-8bit",
             Optimizer::Sgd => "sgd",
             Optimizer::SgdMomentum => "sgd-momentum",
         }
     }
 
-    /// fp32 state values kept per trained parameter.
+    /// State values kept per trained parameter.
     pub fn states(self) -> u64 {
         match self {
-            Optimizer::AdamW => 2,
+            Optimizer::AdamW | Optimizer::AdamW8bit => 2,
             Optimizer::SgdMomentum => 1,
             Optimizer::Sgd => 0,
+        }
+    }
+
+    /// Bytes per state value: fp32, or 8-bit with an fp32 absmax per 256-value block
+    /// (bitsandbytes `optimizer.py`, blocksize 256): 1 + 4/256.
+    pub fn bytes_per_state(self) -> Ratio {
+        match self {
+            Optimizer::AdamW8bit => Ratio::new(256 + 4, 256).unwrap_or(Ratio::ONE),
+            _ => Ratio::int(4),
         }
     }
 }
@@ -351,7 +363,21 @@ pub enum Method {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Checkpointing {
     None,
+    /// Recompute attention only (Korthikanti et al.): drops the materialized scores.
+    Selective,
     Full,
+}
+
+/// ZeRO / FSDP: which model states are divided over the data-parallel ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Sharding {
+    None,
+    /// Optimizer state and master weights (ZeRO-1).
+    Zero1,
+    /// ... and gradients (ZeRO-2, FSDP `SHARD_GRAD_OP`).
+    Zero2,
+    /// ... and the weights themselves, gathered a layer at a time (ZeRO-3, FSDP `FULL_SHARD`).
+    Zero3,
 }
 
 #[derive(Clone, Debug)]
@@ -365,6 +391,8 @@ pub struct Training {
     pub sequence: u64,
     pub checkpointing: Checkpointing,
     pub attention: Attention,
+    pub sharding: Sharding,
+    pub sequence_parallel: bool,
 }
 
 /// Where a component's memory goes.

@@ -10,6 +10,7 @@ mod fields;
 mod model;
 mod quantity;
 mod target;
+mod training;
 mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};

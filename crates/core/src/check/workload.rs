@@ -7,11 +7,7 @@ use crate::ast::{Block, BlockDeclaration, DeclarationKind, Field, Value};
 use crate::budget::Category;
 use crate::bytes::Bytes;
 use crate::diagnostic::Diagnostic;
-use crate::hir::{
-    Attention, Checkpointing, CustomComponent, Inference, Logits, LoraTarget, Method, Optimizer,
-    Runtime, Training, Workload,
-};
-use crate::precision::Precision;
+use crate::hir::{Attention, CustomComponent, Inference, Logits, Runtime, Workload};
 
 /// The longest context accepted: 100 million tokens.
 const MAX_TOKENS: u64 = 100_000_000;
@@ -62,8 +58,9 @@ pub(super) fn workload(
     }
     let inference = inference_field
         .and_then(|field| section(field, &fields).map(|block| inference(block, &mut diagnostics)));
-    let training = training_field
-        .and_then(|field| section(field, &fields).map(|block| training(block, &mut diagnostics)));
+    let training = training_field.and_then(|field| {
+        section(field, &fields).map(|block| super::training::training(block, &mut diagnostics))
+    });
     let components = fields
         .get("components")
         .and_then(|field| section(field, &fields))
@@ -228,122 +225,10 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
     })
 }
 
-fn attention(fields: &Fields<'_>) -> Option<Attention> {
+pub(super) fn attention(fields: &Fields<'_>) -> Option<Attention> {
     fields
         .choice("attention", &["fused", "eager"])
         .map(|(w, _)| if w == "eager" { Attention::Eager } else { Attention::Fused })
-}
-
-fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Training> {
-    const KNOWN: &[(&str, Repeat)] = &[
-        ("method", Repeat::Once),
-        ("weights", Repeat::Once),
-        ("master", Repeat::Once),
-        ("gradients", Repeat::Once),
-        ("optimizer", Repeat::Once),
-        ("micro_batch", Repeat::Once),
-        ("sequence", Repeat::Once),
-        ("checkpointing", Repeat::Once),
-        ("attention", Repeat::Once),
-    ];
-    let fields = Fields::new("a training section", block, KNOWN);
-    let method = fields
-        .get("method")
-        .map_or(Some(Method::Full), |field| method(field, &fields, diagnostics));
-    let weights = fields.precision("weights");
-    if weights.is_none() {
-        fields.missing("weights", "weights bf16");
-    }
-    let names: Vec<&str> = Precision::NAMES.iter().copied().chain(["none"]).collect();
-    let master = fields.choice("master", &names).map(|(w, _)| Precision::from_name(w));
-    let gradients = fields.precision("gradients");
-    let optimizer =
-        fields.choice("optimizer", &["adamw", "sgd", "sgd-momentum"]).map(|(w, _)| match w {
-            "sgd" => Optimizer::Sgd,
-            "sgd-momentum" => Optimizer::SgdMomentum,
-            _ => Optimizer::AdamW,
-        });
-    let micro_batch = fields.whole("micro_batch", Dim::Count, 1, 1_000_000, "4");
-    let sequence = fields.whole("sequence", Dim::Tokens, 1, MAX_TOKENS, "2048 tokens");
-    if sequence.is_none() {
-        fields.missing("sequence", "sequence 2048 tokens");
-    }
-    let checkpointing = fields
-        .choice("checkpointing", &["none", "full"])
-        .map(|(w, _)| if w == "full" { Checkpointing::Full } else { Checkpointing::None });
-    let attention = attention(&fields);
-    let found = fields.finish();
-    let ok = found.is_empty();
-    diagnostics.extend(found);
-    let (weights, sequence, method) = (weights?, sequence?, method?);
-    let default_master = match (&method, weights) {
-        (Method::Full, Precision::Fp16 | Precision::Bf16) => Some(Precision::Fp32),
-        _ => None,
-    };
-    ok.then(|| Training {
-        method,
-        weights,
-        master: master.unwrap_or(default_master),
-        gradients: gradients.unwrap_or(Precision::Fp32),
-        optimizer: optimizer.unwrap_or(Optimizer::AdamW),
-        micro_batch: micro_batch.unwrap_or(1),
-        sequence,
-        checkpointing: checkpointing.unwrap_or(Checkpointing::None),
-        attention: attention.unwrap_or(Attention::Fused),
-    })
-}
-
-fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>) -> Option<Method> {
-    let [Value::Word(word)] = field.values.as_slice() else {
-        fields.push(Diagnostic::error(
-            "E013",
-            field.span,
-            "`method` is `full` or `lora { rank 16 }`",
-        ));
-        return None;
-    };
-    if fields.word_in(field, word, &["full", "lora"])? == "full" {
-        if let Some(block) = &field.block {
-            fields.push(Diagnostic::error("E013", block.span, "`method full` takes no block"));
-        }
-        Some(Method::Full)
-    } else {
-        const KNOWN: &[(&str, Repeat)] =
-            &[("rank", Repeat::Once), ("targets", Repeat::Once), ("dtype", Repeat::Once)];
-        let empty = Block::default();
-        let block = field.block.as_ref().unwrap_or(&empty);
-        let inner = Fields::new("a LoRA method", block, KNOWN);
-        let rank = inner.whole("rank", Dim::Count, 1, 65_536, "16");
-        if !inner.has("rank") {
-            inner.push(
-                Diagnostic::error("E011", field.span, "LoRA needs a rank")
-                    .with_help("write `method lora { rank 16 }`"),
-            );
-        }
-        let mut targets = Vec::new();
-        let names: Vec<&str> = LoraTarget::ALL.iter().map(|t| t.name()).chain(["all"]).collect();
-        if let Some(targets_field) = inner.get("targets") {
-            for word in inner.words(targets_field) {
-                match inner.word_in(targets_field, word, &names) {
-                    Some("all") => targets.extend(LoraTarget::ALL),
-                    Some(name) => {
-                        targets.extend(LoraTarget::ALL.into_iter().filter(|t| t.name() == name));
-                    }
-                    None => {}
-                }
-            }
-        } else {
-            // PEFT's default for Llama-style models adapts the attention query and value.
-            targets.extend([LoraTarget::Q, LoraTarget::V]);
-        }
-        targets.sort_unstable();
-        targets.dedup();
-        let dtype = inner.precision("dtype");
-        let found = inner.finish();
-        let ok = found.is_empty();
-        diagnostics.extend(found);
-        ok.then_some(Method::Lora { rank: rank?, targets, dtype: dtype.unwrap_or(Precision::Fp32) })
-    }
 }
 
 fn components(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Vec<CustomComponent> {

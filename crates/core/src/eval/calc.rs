@@ -20,6 +20,7 @@ pub(crate) struct Overflow;
 enum Term {
     Count(u64, Cow<'static, str>),
     PerElement(Ratio, Cow<'static, str>),
+    Divide(u64, Cow<'static, str>),
 }
 
 #[derive(Clone, Debug)]
@@ -56,6 +57,22 @@ impl Product {
         Ok(self)
     }
 
+    /// Divides by `by` (at least 1), shown as `÷ 8 data ranks`: a share of something divided
+    /// over devices, rounded up at the end.
+    pub(crate) fn divided(
+        mut self,
+        by: u64,
+        label: impl Into<Cow<'static, str>>,
+    ) -> Result<Product, Overflow> {
+        let by = Ratio::new(1, i128::from(by.max(1))).ok_or(Overflow)?;
+        self.fraction = self.fraction.checked_mul(by).ok_or(Overflow)?;
+        self.terms.push(Term::Divide(
+            by.denom().unsigned_abs().try_into().map_err(|_| Overflow)?,
+            label.into(),
+        ));
+        Ok(self)
+    }
+
     /// The exact value, rounded up to whole bytes.
     pub(crate) fn value(&self) -> Result<Bytes, Overflow> {
         let whole = i128::try_from(self.whole).map_err(|_| Overflow)?;
@@ -78,9 +95,14 @@ impl Product {
         let mut out = String::with_capacity(16 * self.terms.len() + 24);
         for (i, term) in self.terms.iter().enumerate() {
             if i > 0 {
-                out.push_str(" × ");
+                out.push_str(if matches!(term, Term::Divide(..)) { " ÷ " } else { " × " });
             }
             match term {
+                Term::Divide(value, label) => {
+                    write_thousands(&mut out, *value);
+                    out.push(' ');
+                    out.push_str(label);
+                }
                 Term::Count(value, label) => {
                     write_thousands(&mut out, *value);
                     if !label.is_empty() {

@@ -246,7 +246,7 @@ fn device_components(
     }
     if let (Some(training), Some(shape)) = (&workload.training, shape) {
         peers *= d;
-        components.extend(training::components(shape, placement, training)?);
+        components.extend(training::components(shape, placement, training, d)?);
     }
     components.extend(runtime::components(&workload.runtime, &device.arch, peers));
     components.extend(workload.components.iter().map(|c| Component {

@@ -6,7 +6,7 @@ use super::Placement;
 use super::calc::{Overflow, Product, div_ceil};
 use super::{llm, params};
 use crate::budget::{Category, Component, HeldBy, Provenance};
-use crate::hir::{Attention, Checkpointing, LoraTarget, Method, Mlp, Shape, Training};
+use crate::hir::{Attention, Checkpointing, LoraTarget, Method, Mlp, Shape, Sharding, Training};
 use crate::quant::WeightFormat;
 use crate::ratio::Ratio;
 
@@ -59,63 +59,142 @@ fn state(name: &str, bytes_formula: (crate::bytes::Bytes, String), source: &str)
     }
 }
 
-/// The optimizer's fp32 state for `params` trained parameters, if it keeps any.
+/// How many ways a model state is divided: the data-parallel degree once the sharding stage
+/// covers it (ZeRO paper §5, FSDP sharding strategies; DOMAIN.md §5.2), else 1.
+fn divisor(training: &Training, covered_from: Sharding, data: u64) -> u64 {
+    if training.sharding >= covered_from { data } else { 1 }
+}
+
+/// `params` values of `precision`, divided over `ways` data ranks when sharded.
+fn sharded(
+    params: u64,
+    label: impl Into<std::borrow::Cow<'static, str>>,
+    per_element: Ratio,
+    name: impl Into<std::borrow::Cow<'static, str>>,
+    ways: u64,
+) -> Result<(crate::bytes::Bytes, String), Overflow> {
+    let mut product = Product::new().times(params, label)?.bytes_each(per_element, name)?;
+    if ways > 1 {
+        product = product.divided(ways, "data ranks")?;
+    }
+    product.finish()
+}
+
+/// The optimizer's state for `params` trained parameters, if it keeps any.
 fn optimizer_state(
     name: &str,
     params: u64,
     label: &'static str,
     training: &Training,
+    ways: u64,
 ) -> Result<Option<Component>, Overflow> {
     let states = training.optimizer.states();
     if states == 0 {
         return Ok(None);
     }
+    let per_state = training.optimizer.bytes_per_state();
+    let per_param = per_state.checked_mul(Ratio::int(i128::from(states))).ok_or(Overflow)?;
+    let label_states = format!("{states} {} states", training.optimizer.name());
+    let (bytes, formula) = sharded(params, label, per_param, label_states, ways)?;
+    let source = "DOMAIN.md §5.1: AdamW keeps two fp32 moments per parameter (8-bit AdamW: 1 B + an fp32 absmax per 256), SGD with momentum one";
+    Ok(Some(state(name, (bytes, formula), source)))
+}
+
+/// ZeRO-3 / FSDP gather one layer's full weights (and produce its full gradients) at a time:
+/// DeepSpeed's `largest_layer_memory = 4 × largest_layer_params` for 16-bit training.
+fn gathered_layer(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Component, Overflow> {
+    let largest = (placement.first_layer..placement.first_layer + placement.layers.max(1))
+        .map(|layer| {
+            params::layer_matrices(shape, layer, placement.tensor)
+                .iter()
+                .map(|(_, n)| n)
+                .sum::<u64>()
+        })
+        .max()
+        .unwrap_or(0);
+    let per_param =
+        training.weights.bytes_per_element().checked_mul(Ratio::int(2)).ok_or(Overflow)?;
     let product = Product::new()
-        .times(params, label)?
-        .times(states, format!("{} states", training.optimizer.name()))?
-        .bytes_each(Ratio::int(4), "fp32")?;
-    let source =
-        "DOMAIN.md §5.1: AdamW keeps two fp32 moments per parameter, SGD with momentum one";
-    Ok(Some(state(name, product.finish()?, source)))
+        .times(largest, "params of the largest layer")?
+        .bytes_each(per_param, "gathered weights + their gradients")?;
+    Ok(Component {
+        held_by: HeldBy::Tensors,
+        name: "gathered layer (ZeRO-3)".to_string(),
+        category: Category::Intermediate,
+        bytes: product.value()?,
+        provenance: Provenance::Formula,
+        formula: product.finish()?.1,
+        source: Some("DOMAIN.md §5.2: DeepSpeed estimate_zero3_model_states_mem_needs".into()),
+    })
 }
 
 pub(crate) fn components(
     shape: &Shape,
     placement: &Placement,
     training: &Training,
+    data: u64,
 ) -> Result<Vec<Component>, Overflow> {
     let mut components = Vec::new();
+    let weights_ways = divisor(training, Sharding::Zero3, data);
+    let base_label = match training.method {
+        Method::Full => "weights",
+        Method::Lora { .. } => "frozen base weights",
+    };
+    if weights_ways > 1 {
+        let params = device_params(shape, placement)?;
+        let w = training.weights;
+        components.push(Component {
+            category: Category::Persistent,
+            ..state(
+                base_label,
+                sharded(params, "params", w.bytes_per_element(), w.name(), weights_ways)?,
+                "DOMAIN.md §5.2: ZeRO-3 / FSDP full sharding",
+            )
+        });
+        components.push(gathered_layer(shape, placement, training)?);
+    } else {
+        components.extend(llm::weights(
+            shape,
+            placement,
+            WeightFormat::Uniform(training.weights),
+            Category::Persistent,
+            base_label,
+        )?);
+    }
+    let master_ways = divisor(training, Sharding::Zero1, data);
+    let gradient_ways = divisor(training, Sharding::Zero2, data);
     match &training.method {
         Method::Full => {
-            components.extend(llm::weights(
-                shape,
-                placement,
-                WeightFormat::Uniform(training.weights),
-                Category::Persistent,
-                "weights",
-            )?);
             let params = device_params(shape, placement)?;
             if let Some(master) = training.master {
-                let product = Product::new()
-                    .times(params, "params")?
-                    .bytes_each(master.bytes_per_element(), master.name())?;
-                components.push(state("master weights", product.finish()?, "DOMAIN.md §5.1: mixed precision keeps an fp32 master copy (DeepSpeed memory.rst, HF model_memory_anatomy)"));
+                let figures = sharded(
+                    params,
+                    "params",
+                    master.bytes_per_element(),
+                    master.name(),
+                    master_ways,
+                )?;
+                components.push(state("master weights", figures, "DOMAIN.md §5.1: mixed precision keeps an fp32 master copy (DeepSpeed memory.rst, HF model_memory_anatomy)"));
             }
-            let gradients = training.gradients;
-            let product = Product::new()
-                .times(params, "params")?
-                .bytes_each(gradients.bytes_per_element(), gradients.name())?;
-            components.push(state("gradients", product.finish()?, "DOMAIN.md §5.1"));
-            components.extend(optimizer_state("optimizer state", params, "params", training)?);
+            let g = training.gradients;
+            components.push(state(
+                "gradients",
+                sharded(params, "params", g.bytes_per_element(), g.name(), gradient_ways)?,
+                "DOMAIN.md §5.1",
+            ));
+            components.extend(optimizer_state(
+                "optimizer state",
+                params,
+                "params",
+                training,
+                master_ways,
+            )?);
         }
         Method::Lora { rank, targets, dtype } => {
-            components.extend(llm::weights(
-                shape,
-                placement,
-                WeightFormat::Uniform(training.weights),
-                Category::Persistent,
-                "frozen base weights",
-            )?);
             let params = lora_params(shape, placement, *rank, targets)?;
             let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
             let label = format!("adapter params (rank {rank}, {})", names.join(" "));
@@ -127,15 +206,20 @@ pub(crate) fn components(
                 weights.finish()?,
                 "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)",
             ));
-            let gradients = Product::new()
-                .times(params, "adapter params")?
-                .bytes_each(dtype.bytes_per_element(), dtype.name())?;
-            components.push(state("adapter gradients", gradients.finish()?, "DOMAIN.md §5.4"));
+            let figures = sharded(
+                params,
+                "adapter params",
+                dtype.bytes_per_element(),
+                dtype.name(),
+                gradient_ways,
+            )?;
+            components.push(state("adapter gradients", figures, "DOMAIN.md §5.4"));
             components.extend(optimizer_state(
                 "adapter optimizer state",
                 params,
                 "adapter params",
                 training,
+                master_ways,
             )?);
         }
     }
@@ -160,7 +244,10 @@ fn layer_activation_formula(
         Mlp::Gated => 4,
         Mlp::Plain => 2,
     };
-    let elements = 4 * shape.hidden
+    // Sequence parallelism splits the h-sized tensors (norms, residuals) over the tensor ranks too.
+    let replicated =
+        if training.sequence_parallel { div_ceil(4 * shape.hidden, t) } else { 4 * shape.hidden };
+    let elements = replicated
         + (2 * heads + 2 * kv_heads) * shape.head_dim
         + ffn_tensors * div_ceil(shape.ffn, t);
     let elem = training.weights.companion().bytes_per_element();
@@ -189,7 +276,7 @@ fn activations(
     let source =
         "DOMAIN.md §5.3: Korthikanti et al. 2022 (Table 2) adapted to gated MLP, GQA, no dropout";
     let (bytes, formula) = match training.checkpointing {
-        Checkpointing::None => {
+        Checkpointing::None | Checkpointing::Selective => {
             let total = Product::new()
                 .times(placement.layers, "layers")?
                 .times(in_flight, "micro-batches in flight")?
@@ -228,7 +315,8 @@ fn activations(
         formula,
         source: Some(source.to_string()),
     });
-    if training.attention == Attention::Eager {
+    // Selective recomputation (Korthikanti et al.) recomputes attention instead of storing scores.
+    if training.attention == Attention::Eager && training.checkpointing == Checkpointing::None {
         let scores = Product::new()
             .times(placement.layers, "layers")?
             .times(training.micro_batch, "micro_batch")?

@@ -276,3 +276,35 @@ fn gptq_weights_pay_for_group_scales() {
         (matrices * (4 * 128 + 20)).div_ceil(128 * 8)
     );
 }
+
+#[test]
+fn zero_stages_divide_model_states_over_data_ranks() {
+    let source = |sharding: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ weights bf16; sequence 512 tokens; sharding {sharding} }} }}\ncheck w on 8 x a100-sxm4-80gb split data 8"
+        )
+    };
+    let p = 8_030_261_248u64;
+    let none = evaluate(&source("none"));
+    assert_eq!(bytes(&none[0], 3, "optimizer state"), 8 * p);
+    let zero1 = evaluate(&source("zero1"));
+    assert_eq!(bytes(&zero1[0], 3, "optimizer state"), 8 * p / 8);
+    assert_eq!(bytes(&zero1[0], 3, "master weights"), 4 * p / 8);
+    assert_eq!(bytes(&zero1[0], 3, "gradients"), 4 * p);
+    let zero2 = evaluate(&source("zero2"));
+    assert_eq!(bytes(&zero2[0], 3, "gradients"), 4 * p / 8);
+    assert_eq!(bytes(&zero2[0], 3, "weights"), 2 * p);
+    let zero3 = evaluate(&source("fsdp-full"));
+    assert_eq!(bytes(&zero3[0], 3, "weights"), 2 * p / 8);
+    // One decoder layer gathered in full, weights and gradients at 2 B each.
+    assert_eq!(bytes(&zero3[0], 3, "gathered layer"), 218_103_808 * 4);
+}
+
+#[test]
+fn eight_bit_adam_keeps_two_bytes_and_block_scales_per_parameter() {
+    let checks = evaluate(
+        "workload w { model llama3.1-8b; runtime none; training { weights bf16; optimizer adamw-8bit; sequence 512 tokens } }\ncheck w on h200-sxm",
+    );
+    // 2 states × (1 B + 4 B / 256) = 2.03125 B per parameter (bitsandbytes blocksize 256).
+    assert_eq!(bytes(&checks[0], 0, "optimizer state"), 8_030_261_248 * 65 / 32);
+}

@@ -1,0 +1,146 @@
+//! Checking `training` sections: method (full or LoRA), precisions, optimizer, batch,
+//! checkpointing and sharding.
+
+use super::fields::{Fields, Repeat};
+use super::quantity::Dim;
+use crate::ast::{Block, Field, Value};
+use crate::diagnostic::Diagnostic;
+use crate::hir::{Attention, Checkpointing, LoraTarget, Method, Optimizer, Sharding, Training};
+use crate::precision::Precision;
+
+/// The longest sequence accepted: 100 million tokens.
+const MAX_TOKENS: u64 = 100_000_000;
+
+pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Training> {
+    const KNOWN: &[(&str, Repeat)] = &[
+        ("method", Repeat::Once),
+        ("weights", Repeat::Once),
+        ("master", Repeat::Once),
+        ("gradients", Repeat::Once),
+        ("optimizer", Repeat::Once),
+        ("micro_batch", Repeat::Once),
+        ("sequence", Repeat::Once),
+        ("checkpointing", Repeat::Once),
+        ("attention", Repeat::Once),
+        ("sharding", Repeat::Once),
+        ("sequence_parallel", Repeat::Once),
+        ("gradient_accumulation", Repeat::Once),
+    ];
+    let fields = Fields::new("a training section", block, KNOWN);
+    let method = fields
+        .get("method")
+        .map_or(Some(Method::Full), |field| method(field, &fields, diagnostics));
+    let weights = fields.precision("weights");
+    if weights.is_none() {
+        fields.missing("weights", "weights bf16");
+    }
+    let names: Vec<&str> = Precision::NAMES.iter().copied().chain(["none"]).collect();
+    let master = fields.choice("master", &names).map(|(w, _)| Precision::from_name(w));
+    let gradients = fields.precision("gradients");
+    let optimizer = fields
+        .choice("optimizer", &["adamw", "adamw-8bit", "sgd", "sgd-momentum"])
+        .map(|(w, _)| match w {
+            "sgd" => Optimizer::Sgd,
+            "sgd-momentum" => Optimizer::SgdMomentum,
+            "adamw-8bit" => Optimizer::AdamW8bit,
+            _ => Optimizer::AdamW,
+        });
+    let sharding = fields
+        .choice("sharding", &["none", "zero1", "zero2", "zero3", "fsdp-grad-op", "fsdp-full"])
+        .map(|(w, _)| match w {
+            "zero1" => Sharding::Zero1,
+            "zero2" | "fsdp-grad-op" => Sharding::Zero2,
+            "zero3" | "fsdp-full" => Sharding::Zero3,
+            _ => Sharding::None,
+        });
+    let sequence_parallel = fields.boolean("sequence_parallel");
+    // Accumulating gradients over micro-batches changes time, not memory: the gradients are
+    // already held; only `micro_batch` sizes the activations.
+    fields.whole("gradient_accumulation", Dim::Count, 1, 1_000_000, "8");
+    let micro_batch = fields.whole("micro_batch", Dim::Count, 1, 1_000_000, "4");
+    let sequence = fields.whole("sequence", Dim::Tokens, 1, MAX_TOKENS, "2048 tokens");
+    if sequence.is_none() {
+        fields.missing("sequence", "sequence 2048 tokens");
+    }
+    let checkpointing =
+        fields.choice("checkpointing", &["none", "selective", "full"]).map(|(w, _)| match w {
+            "full" => Checkpointing::Full,
+            "selective" => Checkpointing::Selective,
+            _ => Checkpointing::None,
+        });
+    let attention = super::workload::attention(&fields);
+    let found = fields.finish();
+    let ok = found.is_empty();
+    diagnostics.extend(found);
+    let (weights, sequence, method) = (weights?, sequence?, method?);
+    let default_master = match (&method, weights) {
+        (Method::Full, Precision::Fp16 | Precision::Bf16) => Some(Precision::Fp32),
+        _ => None,
+    };
+    ok.then(|| Training {
+        method,
+        weights,
+        master: master.unwrap_or(default_master),
+        gradients: gradients.unwrap_or(Precision::Fp32),
+        optimizer: optimizer.unwrap_or(Optimizer::AdamW),
+        micro_batch: micro_batch.unwrap_or(1),
+        sequence,
+        checkpointing: checkpointing.unwrap_or(Checkpointing::None),
+        attention: attention.unwrap_or(Attention::Fused),
+        sharding: sharding.unwrap_or(Sharding::None),
+        sequence_parallel: sequence_parallel.unwrap_or(false),
+    })
+}
+
+fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>) -> Option<Method> {
+    let [Value::Word(word)] = field.values.as_slice() else {
+        fields.push(Diagnostic::error(
+            "E013",
+            field.span,
+            "`method` is `full` or `lora { rank 16 }`",
+        ));
+        return None;
+    };
+    if fields.word_in(field, word, &["full", "lora"])? == "full" {
+        if let Some(block) = &field.block {
+            fields.push(Diagnostic::error("E013", block.span, "`method full` takes no block"));
+        }
+        Some(Method::Full)
+    } else {
+        const KNOWN: &[(&str, Repeat)] =
+            &[("rank", Repeat::Once), ("targets", Repeat::Once), ("dtype", Repeat::Once)];
+        let empty = Block::default();
+        let block = field.block.as_ref().unwrap_or(&empty);
+        let inner = Fields::new("a LoRA method", block, KNOWN);
+        let rank = inner.whole("rank", Dim::Count, 1, 65_536, "16");
+        if !inner.has("rank") {
+            inner.push(
+                Diagnostic::error("E011", field.span, "LoRA needs a rank")
+                    .with_help("write `method lora { rank 16 }`"),
+            );
+        }
+        let mut targets = Vec::new();
+        let names: Vec<&str> = LoraTarget::ALL.iter().map(|t| t.name()).chain(["all"]).collect();
+        if let Some(targets_field) = inner.get("targets") {
+            for word in inner.words(targets_field) {
+                match inner.word_in(targets_field, word, &names) {
+                    Some("all") => targets.extend(LoraTarget::ALL),
+                    Some(name) => {
+                        targets.extend(LoraTarget::ALL.into_iter().filter(|t| t.name() == name));
+                    }
+                    None => {}
+                }
+            }
+        } else {
+            // PEFT's default for Llama-style models adapts the attention query and value.
+            targets.extend([LoraTarget::Q, LoraTarget::V]);
+        }
+        targets.sort_unstable();
+        targets.dedup();
+        let dtype = inner.precision("dtype");
+        let found = inner.finish();
+        let ok = found.is_empty();
+        diagnostics.extend(found);
+        ok.then_some(Method::Lora { rank: rank?, targets, dtype: dtype.unwrap_or(Precision::Fp32) })
+    }
+}
