@@ -102,6 +102,9 @@ fn explain(check: &CheckBudget) -> String {
             device.required,
             device.capacity.bytes
         );
+        if let Some(pool) = &device.kv_pool {
+            let _ = writeln!(out, "  {}", crate::output::pool_text(pool));
+        }
         let _ = writeln!(out, "  {}", verdict_text(&device.verdict));
     }
     out.push('\n');

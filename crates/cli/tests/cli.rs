@@ -102,8 +102,10 @@ fn json_gives_components_with_category_provenance_and_formula() {
         assert!(component["formula"].as_str().is_some_and(|f| f.contains('=')));
         assert!(component["bytes"].as_u64().is_some());
     }
-    let kv = components.iter().find(|c| c["name"] == "KV cache").expect("a KV cache line");
-    assert_eq!(kv["bytes"], 131_072u64 * 8192 * 4);
+    // vLLM: the cache is the pool it allocates; the sessions need 4 × 8192 tokens of it.
+    assert!(components.iter().any(|c| c["name"] == "KV cache pool (vLLM)"));
+    assert_eq!(device["kv_pool"]["needed_tokens"], 8192 * 4);
+    assert_eq!(device["kv_pool"]["needed"], 131_072u64 * 8192 * 4);
 }
 
 #[test]
@@ -129,7 +131,8 @@ fn explain_shows_the_arithmetic_of_one_check() {
     let run =
         vram(&["explain", "examples/mistral-7b-fleet.vram", "--check", "serve-bf16 on l40s"], None);
     assert_eq!(run.code, 1, "the file as a whole does not fit");
-    assert!(run.stdout.contains("= 2 (K and V) × 32 layers × 8 kv_heads"));
+    assert!(run.stdout.contains("KV cache pool (vLLM) [cache, formula]"));
+    assert!(run.stdout.contains("KV pool (90 % of the device):"));
     snapshot!("explain-one-check", run);
 }
 

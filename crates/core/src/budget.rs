@@ -59,6 +59,9 @@ pub struct DeviceBudget {
     pub headroom: HeadroomReport,
     /// `used + headroom.bytes`.
     pub required: Bytes,
+    /// For runtimes that pre-allocate a KV pool (vLLM): how many tokens it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_pool: Option<KvPool>,
     pub verdict: Verdict,
 }
 
@@ -74,6 +77,20 @@ pub struct HeadroomReport {
     pub bytes: Bytes,
     /// The rule that set it: `keep 5 % of 80.00 GiB = 4.00 GiB (> at least 1.00 GiB)`.
     pub rule: String,
+}
+
+/// A KV pool sized by the runtime: a fraction of the device minus everything else.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct KvPool {
+    /// The share of the device the runtime takes (`gpu_memory_utilization`).
+    pub fraction: String,
+    pub bytes: Bytes,
+    /// Tokens of KV the pool holds (over all sessions).
+    pub tokens: u64,
+    /// Tokens the declared sessions need at their full context.
+    pub needed_tokens: u64,
+    /// Bytes those tokens need.
+    pub needed: Bytes,
 }
 
 /// One line of a budget.

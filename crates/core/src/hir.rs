@@ -278,6 +278,8 @@ pub struct Inference {
     pub prefill_chunk: Option<u64>,
     pub logits: Logits,
     pub attention: Attention,
+    /// The share of the device a pooling runtime (vLLM) takes; `None`: the runtime's default.
+    pub memory_fraction: Option<Ratio>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -54,6 +54,9 @@ pub(crate) fn file(name: &str, budget: &Budget) -> String {
                 device.required.human(),
                 device.capacity.bytes.human()
             );
+            if let Some(pool) = &device.kv_pool {
+                let _ = writeln!(out, "\n{}", super::pool_text(pool));
+            }
             let _ = writeln!(out, "\n{}\n", verdict_text(&device.verdict));
         }
     }

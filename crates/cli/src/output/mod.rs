@@ -87,6 +87,17 @@ pub(crate) fn verdict_text(verdict: &vram_core::budget::Verdict) -> String {
     }
 }
 
+/// `KV pool (90 % of the device): 451,200 tokens; the sessions need 393,216`.
+pub(crate) fn pool_text(pool: &vram_core::budget::KvPool) -> String {
+    use vram_core::bytes::group_thousands;
+    format!(
+        "KV pool ({} of the device): {} tokens; the sessions need {}",
+        pool.fraction,
+        group_thousands(pool.tokens),
+        group_thousands(pool.needed_tokens)
+    )
+}
+
 /// The check's heading: its title when it has one, then its id.
 pub(crate) fn check_heading(check: &vram_core::budget::CheckBudget) -> String {
     match &check.title {

@@ -74,6 +74,9 @@ pub(crate) fn file(name: &str, budget: &Budget, color: Color) -> String {
             let _ = writeln!(out, "      {:<58} {:>12}", "headroom", device.headroom.bytes.human());
             let _ = writeln!(out, "      {:<58} {:>12}", "required", device.required.human());
             let _ = writeln!(out, "      {:<58} {:>12}", "capacity", device.capacity.bytes.human());
+            if let Some(pool) = &device.kv_pool {
+                let _ = writeln!(out, "      {}", super::pool_text(pool));
+            }
             let text = verdict_text(&device.verdict);
             let style = if device.verdict.fits() { GREEN } else { RED };
             let _ = writeln!(out, "      {}", paint.wrap(style, &text));

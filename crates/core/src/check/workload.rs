@@ -191,6 +191,7 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
         ("prefill_chunk", Repeat::Once),
         ("logits", Repeat::Once),
         ("attention", Repeat::Once),
+        ("memory_fraction", Repeat::Once),
     ];
     let fields = Fields::new("an inference section", block, KNOWN);
     let weights = fields.weight_format("weights");
@@ -209,6 +210,18 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
         .choice("logits", &["last", "all"])
         .map(|(w, _)| if w == "all" { Logits::All } else { Logits::Last });
     let attention = attention(&fields);
+    let memory_fraction = fields.get("memory_fraction").and_then(|field| {
+        let (value, span) = fields.quantity(field, Dim::Percent, "90 %")?;
+        if value <= crate::ratio::Ratio::ZERO || value > crate::ratio::Ratio::ONE {
+            fields.push(Diagnostic::error(
+                "E007",
+                span,
+                "`memory_fraction` is above 0 % and at most 100 %",
+            ));
+            return None;
+        }
+        Some(value)
+    });
     let found = fields.finish();
     let ok = found.is_empty();
     diagnostics.extend(found);
@@ -222,6 +235,7 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
         prefill_chunk,
         logits: logits.unwrap_or(Logits::Last),
         attention: attention.unwrap_or(Attention::Fused),
+        memory_fraction,
     })
 }
 

@@ -6,6 +6,7 @@
 mod calc;
 pub(crate) mod llm;
 pub(crate) mod params;
+mod pool;
 
 pub use params::parameter_count;
 mod runtime;
@@ -14,8 +15,8 @@ mod training;
 use calc::{Overflow, div_ceil};
 
 use crate::budget::{
-    Budget, Capacity, CheckBudget, Component, DeviceBudget, HeadroomReport, HeldBy, Provenance,
-    SCHEMA_VERSION, SplitReport, Verdict, Views,
+    Budget, Capacity, CheckBudget, Component, DeviceBudget, HeadroomReport, HeldBy, KvPool,
+    Provenance, SCHEMA_VERSION, SplitReport, Verdict, Views,
 };
 use crate::bytes::{Bytes, GIB};
 use crate::diagnostic::Diagnostic;
@@ -78,7 +79,7 @@ fn evaluate_check(
     let mut notes = Vec::new();
     let mut devices = Vec::new();
     let mut reported_capability = Vec::new();
-    let mut cache: Vec<((&str, u64), Vec<Component>)> = Vec::new();
+    let mut cache: Vec<((&str, u64), Held)> = Vec::new();
     let mut headrooms: Vec<(&str, (Bytes, String))> = Vec::new();
     if let (Some(inference), true) = (&workload.inference, d > 1) {
         notes.push(format!(
@@ -109,7 +110,7 @@ fn evaluate_check(
         );
         // Ranks on the same device kind and pipeline stage hold the same things: compute once.
         let key = (device_name.as_str(), stage);
-        let components = memo(&mut cache, key, || {
+        let (components, kv_pool) = memo(&mut cache, key, || {
             device_components(workload, shape, device, &placement, split)
         })?;
 
@@ -131,6 +132,9 @@ fn evaluate_check(
                     feature.name()
                 ),
             }
+        } else if let Some(pool) = kv_pool.as_ref().filter(|pool| pool.tokens < pool.needed_tokens)
+        {
+            Verdict::Over { over: Bytes(pool.needed.0.saturating_sub(pool.bytes.0)) }
         } else if required <= device.memory {
             Verdict::Fits { free: Bytes(device.memory.0 - required.0) }
         } else {
@@ -154,6 +158,7 @@ fn evaluate_check(
             views,
             headroom: HeadroomReport { bytes: headroom_bytes, rule: headroom_rule },
             required,
+            kv_pool,
             verdict,
         });
     }
@@ -195,6 +200,9 @@ fn memo<K: PartialEq, V: Clone, E>(
     Ok(value)
 }
 
+/// What a device holds: its components, and the KV pool when the runtime sizes one.
+type Held = (Vec<Component>, Option<KvPool>);
+
 /// Everything one device holds for `workload` at `placement`.
 fn device_components(
     workload: &Workload,
@@ -202,9 +210,10 @@ fn device_components(
     device: &Device,
     placement: &Placement,
     split: crate::hir::Split,
-) -> Result<Vec<Component>, Overflow> {
+) -> Result<Held, Overflow> {
     let (t, p, d) = (u64::from(split.tensor), u64::from(split.pipeline), u64::from(split.data));
     let mut components = Vec::new();
+    let mut kv_pool = None;
     let mut peers = t * p;
     if let (Some(inference), Some(shape)) = (&workload.inference, shape) {
         components.extend(llm::weights(
@@ -243,12 +252,34 @@ fn device_components(
             precision: inference.activations,
         };
         components.extend(llm::forward_step(shape, placement, &step)?);
+        if workload.runtime == Runtime::Vllm {
+            components.extend(runtime::components(&workload.runtime, &device.arch, peers));
+            let (num, den) = pool::DEFAULT_FRACTION;
+            let fraction =
+                inference.memory_fraction.unwrap_or(Ratio::new(num, den).ok_or(Overflow)?);
+            let per_token = llm::kv_cache(shape, placement, inference.kv_cache, 1, 1, 1)?.bytes;
+            let needed_tokens =
+                div_ceil(inference.context, block).checked_mul(block * sessions).ok_or(Overflow)?;
+            kv_pool = Some(pool::fill(
+                &mut components,
+                device.memory,
+                fraction,
+                per_token,
+                needed_tokens,
+            )?);
+            return Ok((with_custom(components, workload), kv_pool));
+        }
     }
     if let (Some(training), Some(shape)) = (&workload.training, shape) {
         peers *= d;
         components.extend(training::components(shape, placement, training, d)?);
     }
     components.extend(runtime::components(&workload.runtime, &device.arch, peers));
+    Ok((with_custom(components, workload), kv_pool))
+}
+
+/// Adds the components written by hand in the workload.
+fn with_custom(mut components: Vec<Component>, workload: &Workload) -> Vec<Component> {
     components.extend(workload.components.iter().map(|c| Component {
         held_by: HeldBy::Tensors,
         name: c.name.clone(),
@@ -258,8 +289,7 @@ fn device_components(
         formula: format!("{} = {}", c.formula, c.bytes),
         source: None,
     }));
-
-    Ok(components)
+    components
 }
 
 /// The headroom a rule keeps on `device`: the larger of its fraction of capacity and its floor.

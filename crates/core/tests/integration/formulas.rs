@@ -308,3 +308,36 @@ fn eight_bit_adam_keeps_two_bytes_and_block_scales_per_parameter() {
     // 2 states × (1 B + 4 B / 256) = 2.03125 B per parameter (bitsandbytes blocksize 256).
     assert_eq!(bytes(&checks[0], 0, "optimizer state"), 8_030_261_248 * 65 / 32);
 }
+
+#[test]
+fn vllm_fills_its_share_of_the_device_with_kv_blocks() {
+    let source = |sessions: u64| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime vllm; inference {{ weights bf16; context 8192 tokens; sessions {sessions}; memory_fraction 90 % }} }}\ncheck w on h100-sxm-80gb"
+        )
+    };
+    let checks = evaluate(&source(16));
+    let device = &checks[0].devices[0];
+    let pool = device.kv_pool.as_ref().expect("vLLM reports its pool");
+    let others: u64 = device
+        .components
+        .iter()
+        .filter(|c| c.name != "KV cache pool (vLLM)")
+        .map(|c| c.bytes.0)
+        .sum();
+    let share = 85_520_809_984u64 * 9 / 10;
+    // Whole blocks of 16 tokens × 131,072 B per token.
+    let blocks = (share - others) / (16 * 131_072);
+    assert_eq!(pool.tokens, blocks * 16);
+    assert_eq!(pool.bytes.0, blocks * 16 * 131_072);
+    assert_eq!(pool.needed_tokens, 16 * 8192);
+    assert_eq!(bytes(&checks[0], 0, "KV cache pool"), pool.bytes.0);
+    assert!(checks[0].verdict.fits());
+    // Sessions beyond the pool: the verdict says by how much the pool falls short.
+    let checks = evaluate(&source(64));
+    let pool = checks[0].devices[0].kv_pool.clone().expect("pool");
+    assert_eq!(
+        checks[0].verdict,
+        Verdict::Over { over: vram_core::bytes::Bytes(64 * 8192 * 131_072 - pool.bytes.0) }
+    );
+}
