@@ -405,6 +405,8 @@ pub struct CustomComponent {
     pub name: String,
     pub bytes: Bytes,
     pub category: Category,
+    /// `exact` for sizes written directly, `formula` for ones computed from a scene's assets.
+    pub provenance: crate::budget::Provenance,
     /// The expression as written, shown as the component's formula.
     pub formula: String,
 }

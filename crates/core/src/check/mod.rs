@@ -9,6 +9,7 @@ mod decls;
 mod fields;
 mod model;
 mod quantity;
+mod scene;
 mod target;
 mod training;
 mod workload;

@@ -22,6 +22,7 @@ pub(super) fn workload(
         ("inference", Repeat::Once),
         ("training", Repeat::Once),
         ("components", Repeat::Once),
+        ("scene", Repeat::Once),
     ];
     let what = format!("workload `{}`", decl.name.name);
     let fields = Fields::new(&what, &decl.body, KNOWN);
@@ -70,7 +71,11 @@ pub(super) fn workload(
     if needs_model && !fields.has("model") {
         fields.missing("model", "model llama3.1-8b");
     }
-    if !needs_model && !fields.has("components") {
+    let scene = fields
+        .get("scene")
+        .and_then(|field| section(field, &fields))
+        .map(|block| super::scene::scene(block, &mut diagnostics));
+    if !needs_model && !fields.has("components") && !fields.has("scene") {
         fields.push(
             Diagnostic::error(
                 "E011",
@@ -78,7 +83,7 @@ pub(super) fn workload(
                 format!("workload `{}` describes no memory", decl.name.name),
             )
             .with_help(
-                "add an `inference { ... }`, `training { ... }` or `components { ... }` section",
+                "add an `inference { ... }`, `training { ... }`, `scene { ... }` or `components { ... }` section",
             ),
         );
     }
@@ -106,7 +111,11 @@ pub(super) fn workload(
             runtime,
             inference: inference.flatten(),
             training: training.flatten(),
-            components: components.unwrap_or_default(),
+            components: components
+                .unwrap_or_default()
+                .into_iter()
+                .chain(scene.unwrap_or_default())
+                .collect(),
             span: decl.span,
         }),
         _ => None,
@@ -296,6 +305,7 @@ fn components(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Vec<CustomCom
                     name: field.key.name.clone(),
                     bytes,
                     category: category_value,
+                    provenance: crate::budget::Provenance::Exact,
                     formula: super::format_expr(expr),
                 }),
                 _ => diagnostics.push(Diagnostic::error(

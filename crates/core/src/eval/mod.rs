@@ -285,8 +285,12 @@ fn with_custom(mut components: Vec<Component>, workload: &Workload) -> Vec<Compo
         name: c.name.clone(),
         category: c.category,
         bytes: c.bytes,
-        provenance: Provenance::Exact,
-        formula: format!("{} = {}", c.formula, c.bytes),
+        provenance: c.provenance,
+        formula: if c.provenance == Provenance::Exact {
+            format!("{} = {}", c.formula, c.bytes)
+        } else {
+            c.formula.clone()
+        },
         source: None,
     }));
     components

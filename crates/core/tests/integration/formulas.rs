@@ -341,3 +341,24 @@ fn vllm_fills_its_share_of_the_device_with_kv_blocks() {
         Verdict::Over { over: vram_core::bytes::Bytes(64 * 8192 * 131_072 - pool.bytes.0) }
     );
 }
+
+#[test]
+fn textures_count_every_mip_level_in_whole_blocks() {
+    let checks = evaluate(
+        "workload w { scene {\n texture a { size 2048 x 2048; format bc7; mips true }\n texture b { size 1000 x 600; format bc1 }\n texture c { size 512; format rgba8; cube true; mips true }\n target t { size 3840 x 2160; format rgba16f; samples 4 }\n } }\ncheck w on l4",
+    );
+    // BC7: 16 B per 4×4 block; 2048² down to 1×1 is 12 levels, the last three one block each.
+    let bc7: u64 =
+        [512u64 * 512, 256 * 256, 128 * 128, 64 * 64, 32 * 32, 16 * 16, 64, 16, 4, 1, 1, 1]
+            .iter()
+            .sum::<u64>()
+            * 16;
+    assert_eq!(bytes(&checks[0], 0, "textures: a"), bc7);
+    // BC1 rounds 1000 × 600 up to 250 × 150 blocks of 8 B, no mips.
+    assert_eq!(bytes(&checks[0], 0, "textures: b"), 250 * 150 * 8);
+    // A cube map: six faces, each with its chain (512² … 1², 10 levels) of 4 B texels.
+    let chain: u64 = (0..10).map(|l| (512u64 >> l) * (512 >> l)).sum();
+    assert_eq!(bytes(&checks[0], 0, "textures: c"), 6 * chain * 4);
+    // MSAA multiplies a target by its samples.
+    assert_eq!(bytes(&checks[0], 0, "render target: t"), 3840 * 2160 * 8 * 4);
+}
