@@ -91,6 +91,12 @@ fn explain(check: &CheckBudget) -> String {
         let _ = writeln!(out, "\n  used     {} = {}", device.used.human(), device.used);
         let _ = writeln!(
             out,
+            "  band     {} to {} (from each component's provenance)",
+            device.band.low.human(),
+            device.band.high.human()
+        );
+        let _ = writeln!(
+            out,
             "  headroom {} = {}",
             device.headroom.bytes.human(),
             device.headroom.rule

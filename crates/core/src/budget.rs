@@ -56,6 +56,8 @@ pub struct DeviceBudget {
     pub used: Bytes,
     /// The same memory as the framework's counters and the driver see it.
     pub views: Views,
+    /// Where the measured peak is expected to fall, from how each component was obtained.
+    pub band: Band,
     pub headroom: HeadroomReport,
     /// `used + headroom.bytes`.
     pub required: Bytes,
@@ -119,6 +121,13 @@ pub struct Views {
     pub reserved: Bytes,
     /// Everything on the device for this process: what `nvidia-smi` and NVML report.
     pub device: Bytes,
+}
+
+/// A range around an estimate: `low ≤ measured ≤ high` is what the estimate claims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct Band {
+    pub low: Bytes,
+    pub high: Bytes,
 }
 
 /// Who holds a component's memory.

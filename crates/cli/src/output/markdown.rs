@@ -41,7 +41,13 @@ pub(crate) fn file(name: &str, budget: &Budget) -> String {
                     escape(&c.formula)
                 );
             }
-            let _ = writeln!(out, "| | **used** | **{}** | | |", device.used.human());
+            let _ = writeln!(
+                out,
+                "| | **used** | **{}** | | expected {} to {} |",
+                device.used.human(),
+                device.band.low.human(),
+                device.band.high.human()
+            );
             let _ = writeln!(
                 out,
                 "| | headroom | {} | | {} |",

@@ -70,7 +70,12 @@ pub(crate) fn file(name: &str, budget: &Budget, color: Color) -> String {
                     paint.wrap(DIM, component.provenance.name()),
                 );
             }
-            let _ = writeln!(out, "      {:<58} {:>12}", "used", device.used.human());
+            let band = format!(
+                "used (expected {} to {})",
+                device.band.low.human(),
+                device.band.high.human()
+            );
+            let _ = writeln!(out, "      {band:<58} {:>12}", device.used.human());
             let _ = writeln!(out, "      {:<58} {:>12}", "headroom", device.headroom.bytes.human());
             let _ = writeln!(out, "      {:<58} {:>12}", "required", device.required.human());
             let _ = writeln!(out, "      {:<58} {:>12}", "capacity", device.capacity.bytes.human());

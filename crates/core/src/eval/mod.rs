@@ -3,6 +3,7 @@
 //! Devices are never pooled. Each rank gets a [`Placement`] (its tensor shard, its pipeline
 //! stage and layers, its data-parallel replica) and its own components, headroom and verdict.
 
+mod band;
 mod calc;
 pub(crate) mod llm;
 pub(crate) mod params;
@@ -116,6 +117,7 @@ fn evaluate_check(
 
         let used = calc::sum(components.iter().map(|c| c.bytes))?;
         let views = views(&components)?;
+        let band = band::band(&components, used)?;
         let (headroom_bytes, headroom_rule) =
             memo(&mut headrooms, device_name.as_str(), || headroom_for(&headroom, device))?;
         let required = calc::add(used, headroom_bytes)?;
@@ -156,6 +158,7 @@ fn evaluate_check(
             components,
             used,
             views,
+            band,
             headroom: HeadroomReport { bytes: headroom_bytes, rule: headroom_rule },
             required,
             kv_pool,

@@ -362,3 +362,28 @@ fn textures_count_every_mip_level_in_whole_blocks() {
     // MSAA multiplies a target by its samples.
     assert_eq!(bytes(&checks[0], 0, "render target: t"), 3840 * 2160 * 8 * 4);
 }
+
+#[test]
+fn bands_widen_with_assumptions_and_vanish_for_exact_sizes() {
+    let checks = evaluate("workload w { components { x 10 GiB persistent } }\ncheck w on l4");
+    let device = &checks[0].devices[0];
+    assert_eq!(
+        (device.band.low, device.band.high),
+        (device.used, device.used),
+        "exact sizes are certain"
+    );
+    let checks = evaluate(LLAMA_8B_CHAT);
+    let device = &checks[0].devices[0];
+    assert!(device.band.low < device.used && device.used < device.band.high);
+    // Formula-derived weights and cache at 3 %, activations at 35 %.
+    let expected: u64 = device
+        .components
+        .iter()
+        .map(|c| {
+            let per_mille =
+                if c.category == vram_core::budget::Category::Intermediate { 350 } else { 30 };
+            (c.bytes.0 * per_mille).div_ceil(1000)
+        })
+        .sum();
+    assert_eq!(device.band.high.0 - device.used.0, expected);
+}
