@@ -359,7 +359,30 @@ impl LoraTarget {
 #[derive(Clone, Debug)]
 pub enum Method {
     Full,
-    Lora { rank: u64, targets: Vec<LoraTarget>, dtype: Precision },
+    /// LoRA adapters; `save` lists whole modules trained alongside (PEFT `modules_to_save`).
+    Lora {
+        rank: u64,
+        targets: Vec<LoraTarget>,
+        dtype: Precision,
+        save: Vec<Saved>,
+    },
+}
+
+/// A module trained in full next to LoRA adapters (a trainable copy of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Saved {
+    Embeddings,
+    Head,
+}
+
+/// What DeepSpeed moves to host memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Offload {
+    None,
+    /// Optimizer state and master weights (`offload_optimizer`).
+    Optimizer,
+    /// ... and the parameters themselves between uses (`offload_param`, with ZeRO-3).
+    Parameters,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -395,6 +418,9 @@ pub struct Training {
     pub attention: Attention,
     pub sharding: Sharding,
     pub sequence_parallel: bool,
+    /// Precision of activations (autocast): the weights' own, or 16-bit under mixed precision.
+    pub activations: Precision,
+    pub offload: Offload,
 }
 
 /// Where a component's memory goes.

@@ -21,6 +21,10 @@ pub enum Precision {
     /// FP8 with one fp32 scale per 128×128 block (DeepSeek-V3's release): 8 + 32/16384 bits.
     Fp8Block,
     Int8,
+    /// 8-bit KV cache with an fp32 scale and zero point per token and head (Qwen's
+    /// `use_cache_quantization`, vLLM's `int8_per_token_head`): 1 B per element here, the
+    /// per-token-head 8 B are added by the KV cache formula.
+    Int8Token,
     /// Packed 4-bit integers without scales (ggml/aiconfigurator `int4_wo`).
     Int4,
     /// bitsandbytes NF4: 4 bits + an fp32 absmax per 64-element block = 4.5 bits.
@@ -182,6 +186,7 @@ impl Precision {
             Precision::Fp8 => "fp8",
             Precision::Fp8Block => "fp8-block",
             Precision::Int8 => "int8",
+            Precision::Int8Token => "int8-token",
             Precision::Int4 => "int4",
             Precision::Nf4 => "nf4",
             Precision::Nf4Dq => "nf4-dq",
@@ -209,6 +214,7 @@ impl Precision {
             "fp8" | "fp8_e4m3" | "fp8_e5m2" => Precision::Fp8,
             "fp8-block" => Precision::Fp8Block,
             "int8" => Precision::Int8,
+            "int8-token" => Precision::Int8Token,
             "int4" => Precision::Int4,
             "nf4" => Precision::Nf4,
             "nf4-dq" => Precision::Nf4Dq,
@@ -248,7 +254,7 @@ impl Precision {
         match self {
             Precision::Fp32 => Ratio::int(4),
             Precision::Fp16 | Precision::Bf16 => Ratio::int(2),
-            Precision::Fp8 | Precision::Int8 => Ratio::ONE,
+            Precision::Fp8 | Precision::Int8 | Precision::Int8Token => Ratio::ONE,
             // One fp32 scale per 128 × 128 block (DeepSeek-V3 README_WEIGHTS).
             Precision::Fp8Block => bits(8 * 16384 + 32, 16384),
             Precision::Int4 => bits(4, 1),

@@ -5,7 +5,9 @@ use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
 use crate::ast::{Block, Field, Value};
 use crate::diagnostic::Diagnostic;
-use crate::hir::{Attention, Checkpointing, LoraTarget, Method, Optimizer, Sharding, Training};
+use crate::hir::{
+    Attention, Checkpointing, LoraTarget, Method, Offload, Optimizer, Saved, Sharding, Training,
+};
 use crate::precision::Precision;
 
 /// The longest sequence accepted: 100 million tokens.
@@ -25,6 +27,8 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
         ("sharding", Repeat::Once),
         ("sequence_parallel", Repeat::Once),
         ("gradient_accumulation", Repeat::Once),
+        ("activations", Repeat::Once),
+        ("offload", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
     let method = fields
@@ -54,6 +58,13 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
             _ => Sharding::None,
         });
     let sequence_parallel = fields.boolean("sequence_parallel");
+    let activations = fields.precision("activations");
+    let offload =
+        fields.choice("offload", &["none", "optimizer", "parameters"]).map(|(w, _)| match w {
+            "optimizer" => Offload::Optimizer,
+            "parameters" => Offload::Parameters,
+            _ => Offload::None,
+        });
     // Accumulating gradients over micro-batches changes time, not memory: the gradients are
     // already held; only `micro_batch` sizes the activations.
     fields.whole("gradient_accumulation", Dim::Count, 1, 1_000_000, "8");
@@ -89,6 +100,8 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
         attention: attention.unwrap_or(Attention::Fused),
         sharding: sharding.unwrap_or(Sharding::None),
         sequence_parallel: sequence_parallel.unwrap_or(false),
+        activations: activations.unwrap_or_else(|| weights.companion()),
+        offload: offload.unwrap_or(Offload::None),
     })
 }
 
@@ -107,8 +120,12 @@ fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>)
         }
         Some(Method::Full)
     } else {
-        const KNOWN: &[(&str, Repeat)] =
-            &[("rank", Repeat::Once), ("targets", Repeat::Once), ("dtype", Repeat::Once)];
+        const KNOWN: &[(&str, Repeat)] = &[
+            ("rank", Repeat::Once),
+            ("targets", Repeat::Once),
+            ("dtype", Repeat::Once),
+            ("modules_to_save", Repeat::Once),
+        ];
         let empty = Block::default();
         let block = field.block.as_ref().unwrap_or(&empty);
         let inner = Fields::new("a LoRA method", block, KNOWN);
@@ -138,9 +155,26 @@ fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>)
         targets.sort_unstable();
         targets.dedup();
         let dtype = inner.precision("dtype");
+        let mut save = Vec::new();
+        if let Some(save_field) = inner.get("modules_to_save") {
+            for word in inner.words(save_field) {
+                match inner.word_in(save_field, word, &["embeddings", "head"]) {
+                    Some("embeddings") => save.push(Saved::Embeddings),
+                    Some(_) => save.push(Saved::Head),
+                    None => {}
+                }
+            }
+        }
+        save.sort_unstable();
+        save.dedup();
         let found = inner.finish();
         let ok = found.is_empty();
         diagnostics.extend(found);
-        ok.then_some(Method::Lora { rank: rank?, targets, dtype: dtype.unwrap_or(Precision::Fp32) })
+        ok.then_some(Method::Lora {
+            rank: rank?,
+            targets,
+            dtype: dtype.unwrap_or(Precision::Fp32),
+            save,
+        })
     }
 }

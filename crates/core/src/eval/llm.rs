@@ -158,6 +158,19 @@ pub(crate) fn kv_cache(
         total = super::calc::add(total, product.value()?)?;
         terms.push(product.terms());
     }
+    if precision == Precision::Int8Token && matches!(shape.attention, AttentionKind::Standard) {
+        // An fp32 scale and zero point per token and KV head, for K and for V.
+        let tokens = paged(context);
+        let scales = Product::new()
+            .times(2, "(K and V)")?
+            .times(placement.layers, "layers")?
+            .times(div_ceil(shape.kv_heads, placement.tensor), "kv_heads")?
+            .times(tokens, "tokens")?
+            .times(sessions, "sessions")?
+            .bytes_each(Ratio::int(8), "fp32 scale + zero")?;
+        total = super::calc::add(total, scales.value()?)?;
+        terms.push(scales.terms());
+    }
     let formula = format!("{} = {total}", terms.join(" + "));
     Ok(Component {
         held_by: HeldBy::Tensors,

@@ -6,7 +6,10 @@ use super::Placement;
 use super::calc::{Overflow, Product, div_ceil};
 use super::{llm, params};
 use crate::budget::{Category, Component, HeldBy, Provenance};
-use crate::hir::{Attention, Checkpointing, LoraTarget, Method, Mlp, Shape, Sharding, Training};
+use crate::hir::{
+    Attention, Checkpointing, LoraTarget, Method, Mlp, Offload, Saved, Shape, Sharding, Training,
+};
+use crate::precision::Precision;
 use crate::quant::WeightFormat;
 use crate::ratio::Ratio;
 
@@ -100,6 +103,40 @@ fn optimizer_state(
     Ok(Some(state(name, (bytes, formula), source)))
 }
 
+/// Master copy, gradients and optimizer state of `params` trained parameters, each divided over
+/// the data ranks its sharding stage covers; master and optimizer stay on the host when
+/// offloaded.
+fn trained_states(
+    prefix: &str,
+    params: u64,
+    label: &'static str,
+    training: &Training,
+    data: u64,
+) -> Result<Vec<Component>, Overflow> {
+    let mut components = Vec::new();
+    let master_ways = divisor(training, Sharding::Zero1, data);
+    let on_device = training.offload == Offload::None;
+    if let (Some(master), true) = (training.master, on_device) {
+        let figures =
+            sharded(params, label, master.bytes_per_element(), master.name(), master_ways)?;
+        components.push(state(&format!("{prefix}master weights"), figures, "DOMAIN.md §5.1: mixed precision keeps an fp32 master copy (DeepSpeed memory.rst, HF model_memory_anatomy)"));
+    }
+    let g = training.gradients;
+    let gradient_ways = divisor(training, Sharding::Zero2, data);
+    let figures = sharded(params, label, g.bytes_per_element(), g.name(), gradient_ways)?;
+    components.push(state(&format!("{prefix}gradients"), figures, "DOMAIN.md §5.1"));
+    if on_device {
+        components.extend(optimizer_state(
+            &format!("{prefix}optimizer state"),
+            params,
+            label,
+            training,
+            master_ways,
+        )?);
+    }
+    Ok(components)
+}
+
 /// ZeRO-3 / FSDP gather one layer's full weights (and produce its full gradients) at a time:
 /// DeepSpeed's `largest_layer_memory = 4 × largest_layer_params` for 16-bit training.
 fn gathered_layer(
@@ -144,8 +181,11 @@ pub(crate) fn components(
         Method::Full => "weights",
         Method::Lora { .. } => "frozen base weights",
     };
-    if weights_ways > 1 {
-        let params = device_params(shape, placement)?;
+    let params = device_params(shape, placement)?;
+    if training.offload == Offload::Parameters {
+        // DeepSpeed `offload_param`: parameters live on the host and arrive a layer at a time.
+        components.push(gathered_layer(shape, placement, training)?);
+    } else if weights_ways > 1 {
         let w = training.weights;
         components.push(Component {
             category: Category::Persistent,
@@ -165,62 +205,82 @@ pub(crate) fn components(
             base_label,
         )?);
     }
-    let master_ways = divisor(training, Sharding::Zero1, data);
-    let gradient_ways = divisor(training, Sharding::Zero2, data);
+    if training.weights == Precision::Fp32 && training.activations != Precision::Fp32 {
+        // Autocast keeps 16-bit copies of the fp32 weights it casts (HF model_memory_anatomy:
+        // "6 bytes per parameter" for weights under mixed precision).
+        let a = training.activations;
+        let copies =
+            Product::new().times(params, "params")?.bytes_each(a.bytes_per_element(), a.name())?;
+        components.push(Component {
+            category: Category::Intermediate,
+            ..state(
+                "16-bit weight copies (autocast)",
+                copies.finish()?,
+                "DOMAIN.md §5.1: HF model_memory_anatomy, mixed precision weights",
+            )
+        });
+    }
     match &training.method {
-        Method::Full => {
-            let params = device_params(shape, placement)?;
-            if let Some(master) = training.master {
-                let figures = sharded(
-                    params,
-                    "params",
-                    master.bytes_per_element(),
-                    master.name(),
-                    master_ways,
-                )?;
-                components.push(state("master weights", figures, "DOMAIN.md §5.1: mixed precision keeps an fp32 master copy (DeepSpeed memory.rst, HF model_memory_anatomy)"));
-            }
-            let g = training.gradients;
-            components.push(state(
-                "gradients",
-                sharded(params, "params", g.bytes_per_element(), g.name(), gradient_ways)?,
-                "DOMAIN.md §5.1",
-            ));
-            components.extend(optimizer_state(
-                "optimizer state",
-                params,
-                "params",
-                training,
-                master_ways,
-            )?);
-        }
-        Method::Lora { rank, targets, dtype } => {
-            let params = lora_params(shape, placement, *rank, targets)?;
+        Method::Full => components.extend(trained_states("", params, "params", training, data)?),
+        Method::Lora { rank, targets, dtype, save } => {
+            let adapter_params = lora_params(shape, placement, *rank, targets)?;
             let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
             let label = format!("adapter params (rank {rank}, {})", names.join(" "));
             let weights = Product::new()
-                .times(params, label)?
+                .times(adapter_params, label)?
                 .bytes_each(dtype.bytes_per_element(), dtype.name())?;
             components.push(state(
                 "LoRA adapters",
                 weights.finish()?,
                 "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)",
             ));
+            let gradient_ways = divisor(training, Sharding::Zero2, data);
             let figures = sharded(
-                params,
+                adapter_params,
                 "adapter params",
                 dtype.bytes_per_element(),
                 dtype.name(),
                 gradient_ways,
             )?;
             components.push(state("adapter gradients", figures, "DOMAIN.md §5.4"));
-            components.extend(optimizer_state(
-                "adapter optimizer state",
-                params,
-                "adapter params",
-                training,
-                master_ways,
-            )?);
+            if training.offload == Offload::None {
+                let ways = divisor(training, Sharding::Zero1, data);
+                components.extend(optimizer_state(
+                    "adapter optimizer state",
+                    adapter_params,
+                    "adapter params",
+                    training,
+                    ways,
+                )?);
+            }
+            // PEFT `modules_to_save`: whole modules trained next to the adapters, as a
+            // trainable copy of the module with its own gradients and optimizer state.
+            let ends = params::ends(shape, placement);
+            let saved: u64 = save
+                .iter()
+                .map(|module| match module {
+                    Saved::Embeddings => ends.embedding,
+                    Saved::Head => ends.head,
+                })
+                .sum();
+            if saved > 0 {
+                let a = training.activations;
+                let copy = Product::new()
+                    .times(saved, "params")?
+                    .bytes_each(a.bytes_per_element(), a.name())?;
+                components.push(state(
+                    "saved modules (trainable copy)",
+                    copy.finish()?,
+                    "PEFT ModulesToSaveWrapper keeps a trainable copy of each saved module",
+                ));
+                components.extend(trained_states(
+                    "saved modules: ",
+                    saved,
+                    "params",
+                    training,
+                    data,
+                )?);
+            }
         }
     }
     components.extend(activations(shape, placement, training)?);
@@ -250,7 +310,7 @@ fn layer_activation_formula(
     let elements = replicated
         + (2 * heads + 2 * kv_heads) * shape.head_dim
         + ffn_tensors * div_ceil(shape.ffn, t);
-    let elem = training.weights.companion().bytes_per_element();
+    let elem = training.activations.bytes_per_element();
     // Softmax statistics are 4 fp32 bytes per head per token; fold them in as elements.
     let stats = Ratio::int(i128::from(4 * heads)).checked_div(elem).ok_or(Overflow)?;
     let per_token = Ratio::int(i128::from(elements)).checked_add(stats).ok_or(Overflow)?;
@@ -259,7 +319,7 @@ fn layer_activation_formula(
         .times(training.sequence, "tokens")?
         .times(training.micro_batch, "micro_batch")?
         .times(per_token, "elements per token per layer")?
-        .bytes_each(elem, training.weights.companion().name())
+        .bytes_each(elem, training.activations.name())
 }
 
 fn activations(
@@ -267,7 +327,7 @@ fn activations(
     placement: &Placement,
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
-    let elem = training.weights.companion();
+    let elem = training.activations;
     let per_layer = layer_activation_formula(shape, placement, training)?;
     let per_layer_bytes = per_layer.value()?;
     // 1F1B pipeline schedule: stage s keeps (stages - s) micro-batches in flight.

@@ -387,3 +387,46 @@ fn bands_widen_with_assumptions_and_vanish_for_exact_sizes() {
         .sum();
     assert_eq!(device.band.high.0 - device.used.0, expected);
 }
+
+#[test]
+fn mixed_precision_with_fp32_weights_keeps_16_bit_copies() {
+    let checks = evaluate(
+        "workload w { model llama3.1-8b; runtime none; training { weights fp32; activations bf16; sequence 512 tokens } }\ncheck w on h200-sxm",
+    );
+    let p = 8_030_261_248u64;
+    // HF model_memory_anatomy: 4 + 2 bytes of weights per parameter under mixed precision.
+    assert_eq!(bytes(&checks[0], 0, "weights"), 4 * p);
+    assert_eq!(bytes(&checks[0], 0, "16-bit weight copies"), 2 * p);
+    assert!(checks[0].devices[0].components.iter().all(|c| c.name != "master weights"));
+}
+
+#[test]
+fn offloaded_optimizer_state_leaves_the_device() {
+    let checks = evaluate(
+        "workload w { model llama3.1-8b; runtime none; training { weights bf16; sequence 512 tokens; offload optimizer } }\ncheck w on h200-sxm",
+    );
+    let names: Vec<&str> =
+        checks[0].devices[0].components.iter().map(|c| c.name.as_str()).collect();
+    assert!(!names.contains(&"optimizer state") && !names.contains(&"master weights"), "{names:?}");
+    assert!(names.contains(&"gradients"));
+}
+
+#[test]
+fn lora_can_train_the_embedding_and_head_in_full() {
+    let checks = evaluate(
+        "workload w { model llama3.1-8b; runtime none; training { method lora { rank 8; modules_to_save embeddings head }; weights bf16; sequence 512 tokens } }\ncheck w on h200-sxm",
+    );
+    let saved = 2 * 128_256 * 4096u64;
+    assert_eq!(bytes(&checks[0], 0, "saved modules (trainable copy)"), saved * 2);
+    assert_eq!(bytes(&checks[0], 0, "saved modules: gradients"), saved * 4);
+    assert_eq!(bytes(&checks[0], 0, "saved modules: optimizer state"), saved * 8);
+}
+
+#[test]
+fn int8_kv_with_per_token_scales() {
+    let checks = evaluate(
+        "workload w { model llama3.1-8b; runtime none; inference { weights bf16; kv_cache int8-token; context 1000 tokens } }\ncheck w on l4",
+    );
+    // 1 B per element plus an fp32 scale and zero point per token per KV head, for K and V.
+    assert_eq!(bytes(&checks[0], 0, "KV cache"), 2 * 32 * 8 * 128 * 1000 + 2 * 32 * 8 * 1000 * 8);
+}

@@ -1,0 +1,200 @@
+//! Runs the core on a point's source and reads the estimate the measurement corresponds to.
+//!
+//! A generated source that does not check is a bug in the harness, not a property of the data:
+//! it is reported as [`Outcome::HarnessError`] with the core's diagnostics, and the test suite
+//! fails on it.
+
+use vram_core::budget::{CheckBudget, DeviceBudget};
+
+use crate::data::Point;
+use crate::express::{Expressed, Expression};
+use crate::gaps::{Assumption, Gap};
+use crate::target::{Scope, Selector, Target};
+use crate::units::UnitRule;
+use crate::views::View;
+
+/// One point's result.
+#[derive(Clone, Debug)]
+pub struct PointResult {
+    pub id: String,
+    pub workload: String,
+    pub model: String,
+    pub quality: String,
+    pub outcome: Outcome,
+}
+
+/// What happened to a point.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// A peak or component, compared as a number.
+    Compared(Compared),
+    /// An out-of-memory report or a largest run that fitted, compared as a verdict.
+    Verdict(VerdictResult),
+    /// Not expressible: every reason.
+    Unexpressed(Vec<Gap>),
+    /// The generated source did not check: a harness bug.
+    HarnessError { source: String, diagnostics: Vec<String> },
+}
+
+/// A numeric comparison.
+#[derive(Clone, Debug)]
+pub struct Compared {
+    pub target: Target,
+    pub measured: f64,
+    pub estimate: f64,
+    /// The estimate's three views (summed or the largest device, as the target's scope says).
+    pub views: [f64; 3],
+    /// `(estimate - measured) / measured`, in percent.
+    pub error_percent: f64,
+    pub unit_rule: UnitRule,
+    pub assumptions: Vec<Assumption>,
+    pub source: String,
+}
+
+/// A verdict comparison.
+#[derive(Clone, Debug)]
+pub struct VerdictResult {
+    pub expect_fits: bool,
+    pub estimate_fits: bool,
+    /// The estimate's largest device-view peak and that device's capacity, in bytes.
+    pub device_peak: f64,
+    pub capacity: f64,
+    pub assumptions: Vec<Assumption>,
+    pub source: String,
+}
+
+impl VerdictResult {
+    pub fn agrees(&self) -> bool {
+        self.expect_fits == self.estimate_fits
+    }
+}
+
+/// Evaluates an expressed point.
+pub fn evaluate(point: &Point, expression: Expression) -> PointResult {
+    let outcome = match expression {
+        Err(gaps) => Outcome::Unexpressed(gaps),
+        Ok(expressed) => run(expressed),
+    };
+    PointResult {
+        id: point.id.clone(),
+        workload: point.workload.clone(),
+        model: point.model.clone(),
+        quality: point.quality.clone(),
+        outcome,
+    }
+}
+
+fn run(expressed: Expressed) -> Outcome {
+    let outcome = vram_core::evaluate(&expressed.source);
+    let errors: Vec<String> = outcome
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| format!("{} {} (at byte {})", d.code, d.message, d.primary.start))
+        .collect();
+    let check = outcome.budget.checks.first();
+    let (Some(check), true) = (check, errors.is_empty()) else {
+        let mut diagnostics = errors;
+        if diagnostics.is_empty() {
+            diagnostics.push("the source has no evaluated check".to_string());
+        }
+        return Outcome::HarnessError { source: expressed.source, diagnostics };
+    };
+    match &expressed.target {
+        Target::Verdict { expect_fits } => {
+            let device_peak = largest(check, |d| float(d.views.device));
+            let capacity = check.devices.first().map_or(0.0, |d| float(d.capacity.bytes));
+            Outcome::Verdict(VerdictResult {
+                expect_fits: *expect_fits,
+                estimate_fits: check.verdict.fits(),
+                device_peak,
+                capacity,
+                assumptions: expressed.assumptions,
+                source: expressed.source,
+            })
+        }
+        target => compare(check, &expressed, target),
+    }
+}
+
+fn compare(check: &CheckBudget, expressed: &Expressed, target: &Target) -> Outcome {
+    let scope = match target {
+        Target::Peak { scope, .. } | Target::Component { scope, .. } => *scope,
+        Target::Verdict { .. } => Scope::EachDevice,
+    };
+    let combine = |value: &dyn Fn(&DeviceBudget) -> f64| match scope {
+        Scope::EachDevice => largest(check, value),
+        Scope::SumOfDevices => check.devices.iter().map(value).sum(),
+    };
+    let views = [
+        combine(&|d| float(d.views.allocated)),
+        combine(&|d| float(d.views.reserved)),
+        combine(&|d| float(d.views.device)),
+    ];
+    let estimate = match target {
+        Target::Peak { view, .. } => match view {
+            View::Allocated => views[0],
+            View::Reserved => views[1],
+            View::Device => views[2],
+        },
+        Target::Component { selector: Selector::KvPool, .. } => match kv_pool(check, scope) {
+            Some(bytes) => bytes,
+            None => {
+                return Outcome::Unexpressed(vec![Gap::feature(
+                    crate::gaps::feature::VLLM_POOL,
+                    "the core reports no KV pool for this check",
+                )]);
+            }
+        },
+        Target::Component { selector, .. } => combine(&|d| {
+            d.components.iter().filter(|c| selector.includes(c)).map(|c| float(c.bytes)).sum()
+        }),
+        Target::Verdict { .. } => 0.0,
+    };
+    let (Some(measured), Some(unit_rule)) = (expressed.measured, expressed.unit_rule) else {
+        return Outcome::HarnessError {
+            source: expressed.source.clone(),
+            diagnostics: vec!["a compared point without a measured value".to_string()],
+        };
+    };
+    Outcome::Compared(Compared {
+        target: target.clone(),
+        measured,
+        estimate,
+        views,
+        error_percent: (estimate - measured) / measured * 100.0,
+        unit_rule,
+        assumptions: expressed.assumptions.clone(),
+        source: expressed.source.clone(),
+    })
+}
+
+/// Bytes as a float, for errors and tables (estimates stay exact integers in the core).
+#[allow(clippy::cast_precision_loss, reason = "byte counts below 2^53 are exact in f64")]
+pub fn float(bytes: vram_core::bytes::Bytes) -> f64 {
+    bytes.0 as f64
+}
+
+/// The largest per-device value.
+fn largest(check: &CheckBudget, value: impl Fn(&DeviceBudget) -> f64) -> f64 {
+    check.devices.iter().map(value).fold(0.0, f64::max)
+}
+
+/// The KV pool's bytes where the core reports one (`kv_pool` of a device budget). Read through
+/// the budget's JSON, so that the harness builds whether or not the core has the field yet.
+fn kv_pool(check: &CheckBudget, scope: Scope) -> Option<f64> {
+    let json = serde_json::to_value(check).ok()?;
+    let pools: Vec<f64> = json
+        .get("devices")?
+        .as_array()?
+        .iter()
+        .filter_map(|d| d.get("kv_pool")?.get("bytes")?.as_f64())
+        .collect();
+    if pools.is_empty() {
+        return None;
+    }
+    Some(match scope {
+        Scope::EachDevice => pools.iter().copied().fold(0.0, f64::max),
+        Scope::SumOfDevices => pools.iter().sum(),
+    })
+}

@@ -1,0 +1,266 @@
+//! The `inference { ... }` section of a point: weights, KV cache, context, sessions and the
+//! forward step.
+//!
+//! Context is the longest request, prompt plus output. When the source gives only the generated
+//! tokens and calls the prompt "not stated", the prompt is counted as 0 tokens and the prefill
+//! step as one token per sequence (an assumption the point carries); a prompt described as
+//! long but not counted is missing data.
+
+use std::fmt::Write as _;
+
+use super::Cx;
+use super::conditions::Runtime;
+use crate::data::leading_number;
+use crate::gaps::{Gap, assume, data, feature};
+use crate::target::Selector;
+
+/// vLLM's default `max_num_seqs` (engine arguments, v0.6).
+const VLLM_MAX_NUM_SEQS: u64 = 256;
+
+/// The section's lines, or `None` when a gap stops it.
+pub(super) fn body(
+    cx: &mut Cx<'_>,
+    runtime: Runtime,
+    selector: Option<Selector>,
+) -> Option<String> {
+    let weights = weights(cx, runtime, selector);
+    let kv_cache = kv_cache(cx, runtime);
+    let sessions = sessions(cx, runtime, selector);
+    // Read the context even when the sessions are missing, so that its gaps are listed too.
+    let shape = context(cx, runtime, selector, sessions.unwrap_or(1));
+    let (weights, kv_cache, sessions, (context, prefill)) =
+        (weights?, kv_cache?, sessions?, shape?);
+
+    let mut out = String::from("  inference {\n");
+    let _ = writeln!(out, "    weights  {weights}");
+    if let KvCache::Type(kv) = kv_cache {
+        let _ = writeln!(out, "    kv_cache {kv}");
+    }
+    if runtime == Runtime::LlamaCpp {
+        // ggml keeps hidden states and attention scores in F32 whatever the weight format.
+        out.push_str("    activations fp32  # llama.cpp computes in F32\n");
+    }
+    let _ = writeln!(out, "    context  {context} tokens");
+    let _ = writeln!(out, "    sessions {sessions}");
+    if let Some(prefill) = prefill {
+        let _ = writeln!(out, "    prefill_chunk {prefill} tokens");
+    }
+    if logits_for_every_position(cx, runtime) {
+        out.push_str(
+            "    logits   all  # transformers before 4.45 returns logits for every position\n",
+        );
+    }
+    if cx.eager_attention() {
+        out.push_str("    attention eager\n");
+    }
+    out.push_str("  }\n");
+    Some(out)
+}
+
+/// The weight format; for a component that does not depend on it (the KV cache or the forward
+/// step of a llama.cpp run, whose cache and activation types are given explicitly), a format the
+/// language lacks is replaced by a stand-in rather than stopping the point.
+fn weights(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Option<&'static str> {
+    let independent = runtime == Runtime::LlamaCpp
+        && matches!(selector, Some(Selector::KvCache | Selector::Intermediates));
+    if !independent {
+        return cx.weight_format();
+    }
+    let stated = cx.point.weight_precision.clone().unwrap_or_else(|| "not stated".to_string());
+    cx.assume(
+        assume::STAND_IN,
+        format!("weights ({stated}) written as int4: the compared component does not read them"),
+    );
+    Some("int4")
+}
+
+/// The KV cache type a point states.
+enum KvCache {
+    /// Not stated: the language's default, the weights' 16-bit type, which is what transformers
+    /// and vLLM's `auto` use.
+    Default,
+    Type(&'static str),
+}
+
+/// The KV cache type, or `None` when a gap stops it.
+fn kv_cache(cx: &mut Cx<'_>, runtime: Runtime) -> Option<KvCache> {
+    let Some(stated) = cx.point.kv_cache_dtype.clone() else {
+        if runtime == Runtime::LlamaCpp {
+            cx.assume(assume::RUNTIME_DEFAULT, "KV type not stated: llama.cpp's default f16");
+            return Some(KvCache::Type("fp16"));
+        }
+        return Some(KvCache::Default);
+    };
+    let lower = stated.to_lowercase();
+    if lower == "bf16" {
+        Some(KvCache::Type("bf16"))
+    } else if lower.starts_with("f16") || lower.starts_with("fp16") {
+        Some(KvCache::Type("fp16"))
+    } else if lower.contains("use_cache_quantization") {
+        cx.gap(Gap::feature(feature::KV_INT8_SCALES, stated));
+        None
+    } else if lower.contains("quanto") {
+        cx.gap(Gap::feature(feature::KV_QUANTO, stated));
+        None
+    } else if lower.starts_with("not stated") {
+        if lower.contains("q8_0") {
+            cx.gap(Gap::feature(feature::KV_Q8_0, "the value matches q8_0"));
+        }
+        cx.gap(Gap::data(data::KV_TYPE, stated));
+        None
+    } else {
+        cx.unreadable("kv_cache_dtype", &stated);
+        None
+    }
+}
+
+/// Concurrent sequences: the batch size, or the runtime's default when the source leaves it out.
+fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Option<u64> {
+    if let Some(batch) = cx.point.batch_size {
+        return Some(batch);
+    }
+    match runtime {
+        Runtime::Vllm => {
+            cx.assume(
+                assume::RUNTIME_DEFAULT,
+                format!("sessions: vLLM max_num_seqs {VLLM_MAX_NUM_SEQS}"),
+            );
+            Some(VLLM_MAX_NUM_SEQS)
+        }
+        Runtime::LlamaCpp => {
+            cx.assume(
+                assume::RUNTIME_DEFAULT,
+                "sessions: llama.cpp serves one sequence (n_parallel 1)",
+            );
+            Some(1)
+        }
+        Runtime::PyTorch if weights_only(selector) => {
+            cx.assume(
+                assume::STAND_IN,
+                "batch not stated: 1 (the compared weights do not read it)",
+            );
+            Some(1)
+        }
+        Runtime::PyTorch => {
+            cx.gap(Gap::data(data::BATCH, "batch_size: none"));
+            None
+        }
+    }
+}
+
+/// The context and, where the source fixes it, the tokens of the largest forward step.
+fn context(
+    cx: &mut Cx<'_>,
+    runtime: Runtime,
+    selector: Option<Selector>,
+    sessions: u64,
+) -> Option<(u64, Option<u64>)> {
+    let point = cx.point;
+    let settings = point.other_settings.clone().unwrap_or_default();
+    let prompt = prompt_tokens(cx)?;
+    let context = if let Some(tokens) = point.seq_len_tokens() {
+        tokens
+    } else if let Some(output) = point.output_tokens {
+        prompt + output
+    } else if let Some(tokens) = number_after(&settings, "max_model_len") {
+        tokens
+    } else if weights_only(selector) {
+        cx.assume(
+            assume::STAND_IN,
+            "context not stated: 1 token (the compared weights do not read it)",
+        );
+        1
+    } else {
+        cx.gap(Gap::data(data::CONTEXT, "seq_len, output_tokens: none"));
+        return None;
+    };
+    let prefill = match runtime {
+        // Hugging Face generate() runs the prompt of every sequence in one forward step.
+        Runtime::PyTorch => Some(prompt.max(1) * sessions),
+        // llama.cpp's physical batch, when the source gives it.
+        Runtime::LlamaCpp => number_after(&settings, "n_ubatch"),
+        Runtime::Vllm => None,
+    };
+    Some((context, prefill))
+}
+
+/// Whether the compared components are the weights (and memory outside the allocator), which
+/// no context or batch changes.
+fn weights_only(selector: Option<Selector>) -> bool {
+    matches!(selector, Some(Selector::Weights | Selector::WeightsAndOutside))
+}
+
+/// Prompt tokens: stated, approximate (`~20`), or not stated (0, with an assumption).
+fn prompt_tokens(cx: &mut Cx<'_>) -> Option<u64> {
+    let Some(stated) = cx.point.input_tokens.clone() else {
+        if cx.point.seq_len_tokens().is_some()
+            && cx.point.framework.to_lowercase().contains("transformers")
+        {
+            cx.assume(assume::PROMPT_NOT_STATED, "seq_len given, prompt not stated");
+        }
+        return Some(0);
+    };
+    let lower = stated.to_lowercase();
+    if lower.starts_with("long") {
+        cx.gap(Gap::data(data::PROMPT_LENGTH, stated));
+        None
+    } else if lower.starts_with("not stated") {
+        cx.assume(assume::PROMPT_NOT_STATED, stated);
+        Some(0)
+    } else if let Some(tokens) = leading_number(&stated) {
+        if lower.trim_start().starts_with('~') {
+            cx.assume(assume::PROMPT_APPROXIMATE, stated);
+        }
+        Some(tokens)
+    } else {
+        cx.unreadable("input_tokens", &stated);
+        None
+    }
+}
+
+/// Transformers computed the logits of every prompt position, in fp32, until `logits_to_keep`
+/// (v4.45); the harness says so unless the source states a later version.
+fn logits_for_every_position(cx: &Cx<'_>, runtime: Runtime) -> bool {
+    let point = cx.point;
+    let transformers = point.framework.to_lowercase().contains("transformers");
+    let version = point.framework_version.clone().unwrap_or_default();
+    runtime == Runtime::PyTorch && transformers && !states_version_at_least(&version, 4, 45)
+}
+
+/// Whether `text` names a version `major.minor` or later, as `v4.46` or `4.46.1`.
+fn states_version_at_least(text: &str, major: u64, minor: u64) -> bool {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|word| {
+            let mut parts = word.split('.');
+            let a = parts.next()?.parse::<u64>().ok()?;
+            let b = parts.next()?.parse::<u64>().ok()?;
+            Some((a, b))
+        })
+        .any(|(a, b)| a == major && b >= minor)
+}
+
+/// The number written after `key` in a settings text: `n_ubatch 512`, `max_model_len (8192)`.
+fn number_after(text: &str, key: &str) -> Option<u64> {
+    let start = text.find(key)? + key.len();
+    let rest = text[start..].trim_start_matches([' ', '(', '=', ':']);
+    leading_number(rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert!(!states_version_at_least("~v4.41 (May 2024)", 4, 45));
+        assert!(states_version_at_least("transformers 4.46.1", 4, 45));
+        assert!(!states_version_at_least("PyTorch 2.0.1, CUDA 11.4", 4, 45));
+    }
+
+    #[test]
+    fn settings_numbers() {
+        let vllm = "gpu_memory_utilization 0.90; default max_model_len (8192) used";
+        assert_eq!(number_after(vllm, "max_model_len"), Some(8192));
+        assert_eq!(number_after("n_ctx 512, n_batch 512, n_ubatch 512", "n_ubatch"), Some(512));
+    }
+}

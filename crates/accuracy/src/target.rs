@@ -1,0 +1,96 @@
+//! What an expressed point is compared with: a view of the peak, some components of the budget,
+//! or the check's verdict.
+
+use vram_core::budget::{Category, Component, HeldBy};
+
+use crate::views::{Basis, View};
+
+/// The part of the estimate a measurement corresponds to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A peak, in one view.
+    Peak { view: View, basis: Basis, scope: Scope },
+    /// Some components, as a runtime's log reports them.
+    Component { selector: Selector, scope: Scope },
+    /// An out-of-memory report or the largest run that fitted: the estimate must agree.
+    Verdict { expect_fits: bool },
+}
+
+/// How per-device numbers combine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// One device, or each device of a split (the largest is compared).
+    EachDevice,
+    /// The sum over all devices (sources that report a total).
+    SumOfDevices,
+}
+
+/// A set of budget components that a runtime's log reports as one number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selector {
+    /// The model's weights (persistent components).
+    Weights,
+    /// The KV cache (cache components).
+    KvCache,
+    /// The KV pool a runtime pre-allocates (the budget's `kv_pool`, where the core reports one).
+    KvPool,
+    /// Activations and temporaries of a forward step (intermediate components).
+    Intermediates,
+    /// Memory outside the framework's allocator: CUDA context, NCCL (held by the runtime).
+    OutsideAllocator,
+    /// Weights plus the memory outside the allocator (a load measured with nvidia-smi).
+    WeightsAndOutside,
+}
+
+impl Selector {
+    pub fn name(self) -> &'static str {
+        match self {
+            Selector::Weights => "weights",
+            Selector::KvCache => "KV cache",
+            Selector::KvPool => "KV pool",
+            Selector::Intermediates => "activations",
+            Selector::OutsideAllocator => "outside allocator",
+            Selector::WeightsAndOutside => "weights + context",
+        }
+    }
+
+    pub fn includes(self, component: &Component) -> bool {
+        let persistent = component.category == Category::Persistent;
+        let runtime = component.held_by == HeldBy::Runtime;
+        match self {
+            Selector::Weights => persistent,
+            Selector::KvCache | Selector::KvPool => component.category == Category::Cache,
+            Selector::Intermediates => component.category == Category::Intermediate,
+            Selector::OutsideAllocator => runtime,
+            Selector::WeightsAndOutside => persistent || runtime,
+        }
+    }
+}
+
+impl Target {
+    /// A short label for tables: `allocated`, `allocated (not stated)`, `component: KV cache`.
+    pub fn label(&self) -> String {
+        match self {
+            Target::Peak { view, basis: Basis::Stated, scope } => {
+                format!("{view}{}", scope.suffix())
+            }
+            Target::Peak { view, basis: Basis::NotStated, scope } => {
+                format!("{view} (not stated){}", scope.suffix())
+            }
+            Target::Component { selector, scope } => {
+                format!("component: {}{}", selector.name(), scope.suffix())
+            }
+            Target::Verdict { expect_fits: true } => "verdict: fits".to_string(),
+            Target::Verdict { expect_fits: false } => "verdict: does not fit".to_string(),
+        }
+    }
+}
+
+impl Scope {
+    fn suffix(self) -> &'static str {
+        match self {
+            Scope::EachDevice => "",
+            Scope::SumOfDevices => ", sum of GPUs",
+        }
+    }
+}

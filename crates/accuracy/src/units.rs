@@ -1,0 +1,48 @@
+//! Measured values to bytes.
+//!
+//! The rule for `GB` whose base the source does not state: it is read as GiB (2^30 B). The
+//! scripts behind these tables divide byte counts by 1024^3 and print `GB` (the sources that
+//! show their code all do, see the `GB(=GiB)` points), and the decimal reading is impossible
+//! where it can be tested: Qwen-7B's bf16 weights alone are 15.44e9 B, more than the 15.2 `GB`
+//! measured for the whole generation (S05-012).
+
+/// How a measured value becomes bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnitRule {
+    /// The unit says its base: MiB, GiB, or GB noted as GiB.
+    Stated,
+    /// `GB` with no base: read as GiB (module doc).
+    GbAsGib,
+}
+
+const MIB: f64 = 1_048_576.0;
+const GIB: f64 = 1_073_741_824.0;
+
+/// The measured bytes, or `None` when the unit is not a measurement (a GPU class for a fits
+/// check) or not understood.
+pub fn measured_bytes(value: f64, unit: &str) -> Option<(f64, UnitRule)> {
+    match unit.trim() {
+        "MiB" => Some((value * MIB, UnitRule::Stated)),
+        "GiB" | "GB(=GiB)" => Some((value * GIB, UnitRule::Stated)),
+        "GB" => Some((value * GIB, UnitRule::GbAsGib)),
+        _ => None,
+    }
+}
+
+/// The same value read with decimal GB, for the sensitivity line of the report.
+pub fn decimal_reading(value: f64, unit: &str) -> Option<f64> {
+    (unit.trim() == "GB").then_some(value * 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(measured_bytes(1.0, "MiB"), Some((MIB, UnitRule::Stated)));
+        assert_eq!(measured_bytes(2.0, "GB(=GiB)"), Some((2.0 * GIB, UnitRule::Stated)));
+        assert_eq!(measured_bytes(2.0, "GB"), Some((2.0 * GIB, UnitRule::GbAsGib)));
+        assert_eq!(measured_bytes(80.0, "GB (GPU VRAM class)"), None);
+    }
+}

@@ -1,0 +1,93 @@
+//! Which of the budget's views a peak measurement is compared with.
+//!
+//! Each `DeviceBudget` states its peak three ways (`views`): live tensors (`allocated`), tensors
+//! plus the caching allocator's reserve (`reserved`) and everything the process holds on the
+//! device (`device`). A measurement is compared with the view its method reads:
+//!
+//! | measurement method says | view |
+//! |---|---|
+//! | `torch.cuda.max_memory_allocated` | allocated |
+//! | `torch.cuda.max_memory_reserved` | reserved |
+//! | `nvidia-smi`, `pynvml`, NVML | device |
+//! | not stated (starts with "not stated", or names none of the above) | allocated |
+//!
+//! Not stated means allocated, for every point alike: the sources that do not say are framework
+//! READMEs and blog tables printed by Python scripts, and the peak such scripts print is
+//! `torch.cuda.max_memory_allocated()` far more often than anything else (every script in this
+//! data set that is shown calls it or `max_memory_reserved`). A method text that starts with "not
+//! stated" is not stated even when it guesses at a call.
+
+use std::fmt;
+
+/// A view of a device budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum View {
+    Allocated,
+    Reserved,
+    Device,
+}
+
+impl View {
+    pub fn name(self) -> &'static str {
+        match self {
+            View::Allocated => "allocated",
+            View::Reserved => "reserved",
+            View::Device => "device",
+        }
+    }
+}
+
+/// Whether the source named its method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Basis {
+    Stated,
+    NotStated,
+}
+
+/// The view a peak measured by `method` is compared in.
+pub fn view_for(method: &str) -> (View, Basis) {
+    let method = method.to_lowercase();
+    if method.trim_start().starts_with("not stated") {
+        (View::Allocated, Basis::NotStated)
+    } else if method.contains("max_memory_allocated") {
+        (View::Allocated, Basis::Stated)
+    } else if method.contains("max_memory_reserved") {
+        (View::Reserved, Basis::Stated)
+    } else if method.contains("nvidia-smi") || method.contains("nvml") {
+        (View::Device, Basis::Stated)
+    } else {
+        (View::Allocated, Basis::NotStated)
+    }
+}
+
+impl fmt::Display for View {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods() {
+        let v = |m| view_for(m);
+        assert_eq!(
+            v("torch.cuda.max_memory_allocated() / 1024**3"),
+            (View::Allocated, Basis::Stated)
+        );
+        assert_eq!(
+            v("torch.cuda.max_memory_reserved() / 1024**3"),
+            (View::Reserved, Basis::Stated)
+        );
+        assert_eq!(v("pynvml nvmlDeviceGetMemoryInfo().used"), (View::Device, Basis::Stated));
+        assert_eq!(v("nvidia-smi per-process GPU memory"), (View::Device, Basis::Stated));
+        assert_eq!(v("not stated (Qwen profile.py)"), (View::Allocated, Basis::NotStated));
+        assert_eq!(
+            v("not stated in README; scripts of that era report max_memory_allocated"),
+            (View::Allocated, Basis::NotStated)
+        );
+        assert_eq!(v("benchmark script (not shown)"), (View::Allocated, Basis::NotStated));
+    }
+}

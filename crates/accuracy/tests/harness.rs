@@ -1,0 +1,139 @@
+//! The harness on the real data set: every point is accounted for, every generated source checks,
+//! and the report covers every workload kind. Accuracy figures are not asserted: they are what
+//! the benchmark measures, not what it must be.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use vram_accuracy::data::{self, Point};
+use vram_accuracy::evaluate::Outcome;
+use vram_accuracy::gaps::GapKind;
+use vram_accuracy::report::{self, counts};
+use vram_accuracy::{Run, run};
+
+/// The data set beside the workspace, as CI has it.
+fn points() -> Vec<Point> {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/measured-peaks.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{} must exist beside the workspace: {e}", path.display()));
+    data::parse(&text).expect("measured-peaks.json parses")
+}
+
+fn harness() -> (Vec<Point>, Run) {
+    let points = points();
+    let run = run(&points);
+    (points, run)
+}
+
+#[test]
+fn every_point_is_evaluated_or_has_a_reason() {
+    let (points, run) = harness();
+    assert_eq!(run.results.len(), points.len());
+    for (point, result) in points.iter().zip(&run.results) {
+        assert_eq!(point.id, result.id, "results keep the file's order");
+        if let Outcome::Unexpressed(gaps) = &result.outcome {
+            assert!(!gaps.is_empty(), "{}: unexpressed without a reason", point.id);
+            for gap in gaps {
+                assert!(!gap.detail.trim().is_empty(), "{}: a reason without detail", point.id);
+            }
+        }
+    }
+    let c = counts(&run);
+    assert_eq!(c.compared + c.verdicts + c.unexpressed + c.harness_errors, c.points);
+    // The harness reads every wording in the data set: a new wording is a rule to add.
+    let unreadable: Vec<String> = run
+        .results
+        .iter()
+        .filter_map(|r| match &r.outcome {
+            Outcome::Unexpressed(gaps) => Some(
+                gaps.iter()
+                    .filter(|g| g.label == vram_accuracy::gaps::data::UNREADABLE)
+                    .map(|g| format!("{}: {}", r.id, g.detail))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert!(unreadable.is_empty(), "wordings the rules do not read: {unreadable:#?}");
+}
+
+#[test]
+fn no_generated_source_has_input_errors() {
+    let (_, run) = harness();
+    let errors: Vec<String> = run
+        .results
+        .iter()
+        .filter_map(|r| match &r.outcome {
+            Outcome::HarnessError { diagnostics, source } => {
+                Some(format!("{}: {}\n{source}", r.id, diagnostics.join("; ")))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(errors.is_empty(), "generated sources that do not check:\n{}", errors.join("\n"));
+    // Warnings would mean the harness writes something the language frowns on.
+    for result in &run.results {
+        let source = match &result.outcome {
+            Outcome::Compared(c) => &c.source,
+            Outcome::Verdict(v) => &v.source,
+            Outcome::Unexpressed(_) | Outcome::HarnessError { .. } => continue,
+        };
+        let outcome = vram_core::evaluate(source);
+        let warnings: Vec<_> = outcome.diagnostics.iter().map(|d| &d.message).collect();
+        assert!(warnings.is_empty(), "{}: {warnings:?}", result.id);
+        // The source is in the language's canonical layout's reach: it formats without errors.
+        assert!(vram_core::format::format(source).is_ok(), "{} does not format", result.id);
+    }
+}
+
+#[test]
+fn the_data_set_has_points_of_each_outcome() {
+    let (_, run) = harness();
+    let c = counts(&run);
+    // Smoke checks that the harness is wired up: some points compare, some are verdicts, some
+    // are listed with reasons of both kinds.
+    assert!(c.compared > 0 && c.verdicts > 0 && c.unexpressed > 0);
+    let kinds: BTreeSet<GapKind> = report::gap_groups(&run).iter().map(|g| g.kind).collect();
+    assert!(kinds.contains(&GapKind::Feature) && kinds.contains(&GapKind::Data));
+}
+
+#[test]
+fn the_report_has_a_row_per_workload_kind() {
+    let (points, run) = harness();
+    let kinds: BTreeSet<&str> = points.iter().map(|p| p.workload.as_str()).collect();
+    let (rows, overall) = vram_accuracy::stats::summary(&run);
+    let row_kinds: BTreeSet<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
+    assert_eq!(row_kinds, kinds);
+    assert_eq!(overall.points, points.len());
+    assert_eq!(rows.iter().map(|r| r.points).sum::<usize>(), points.len());
+
+    let text = report::text::render(&run, "data");
+    let page = report::markdown::render(&run, &points, "data");
+    for kind in &kinds {
+        assert!(text.lines().any(|l| l.starts_with(kind)), "text report lacks a row for {kind}");
+        assert!(page.contains(&format!("| {kind} |")), "docs lack a row for {kind}");
+    }
+    assert!(page.contains(vram_accuracy::REGENERATE), "docs say how to regenerate them");
+    // Every unexpressed point is listed on the page with its reasons.
+    for result in &run.results {
+        if matches!(result.outcome, Outcome::Unexpressed(_)) {
+            assert!(
+                page.contains(&format!("| {} |", result.id)),
+                "{} missing from docs",
+                result.id
+            );
+        }
+    }
+}
+
+#[test]
+fn evaluation_is_deterministic() {
+    let (points, first) = harness();
+    let second = run(&points);
+    assert_eq!(
+        report::markdown::render(&first, &points, "data"),
+        report::markdown::render(&second, &points, "data")
+    );
+}
