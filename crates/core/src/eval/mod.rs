@@ -238,17 +238,26 @@ fn device_components(
             block,
         )?);
         let all_prompts = inference.context.checked_mul(sessions).ok_or(Overflow)?;
-        let tokens = inference.prefill_chunk.unwrap_or(match workload.runtime {
-            // vLLM's default max_num_batched_tokens for its API server (DOMAIN.md §4.4).
-            Runtime::Vllm if device.memory.0 >= 70 * GIB => 8192,
-            Runtime::Vllm => 2048,
+        // vLLM's engine defaults (`EngineArgs.get_batch_defaults`, DOMAIN.md §4.4): larger
+        // batches on GPUs of 70 GiB or more other than the A100.
+        let large = device.memory.0 >= 70 * GIB && device.arch != crate::hir::Arch::Ampere;
+        let (tokens, rows) = match workload.runtime {
+            // vLLM profiles one dummy step of max_num_batched_tokens, and its sampler
+            // pre-allocates logits for max_num_seqs requests, whatever the sessions (§4.1).
+            Runtime::Vllm => {
+                let chunk = inference.prefill_chunk.unwrap_or(if large { 8192 } else { 2048 });
+                let max_num_seqs = if large { 1024 } else { 256 };
+                (chunk, max_num_seqs.min(chunk))
+            }
             // llama.cpp's physical batch (-ub) default.
-            Runtime::LlamaCpp => 512,
-            _ => all_prompts,
-        });
+            Runtime::LlamaCpp => {
+                (inference.prefill_chunk.unwrap_or(512).min(all_prompts), sessions)
+            }
+            _ => (inference.prefill_chunk.unwrap_or(all_prompts).min(all_prompts), sessions),
+        };
         let step = llm::Step {
-            tokens: tokens.min(all_prompts),
-            sequences: sessions,
+            tokens,
+            sequences: rows,
             key_length: inference.context,
             logits: inference.logits,
             attention: inference.attention,
