@@ -54,6 +54,27 @@ pub(crate) enum Command {
     },
     /// Print the JSON Schema of the budget that `check --format json` writes.
     Schema,
+    /// Import a model from config.json, safetensors or GGUF headers, as a model block.
+    ///
+    /// Only headers are read, never tensors; `--format json` says how many bytes that took.
+    Import {
+        /// A config.json, a .safetensors or .gguf file, a model.safetensors.index.json, or a
+        /// checkpoint folder.
+        path: PathBuf,
+        #[arg(long, short, value_enum, default_value_t = ImportFormat::Vram)]
+        format: ImportFormat,
+        /// The model's name in the block; default: the folder's or the file's name.
+        #[arg(long)]
+        name: Option<String>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ImportFormat {
+    /// A `model` block.
+    Vram,
+    /// The model, the bytes read and any diagnostics, as JSON.
+    Json,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -6,6 +6,7 @@
 mod args;
 mod catalog;
 mod explain;
+mod import;
 mod input;
 mod output;
 
@@ -37,6 +38,9 @@ fn main() -> ExitCode {
         Command::Explain { file, check } => explain::run(&file, check.as_deref(), colors),
         Command::Fmt { files, check } => fmt(&files, check, colors),
         Command::Catalog { format } => catalog::run(format),
+        Command::Import { path, format, name } => {
+            import::run(&path, format, name.as_deref(), colors)
+        }
         Command::Schema => {
             println!("{}", output::json::schema());
             EXIT_FITS

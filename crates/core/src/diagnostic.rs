@@ -93,6 +93,21 @@ pub const CODES: &[(&str, &str)] = &[
     ("W002", "a model field is ignored because the parameter count is given directly"),
     ("W003", "headroom rule keeps less than 5 % of capacity"),
     ("W004", "precision change: validate output quality, memory is not the only effect"),
+    ("I101", "import: the file ends before its header does (truncated, or a lying length)"),
+    ("I102", "import: a header or JSON file is larger than the importer's cap"),
+    ("I103", "import: the header or JSON file is not valid JSON (or not UTF-8)"),
+    ("I104", "import: tensor data lies outside the file, or does not reach its end"),
+    ("I105", "import: unknown tensor dtype, ggml type or GGUF value type"),
+    ("I106", "import: not a GGUF file (bad magic)"),
+    ("I107", "import: unsupported GGUF version or byte order"),
+    ("I108", "import: a GGUF string or array is longer than the importer's cap"),
+    ("I109", "import: too many tensors or metadata keys"),
+    ("I110", "import: invalid tensor shape: over 4 dimensions, a partial block, a 64-bit overflow"),
+    ("I111", "import: a header or config value is missing or has the wrong type"),
+    ("I112", "import: tensor data ranges overlap, leave gaps or are misaligned"),
+    ("I113", "import: a tensor's byte range does not match its dtype and shape"),
+    ("I114", "import: a tensor or metadata key is named twice"),
+    ("I115", "import: the files of a checkpoint do not match its index or each other"),
 ];
 
 /// The one-line summary of `code`, if it is a known code.

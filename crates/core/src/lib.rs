@@ -31,6 +31,7 @@ pub mod diagnostic;
 pub mod eval;
 pub mod format;
 pub mod hir;
+pub mod import;
 pub mod limits;
 pub mod precision;
 pub mod quant;

@@ -41,7 +41,8 @@ pub fn parse(bytes: &[u8]) -> Result<ImportedModel, Vec<Diagnostic>> {
     let text = super::json_text(bytes, "config.json")?;
     let doc = Doc { text, base: 0 };
     let root = doc.root("config.json").map_err(|d| vec![d])?;
-    let mut reader = Reader { doc, diagnostics: Vec::new(), notes: Vec::new(), defaulted: Vec::new() };
+    let mut reader =
+        Reader { doc, diagnostics: Vec::new(), notes: Vec::new(), defaulted: Vec::new() };
     let model = reader.model(&root);
     if reader.diagnostics.is_empty() { Ok(model) } else { Err(reader.diagnostics) }
 }
@@ -67,15 +68,18 @@ impl<'a> Reader<'a> {
             } else {
                 &[]
             };
-        let architecture = self.architecture(root, &model_type);
+        let architecture = Self::architecture(root, &model_type);
         let gemma = model_type.starts_with("gemma");
 
         let layers = self.shape(cfg, &["num_hidden_layers", "n_layer", "num_layers"], defaults);
         let hidden = self.shape(cfg, &["hidden_size", "n_embd", "d_model"], defaults);
         let mut ffn = self.shape(cfg, &["intermediate_size", "n_inner", "ffn_dim"], defaults);
         let heads = self.shape(cfg, &["num_attention_heads", "n_head"], defaults);
-        let kv_heads =
-            self.shape(cfg, &["num_key_value_heads", "num_kv_heads", "multi_query_group_num"], defaults);
+        let kv_heads = self.shape(
+            cfg,
+            &["num_key_value_heads", "num_kv_heads", "multi_query_group_num"],
+            defaults,
+        );
         let head_dim = self.shape(cfg, &["head_dim"], defaults);
         let vocab = self.shape(cfg, &["vocab_size", "padded_vocab_size"], defaults);
         let context = self.shape(
@@ -100,7 +104,8 @@ impl<'a> Reader<'a> {
             (heads, "num_attention_heads", "the attention heads"),
             (vocab, "vocab_size", "the vocabulary size"),
         ] {
-            if value.is_none() {
+            // A key present with the wrong type was reported already.
+            if value.is_none() && cfg.get(key).is_none() {
                 self.missing(cfg, key, meaning);
             }
         }
@@ -112,7 +117,9 @@ impl<'a> Reader<'a> {
             })
         });
 
-        let tied = self.flag(cfg, "tie_word_embeddings").or_else(|| self.flag(root, "tie_word_embeddings"));
+        let tied = self
+            .flag(cfg, "tie_word_embeddings")
+            .or_else(|| self.flag(root, "tie_word_embeddings"));
         let tied_embeddings = tied.unwrap_or_else(|| {
             self.notes.push(format!(
                 "no tie_word_embeddings: {} (the {} default)",
@@ -169,9 +176,11 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn architecture(&mut self, root: &Object<'a>, model_type: &str) -> Option<String> {
+    fn architecture(root: &Object<'a>, model_type: &str) -> Option<String> {
         let class = match root.value("architectures") {
-            Some((Value::Array(names), _)) => names.first().and_then(Value::as_str).map(str::to_string),
+            Some((Value::Array(names), _)) => {
+                names.first().and_then(Value::as_str).map(str::to_string)
+            }
             _ => None,
         };
         match (class, model_type) {
@@ -183,7 +192,12 @@ impl<'a> Reader<'a> {
     }
 
     /// The first of `keys` present, else a config class default.
-    fn shape(&mut self, cfg: &Object<'a>, keys: &[&'static str], defaults: &[(&'static str, u64)]) -> Option<u64> {
+    fn shape(
+        &mut self,
+        cfg: &Object<'a>,
+        keys: &[&'static str],
+        defaults: &[(&'static str, u64)],
+    ) -> Option<u64> {
         for key in keys {
             if let Some(value) = self.count(cfg, key) {
                 return Some(value);
@@ -198,7 +212,10 @@ impl<'a> Reader<'a> {
     }
 
     fn moe(&mut self, cfg: &Object<'a>, ffn: Option<u64>) -> Option<Moe> {
-        let experts = self.first(cfg, &["num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"])?;
+        let experts = self.first(
+            cfg,
+            &["num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"],
+        )?;
         if experts == 0 {
             return None;
         }
@@ -240,7 +257,14 @@ impl<'a> Reader<'a> {
                 ));
             }
         }
-        Some(Moe { experts, experts_active, expert_ffn, shared_experts, shared_expert_ffn, dense_layers })
+        Some(Moe {
+            experts,
+            experts_active,
+            expert_ffn,
+            shared_experts,
+            shared_expert_ffn,
+            dense_layers,
+        })
     }
 
     fn mla(&mut self, cfg: &Object<'a>) -> Option<Mla> {
@@ -253,15 +277,15 @@ impl<'a> Reader<'a> {
             }
             value
         };
-        let qk_rope_dim = required("qk_rope_head_dim", "the rotary part of an MLA key");
-        let qk_nope_dim = required("qk_nope_head_dim", "the non-rotary part of an MLA key");
-        let v_head_dim = required("v_head_dim", "an MLA value head's size");
+        let rope = required("qk_rope_head_dim", "the rotary part of an MLA key");
+        let nope = required("qk_nope_head_dim", "the non-rotary part of an MLA key");
+        let value = required("v_head_dim", "an MLA value head's size");
         Some(Mla {
             kv_lora_rank,
             q_lora_rank,
-            qk_rope_dim: qk_rope_dim?,
-            qk_nope_dim: qk_nope_dim?,
-            v_head_dim: v_head_dim?,
+            qk_rope_dim: rope?,
+            qk_nope_dim: nope?,
+            v_head_dim: value?,
         })
     }
 
@@ -320,7 +344,12 @@ impl<'a> Reader<'a> {
 
     /// `layer_types` (`sliding_attention` / `full_attention` per layer) as a window and a
     /// period; a pattern that is not "every Nth layer is global" is left out, with a note.
-    fn layer_types(&mut self, types: &[String], window: u64, layers: Option<u64>) -> (Option<u64>, Option<u64>) {
+    fn layer_types(
+        &mut self,
+        types: &[String],
+        window: u64,
+        layers: Option<u64>,
+    ) -> (Option<u64>, Option<u64>) {
         let full = |t: &String| t == "full_attention";
         let local = |t: &String| t == "sliding_attention";
         if let Some(other) = types.iter().find(|t| !full(t) && !local(t)) {
@@ -341,7 +370,8 @@ impl<'a> Reader<'a> {
             Some(_) if !types.iter().any(local) => (None, None),
             Some(first) => {
                 let period = first + 1;
-                let regular = types.iter().enumerate().all(|(i, t)| full(t) == ((i + 1) % period == 0));
+                let regular =
+                    types.iter().enumerate().all(|(i, t)| full(t) == ((i + 1) % period == 0));
                 if regular {
                     (Some(window), Some(period as u64))
                 } else {
@@ -383,14 +413,17 @@ impl<'a> Reader<'a> {
                 }
             }
             "fp8" | "fbgemm_fp8" => {
-                let block = self.counts(&q, "weight_block_size").and_then(|b| <[u64; 2]>::try_from(b).ok());
+                let block =
+                    self.counts(&q, "weight_block_size").and_then(|b| <[u64; 2]>::try_from(b).ok());
                 Quantization::Fp8 { block }
             }
             "mxfp4" => Quantization::Mxfp4,
             "bitsandbytes" => {
                 if self.flag(&q, "load_in_4bit") == Some(true) {
                     Quantization::Bnb4 {
-                        kind: self.text(&q, "bnb_4bit_quant_type").unwrap_or_else(|| "fp4".to_string()),
+                        kind: self
+                            .text(&q, "bnb_4bit_quant_type")
+                            .unwrap_or_else(|| "fp4".to_string()),
                         double_quant: self.flag(&q, "bnb_4bit_use_double_quant").unwrap_or(false),
                     }
                 } else {
@@ -402,7 +435,9 @@ impl<'a> Reader<'a> {
                     "quantization_config quant_method `{other}` is not known: its format is named but \
                      not sized"
                 ));
-                Quantization::Other { name: if other.is_empty() { "unknown".to_string() } else { other.to_string() } }
+                Quantization::Other {
+                    name: if other.is_empty() { "unknown".to_string() } else { other.to_string() },
+                }
             }
         };
         if let Some(kept) = self.texts(&q, "modules_to_not_convert").filter(|k| !k.is_empty()) {
@@ -421,16 +456,18 @@ impl<'a> Reader<'a> {
             "float16" => Some("fp16".to_string()),
             "float32" => Some("fp32".to_string()),
             other => {
-                self.notes.push(format!("torch_dtype `{other}` is not a weight precision; left out"));
+                self.notes
+                    .push(format!("torch_dtype `{other}` is not a weight precision; left out"));
                 None
             }
         }
     }
 
     fn other_notes(&mut self, root: &Object<'a>, cfg: &Object<'a>, model_type: &str) {
-        if let Some(scaling) = cfg.get("rope_scaling").and_then(|raw| {
-            serde_json::from_str::<Value>(raw.get()).ok().filter(Value::is_object)
-        }) {
+        if let Some(scaling) = cfg
+            .get("rope_scaling")
+            .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok().filter(Value::is_object))
+        {
             let kind = scaling
                 .get("rope_type")
                 .or_else(|| scaling.get("type"))

@@ -69,6 +69,16 @@ impl<'a> Doc<'a> {
 
     /// The top-level object. `what` names the file in messages (`config.json`).
     pub(crate) fn root(&self, what: &str) -> Result<Object<'a>, Diagnostic> {
+        // Values stay raw until asked for, and `serde_json` skips raw values without its
+        // recursion limit; check the nesting first, so a later parse cannot fail.
+        if let Some(at) = too_deep(self.text) {
+            let at = self.base.saturating_add(at);
+            return Err(Diagnostic::error(
+                "I103",
+                Span::new(at, at.saturating_add(1)),
+                format!("{what} nests arrays and objects more than {MAX_DEPTH} deep"),
+            ));
+        }
         match serde_json::from_str::<Entries<'a>>(self.text) {
             Ok(Entries(entries)) => Ok(Object { entries, span: self.span() }),
             Err(error) => Err(self.error(&error, what)),
@@ -122,6 +132,39 @@ impl<'a> Object<'a> {
     }
 }
 
+/// The deepest nesting of arrays and objects accepted (`serde_json`'s own limit is 128).
+const MAX_DEPTH: usize = 100;
+
+/// Where `text` first nests arrays and objects deeper than [`MAX_DEPTH`], if it does.
+fn too_deep(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (offset, byte) in text.bytes().enumerate() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Some(offset);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// What kind of JSON value `raw` is, for messages.
 pub(crate) fn kind(raw: &RawValue) -> &'static str {
     match raw.get().trim_start().as_bytes().first() {
@@ -150,7 +193,7 @@ pub(crate) fn value_kind(value: &Value) -> &'static str {
 
 /// The byte offset of a 1-based line and column (`serde_json` counts columns in bytes).
 fn offset_of(text: &str, line: usize, column: usize) -> usize {
-    let mut offset = 0;
+    let mut offset = 0usize;
     for (index, content) in text.split_inclusive('\n').enumerate() {
         if index + 1 == line {
             return offset.saturating_add(column.saturating_sub(1)).min(text.len());
@@ -187,10 +230,22 @@ mod tests {
         let bad = Doc { text: "{\"a\": 1,\n \"b\" 2}", base: 0 };
         let error = bad.root("test").unwrap_err();
         assert_eq!(error.code, "I103");
-        assert_eq!(error.primary.start, 15);
+        assert_eq!(error.primary.start, 14);
         assert!(!error.message.contains("line"), "{}", error.message);
 
         let array = Doc { text: "[1, 2]", base: 0 };
         assert_eq!(array.root("test").unwrap_err().code, "I111");
+    }
+
+    #[test]
+    fn deep_nesting_is_a_diagnostic_not_a_stack_overflow() {
+        let deep = format!("{{\"a\": {}1{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        let doc = Doc { text: &deep, base: 0 };
+        let error = doc.root("test").unwrap_err();
+        assert_eq!(error.code, "I103", "{}", error.message);
+        assert_eq!(error.primary.start, 105);
+        // Brackets inside strings do not count.
+        let quoted = format!("{{\"a\": \"{}\\\"[\"}}", "[".repeat(1000));
+        assert!(Doc { text: &quoted, base: 0 }.root("test").is_ok());
     }
 }

@@ -98,26 +98,28 @@ impl Checkpoint {
             }
             return Ok(model);
         }
-        let tensors = match &self.index {
-            Some((name, index)) => safetensors::combine(index, &self.safetensors)
-                .map_err(|found| found.into_iter().map(|d| Problem::new(name, d)).collect::<Vec<_>>())?,
-            None => {
-                let mut all = Vec::new();
-                for (_, header) in &self.safetensors {
-                    all.extend(header.tensors.iter().cloned());
-                }
-                all
-            }
+        let tensors = if let Some((name, index)) = &self.index {
+            safetensors::combine(index, &self.safetensors).map_err(|found| {
+                found.into_iter().map(|d| Problem::new(name, d)).collect::<Vec<_>>()
+            })?
+        } else {
+            unindexed(&self.safetensors)?
         };
         let mut model = self.config.clone().unwrap_or_else(|| ImportedModel {
-            notes: vec!["no config.json: the model's shape is unknown, only its weights".to_string()],
+            notes: vec![
+                "no config.json: the model's shape is unknown, only its weights".to_string(),
+            ],
             ..ImportedModel::default()
         });
         if self.safetensors.is_empty() {
             if self.config.is_none() {
                 return Err(vec![Problem::new(
                     "checkpoint",
-                    Diagnostic::error("I115", Span::default(), "no config.json, safetensors or GGUF file to read"),
+                    Diagnostic::error(
+                        "I115",
+                        Span::default(),
+                        "no config.json, safetensors or GGUF file to read",
+                    ),
                 )]);
             }
             return Ok(model);
@@ -140,16 +142,40 @@ impl Checkpoint {
         } else {
             format!("safetensors headers ({shards} shards)")
         };
-        model.source = if self.config.is_some() {
-            format!("{} and its {read}", model.source)
-        } else {
-            read
-        };
+        model.source =
+            if self.config.is_some() { format!("{} and its {read}", model.source) } else { read };
         model.params = Some(weights.params);
         model.notes.extend(notes);
         model.weights = Some(weights);
         Ok(model)
     }
+}
+
+/// The tensors of safetensors files without an index; a name in two files is `I114`.
+fn unindexed(
+    files: &[(String, safetensors::Header)],
+) -> Result<Vec<safetensors::Tensor>, Vec<Problem>> {
+    let mut seen: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
+    let mut problems = Vec::new();
+    let mut tensors = Vec::new();
+    for (file, header) in files {
+        for tensor in &header.tensors {
+            match seen.insert(&tensor.name, file) {
+                Some(other) => problems.push(Problem::new(
+                    file,
+                    Diagnostic::error(
+                        "I114",
+                        tensor.span,
+                        format!("`{}` is also in {other}", tensor.name),
+                    )
+                    .with_help("without an index, each tensor must be in one file only"),
+                )),
+                None => tensors.push(tensor.clone()),
+            }
+        }
+    }
+    problems.truncate(MAX_DIAGNOSTICS);
+    if problems.is_empty() { Ok(tensors) } else { Err(problems) }
 }
 
 /// `bytes` as JSON text, or `I102` (too large) / `I103` (not UTF-8). `what` names the file.

@@ -301,7 +301,7 @@ fn grouped(value: u64) -> String {
     }
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index) % 3 == 0 {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
             out.push('_');
         }
         out.push(digit);

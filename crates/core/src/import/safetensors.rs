@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::json::{Doc, Object, kind, value_kind};
 use super::model::{DtypeTotals, Quantization, Quantized, Weights};
-use super::{MAX_DIAGNOSTICS, MAX_JSON_BYTES, Parsed, cap_diagnostics};
+use super::{MAX_DIAGNOSTICS, Parsed, cap_diagnostics};
 use crate::diagnostic::Diagnostic;
 use crate::span::Span;
 
@@ -259,7 +259,11 @@ fn truncated_header(header_len: u64, file_len: u64) -> Diagnostic {
     .with_help("the file is truncated, or its first 8 bytes are not a safetensors header length")
 }
 
-fn read_entries(doc: Doc<'_>, header_len: u64, file_len: Option<u64>) -> Result<Header, Vec<Diagnostic>> {
+fn read_entries(
+    doc: Doc<'_>,
+    header_len: u64,
+    file_len: Option<u64>,
+) -> Result<Header, Vec<Diagnostic>> {
     let root = doc.root("the safetensors header").map_err(|d| vec![d])?;
     let mut diagnostics = Vec::new();
     let mut metadata = BTreeMap::new();
@@ -387,20 +391,18 @@ fn read_tensor(
     };
     let mut shape = Vec::with_capacity(dims.len());
     for dim in dims {
-        match dim.as_u64() {
-            Some(n) => shape.push(n),
-            None => {
-                let (code, problem) = match dim.as_f64() {
-                    Some(f) if dim.is_f64() && f >= 1.8e19 => ("I110", "more than 64 bits"),
-                    _ => ("I111", "not a non-negative whole number"),
-                };
-                return Err(Diagnostic::error(
-                    code,
-                    shape_span,
-                    format!("the shape of `{name}` has `{dim}`: {problem}"),
-                ));
-            }
-        }
+        let Some(n) = dim.as_u64() else {
+            let (code, problem) = match dim.as_f64() {
+                Some(f) if dim.is_f64() && f >= 1.8e19 => ("I110", "more than 64 bits"),
+                _ => ("I111", "not a non-negative whole number"),
+            };
+            return Err(Diagnostic::error(
+                code,
+                shape_span,
+                format!("the shape of `{name}` has `{dim}`: {problem}"),
+            ));
+        };
+        shape.push(n);
     }
     let overflow = || {
         Diagnostic::error(
@@ -441,7 +443,9 @@ fn read_tensor(
                         return Err(Diagnostic::error(
                             "I104",
                             offsets_span,
-                            format!("`{name}` has a data offset that is not a 64-bit byte position ({value})"),
+                            format!(
+                                "`{name}` has a data offset that is not a 64-bit byte position ({value})"
+                            ),
                         ));
                     }
                 };
@@ -489,21 +493,34 @@ fn check_layout(tensors: &[Tensor]) -> Result<u64, Vec<Diagnostic>> {
     for tensor in tensors {
         let [start, stop] = tensor.offsets;
         if start != end {
-            let (what, help) = if start < end {
-                ("overlaps", "two tensors cannot share bytes")
-            } else {
-                ("leaves a gap before", "tensors must follow each other with no gap")
-            };
-            let mut diagnostic = Diagnostic::error(
-                "I112",
-                tensor.span,
-                format!(
-                    "`{}` starts at byte {start} of the data section, but the previous tensor ends \
-                     at {end}: the layout {what} it",
-                    tensor.name
+            let (message, help) = match previous {
+                Some(previous) if start < end => (
+                    format!(
+                        "`{}` starts at byte {start} of the data section, before `{}` ends (at \
+                         {end}): they overlap",
+                        tensor.name, previous.name
+                    ),
+                    "two tensors cannot share bytes",
                 ),
-            )
-            .with_help(help);
+                Some(previous) => (
+                    format!(
+                        "`{}` starts at byte {start} of the data section, {} bytes after `{}` ends",
+                        tensor.name,
+                        start - end,
+                        previous.name
+                    ),
+                    "tensors must follow each other with no gap",
+                ),
+                None => (
+                    format!(
+                        "the data section starts with a gap: the first tensor, `{}`, starts at \
+                         byte {start}",
+                        tensor.name
+                    ),
+                    "tensors must follow each other with no gap, from byte 0",
+                ),
+            };
+            let mut diagnostic = Diagnostic::error("I112", tensor.span, message).with_help(help);
             if let Some(previous) = previous {
                 diagnostic = diagnostic
                     .with_label(previous.span, format!("`{}` ends at {end}", previous.name));
@@ -558,12 +575,11 @@ pub fn parse_index(bytes: &[u8]) -> Result<Index, Vec<Diagnostic>> {
         }
     }
     let Some(raw) = root.get("weight_map") else {
-        return Err(vec![Diagnostic::error(
-            "I111",
-            Span::new(0, 1),
-            "the index has no `weight_map`",
-        )
-        .with_help("`model.safetensors.index.json` maps each tensor name to its shard file")]);
+        return Err(vec![
+            Diagnostic::error("I111", Span::new(0, 1), "the index has no `weight_map`").with_help(
+                "`model.safetensors.index.json` maps each tensor name to its shard file",
+            ),
+        ]);
     };
     let map: Object<'_> = doc.object(raw, "`weight_map`").map_err(|d| vec![d])?;
     let mut diagnostics = Vec::new();
@@ -650,8 +666,14 @@ pub fn combine(index: &Index, shards: &[(String, Header)]) -> Result<Vec<Tensor>
 enum Role {
     Plain,
     /// Packed weights; the number of weights one stored element holds is `per_element`.
-    Packed { method: &'static str, weights_per_element: u64, per_bits: u64 },
-    Overhead { method: &'static str },
+    Packed {
+        method: &'static str,
+        weights_per_element: u64,
+        per_bits: u64,
+    },
+    Overhead {
+        method: &'static str,
+    },
 }
 
 /// Totals, parameter count and format of a checkpoint's tensors. `declared` is config.json's
@@ -666,9 +688,8 @@ pub fn weights(
     let mut weights = Weights::default();
     let mut quantized: Option<Quantized> = None;
     let mut first_packed: Option<&Tensor> = None;
-    let overflow = || {
-        Diagnostic::error("I110", Span::new(0, 0), "the checkpoint's totals overflow 64 bits")
-    };
+    let overflow =
+        || Diagnostic::error("I110", Span::new(0, 0), "the checkpoint's totals overflow 64 bits");
     for tensor in tensors {
         let role = role(tensor, &names, declared);
         let params = match role {
@@ -681,12 +702,18 @@ pub fn weights(
         weights.params = weights.params.checked_add(params).ok_or_else(overflow)?;
         weights.bytes = weights.bytes.checked_add(tensor.bytes).ok_or_else(overflow)?;
         weights.tensors += 1;
-        let totals = weights.by_dtype.entry(tensor.dtype.name().to_string()).or_insert_with(DtypeTotals::default);
+        let totals = weights
+            .by_dtype
+            .entry(tensor.dtype.name().to_string())
+            .or_insert_with(DtypeTotals::default);
         totals.tensors += 1;
         totals.elements = totals.elements.checked_add(tensor.elements).ok_or_else(overflow)?;
         totals.bytes = totals.bytes.checked_add(tensor.bytes).ok_or_else(overflow)?;
         if let Role::Packed { method, .. } | Role::Overhead { method } = role {
-            let q = quantized.get_or_insert_with(|| Quantized { method: method.to_string(), ..Quantized::default() });
+            let q = quantized.get_or_insert_with(|| Quantized {
+                method: method.to_string(),
+                ..Quantized::default()
+            });
             if matches!(role, Role::Packed { .. }) {
                 q.weight_tensors += 1;
                 first_packed.get_or_insert(tensor);
@@ -696,23 +723,27 @@ pub fn weights(
             q.bytes = q.bytes.checked_add(tensor.bytes).ok_or_else(overflow)?;
         }
     }
-    weights.format = match (&quantized, first_packed) {
-        (Some(q), Some(first)) => packed_format(&q.method, first, &names, declared, &mut notes),
-        _ => {
-            if let Some(declared) = declared {
-                notes.push(format!(
-                    "config.json declares {} quantization, but no tensor is stored that way",
-                    declared.format_name()
-                ));
-            }
-            dominant_dtype(tensors)
+    weights.format = if let (Some(q), Some(first)) = (&quantized, first_packed) {
+        packed_format(&q.method, first, &names, declared, &mut notes)
+    } else {
+        if let Some(declared) = declared {
+            notes.push(format!(
+                "config.json declares {} quantization, but no tensor is stored that way",
+                declared.format_name()
+            ));
         }
+        dominant_dtype(tensors)
     };
     weights.quantized = quantized;
     Ok((weights, notes))
 }
 
-fn sibling<'a>(name: &str, suffix: &str, with: &str, names: &BTreeMap<&str, &'a Tensor>) -> Option<&'a Tensor> {
+fn sibling<'a>(
+    name: &str,
+    suffix: &str,
+    with: &str,
+    names: &BTreeMap<&str, &'a Tensor>,
+) -> Option<&'a Tensor> {
     let stem = name.strip_suffix(suffix)?;
     names.get(format!("{stem}{with}").as_str()).copied()
 }
@@ -771,7 +802,8 @@ fn role(tensor: &Tensor, names: &BTreeMap<&str, &Tensor>, declared: Option<&Quan
     }
     let bnb_overhead = [".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map"];
     let of_weight = |suffix: &str| {
-        name.strip_suffix(suffix).is_some_and(|stem| stem.ends_with(".weight") && names.contains_key(stem))
+        name.strip_suffix(suffix)
+            .is_some_and(|stem| stem.ends_with(".weight") && names.contains_key(stem))
     };
     if name.contains(".weight.quant_state.bitsandbytes__")
         || bnb_overhead.iter().any(|suffix| of_weight(suffix))
@@ -785,21 +817,24 @@ fn role(tensor: &Tensor, names: &BTreeMap<&str, &Tensor>, declared: Option<&Quan
 
 /// The bit width of a `qweight`: config.json's, else inferred from the shapes (GPTQ: `g_idx`
 /// has one entry per input row; AWQ: `scales` has one column per output).
-fn packed_bits(qweight: &Tensor, names: &BTreeMap<&str, &Tensor>, declared: Option<&Quantization>) -> Option<u64> {
-    match declared {
-        Some(Quantization::Gptq { bits, .. } | Quantization::Awq { bits, .. }) => return Some(*bits),
-        _ => {}
+fn packed_bits(
+    qweight: &Tensor,
+    names: &BTreeMap<&str, &Tensor>,
+    declared: Option<&Quantization>,
+) -> Option<u64> {
+    if let Some(Quantization::Gptq { bits, .. } | Quantization::Awq { bits, .. }) = declared {
+        return Some(*bits);
     }
     let word = qweight.dtype.bits();
-    let rows = *qweight.shape.first()?;
-    let columns = *qweight.shape.get(1)?;
+    let rows = qweight.shape.first()?.checked_mul(word)?;
+    let columns = qweight.shape.get(1)?.checked_mul(word)?;
     if let Some(g_idx) = sibling(&qweight.name, ".qweight", ".g_idx", names) {
         let inputs = g_idx.elements;
-        return (inputs > 0 && (word * rows) % inputs == 0).then(|| word * rows / inputs);
+        return (inputs > 0 && rows.is_multiple_of(inputs)).then(|| rows / inputs);
     }
     let scales = sibling(&qweight.name, ".qweight", ".scales", names)?;
     let outputs = *scales.shape.get(1)?;
-    (outputs > 0 && (word * columns) % outputs == 0).then(|| word * columns / outputs)
+    (outputs > 0 && columns.is_multiple_of(outputs)).then(|| columns / outputs)
 }
 
 /// The group size of a GPTQ or AWQ layer: inputs per row of `scales`.
@@ -848,9 +883,12 @@ fn packed_format(
             Quantization::Fp8 { block }
         }
         _ => {
-            let kind = if names.keys().any(|n| n.ends_with("bitsandbytes__nf4")) { "nf4" } else { "fp4" };
+            let kind =
+                if names.keys().any(|n| n.ends_with("bitsandbytes__nf4")) { "nf4" } else { "fp4" };
             let double_quant = names.keys().any(|n| n.ends_with(".nested_absmax"));
-            if names.keys().any(|n| n.ends_with(".SCB")) && !names.keys().any(|n| n.contains("bitsandbytes__")) {
+            if names.keys().any(|n| n.rsplit('.').next() == Some("SCB"))
+                && !names.keys().any(|n| n.contains("bitsandbytes__"))
+            {
                 Quantization::Bnb8
             } else {
                 Quantization::Bnb4 { kind: kind.to_string(), double_quant }

@@ -7,4 +7,5 @@ mod examples;
 mod format;
 mod formulas;
 mod header;
+mod import;
 mod tidy;
