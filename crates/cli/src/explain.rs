@@ -11,7 +11,7 @@ use crate::{Colors, exit_code, input};
 
 pub(crate) fn run(path: &Path, selector: Option<&str>, colors: Colors) -> u8 {
     let Some(input) = input::read(path) else { return 2 };
-    let outcome = vram_core::evaluate(&input.text);
+    let outcome = input::evaluate(&input);
     if !outcome.diagnostics.is_empty() {
         eprint!(
             "{}",

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::Serialize;
 use vram_core::diagnostic::{Diagnostic, Severity};
 use vram_core::import::{ImportedModel, Problem, name_of};
-use vram_core::span::LineCol;
+use vram_core::span::{LineCol, Span};
 
 use crate::Colors;
 use crate::args::ImportFormat;
@@ -52,6 +52,21 @@ struct Located {
     end: u32,
     at: Option<LineCol>,
     help: Vec<String>,
+}
+
+/// Reads and imports the checkpoint at `path` for a model's `from "{name}"`.
+pub(crate) fn load_model(path: &Path, name: &str) -> Result<ImportedModel, Vec<Problem>> {
+    match read::load(path) {
+        Ok(loaded) => loaded.checkpoint.import(),
+        Err(LoadError::Io(message)) => Err(vec![Problem {
+            file: name.to_string(),
+            diagnostic: Diagnostic::error("E023", Span::default(), message),
+        }]),
+        Err(LoadError::Invalid { file, diagnostics }) => Err(diagnostics
+            .into_iter()
+            .map(|diagnostic| Problem { file: file.name.clone(), diagnostic })
+            .collect()),
+    }
 }
 
 pub(crate) fn run(path: &Path, format: ImportFormat, name: Option<&str>, colors: Colors) -> u8 {

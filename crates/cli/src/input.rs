@@ -8,6 +8,18 @@ pub(crate) struct Input {
     pub(crate) name: String,
     pub(crate) text: String,
     pub(crate) is_stdin: bool,
+    /// The folder `from "path"`s in the file are read relative to.
+    pub(crate) dir: std::path::PathBuf,
+}
+
+/// Evaluates an input, first reading the model files its `from "path"`s name.
+pub(crate) fn evaluate(input: &Input) -> vram_core::Outcome {
+    let mut imports = vram_core::import::Imports::new();
+    for path in vram_core::import_paths(&input.text) {
+        let found = crate::import::load_model(&input.dir.join(&path), &path);
+        imports.insert(path, found);
+    }
+    vram_core::evaluate_with_imports(&input.text, vram_core::catalog::builtin(), &imports)
 }
 
 /// Reads `path` (or standard input for `-`), reporting a failure on standard error.
@@ -15,7 +27,9 @@ pub(crate) fn read(path: &Path) -> Option<Input> {
     if path.as_os_str() == "-" {
         let mut text = String::new();
         return match std::io::stdin().read_to_string(&mut text) {
-            Ok(_) => Some(Input { name: "<stdin>".to_string(), text, is_stdin: true }),
+            Ok(_) => {
+                Some(Input { name: "<stdin>".to_string(), text, is_stdin: true, dir: ".".into() })
+            }
             Err(error) => {
                 eprintln!("error: cannot read standard input: {error}");
                 None
@@ -25,7 +39,10 @@ pub(crate) fn read(path: &Path) -> Option<Input> {
     let name = path.display().to_string();
     match std::fs::read(path) {
         Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => Some(Input { name, text, is_stdin: false }),
+            Ok(text) => {
+                let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+                Some(Input { name, text, is_stdin: false, dir })
+            }
             Err(error) => {
                 eprintln!(
                     "error: {name} is not UTF-8 text (invalid byte at offset {})",

@@ -201,3 +201,29 @@ fn schema_command_prints_the_committed_schema() {
         .expect("committed schema");
     assert_eq!(run.stdout, committed);
 }
+
+#[test]
+fn models_can_come_from_checkpoint_files() {
+    let dir = std::env::temp_dir().join(format!("vram-from-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let fixture = Path::new(ROOT).join("crates/core/tests/fixtures/import/sharded");
+    let source = format!(
+        "model tiny {{\n  from \"{}\"\n}}\n\nworkload w {{\n  model tiny\n  runtime none\n  inference {{\n    weights fp16\n    context 64 tokens\n  }}\n}}\n\ncheck w on l4\n",
+        fixture.display()
+    );
+    let file = dir.join("tiny.vram");
+    std::fs::write(&file, source).expect("writes");
+    let run = vram(&["check", "--format", "json", file.to_str().expect("utf-8")], None);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("valid JSON");
+    let weights = &json["files"][0]["budget"]["checks"][0]["devices"][0]["components"][0];
+    // The shards' headers say 180,864 bytes of fp16 tensors (the index's total_size).
+    assert_eq!(weights["bytes"], 180_864);
+    assert_eq!(weights["provenance"], "exact");
+
+    std::fs::write(&file, "model tiny {\n  from \"missing/config.json\"\n}\n").expect("writes");
+    let run = vram(&["check", file.to_str().expect("utf-8")], None);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("error[E023]"), "{}", run.stderr);
+    std::fs::remove_dir_all(&dir).expect("cleans up");
+}

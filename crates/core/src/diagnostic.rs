@@ -85,6 +85,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("E020", "a name refers to nothing declared"),
     ("E021", "a name is declared twice"),
     ("E022", "a name refers to a declaration of the wrong kind"),
+    ("E023", "a model file named with `from` was not read, or could not be expressed"),
     ("E030", "the split across devices does not match the number of devices"),
     ("E031", "the model's shape does not divide across the tensor-parallel degree"),
     ("E032", "a budget overflowed 64-bit byte arithmetic"),

@@ -85,8 +85,41 @@ pub fn evaluate(source: &str) -> Outcome {
 /// Parses, checks and evaluates `source` against `base`, a program of devices, machines and
 /// models that the source can refer to (normally [`catalog::builtin`]).
 pub fn evaluate_with(source: &str, base: &hir::Program) -> Outcome {
+    evaluate_with_imports(source, base, &import::Imports::new())
+}
+
+/// The model files a source names with `from "path"`, in order, for a front end to read and
+/// pass to [`evaluate_with_imports`].
+pub fn import_paths(source: &str) -> Vec<String> {
+    let (file, _) = syntax::parse(source);
+    let mut paths: Vec<String> = file
+        .declarations
+        .iter()
+        .filter_map(|d| match d {
+            ast::Declaration::Block(block) if block.kind == ast::DeclarationKind::Model => {
+                Some(block)
+            }
+            _ => None,
+        })
+        .flat_map(|block| block.body.fields.iter())
+        .filter(|field| field.key.name == "from")
+        .filter_map(|field| match field.values.as_slice() {
+            [ast::Value::Text(text)] => Some(text.value.clone()),
+            _ => None,
+        })
+        .collect();
+    paths.dedup();
+    paths
+}
+
+/// [`evaluate_with`], with the models a front end imported for the source's `from "path"`s.
+pub fn evaluate_with_imports(
+    source: &str,
+    base: &hir::Program,
+    imports: &import::Imports,
+) -> Outcome {
     let (file, mut diagnostics) = syntax::parse(source);
-    let (program, found) = check::check(&file, base, false);
+    let (program, found) = check::check_with_imports(&file, base, false, imports);
     diagnostics.extend(found);
     let (budget, found) = eval::evaluate(&program);
     diagnostics.extend(found);

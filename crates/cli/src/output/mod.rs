@@ -20,7 +20,7 @@ pub(crate) fn check(paths: &[PathBuf], format: Format, colors: Colors) -> u8 {
             worst = Status::InputErrors;
             continue;
         };
-        let outcome = vram_core::evaluate(&input.text);
+        let outcome = input::evaluate(&input);
         if !outcome.diagnostics.is_empty() {
             eprint!(
                 "{}",

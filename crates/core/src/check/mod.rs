@@ -7,6 +7,7 @@
 
 mod decls;
 mod fields;
+mod imported;
 mod model;
 mod quantity;
 mod scene;
@@ -137,6 +138,16 @@ pub fn check<'a>(
     base: &'a Program,
     from_catalog: bool,
 ) -> (Layered<'a>, Vec<Diagnostic>) {
+    check_with_imports(file, base, from_catalog, &crate::import::Imports::new())
+}
+
+/// [`check`], with the models a front end imported for the file's `from "path"`s.
+pub fn check_with_imports<'a>(
+    file: &File,
+    base: &'a Program,
+    from_catalog: bool,
+    imports: &crate::import::Imports,
+) -> (Layered<'a>, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
     let mut program = Program::default();
 
@@ -191,7 +202,7 @@ pub fn check<'a>(
     let mut seen = BTreeSet::new();
     let blocks: Vec<_> = blocks.filter(|decl| seen.insert(decl.name.name.clone())).collect();
     for decl in blocks.iter().filter(|d| d.kind == DeclarationKind::Model) {
-        let (model, found) = model::model(decl);
+        let (model, found) = model::model(decl, imports);
         diagnostics.extend(found);
         match model {
             Some(model) => {

@@ -36,12 +36,25 @@ const KNOWN: &[(&str, Repeat)] = &[
     ("global_every", Repeat::Once),
     ("weights_bytes", Repeat::Once),
     ("weights_format", Repeat::Once),
+    ("from", Repeat::Once),
 ];
 
 /// The fields that make a model a shape rather than a bare parameter count.
 const SHAPE: [&str; 5] = ["layers", "hidden", "ffn", "heads", "vocab"];
 
-pub(super) fn model(decl: &BlockDeclaration) -> (Option<Model>, Vec<Diagnostic>) {
+pub(super) fn model(
+    decl: &BlockDeclaration,
+    imports: &crate::import::Imports,
+) -> (Option<Model>, Vec<Diagnostic>) {
+    let merged;
+    let decl = match super::imported::merged(decl, imports) {
+        None => decl,
+        Some(Ok(block)) => {
+            merged = block;
+            &merged
+        }
+        Some(Err(diagnostics)) => return (None, diagnostics),
+    };
     let what = format!("model `{}`", decl.name.name);
     let fields = Fields::new(&what, &decl.body, KNOWN);
     let params = fields.whole("params", Dim::Count, 1, 1_000_000_000_000_000, "7 billion");

@@ -145,7 +145,9 @@ pub(super) fn check(
         || devices.iter().any(|d| failed.contains(d))
         || machine.as_ref().is_some_and(|m| failed.contains(m))
         || check.headroom.as_ref().is_some_and(|h| failed.contains(&h.name))
-        || program.workload(&check.workload.name).is_none();
+        || program
+            .workload(&check.workload.name)
+            .is_none_or(|w| w.model.as_ref().is_some_and(|m| failed.contains(m)));
     let spec = match (ok && !depends_on_failed, split) {
         (true, Some(split)) => Some(CheckSpec {
             id: format!("{} on {target}", check.workload.name),

@@ -93,8 +93,9 @@ fn evaluate_check(
         let Some(device) = program.device(device_name) else { return Ok(None) };
         let rank = rank as u64;
         let stage = (rank / t) % p;
-        let shape =
-            workload.model.as_ref().and_then(|m| program.model(m)).and_then(|m| m.shape.as_ref());
+        let model = workload.model.as_ref().and_then(|m| program.model(m));
+        let shape = model.and_then(|m| m.shape.as_ref());
+        let stored = model.and_then(|m| m.stored.as_ref());
         let placement = Placement {
             tensor: t,
             stage,
@@ -112,7 +113,7 @@ fn evaluate_check(
         // Ranks on the same device kind and pipeline stage hold the same things: compute once.
         let key = (device_name.as_str(), stage);
         let (components, kv_pool) = memo(&mut cache, key, || {
-            device_components(workload, shape, device, &placement, split)
+            device_components(workload, shape, stored, device, &placement, split)
         })?;
 
         let used = calc::sum(components.iter().map(|c| c.bytes))?;
@@ -210,6 +211,7 @@ type Held = (Vec<Component>, Option<KvPool>);
 fn device_components(
     workload: &Workload,
     shape: Option<&crate::hir::Shape>,
+    stored: Option<&crate::hir::Stored>,
     device: &Device,
     placement: &Placement,
     split: crate::hir::Split,
@@ -219,13 +221,16 @@ fn device_components(
     let mut kv_pool = None;
     let mut peers = t * p;
     if let (Some(inference), Some(shape)) = (&workload.inference, shape) {
-        components.extend(llm::weights(
-            shape,
-            placement,
-            inference.weights,
-            crate::budget::Category::Persistent,
-            "weights",
-        )?);
+        match stored.filter(|stored| stored.format == inference.weights) {
+            Some(stored) => components.push(stored_weights(shape, placement, stored)?),
+            None => components.extend(llm::weights(
+                shape,
+                placement,
+                inference.weights,
+                crate::budget::Category::Persistent,
+                "weights",
+            )?),
+        }
         let sessions = div_ceil(inference.sessions, d);
         // vLLM pages the cache in blocks of 16 tokens (`CacheConfig.DEFAULT_BLOCK_SIZE`).
         let block = if workload.runtime == Runtime::Vllm { 16 } else { 1 };
@@ -288,6 +293,41 @@ fn device_components(
     }
     components.extend(runtime::components(&workload.runtime, &device.arch, peers));
     Ok((with_custom(components, workload), kv_pool))
+}
+
+/// The checkpoint's own weight bytes, read from its headers, for this device's share of the
+/// parameters: exact on one device, divided by parameter share under a split.
+fn stored_weights(
+    shape: &crate::hir::Shape,
+    placement: &Placement,
+    stored: &crate::hir::Stored,
+) -> Result<Component, Overflow> {
+    let total = params::parameter_count(shape).ok_or(Overflow)?;
+    let here = params::device_parameter_count(shape, placement).ok_or(Overflow)?;
+    let whole = here >= total;
+    let (bytes, formula) = if whole {
+        (stored.bytes, format!("{} as stored (checkpoint headers)", stored.bytes))
+    } else {
+        let fraction = Ratio::new(i128::from(here), i128::from(total.max(1))).ok_or(Overflow)?;
+        let exact = Ratio::int(i128::from(stored.bytes.0)).checked_mul(fraction).ok_or(Overflow)?;
+        let bytes = Bytes::from_ratio_ceil(exact).ok_or(Overflow)?;
+        (
+            bytes,
+            format!(
+                "{} as stored × {here} of {total} params on this device = {bytes}",
+                stored.bytes
+            ),
+        )
+    };
+    Ok(Component {
+        held_by: HeldBy::Tensors,
+        name: format!("weights ({}, as stored)", stored.format.name()),
+        category: crate::budget::Category::Persistent,
+        bytes,
+        provenance: if whole { Provenance::Exact } else { Provenance::Formula },
+        formula,
+        source: Some("the checkpoint's safetensors or GGUF headers".into()),
+    })
 }
 
 /// Adds the components written by hand in the workload.

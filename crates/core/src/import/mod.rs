@@ -30,6 +30,10 @@ pub use model::{
     DtypeTotals, ImportedModel, Mla, Mlp, Moe, Quantization, Quantized, Weights, name_of,
 };
 
+/// What a front end read for each `from "path"` of a file's models, keyed by the path as
+/// written: the imported model, or the problems found reading it.
+pub type Imports = std::collections::BTreeMap<String, Result<ImportedModel, Vec<Problem>>>;
+
 /// The largest JSON file read whole (config.json, `model.safetensors.index.json`): 64 MiB.
 /// Real ones are a few kB (configs) to a few MB (the index of a model with 100,000 tensors).
 pub const MAX_JSON_BYTES: u64 = 64 << 20;

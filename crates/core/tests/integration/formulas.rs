@@ -430,3 +430,25 @@ fn int8_kv_with_per_token_scales() {
     // 1 B per element plus an fp32 scale and zero point per token per KV head, for K and V.
     assert_eq!(bytes(&checks[0], 0, "KV cache"), 2 * 32 * 8 * 128 * 1000 + 2 * 32 * 8 * 1000 * 8);
 }
+
+#[test]
+fn a_model_from_config_json_matches_the_written_shape() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/import/configs/meta-llama-Meta-Llama-3.1-8B.json"
+    );
+    let text = std::fs::read(path).expect("fixture");
+    let imported = vram_core::import::config_json::parse(&text).expect("a valid config");
+    let mut imports = vram_core::import::Imports::new();
+    imports.insert("llama/config.json".to_string(), Ok(imported));
+    let source = "model m {\n  from \"llama/config.json\"\n}\nworkload w { model m; runtime none; inference { weights bf16; context 4096 tokens } }\ncheck w on h100-sxm-80gb\n";
+    let outcome = vram_core::evaluate_with_imports(source, vram_core::catalog::builtin(), &imports);
+    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
+    assert_eq!(bytes(&outcome.budget.checks[0], 0, "weights"), 8_030_261_248 * 2);
+    assert_eq!(vram_core::import_paths(source), ["llama/config.json"]);
+    // A path the front end did not read is an error at the path, not a silent default.
+    let outcome = vram_core::evaluate(source);
+    let diagnostic = outcome.diagnostics.iter().find(|d| d.code == "E023").expect("E023");
+    assert_eq!(diagnostic.primary.text(source), "\"llama/config.json\"");
+    assert!(outcome.budget.checks.is_empty());
+}
