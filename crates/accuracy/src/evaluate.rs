@@ -46,6 +46,9 @@ pub struct Compared {
     pub views: [f64; 3],
     /// `(estimate - measured) / measured`, in percent.
     pub error_percent: f64,
+    /// The core's band around the estimate, in the compared view (`low`, `high`), for peaks;
+    /// `None` for components, which the core gives no band of their own.
+    pub band: Option<[f64; 2]>,
     pub unit_rule: UnitRule,
     pub assumptions: Vec<Assumption>,
     pub source: String,
@@ -61,6 +64,13 @@ pub struct VerdictResult {
     pub capacity: f64,
     pub assumptions: Vec<Assumption>,
     pub source: String,
+}
+
+impl Compared {
+    /// Whether the measurement falls inside the band, where there is one.
+    pub fn in_band(&self) -> Option<bool> {
+        self.band.map(|[low, high]| low <= self.measured && self.measured <= high)
+    }
 }
 
 impl VerdictResult {
@@ -131,12 +141,16 @@ fn compare(check: &CheckBudget, expressed: &Expressed, target: &Target) -> Outco
         combine(&|d| float(d.views.reserved)),
         combine(&|d| float(d.views.device)),
     ];
+    let mut band = None;
     let estimate = match target {
-        Target::Peak { view, .. } => match view {
-            View::Allocated => views[0],
-            View::Reserved => views[1],
-            View::Device => views[2],
-        },
+        Target::Peak { view, .. } => {
+            band = Some(peak_band(check, *view, scope));
+            match view {
+                View::Allocated => views[0],
+                View::Reserved => views[1],
+                View::Device => views[2],
+            }
+        }
         Target::Component { selector: Selector::KvPool, .. } => match kv_pool(check, scope) {
             Some(bytes) => bytes,
             None => {
@@ -163,10 +177,43 @@ fn compare(check: &CheckBudget, expressed: &Expressed, target: &Target) -> Outco
         estimate,
         views,
         error_percent: (estimate - measured) / measured * 100.0,
+        band,
         unit_rule,
         assumptions: expressed.assumptions.clone(),
         source: expressed.source.clone(),
     })
+}
+
+/// A device's peak in one view.
+fn view_of(device: &DeviceBudget, view: View) -> f64 {
+    float(match view {
+        View::Allocated => device.views.allocated,
+        View::Reserved => device.views.reserved,
+        View::Device => device.views.device,
+    })
+}
+
+/// The band of the compared device(s), moved into the compared view. The core states each
+/// device's band around its total (`used`, the device view); a view that leaves components out
+/// sits below the total by exactly those components, so the band is moved down by the same
+/// bytes, keeping its width: the uncertainty of the left-out components (the CUDA context's,
+/// mostly) stays in it, which makes the allocated and reserved bands slightly wide. A total over
+/// devices adds their bands; a per-device peak is the largest device's.
+fn peak_band(check: &CheckBudget, view: View, scope: Scope) -> [f64; 2] {
+    let moved = |d: &DeviceBudget| {
+        let shift = float(d.used) - view_of(d, view);
+        [float(d.band.low) - shift, float(d.band.high) - shift]
+    };
+    match scope {
+        Scope::SumOfDevices => {
+            check.devices.iter().map(moved).fold([0.0, 0.0], |[l, h], [a, b]| [l + a, h + b])
+        }
+        Scope::EachDevice => check
+            .devices
+            .iter()
+            .max_by(|a, b| view_of(a, view).total_cmp(&view_of(b, view)))
+            .map_or([0.0, 0.0], moved),
+    }
 }
 
 /// Bytes as a float, for errors and tables (estimates stay exact integers in the core).

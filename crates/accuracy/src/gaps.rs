@@ -59,27 +59,16 @@ pub mod feature {
     pub const ENCODER_DECODER: &str = "encoder-decoder models (T5, mT5, T0)";
     pub const GPT_BIGCODE: &str =
         "GPTBigCode layers: learned position embeddings and biases on every linear layer";
-    pub const GPTQ: &str = "GPTQ weights with their group overhead (scales, zeros, g_idx)";
-    pub const GGUF_PRESET: &str = "GGUF quantization presets (Q4_K_M as its per-tensor mix)";
-    pub const HOST_EMBEDDINGS: &str = "llama.cpp token embeddings kept in host memory";
     pub const MIXED_FP8: &str = "mixed-precision checkpoints (FP8 in some layers only)";
-    pub const TORCHAO_NF4: &str = "torchao NF4 weights (block 64, quantized block scales)";
-    pub const KV_Q8_0: &str = "llama.cpp q8_0 KV cache (8.5 bits per element with block scales)";
-    pub const KV_INT8_SCALES: &str =
-        "int8 KV cache with per-token scales and zero points (Qwen use_cache_quantization)";
     pub const KV_QUANTO: &str = "quanto int4 KV cache (group scales and an fp16 residual window)";
     pub const VLLM_POOL: &str = "vLLM KV pool (gpu_memory_utilization x capacity, less the profiled peak, filled with KV blocks)";
-    pub const ZERO2: &str =
-        "DeepSpeed ZeRO-2 (sharded gradients and optimizer state, bucket buffers)";
-    pub const ZERO3: &str = "DeepSpeed ZeRO-3 (sharded parameters, prefetch buffers)";
-    pub const FSDP: &str = "FSDP sharding";
-    pub const CPU_OFFLOAD: &str = "CPU offload of parameters or optimizer state";
-    pub const MODULES_TO_SAVE: &str =
-        "LoRA with a trainable embedding and output head (PEFT modules_to_save)";
-    pub const ADAM_8BIT: &str = "8-bit Adam (bitsandbytes Adam8bit / AdamW8bit)";
     pub const ADAFACTOR: &str = "Adafactor optimizer (factored second moments)";
-    pub const AMP_FP32_WEIGHTS: &str =
-        "automatic mixed precision with fp32 weights (16-bit activations, no 16-bit weight copy)";
+    pub const GRADIENT_OFFLOAD: &str = "gradients offloaded to the host with the optimizer \
+         (ZeRO-Offload, FSDP CPUOffload): `offload` keeps every gradient on the device";
+    pub const MODEL_OFFLOAD: &str =
+        "whole models moved between host and device in turn (diffusers enable_model_cpu_offload)";
+    pub const ADAM_16BIT_STATES: &str = "AdamW moments in the parameters' 16-bit type \
+         (torch.optim.AdamW on bf16 parameters without a master copy): the core counts fp32 moments";
 }
 
 /// Conditions the published sources leave out, as the report groups them.
@@ -126,4 +115,16 @@ pub mod assume {
          (PEFT before 0.6 kept adapters in fp32; 0.6 to 0.11 cast them to the base's 16-bit type)";
     pub const STAND_IN: &str =
         "a condition that does not change the compared component is given a stand-in value";
+    pub const DEEPSPEED_STATES: &str = "DeepSpeed mixed precision: an fp32 master copy and fp32 \
+         AdamW moments of every trained parameter; gradients counted in fp32 (DeepSpeed reduces \
+         them in 16-bit and upcasts each partition for the step)";
+    pub const DEEPSPEED_ADAPTERS: &str = "DeepSpeed casts LoRA adapters to 16-bit and keeps an \
+         fp32 master copy (2 + 2 + 4 + 8 B per adapter parameter): written as the language's fp32 \
+         adapters (4 + 4 + 8 B), the same bytes";
+    pub const SCRIPT_SETTING: &str =
+        "a setting not in the data but read from the source's own script or configuration";
+    pub const EQUIVALENT_FORMAT: &str =
+        "a storage format written as the language's format of the same bytes (within 0.1 %)";
+    pub const SOURCE_LABEL: &str =
+        "a condition the data leaves open, read from the source's own table labels";
 }

@@ -1,8 +1,9 @@
 //! Error figures per workload kind: points evaluated, median and p90 of |error|, verdicts.
 //!
 //! Percentiles use the nearest-rank method on the sorted absolute errors: p90 of n values is the
-//! value at rank ceil(0.9 n). The core states no uncertainty band yet, so the band column is
-//! `None` (printed `n/a`) until it does.
+//! value at rank ceil(0.9 n). The band column is the share of compared peaks that fall inside
+//! the core's band for the compared device(s) (components have no band of their own and are not
+//! counted in it).
 
 use std::collections::BTreeMap;
 
@@ -20,8 +21,10 @@ pub struct Row {
     pub compared: usize,
     pub median: Option<f64>,
     pub p90: Option<f64>,
-    /// Share of compared points inside the estimate's stated band (the core has no bands yet).
+    /// Share of compared peaks inside the estimate's band, in percent.
     pub in_band: Option<f64>,
+    /// Compared peaks inside their band, and compared peaks (points that have a band).
+    pub banded: (usize, usize),
     /// Verdict checks that agree, and all verdict checks.
     pub verdicts: (usize, usize),
     pub unexpressed: usize,
@@ -42,9 +45,16 @@ fn row(kind: &str, outcomes: &[&Outcome]) -> Row {
     let mut errors: Vec<f64> = Vec::new();
     let mut verdicts = (0, 0);
     let mut unexpressed = 0;
+    let mut banded = (0, 0);
     for outcome in outcomes {
         match outcome {
-            Outcome::Compared(c) => errors.push(c.error_percent.abs()),
+            Outcome::Compared(c) => {
+                errors.push(c.error_percent.abs());
+                if let Some(inside) = c.in_band() {
+                    banded.1 += 1;
+                    banded.0 += usize::from(inside);
+                }
+            }
             Outcome::Verdict(v) => {
                 verdicts.1 += 1;
                 verdicts.0 += usize::from(v.agrees());
@@ -59,10 +69,17 @@ fn row(kind: &str, outcomes: &[&Outcome]) -> Row {
         compared: errors.len(),
         median: percentile(&errors, 50),
         p90: percentile(&errors, 90),
-        in_band: None,
+        in_band: share(banded),
+        banded,
         verdicts,
         unexpressed,
     }
+}
+
+/// `part / whole` in percent, or `None` of nothing.
+#[allow(clippy::cast_precision_loss, reason = "counts of points are small")]
+fn share((part, whole): (usize, usize)) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64 * 100.0)
 }
 
 /// The nearest-rank percentile of sorted values.

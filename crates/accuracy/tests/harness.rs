@@ -137,3 +137,20 @@ fn evaluation_is_deterministic() {
         report::markdown::render(&second, &points, "data")
     );
 }
+
+#[test]
+fn peaks_are_compared_with_a_band_around_their_estimate() {
+    let (_, run) = harness();
+    for result in &run.results {
+        let Outcome::Compared(c) = &result.outcome else { continue };
+        let peak = matches!(c.target, vram_accuracy::target::Target::Peak { .. });
+        assert_eq!(c.band.is_some(), peak, "{}: peaks have a band, components none", result.id);
+        if let Some([low, high]) = c.band {
+            assert!(
+                low <= c.estimate && c.estimate <= high,
+                "{}: band excludes estimate",
+                result.id
+            );
+        }
+    }
+}

@@ -48,6 +48,26 @@ impl Split {
     }
 }
 
+/// What a training run shards over its data ranks and keeps on the host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Distribution {
+    /// The `sharding` word (`zero2`, `zero3`, `fsdp-full`), when the source names one.
+    pub(crate) sharding: Option<&'static str>,
+    /// A ZeRO stage is named: DeepSpeed's engine runs the step, with its mixed-precision states.
+    pub(crate) deepspeed: bool,
+    pub(crate) offload: Offload,
+}
+
+/// What the source offloads to the host, with its own words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Offload {
+    None,
+    /// Master weights and optimizer state (DeepSpeed `offload_optimizer`).
+    Optimizer(String),
+    /// The parameters too (DeepSpeed `offload_param`, FSDP `CPUOffload`).
+    Parameters(String),
+}
+
 impl Cx<'_> {
     /// What the measurement corresponds to in the budget.
     pub(crate) fn target(&mut self) -> Option<Target> {
@@ -78,9 +98,6 @@ impl Cx<'_> {
         let lower = text.to_lowercase();
         if lower.contains("kv cache pool") {
             return Some(Selector::KvPool);
-        }
-        if lower.contains("cpu buffer") {
-            self.gap(Gap::feature(feature::HOST_EMBEDDINGS, text.clone()));
         }
         let selector = if lower.contains("cuda context") && lower.contains("weights") {
             Selector::WeightsAndOutside
@@ -138,16 +155,13 @@ impl Cx<'_> {
         let count = point.num_gpus.unwrap_or(1);
         let text = point.parallelism.clone().unwrap_or_default();
         let lower = text.to_lowercase();
-        if lower.contains("fsdp") {
-            self.gap(Gap::feature(feature::FSDP, text));
-            return None;
-        }
         let split = if lower.contains("tensor parallel") {
             Split::Tensor(count)
         } else if lower.contains("device_map") || lower.contains("layer split") {
             // accelerate's device_map="auto" places consecutive layers on each GPU: a pipeline.
             Split::Pipeline(count)
-        } else if lower.contains("data parallel") {
+        } else if lower.contains("data parallel") || lower.contains("fsdp") {
+            // FSDP is data parallelism whose model states are sharded (see `distribution`).
             Split::Data(count)
         } else if lower.is_empty() || lower == "none" || lower.contains("single gpu") {
             if count != 1 {
@@ -165,8 +179,9 @@ impl Cx<'_> {
         }
     }
 
-    /// ZeRO stages and offload, which the language cannot state yet.
-    pub(crate) fn sharding_and_offload(&mut self) {
+    /// How model states are sharded over the data ranks and what lives on the host: the ZeRO
+    /// stage or FSDP strategy, and the offload the source names.
+    pub(crate) fn distribution(&mut self) -> Distribution {
         let point = self.point;
         let text = point.all_text();
         let stage = point.zero_stage.or_else(|| {
@@ -174,13 +189,45 @@ impl Cx<'_> {
                 || ["zero-2", "zero 2", "zero2"].iter().any(|w| text.contains(w)).then_some(2),
             )
         });
-        if let Some(stage) = stage {
-            let label = if stage >= 3 { feature::ZERO3 } else { feature::ZERO2 };
-            self.gap(Gap::feature(label, where_zero(point, stage)));
-        }
-        if let Some(offload) = &point.offload {
-            self.gap(Gap::feature(feature::CPU_OFFLOAD, offload.clone()));
-        }
+        let fsdp = point.parallelism.as_deref().unwrap_or_default().to_lowercase().contains("fsdp");
+        let sharding = match stage {
+            Some(1) => Some("zero1"),
+            Some(2) => Some("zero2"),
+            Some(3) => Some("zero3"),
+            Some(other) => {
+                self.unreadable("zero_stage", &other.to_string());
+                None
+            }
+            None if fsdp => {
+                self.assume(
+                    assume::RUNTIME_DEFAULT,
+                    "FSDP strategy not stated: torchtune shards parameters, gradients and \
+                     optimizer state fully (FULL_SHARD, `fsdp-full`)",
+                );
+                Some("fsdp-full")
+            }
+            None => None,
+        };
+        let offload = match &point.offload {
+            None => Offload::None,
+            Some(stated) => {
+                let lower = stated.to_lowercase();
+                if lower.contains("enable_model_cpu_offload") {
+                    self.gap(Gap::feature(feature::MODEL_OFFLOAD, stated.clone()));
+                    Offload::None
+                } else if lower.contains("param") || (fsdp && lower.contains("cpu offload")) {
+                    // DeepSpeed `offload_param` and FSDP `CPUOffload(offload_params=True)` move
+                    // the parameters and, with them, the optimizer state.
+                    Offload::Parameters(stated.clone())
+                } else if lower.contains("optimizer") {
+                    Offload::Optimizer(stated.clone())
+                } else {
+                    self.unreadable("offload", stated);
+                    Offload::None
+                }
+            }
+        };
+        Distribution { sharding, deepspeed: stage.is_some(), offload }
     }
 
     /// The runtime profile for the framework.
@@ -223,6 +270,23 @@ impl Cx<'_> {
 
     /// The precision word for the weights, or the gaps that stop it.
     pub(crate) fn weight_format(&mut self) -> Option<&'static str> {
+        match self.read_weight_format() {
+            Ok((word, assumption)) => {
+                if let Some((label, detail)) = assumption {
+                    self.assume(label, detail);
+                }
+                Some(word)
+            }
+            Err(gap) => {
+                self.gap(gap);
+                None
+            }
+        }
+    }
+
+    /// The precision word for the weights and the assumption it carries, or the gap that stops
+    /// it; nothing is recorded, so that a caller may fall back on a stand-in.
+    pub(crate) fn read_weight_format(&self) -> Result<WeightWord, Gap> {
         let point = self.point;
         let quantization = point.quantization.clone().unwrap_or_default();
         let precision = point.weight_precision.clone().unwrap_or_default();
@@ -236,47 +300,44 @@ impl Cx<'_> {
                 format!("weight_precision {precision:?}, quantization {quantization:?}")
             }
         };
+        let unreadable =
+            |field: &str, value: &str| Gap::data(data::UNREADABLE, format!("{field} = {value:?}"));
         if q.contains("gptq") || w.contains("gptq") {
-            self.gap(Gap::feature(feature::GPTQ, both));
-            None
+            gptq(point, &q, &w, &both)
         } else if q.contains("gguf") || w.contains("gguf") {
             if q.contains("not stated") || w.contains("not stated") {
-                self.gap(Gap::data(data::PRECISION, format!("GGUF type not stated ({both})")));
-            } else {
-                self.gap(Gap::feature(feature::GGUF_PRESET, both));
+                return Err(Gap::data(data::PRECISION, format!("GGUF type not stated ({both})")));
             }
-            None
+            // The preset's name as llama-quantize spells it: `Q4_K_M` is `q4_k_m`.
+            GGUF_PRESETS
+                .iter()
+                .find(|preset| [&q, &w].iter().any(|text| has_word(text, preset)))
+                .map(|preset| (*preset, None))
+                .ok_or_else(|| unreadable("quantization", &quantization))
         } else if w.contains("fp8") && (w.contains("not all layers") || q.contains("compressed")) {
-            self.gap(Gap::feature(feature::MIXED_FP8, both));
-            None
+            Err(Gap::feature(feature::MIXED_FP8, both))
         } else if q.contains("torchao") || (torchtune && (q.contains("nf4") || w.contains("nf4"))) {
-            self.gap(Gap::feature(feature::TORCHAO_NF4, both));
-            None
+            Ok(("nf4-dq", Some((assume::EQUIVALENT_FORMAT, TORCHAO_NF4.to_string()))))
         } else if q.contains("llm.int8") || q.contains("load_in_8bit") {
-            Some("int8")
+            Ok(("int8", None))
         } else if q.contains("load_in_4bit") {
             // transformers' BitsAndBytesConfig defaults to bnb_4bit_quant_type="fp4".
-            self.assume(assume::RUNTIME_DEFAULT, "load_in_4bit: bitsandbytes' default FP4");
-            Some("fp4")
+            Ok((
+                "fp4",
+                Some((assume::RUNTIME_DEFAULT, "load_in_4bit: bitsandbytes' default FP4".into())),
+            ))
         } else if q.contains("nf4") || w == "nf4" {
-            Some("nf4")
+            Ok(("nf4", None))
         } else if q.is_empty() || q == "none" {
             match w.as_str() {
-                "bf16" => Some("bf16"),
-                "fp16" => Some("fp16"),
-                "fp32" | "fp32 master weights" | "fp32 master" => Some("fp32"),
-                "" | "not stated" => {
-                    self.gap(Gap::data(data::PRECISION, both));
-                    None
-                }
-                _ => {
-                    self.unreadable("weight_precision", &precision);
-                    None
-                }
+                "bf16" => Ok(("bf16", None)),
+                "fp16" => Ok(("fp16", None)),
+                "fp32" | "fp32 master weights" | "fp32 master" => Ok(("fp32", None)),
+                "" | "not stated" => Err(Gap::data(data::PRECISION, both)),
+                _ => Err(unreadable("weight_precision", &precision)),
             }
         } else {
-            self.unreadable("quantization", &quantization);
-            None
+            Err(unreadable("quantization", &quantization))
         }
     }
 
@@ -292,11 +353,62 @@ impl Cx<'_> {
     }
 }
 
-/// Where the data states a ZeRO stage, for the gap's detail.
-fn where_zero(point: &crate::data::Point, stage: u32) -> String {
-    if point.zero_stage.is_some() {
-        format!("zero_stage {stage}")
+/// A weight precision word and the assumption it carries.
+pub(crate) type WeightWord = (&'static str, Option<(&'static str, String)>);
+
+/// llama.cpp presets the language takes as weights (`llama-quantize` ftype names).
+const GGUF_PRESETS: [&str; 12] = [
+    "q2_k", "q3_k_m", "q4_0", "q4_1", "q4_k_s", "q4_k_m", "q5_0", "q5_1", "q5_k_s", "q5_k_m",
+    "q6_k", "q8_0",
+];
+
+/// torchao's NF4Tensor against bitsandbytes' double-quantized NF4, for the assumption's detail.
+const TORCHAO_NF4: &str = "torchao NF4Tensor (torchtune QLoRA): 4-bit codes, an int8 scaler per \
+     64 and a bf16 factor per 256 scalers = 4.1260 bits, written as nf4-dq (fp32 factor: 4.1270 \
+     bits); torchtune quantizes only the LoRA-adapted linear layers";
+
+/// Whether `word` appears in `text` between non-word characters (`q4_k_m`, not `q4_k_m_l`).
+fn has_word(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        let boundary = |c: Option<char>| c.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
+        boundary(before) && boundary(after)
+    })
+}
+
+/// GPTQ weights: the bits from the wording, the group from the release's quantization_config.
+fn gptq(point: &crate::data::Point, q: &str, w: &str, both: &str) -> Result<WeightWord, Gap> {
+    let bits = if [q, w].iter().any(|t| t.contains("int4") || t.contains("4-bit")) {
+        "gptq-int4"
+    } else if [q, w].iter().any(|t| t.contains("int8") || t.contains("8-bit")) {
+        "gptq-int8"
     } else {
-        format!("ZeRO-{stage} named in the method or components text")
+        return Err(Gap::data(data::UNREADABLE, format!("GPTQ bits: {both}")));
+    };
+    if !point.model.starts_with("Qwen/Qwen-") {
+        return Err(Gap::data(data::PRECISION, format!("GPTQ group size not stated ({both})")));
+    }
+    // Qwen's Int4 and Int8 releases: quantization_config {bits, group_size 128, desc_act false},
+    // read in the configs of Qwen-1_8B-Chat-Int8, Qwen-7B-Chat-Int8, Qwen-14B-Chat-Int4,
+    // Qwen-72B-Chat-Int4 and -Int8 (Girafboy/pytorchKQI, llms/Qwen/<name>/config.json).
+    let detail = format!(
+        "{bits} (group 128): Qwen's GPTQ releases use group_size 128, desc_act false (read for \
+         the 1.8B and 7B Int8, 14B Int4 and 72B Int4/Int8 configs; the 1.8B and 7B Int4 assumed \
+         alike); g_idx (4 B per input row) is not counted, < 0.2 % of the weights"
+    );
+    Ok((bits, Some((assume::SCRIPT_SETTING, detail))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preset_words() {
+        assert!(has_word("gguf q4_k_m", "q4_k_m"));
+        assert!(has_word("q4_k_m (4.89 bpw; 193 q4_k + 33 q6_k)", "q4_k_m"));
+        assert!(!has_word("q4_k_m_l", "q4_k_m"));
+        assert!(!has_word("iq4_0", "q4_0"));
     }
 }

@@ -59,11 +59,14 @@ pub(super) fn body(
 
 /// The weight format; for a component that does not depend on it (the KV cache or the forward
 /// step of a llama.cpp run, whose cache and activation types are given explicitly), a format the
-/// language lacks is replaced by a stand-in rather than stopping the point.
+/// source does not state is replaced by a stand-in rather than stopping the point.
 fn weights(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Option<&'static str> {
     let independent = runtime == Runtime::LlamaCpp
         && matches!(selector, Some(Selector::KvCache | Selector::Intermediates));
     if !independent {
+        return cx.weight_format();
+    }
+    if cx.read_weight_format().is_ok() {
         return cx.weight_format();
     }
     let stated = cx.point.weight_precision.clone().unwrap_or_else(|| "not stated".to_string());
@@ -97,22 +100,24 @@ fn kv_cache(cx: &mut Cx<'_>, runtime: Runtime) -> Option<KvCache> {
     } else if lower.starts_with("f16") || lower.starts_with("fp16") {
         Some(KvCache::Type("fp16"))
     } else if lower.contains("use_cache_quantization") {
-        cx.gap(Gap::feature(feature::KV_INT8_SCALES, stated));
-        None
+        // Qwen's int8 cache: uint8 values with an fp32 scale and zero point per token and head.
+        Some(KvCache::Type("int8-token"))
     } else if lower.contains("quanto") {
         cx.gap(Gap::feature(feature::KV_QUANTO, stated));
         None
     } else if lower.starts_with("not stated") {
-        if lower.contains("q8_0") {
-            cx.gap(Gap::feature(feature::KV_Q8_0, "the value matches q8_0"));
-        }
         cx.gap(Gap::data(data::KV_TYPE, stated));
         None
+    } else if let Some(ggml) = GGML_KV_TYPES.iter().find(|t| lower.starts_with(**t)) {
+        Some(KvCache::Type(ggml))
     } else {
         cx.unreadable("kv_cache_dtype", &stated);
         None
     }
 }
+
+/// llama.cpp cache types (`--cache-type-k`, `--cache-type-v`) the language takes.
+const GGML_KV_TYPES: [&str; 6] = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"];
 
 /// Concurrent sequences: the batch size, or the runtime's default when the source leaves it out.
 fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Option<u64> {

@@ -70,7 +70,7 @@ pub fn express(point: &Point) -> Expression {
     let measured = target.as_ref().and_then(|t| cx.measured(t));
     let gpu = target.as_ref().and_then(|t| cx.gpu(t));
     let split = cx.split();
-    cx.sharding_and_offload();
+    let distribution = cx.distribution();
     let runtime = cx.runtime();
     let selector = match &target {
         Some(Target::Component { selector, .. }) => Some(*selector),
@@ -93,7 +93,7 @@ pub fn express(point: &Point) -> Expression {
             model = cx.model();
             // Read the training conditions even without a model, so that their gaps are listed.
             let family = model.as_ref().map(|m| m.family);
-            training::body(&mut cx, family)
+            training::body(&mut cx, family, &distribution)
         }
         other => {
             cx.unreadable("workload", other);
@@ -154,4 +154,94 @@ pub fn express(point: &Point) -> Expression {
 fn runtime_only_body() -> String {
     "  components {\n    no_model 0 B workspace  # the measurement loads no model\n  }\n"
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gaps::{assume, feature};
+
+    /// A Qwen finetune.py point on one A100, with the fields of `changes` (a JSON object)
+    /// replacing or adding to the defaults.
+    fn qwen_point(changes: &str) -> Point {
+        let mut point = serde_json::json!({
+            "id": "T-001", "source_id": "T", "workload": "training_lora",
+            "model": "Qwen/Qwen-7B (base)",
+            "framework": "transformers Trainer + PEFT (<0.8) + DeepSpeed (Qwen finetune.py)",
+            "weight_precision": "bf16", "quantization": "none", "compute_dtype": "bf16",
+            "optimizer": "adamw_torch", "batch_size": 1, "seq_len": 256, "num_gpus": 1,
+            "gpu_type": "A100-SXM4-80G", "parallelism": "none",
+            "activation_checkpointing": true, "measurement_method": "not stated",
+            "measured_kind": "peak", "value": 33.7, "unit": "GB", "quality": "B"
+        });
+        let changes: serde_json::Value = serde_json::from_str(changes).expect("changes parse");
+        if let (Some(point), Some(changes)) = (point.as_object_mut(), changes.as_object()) {
+            point.extend(changes.clone());
+        }
+        serde_json::from_value(point).expect("test point parses")
+    }
+
+    fn labels(expression: &Expression) -> Vec<&'static str> {
+        match expression {
+            Ok(expressed) => expressed.assumptions.iter().map(|a| a.label).collect(),
+            Err(gaps) => gaps.iter().map(|g| g.label).collect(),
+        }
+    }
+
+    #[test]
+    fn saved_modules_under_deepspeed_keep_an_fp32_master() {
+        let point = qwen_point(
+            r#"{"finetune_method": "LoRA r=64 + trainable wte and lm_head = 'LoRA (emb)'",
+                "zero_stage": 2}"#,
+        );
+        let expressed = express(&point).expect("expressible");
+        assert!(expressed.source.contains("modules_to_save embeddings head"));
+        assert!(expressed.source.contains("sharding      zero2"));
+        assert!(expressed.source.contains("master        fp32"));
+        let found = labels(&Ok(expressed));
+        assert!(found.contains(&assume::DEEPSPEED_STATES));
+        assert!(found.contains(&assume::DEEPSPEED_ADAPTERS));
+    }
+
+    #[test]
+    fn saved_modules_without_deepspeed_need_16_bit_moments() {
+        let point = qwen_point(
+            r#"{"finetune_method": "LoRA r=64 + trainable wte and lm_head = 'LoRA (emb)'"}"#,
+        );
+        assert_eq!(labels(&express(&point)), [feature::ADAM_16BIT_STATES]);
+    }
+
+    #[test]
+    fn qlora_on_gptq_with_zero2() {
+        let point = qwen_point(
+            r#"{"finetune_method": "Q-LoRA r=64 on GPTQ-Int4 base, fp16, DeepSpeed ZeRO-2",
+                "zero_stage": 2, "workload": "training_qlora", "compute_dtype": "fp16",
+                "weight_precision": "int4 (GPTQ)", "quantization": "GPTQ 4-bit (not NF4)"}"#,
+        );
+        let expressed = express(&point).expect("expressible");
+        assert!(expressed.source.contains("weights       gptq-int4"));
+        assert!(!expressed.source.contains("modules_to_save"));
+        assert!(labels(&Ok(expressed)).contains(&assume::SCRIPT_SETTING));
+    }
+
+    #[test]
+    fn full_training_with_offloaded_optimizer_needs_gradient_offload() {
+        let point = qwen_point(
+            r#"{"workload": "training_full", "finetune_method": "full fine-tune",
+                "zero_stage": 2, "offload": "ZeRO-Offload (optimizer to CPU)"}"#,
+        );
+        assert_eq!(labels(&express(&point)), [feature::GRADIENT_OFFLOAD]);
+    }
+
+    #[test]
+    fn qwen_int8_cache() {
+        let point = qwen_point(
+            r#"{"workload": "llm_inference", "model": "Qwen/Qwen-7B-Chat",
+                "framework": "Hugging Face transformers", "seq_len": null,
+                "output_tokens": 1024, "input_tokens": "not stated (short)",
+                "kv_cache_dtype": "int8 KV cache (use_cache_quantization=True)"}"#,
+        );
+        let expressed = express(&point).expect("expressible");
+        assert!(expressed.source.contains("kv_cache int8-token"));
+    }
 }

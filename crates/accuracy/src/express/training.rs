@@ -1,9 +1,10 @@
-//! The `training { ... }` section of a point: method, weights, optimizer, micro-batch, sequence
-//! and activation checkpointing.
+//! The `training { ... }` section of a point: method, weights, optimizer, micro-batch, sequence,
+//! activation checkpointing, and how model states are sharded and offloaded.
 
 use std::fmt::Write as _;
 
 use super::Cx;
+use super::conditions::{Distribution, Offload};
 use crate::gaps::{Gap, assume, data, feature};
 use crate::models::{self, Family};
 
@@ -12,13 +13,16 @@ const QWEN_FINETUNE_TARGETS: [&str; 4] = ["c_attn", "c_proj", "w1", "w2"];
 
 /// The section's lines, or `None` when a gap stops it.
 /// `family` is `None` when the model is unknown: the conditions are still read for their gaps.
-pub(super) fn body(cx: &mut Cx<'_>, family: Option<Family>) -> Option<String> {
-    let method = method(cx, family);
+pub(super) fn body(
+    cx: &mut Cx<'_>,
+    family: Option<Family>,
+    distribution: &Distribution,
+) -> Option<String> {
+    let method = method(cx, family, distribution);
     let weights = cx.weight_format();
-    if let Some(weights) = weights {
-        mixed_precision(cx, weights);
-    }
+    let activations = weights.and_then(|weights| mixed_precision(cx, weights));
     let optimizer = optimizer(cx);
+    let states = method.as_ref().and_then(|m| states(cx, m, weights, distribution));
     let point = cx.point;
     let micro_batch = point.batch_size;
     if micro_batch.is_none() {
@@ -32,12 +36,16 @@ pub(super) fn body(cx: &mut Cx<'_>, family: Option<Family>) -> Option<String> {
     if checkpointing.is_none() {
         cx.gap(Gap::data(data::CHECKPOINTING, "activation_checkpointing: none"));
     }
-    let (method, weights, optimizer, micro_batch, sequence, checkpointing) =
-        (method?, weights?, optimizer?, micro_batch?, sequence?, checkpointing?);
+    let (method, weights, optimizer, states, micro_batch, sequence, checkpointing) =
+        (method?, weights?, optimizer?, states?, micro_batch?, sequence?, checkpointing?);
 
     let mut out = String::from("  training {\n");
-    out.push_str(&method);
+    out.push_str(&method.lines);
     let _ = writeln!(out, "    weights       {weights}");
+    if let Some(activations) = activations {
+        let _ = writeln!(out, "    activations   {activations}  # mixed precision (autocast)");
+    }
+    out.push_str(&states);
     let _ = writeln!(out, "    optimizer     {optimizer}");
     let _ = writeln!(out, "    micro_batch   {micro_batch}");
     let _ = writeln!(out, "    sequence      {sequence} tokens");
@@ -49,34 +57,46 @@ pub(super) fn body(cx: &mut Cx<'_>, family: Option<Family>) -> Option<String> {
     Some(out)
 }
 
-/// `method full`, or `method lora { ... }` with the rank and targets the source states.
-fn method(cx: &mut Cx<'_>, family: Option<Family>) -> Option<String> {
+/// The method's lines and what the rest of the section needs to know about it.
+struct MethodLines {
+    lines: String,
+    lora: bool,
+    /// PEFT `modules_to_save`: whole modules trained next to the adapters.
+    saved: bool,
+}
+
+/// `method full`, or `method lora { ... }` with the rank, targets and saved modules the source
+/// states.
+fn method(
+    cx: &mut Cx<'_>,
+    family: Option<Family>,
+    distribution: &Distribution,
+) -> Option<MethodLines> {
     let point = cx.point;
+    let full =
+        || MethodLines { lines: "    method        full\n".to_string(), lora: false, saved: false };
     let Some(text) = point.finetune_method.clone() else {
         if point.workload == "training_full" {
-            return Some("    method        full\n".to_string());
+            return Some(full());
         }
         cx.gap(Gap::data(data::LORA_SETUP, "finetune_method: none"));
         return None;
     };
     let lower = text.to_lowercase();
-    if lower.contains("modules_to_save")
-        || lower.contains("lora (emb)")
-        || lower.contains("trainable wte")
-    {
-        cx.gap(Gap::feature(feature::MODULES_TO_SAVE, text));
-        return None;
-    }
     if !lower.contains("lora") {
         if lower.contains("full") {
-            return Some("    method        full\n".to_string());
+            return Some(full());
         }
         cx.unreadable("finetune_method", &text);
         return None;
     }
+    // Qwen's "LoRA (emb)": finetune.py sets modules_to_save = ["wte", "lm_head"] for base models.
+    let saved = lower.contains("modules_to_save")
+        || lower.contains("lora (emb)")
+        || lower.contains("trainable wte");
     let rank = rank(&lower);
+    let qwen_script = point.framework.to_lowercase().contains("qwen finetune.py");
     let modules = modules(&text).or_else(|| {
-        let qwen_script = point.framework.to_lowercase().contains("qwen finetune.py");
         (family == Some(Family::QwenV1) && qwen_script).then(|| {
             cx.assume(
                 assume::RUNTIME_DEFAULT,
@@ -98,12 +118,98 @@ fn method(cx: &mut Cx<'_>, family: Option<Family>) -> Option<String> {
             return None;
         }
     };
-    cx.assume(assume::LORA_DTYPE, format!("{text:?} states no adapter precision"));
+    if !distribution.deepspeed {
+        cx.assume(assume::LORA_DTYPE, format!("{text:?} states no adapter precision"));
+    }
     if fused {
         cx.assume(assume::FUSED_QKV_LORA, format!("rank {rank} on {}", modules.join(", ")));
     }
+    if qwen_script && !saved && !point.model.to_lowercase().contains("chat") {
+        // finetune.py trains wte and lm_head whenever the model path does not name a chat
+        // model; the README's table keeps "LoRA" and "LoRA (emb)" apart and labels these rows
+        // "LoRA (multinode)", defining LoRA as having "no trainable embedding and output layer".
+        cx.assume(
+            assume::SOURCE_LABEL,
+            format!(
+                "{} {text:?}: the README's row is LoRA, which it defines as without trainable \
+                 embedding and output layer; counted without saved modules",
+                point.model
+            ),
+        );
+    }
     let targets = if targets.len() == 7 { "all".to_string() } else { targets.join(" ") };
-    Some(format!("    method lora {{\n      rank    {rank}\n      targets {targets}\n    }}\n"))
+    let mut lines = format!("    method lora {{\n      rank    {rank}\n      targets {targets}\n");
+    if saved {
+        lines.push_str("      modules_to_save embeddings head\n");
+    }
+    lines.push_str("    }\n");
+    Some(MethodLines { lines, lora: true, saved })
+}
+
+/// The sharding, offload and precision lines of the model states, or `None` when a gap stops
+/// them.
+fn states(
+    cx: &mut Cx<'_>,
+    method: &MethodLines,
+    weights: Option<&'static str>,
+    distribution: &Distribution,
+) -> Option<String> {
+    let mut out = String::new();
+    let mut stopped = false;
+    if let Some(sharding) = distribution.sharding {
+        let _ = writeln!(out, "    sharding      {sharding}");
+    }
+    if distribution.deepspeed {
+        let stage = distribution.sharding.unwrap_or("zero");
+        let compute = cx.point.compute_dtype.clone().unwrap_or_else(|| "not stated".into());
+        cx.assume(assume::DEEPSPEED_STATES, format!("{stage}, compute {compute}"));
+        if method.lora {
+            cx.assume(assume::DEEPSPEED_ADAPTERS, format!("{stage}, compute {compute}"));
+        }
+    }
+    if method.saved {
+        if distribution.deepspeed {
+            // DeepSpeed's optimizer keeps an fp32 master copy of every trained parameter.
+            out.push_str("    master        fp32  # DeepSpeed's fp32 copy of the saved modules\n");
+        } else if weights.is_some_and(|w| matches!(w, "bf16" | "fp16")) {
+            let point = cx.point;
+            let script = if point.framework.to_lowercase().contains("qwen finetune.py") {
+                "Qwen's finetune_lora_single_gpu.sh runs finetune.py with --bf16 and no --deepspeed, \
+                 so "
+            } else {
+                ""
+            };
+            cx.gap(Gap::feature(
+                feature::ADAM_16BIT_STATES,
+                format!(
+                    "{script}the saved modules (wte, lm_head) are trained as 16-bit copies with \
+                     torch AdamW, whose moments take the parameters' type"
+                ),
+            ));
+            stopped = true;
+        }
+    }
+    let offload = match &distribution.offload {
+        Offload::None => None,
+        Offload::Optimizer(text) => Some(("optimizer", text)),
+        Offload::Parameters(text) => Some(("parameters", text)),
+    };
+    if let Some((word, text)) = offload {
+        if method.lora {
+            cx.assume(
+                assume::STAND_IN,
+                format!(
+                    "{text}: the adapters' gradients stay on the device in the estimate (the \
+                     runtime moves them to the host; < 1 % of the peak)"
+                ),
+            );
+            let _ = writeln!(out, "    offload       {word}");
+        } else {
+            cx.gap(Gap::feature(feature::GRADIENT_OFFLOAD, text.clone()));
+            stopped = true;
+        }
+    }
+    (!stopped).then_some(out)
 }
 
 /// `r=64` or `rank 4`.
@@ -125,12 +231,20 @@ fn modules(text: &str) -> Option<Vec<String>> {
     valid.then_some(names)
 }
 
-/// Mixed precision with fp32 weights (PyTorch AMP) keeps no 16-bit copy of the weights, which
-/// the language's `weights` + `master` pair cannot say.
-fn mixed_precision(cx: &mut Cx<'_>, weights: &str) {
-    let compute = cx.point.compute_dtype.clone().unwrap_or_default();
-    if weights == "fp32" && compute.to_lowercase().contains("mixed") {
-        cx.gap(Gap::feature(feature::AMP_FP32_WEIGHTS, compute));
+/// Mixed precision with fp32 weights (PyTorch AMP): the 16-bit type autocast computes in, which
+/// the language writes as `activations` beside `weights fp32`.
+fn mixed_precision(cx: &mut Cx<'_>, weights: &str) -> Option<&'static str> {
+    let compute = cx.point.compute_dtype.clone().unwrap_or_default().to_lowercase();
+    if weights != "fp32" || !compute.contains("mixed") {
+        return None;
+    }
+    if compute.contains("fp16") {
+        Some("fp16")
+    } else if compute.contains("bf16") {
+        Some("bf16")
+    } else {
+        cx.unreadable("compute_dtype", &compute);
+        None
     }
 }
 
@@ -142,8 +256,8 @@ fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
     };
     let lower = text.to_lowercase();
     if lower.contains("8bit") {
-        cx.gap(Gap::feature(feature::ADAM_8BIT, text));
-        None
+        // bitsandbytes Adam8bit and AdamW8bit keep the same two 8-bit states.
+        Some("adamw-8bit")
     } else if lower.contains("adafactor") {
         cx.gap(Gap::feature(feature::ADAFACTOR, text));
         None

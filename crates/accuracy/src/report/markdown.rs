@@ -3,7 +3,10 @@
 
 use std::fmt::Write as _;
 
-use super::{assumption_groups, counts, fits_word, gap_groups, gib, percent, signed_percent};
+use super::{
+    assumption_groups, band_cell, band_share, counts, fits_word, gap_groups, gib, percent,
+    signed_percent,
+};
 use crate::Run;
 use crate::evaluate::Outcome;
 use crate::stats;
@@ -42,7 +45,15 @@ The estimate is then read in the same terms as the measurement:
 - **Verdicts** use a zero headroom: the question is whether the run fitted, not whether it left
   the recommended margin.
 - **Error** is `(estimate - measured) / measured`; the tables give |error| percentiles by the
-  nearest-rank method. The core states no uncertainty band yet, so the band column reads `n/a`.
+  nearest-rank method.
+- **Band.** Each device budget carries a band (`low`, `high`) around its total, from how each
+  component was obtained (exact, formula, assumed). A peak is *in band* when the measurement
+  lies inside the band of the compared device, moved into the compared view: the allocated and
+  reserved views sit below the device total by the components they leave out, so the band is
+  moved down by those bytes and keeps its width (the left-out components' uncertainty stays in
+  it, which makes those bands slightly wide). A total over GPUs is compared with the sum of the
+  devices' bands. Components have no band of their own (the band of a whole device says nothing
+  about one of its components), so the in-band share counts peaks only: `share (in/peaks)`.
 - **Expressed or not.** A point is expressed only when every condition that changes the compared
   number can be written in the language and is stated by the source, or is one of the assumptions
   listed below. Otherwise it is listed with every reason: a missing feature (a bug to fix in the
@@ -99,7 +110,7 @@ fn summary(out: &mut String, run: &Run, points: &[crate::data::Point]) {
             row.compared,
             percent(row.median),
             percent(row.p90),
-            percent(row.in_band),
+            band_share(row),
             row.verdicts.0,
             row.verdicts.1,
             row.unexpressed
@@ -125,14 +136,14 @@ fn assumptions(out: &mut String, run: &Run) {
 fn compared(out: &mut String, run: &Run) {
     out.push_str("## Compared points\n\n");
     out.push_str(
-        "| id | kind | model | compared in | measured | estimate | error | allocated / reserved / device |\n",
+        "| id | kind | model | compared in | measured | estimate | error | band | allocated / reserved / device |\n",
     );
-    out.push_str("|---|---|---|---|---:|---:|---:|---|\n");
+    out.push_str("|---|---|---|---|---:|---:|---:|---|---|\n");
     for result in &run.results {
         let Outcome::Compared(c) = &result.outcome else { continue };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} / {} / {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} |",
             result.id,
             result.workload,
             result.model,
@@ -140,6 +151,7 @@ fn compared(out: &mut String, run: &Run) {
             gib(c.measured),
             gib(c.estimate),
             signed_percent(c.error_percent),
+            band_cell(c),
             gib(c.views[0]),
             gib(c.views[1]),
             gib(c.views[2])

@@ -100,6 +100,27 @@ pub fn percent(value: Option<f64>) -> String {
     value.map_or_else(|| "n/a".to_string(), |v| format!("{v:.1} %"))
 }
 
+/// The band column: `62.5 % (10/16)`, or `n/a` when no compared point has a band.
+pub fn band_share(row: &crate::stats::Row) -> String {
+    match row.in_band {
+        Some(share) => format!("{share:.1} % ({}/{})", row.banded.0, row.banded.1),
+        None => "n/a".to_string(),
+    }
+}
+
+/// A compared point's band: `13.20-15.02 GiB, in`, or `none (component)`.
+pub fn band_cell(compared: &crate::evaluate::Compared) -> String {
+    match (compared.band, compared.in_band()) {
+        (Some([low, high]), Some(inside)) => format!(
+            "{:.2}-{:.2} GiB, {}",
+            low / 1_073_741_824.0,
+            high / 1_073_741_824.0,
+            if inside { "in" } else { "out" }
+        ),
+        _ => "none (component)".to_string(),
+    }
+}
+
 /// `+12.3 %` with its sign.
 pub fn signed_percent(value: f64) -> String {
     format!("{value:+.1} %")

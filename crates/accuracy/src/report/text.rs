@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{counts, fits_word, gap_groups, gib, percent, signed_percent};
+use super::{band_share, counts, fits_word, gap_groups, gib, percent, signed_percent};
 use crate::Run;
 use crate::evaluate::Outcome;
 use crate::stats::{self, Row};
@@ -30,7 +30,7 @@ pub fn summary(out: &mut String, run: &Run) {
     let (rows, overall) = stats::summary(run);
     let _ = writeln!(
         out,
-        "{:<22}{:>7}{:>10}{:>14}{:>11}{:>9}{:>10}{:>13}",
+        "{:<22}{:>7}{:>10}{:>14}{:>11}{:>18}{:>10}{:>13}",
         "kind",
         "points",
         "compared",
@@ -48,13 +48,13 @@ pub fn summary(out: &mut String, run: &Run) {
 
 fn line(row: &Row) -> String {
     format!(
-        "{:<22}{:>7}{:>10}{:>14}{:>11}{:>9}{:>10}{:>13}",
+        "{:<22}{:>7}{:>10}{:>14}{:>11}{:>18}{:>10}{:>13}",
         row.kind,
         row.points,
         row.compared,
         percent(row.median),
         percent(row.p90),
-        percent(row.in_band),
+        band_share(row),
         format!("{}/{}", row.verdicts.0, row.verdicts.1),
         row.unexpressed
     )
@@ -69,7 +69,11 @@ fn compared(out: &mut String, run: &Run) {
     );
     for result in &run.results {
         let Outcome::Compared(c) = &result.outcome else { continue };
-        let marks = if c.assumptions.is_empty() { "" } else { " *" };
+        let marks = match c.in_band() {
+            Some(false) => " (out of band)",
+            _ => "",
+        };
+        let marks = format!("{marks}{}", if c.assumptions.is_empty() { "" } else { " *" });
         let _ = writeln!(
             out,
             "  {:<9}{:<18}{:<28}{:<34}{:>12}{:>12}{:>10}{marks}",
