@@ -280,6 +280,21 @@ pub struct Inference {
     pub attention: Attention,
     /// The share of the device a pooling runtime (vLLM) takes; `None`: the runtime's default.
     pub memory_fraction: Option<Ratio>,
+    /// How the KV cache grows; `None`: the runtime's way.
+    pub cache_layout: Option<CacheLayout>,
+}
+
+/// How a runtime grows its KV cache from one generated token to the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheLayout {
+    /// Allocated up front (vLLM blocks, llama.cpp, static caches): no copies.
+    Preallocated,
+    /// Each layer's cache is concatenated with the new token (transformers `DynamicCache`):
+    /// one layer's previous copy is alive during the copy.
+    Concatenated,
+    /// Legacy tuple caches (remote-code models): the whole previous cache stays referenced
+    /// while the next one is built, so the cache is held twice at the end of a step.
+    Tuple,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -421,6 +436,9 @@ pub struct Training {
     /// Precision of activations (autocast): the weights' own, or 16-bit under mixed precision.
     pub activations: Precision,
     pub offload: Offload,
+    /// DeepSpeed ZeRO-1/2 gradient bucket size in elements (`reduce_bucket_size`); `None` for
+    /// FSDP and unsharded training.
+    pub bucket_elements: Option<u64>,
 }
 
 /// Where a component's memory goes.

@@ -29,6 +29,7 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
         ("gradient_accumulation", Repeat::Once),
         ("activations", Repeat::Once),
         ("offload", Repeat::Once),
+        ("bucket_elements", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
     let method = fields
@@ -58,6 +59,12 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
             _ => Sharding::None,
         });
     let sequence_parallel = fields.boolean("sequence_parallel");
+    // DeepSpeed's ZeRO-1/2 reduce gradients through buckets of `reduce_bucket_size` elements,
+    // 5e8 by default (DeepSpeed configuration, `zero_optimization`); FSDP has none.
+    let deepspeed = block.fields.iter().filter(|f| f.key.name == "sharding").any(|f| {
+        matches!(f.values.as_slice(), [Value::Word(w)] if w.name == "zero1" || w.name == "zero2")
+    });
+    let bucket_elements = fields.whole("bucket_elements", Dim::Count, 1, 1 << 40, "200_000_000");
     let activations = fields.precision("activations");
     let offload =
         fields.choice("offload", &["none", "optimizer", "parameters"]).map(|(w, _)| match w {
@@ -102,6 +109,7 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
         sequence_parallel: sequence_parallel.unwrap_or(false),
         activations: activations.unwrap_or_else(|| weights.companion()),
         offload: offload.unwrap_or(Offload::None),
+        bucket_elements: deepspeed.then(|| bucket_elements.unwrap_or(500_000_000)),
     })
 }
 

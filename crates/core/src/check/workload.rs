@@ -7,7 +7,7 @@ use crate::ast::{Block, BlockDeclaration, DeclarationKind, Field, Value};
 use crate::budget::Category;
 use crate::bytes::Bytes;
 use crate::diagnostic::Diagnostic;
-use crate::hir::{Attention, CustomComponent, Inference, Logits, Runtime, Workload};
+use crate::hir::{Attention, CacheLayout, CustomComponent, Inference, Logits, Runtime, Workload};
 
 /// The longest context accepted: 100 million tokens.
 const MAX_TOKENS: u64 = 100_000_000;
@@ -201,6 +201,7 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
         ("logits", Repeat::Once),
         ("attention", Repeat::Once),
         ("memory_fraction", Repeat::Once),
+        ("cache_layout", Repeat::Once),
     ];
     let fields = Fields::new("an inference section", block, KNOWN);
     let weights = fields.weight_format("weights");
@@ -231,6 +232,13 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
         }
         Some(value)
     });
+    let cache_layout = fields
+        .choice("cache_layout", &["preallocated", "concatenated", "tuple"])
+        .map(|(w, _)| match w {
+            "concatenated" => CacheLayout::Concatenated,
+            "tuple" => CacheLayout::Tuple,
+            _ => CacheLayout::Preallocated,
+        });
     let found = fields.finish();
     let ok = found.is_empty();
     diagnostics.extend(found);
@@ -245,6 +253,7 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
         logits: logits.unwrap_or(Logits::Last),
         attention: attention.unwrap_or(Attention::Fused),
         memory_fraction,
+        cache_layout,
     })
 }
 

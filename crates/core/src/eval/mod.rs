@@ -231,6 +231,18 @@ fn device_components(
                 "weights",
             )?),
         }
+        if workload.runtime == Runtime::LlamaCpp {
+            // llama.cpp keeps the token embedding in host memory (its load log lists
+            // `token_embd` in the CPU buffer): shown, at zero bytes on the device.
+            for component in components.iter_mut().filter(|c| c.name.ends_with(": embedding")) {
+                component.formula = format!(
+                    "{}, kept in host memory by llama.cpp: 0 B on the device",
+                    component.formula
+                );
+                component.name.push_str(" (host memory)");
+                component.bytes = Bytes::ZERO;
+            }
+        }
         let sessions = div_ceil(inference.sessions, d);
         // vLLM pages the cache in blocks of 16 tokens (`CacheConfig.DEFAULT_BLOCK_SIZE`).
         let block = if workload.runtime == Runtime::Vllm { 16 } else { 1 };
@@ -242,6 +254,39 @@ fn device_components(
             sessions,
             block,
         )?);
+        let layout = inference.cache_layout.unwrap_or(match workload.runtime {
+            Runtime::PyTorch => crate::hir::CacheLayout::Concatenated,
+            _ => crate::hir::CacheLayout::Preallocated,
+        });
+        if let Some(kv) = components.iter().find(|c| c.category == crate::budget::Category::Cache) {
+            let copy = match layout {
+                crate::hir::CacheLayout::Preallocated => None,
+                crate::hir::CacheLayout::Concatenated => {
+                    let layers = placement.layers.max(1);
+                    Some((
+                        Bytes(kv.bytes.0.div_ceil(layers)),
+                        format!(
+                            "{} ÷ {layers} layers: one layer's cache copied by torch.cat",
+                            kv.bytes
+                        ),
+                    ))
+                }
+                crate::hir::CacheLayout::Tuple => {
+                    Some((kv.bytes, format!("{}: the previous step's whole tuple cache", kv.bytes)))
+                }
+            };
+            if let Some((bytes, formula)) = copy {
+                components.push(Component {
+                    held_by: HeldBy::Tensors,
+                    name: "KV cache: previous copy while growing".to_string(),
+                    category: crate::budget::Category::Intermediate,
+                    bytes,
+                    provenance: Provenance::Formula,
+                    formula: format!("{formula} = {bytes}"),
+                    source: Some("transformers DynamicCache.update concatenates per layer; legacy tuple caches keep the whole previous cache".into()),
+                });
+            }
+        }
         let all_prompts = inference.context.checked_mul(sessions).ok_or(Overflow)?;
         // vLLM's engine defaults (`EngineArgs.get_batch_defaults`, DOMAIN.md §4.4): larger
         // batches on GPUs of 70 GiB or more other than the A100.
@@ -254,9 +299,11 @@ fn device_components(
                 let max_num_seqs = if large { 1024 } else { 256 };
                 (chunk, max_num_seqs.min(chunk))
             }
-            // llama.cpp's physical batch (-ub) default.
+            // llama.cpp's physical batch (-ub) default; its compute buffer is reserved for the
+            // logits of every token in the batch.
             Runtime::LlamaCpp => {
-                (inference.prefill_chunk.unwrap_or(512).min(all_prompts), sessions)
+                let tokens = inference.prefill_chunk.unwrap_or(512).min(all_prompts);
+                (tokens, tokens)
             }
             _ => (inference.prefill_chunk.unwrap_or(all_prompts).min(all_prompts), sessions),
         };

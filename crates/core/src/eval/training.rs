@@ -90,16 +90,23 @@ fn optimizer_state(
     label: &'static str,
     training: &Training,
     ways: u64,
+    updated: Precision,
 ) -> Result<Option<Component>, Overflow> {
     let states = training.optimizer.states();
     if states == 0 {
         return Ok(None);
     }
-    let per_state = training.optimizer.bytes_per_state();
+    // PyTorch's optimizers create their state like the parameter they update (`zeros_like`):
+    // the fp32 master when there is one, else the trained parameter itself (bf16 moments in
+    // pure bf16 training). 8-bit AdamW keeps its own 8-bit format.
+    let per_state = match training.optimizer {
+        crate::hir::Optimizer::AdamW8bit => training.optimizer.bytes_per_state(),
+        _ => training.master.unwrap_or(updated).bytes_per_element(),
+    };
     let per_param = per_state.checked_mul(Ratio::int(i128::from(states))).ok_or(Overflow)?;
     let label_states = format!("{states} {} states", training.optimizer.name());
     let (bytes, formula) = sharded(params, label, per_param, label_states, ways)?;
-    let source = "DOMAIN.md §5.1: AdamW keeps two fp32 moments per parameter (8-bit AdamW: 1 B + an fp32 absmax per 256), SGD with momentum one";
+    let source = "DOMAIN.md §5.1: AdamW keeps two moments per parameter, in the updated parameter's precision (8-bit AdamW: 1 B + an fp32 absmax per 256), SGD with momentum one";
     Ok(Some(state(name, (bytes, formula), source)))
 }
 
@@ -112,6 +119,7 @@ fn trained_states(
     label: &'static str,
     training: &Training,
     data: u64,
+    updated: Precision,
 ) -> Result<Vec<Component>, Overflow> {
     let mut components = Vec::new();
     let master_ways = divisor(training, Sharding::Zero1, data);
@@ -132,6 +140,7 @@ fn trained_states(
             label,
             training,
             master_ways,
+            updated,
         )?);
     }
     Ok(components)
@@ -221,7 +230,14 @@ pub(crate) fn components(
         });
     }
     match &training.method {
-        Method::Full => components.extend(trained_states("", params, "params", training, data)?),
+        Method::Full => components.extend(trained_states(
+            "",
+            params,
+            "params",
+            training,
+            data,
+            training.weights,
+        )?),
         Method::Lora { rank, targets, dtype, save } => {
             let adapter_params = lora_params(shape, placement, *rank, targets)?;
             let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
@@ -251,6 +267,7 @@ pub(crate) fn components(
                     "adapter params",
                     training,
                     ways,
+                    *dtype,
                 )?);
             }
             // PEFT `modules_to_save`: whole modules trained next to the adapters, as a
@@ -279,9 +296,29 @@ pub(crate) fn components(
                     "params",
                     training,
                     data,
+                    training.activations,
                 )?);
             }
         }
+    }
+    if let Some(elements) =
+        training.bucket_elements.filter(|_| data > 1 || training.sharding != Sharding::None)
+    {
+        // Gradients reduce through a bucket, double-buffered to overlap with the backward pass
+        // (`overlap_comm`): two buckets of 16-bit gradients.
+        let a = training.activations;
+        let product = Product::new()
+            .times(2, "buckets")?
+            .times(elements, "elements (reduce_bucket_size)")?
+            .bytes_each(a.bytes_per_element(), a.name())?;
+        components.push(Component {
+            category: Category::Workspace,
+            ..state(
+                "ZeRO gradient buckets (DeepSpeed)",
+                product.finish()?,
+                "DeepSpeed zero_optimization: reduce_bucket_size (default 5e8) with overlap_comm",
+            )
+        });
     }
     components.extend(activations(shape, placement, training)?);
     Ok(components)
