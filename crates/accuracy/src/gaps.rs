@@ -67,8 +67,6 @@ pub mod feature {
          (ZeRO-Offload, FSDP CPUOffload): `offload` keeps every gradient on the device";
     pub const MODEL_OFFLOAD: &str =
         "whole models moved between host and device in turn (diffusers enable_model_cpu_offload)";
-    pub const ADAM_16BIT_STATES: &str = "AdamW moments in the parameters' 16-bit type \
-         (torch.optim.AdamW on bf16 parameters without a master copy): the core counts fp32 moments";
 }
 
 /// Conditions the published sources leave out, as the report groups them.
@@ -125,6 +123,8 @@ pub mod assume {
         "a setting not in the data but read from the source's own script or configuration";
     pub const EQUIVALENT_FORMAT: &str =
         "a storage format written as the language's format of the same bytes (within 0.1 %)";
+    pub const TUPLE_CACHE: &str = "Qwen v1 remote code keeps legacy tuple KV caches \
+         (`cache_layout tuple`): the whole previous cache is alive at the end of a decode step";
     pub const SOURCE_LABEL: &str =
         "a condition the data leaves open, read from the source's own table labels";
 }

@@ -12,6 +12,7 @@ use super::Cx;
 use super::conditions::Runtime;
 use crate::data::leading_number;
 use crate::gaps::{Gap, assume, data, feature};
+use crate::models::Family;
 use crate::target::Selector;
 
 /// vLLM's default `max_num_seqs` (engine arguments, v0.6).
@@ -22,6 +23,7 @@ pub(super) fn body(
     cx: &mut Cx<'_>,
     runtime: Runtime,
     selector: Option<Selector>,
+    family: Option<Family>,
 ) -> Option<String> {
     let weights = weights(cx, runtime, selector);
     let kv_cache = kv_cache(cx, runtime);
@@ -52,6 +54,15 @@ pub(super) fn body(
     }
     if cx.eager_attention() {
         out.push_str("    attention eager\n");
+    }
+    if runtime == Runtime::PyTorch && family == Some(Family::QwenV1) {
+        cx.assume(
+            assume::TUPLE_CACHE,
+            "Qwen v1 remote code (modeling_qwen.py) returns `present` as a tuple of per-layer \
+             (key, value) tensors grown by torch.cat; the S05 generate points grow by about 2x \
+             the KV bytes per sequence, the whole previous cache alive beside the new one",
+        );
+        out.push_str("    cache_layout tuple  # Qwen v1 remote code: legacy tuple caches\n");
     }
     out.push_str("  }\n");
     Some(out)

@@ -87,7 +87,8 @@ pub fn express(point: &Point) -> Expression {
         "runtime_overhead" => Some(runtime_only_body()),
         "llm_inference" | "llm_weights_load" => {
             model = cx.model();
-            runtime.and_then(|r| inference::body(&mut cx, r, selector))
+            let family = model.as_ref().map(|m| m.family);
+            runtime.and_then(|r| inference::body(&mut cx, r, selector, family))
         }
         "training_full" | "training_lora" | "training_qlora" => {
             model = cx.model();
@@ -198,17 +199,22 @@ mod tests {
         assert!(expressed.source.contains("modules_to_save embeddings head"));
         assert!(expressed.source.contains("sharding      zero2"));
         assert!(expressed.source.contains("master        fp32"));
+        assert!(expressed.source.contains("bucket_elements 200_000_000"));
         let found = labels(&Ok(expressed));
         assert!(found.contains(&assume::DEEPSPEED_STATES));
         assert!(found.contains(&assume::DEEPSPEED_ADAPTERS));
     }
 
     #[test]
-    fn saved_modules_without_deepspeed_need_16_bit_moments() {
+    fn saved_modules_without_deepspeed_train_in_pure_bf16() {
         let point = qwen_point(
             r#"{"finetune_method": "LoRA r=64 + trainable wte and lm_head = 'LoRA (emb)'"}"#,
         );
-        assert_eq!(labels(&express(&point)), [feature::ADAM_16BIT_STATES]);
+        let expressed = express(&point).expect("expressible");
+        assert!(expressed.source.contains("modules_to_save embeddings head"));
+        assert!(expressed.source.contains("master        none"));
+        assert!(!expressed.source.contains("sharding"));
+        assert!(labels(&Ok(expressed)).contains(&assume::SCRIPT_SETTING));
     }
 
     #[test]
@@ -243,5 +249,7 @@ mod tests {
         );
         let expressed = express(&point).expect("expressible");
         assert!(expressed.source.contains("kv_cache int8-token"));
+        assert!(expressed.source.contains("cache_layout tuple"));
+        assert!(labels(&Ok(expressed)).contains(&assume::TUPLE_CACHE));
     }
 }

@@ -172,22 +172,32 @@ fn states(
             // DeepSpeed's optimizer keeps an fp32 master copy of every trained parameter.
             out.push_str("    master        fp32  # DeepSpeed's fp32 copy of the saved modules\n");
         } else if weights.is_some_and(|w| matches!(w, "bf16" | "fp16")) {
+            // Pure 16-bit training: the Trainer keeps no master copy, and torch AdamW's moments
+            // take the saved modules' own 16-bit type (`zeros_like`).
             let point = cx.point;
-            let script = if point.framework.to_lowercase().contains("qwen finetune.py") {
-                "Qwen's finetune_lora_single_gpu.sh runs finetune.py with --bf16 and no --deepspeed, \
-                 so "
+            let detail = if point.framework.to_lowercase().contains("qwen finetune.py") {
+                "master none: Qwen's finetune_lora_single_gpu.sh runs finetune.py with --bf16 and \
+                 no --deepspeed, which loads the model in bf16 and trains the saved modules (wte, \
+                 lm_head) in bf16 with torch AdamW, moments in bf16"
             } else {
-                ""
+                "master none: 16-bit weights trained without DeepSpeed keep no master copy"
             };
-            cx.gap(Gap::feature(
-                feature::ADAM_16BIT_STATES,
-                format!(
-                    "{script}the saved modules (wte, lm_head) are trained as 16-bit copies with \
-                     torch AdamW, whose moments take the parameters' type"
-                ),
-            ));
-            stopped = true;
+            cx.assume(assume::SCRIPT_SETTING, detail);
+            out.push_str("    master        none  # pure 16-bit training, no master copy\n");
         }
+    }
+    if let Some(sharding @ ("zero1" | "zero2")) = distribution.sharding
+        && cx.point.framework.to_lowercase().contains("qwen finetune.py")
+    {
+        cx.assume(
+            assume::SCRIPT_SETTING,
+            format!(
+                "{sharding}: reduce_bucket_size 2e8 in Qwen's finetune/ds_config_zero2.json \
+                 (QwenLM/Qwen af22d5e), which finetune_lora_ds.sh and \
+                 finetune_qlora_single_gpu.sh pass to --deepspeed"
+            ),
+        );
+        out.push_str("    bucket_elements 200_000_000  # Qwen ds_config_zero2.json\n");
     }
     let offload = match &distribution.offload {
         Offload::None => None,
