@@ -463,8 +463,49 @@ pub struct Workload {
     pub runtime: Runtime,
     pub inference: Option<Inference>,
     pub training: Option<Training>,
+    pub diffusion: Option<Diffusion>,
     pub components: Vec<CustomComponent>,
     pub span: Span,
+}
+
+/// A diffusion pipeline: a denoiser run over latents, text encoders before it, a VAE after it.
+#[derive(Clone, Debug)]
+pub struct Diffusion {
+    pub denoiser: Denoiser,
+    pub text_encoders: Vec<String>,
+    pub text_encoder_weights: WeightFormat,
+    pub vae: Option<String>,
+    pub vae_weights: WeightFormat,
+    pub width: u64,
+    pub height: u64,
+    /// Latent frames for video models; 1 for images.
+    pub frames: u64,
+    pub batch: u64,
+    /// Classifier-free guidance runs the denoiser on a conditional and an unconditional batch.
+    pub cfg: bool,
+    pub text_tokens: u64,
+    /// The VAE decoder's base channel count (128 for the SD, SDXL, SD3 and FLUX autoencoders).
+    pub vae_channels: u64,
+    pub vae_tiling: bool,
+    pub offload: DiffusionOffload,
+}
+
+#[derive(Clone, Debug)]
+pub struct Denoiser {
+    pub model: String,
+    /// A UNet (convolutions at the latent resolution) rather than a transformer over patches.
+    pub unet: bool,
+    /// Hidden size (transformer) or base channel count (UNet).
+    pub hidden: u64,
+    pub weights: WeightFormat,
+}
+
+/// diffusers' offloading: `Model` moves whole components to the GPU one at a time
+/// (`enable_model_cpu_offload`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiffusionOffload {
+    None,
+    Model,
 }
 
 /// `keep` percent of capacity, at least `at_least` bytes.

@@ -6,6 +6,7 @@
 //! reported once, not again by everything downstream.
 
 mod decls;
+mod diffusion;
 mod fields;
 mod imported;
 mod model;

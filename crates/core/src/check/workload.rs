@@ -23,6 +23,7 @@ pub(super) fn workload(
         ("training", Repeat::Once),
         ("components", Repeat::Once),
         ("scene", Repeat::Once),
+        ("diffusion", Repeat::Once),
     ];
     let what = format!("workload `{}`", decl.name.name);
     let fields = Fields::new(&what, &decl.body, KNOWN);
@@ -38,7 +39,8 @@ pub(super) fn workload(
         }
     });
     // A model runs under a framework; components written by hand carry their own overhead.
-    let has_model_work = fields.has("inference") || fields.has("training");
+    let has_model_work =
+        fields.has("inference") || fields.has("training") || fields.has("diffusion");
     let default_runtime = if has_model_work { Runtime::PyTorch } else { Runtime::None };
     let runtime = fields
         .get("runtime")
@@ -75,7 +77,12 @@ pub(super) fn workload(
         .get("scene")
         .and_then(|field| section(field, &fields))
         .map(|block| super::scene::scene(block, &mut diagnostics));
-    if !needs_model && !fields.has("components") && !fields.has("scene") {
+    let diffusion = fields
+        .get("diffusion")
+        .and_then(|field| section(field, &fields))
+        .and_then(|block| super::diffusion::diffusion(block, scope, &mut diagnostics));
+    if !needs_model && !fields.has("components") && !fields.has("scene") && !fields.has("diffusion")
+    {
         fields.push(
             Diagnostic::error(
                 "E011",
@@ -111,6 +118,7 @@ pub(super) fn workload(
             runtime,
             inference: inference.flatten(),
             training: training.flatten(),
+            diffusion,
             components: components
                 .unwrap_or_default()
                 .into_iter()

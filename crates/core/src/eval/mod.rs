@@ -5,6 +5,7 @@
 
 mod band;
 mod calc;
+mod diffusion;
 pub(crate) mod llm;
 pub(crate) mod params;
 mod pool;
@@ -113,7 +114,7 @@ fn evaluate_check(
         // Ranks on the same device kind and pipeline stage hold the same things: compute once.
         let key = (device_name.as_str(), stage);
         let (components, kv_pool) = memo(&mut cache, key, || {
-            device_components(workload, shape, stored, device, &placement, split)
+            device_components(program, workload, shape, stored, device, &placement, split)
         })?;
 
         let used = calc::sum(components.iter().map(|c| c.bytes))?;
@@ -209,6 +210,7 @@ type Held = (Vec<Component>, Option<KvPool>);
 
 /// Everything one device holds for `workload` at `placement`.
 fn device_components(
+    program: &Layered<'_>,
     workload: &Workload,
     shape: Option<&crate::hir::Shape>,
     stored: Option<&crate::hir::Stored>,
@@ -334,6 +336,9 @@ fn device_components(
             return Ok((with_custom(components, workload), kv_pool));
         }
     }
+    if let Some(pipeline) = &workload.diffusion {
+        components.extend(diffusion::components(program, pipeline)?);
+    }
     if let (Some(training), Some(shape)) = (&workload.training, shape) {
         peers *= d;
         components.extend(training::components(shape, placement, training, d)?);
@@ -431,6 +436,16 @@ fn missing_features(workload: &Workload, device: &Device) -> Vec<(Precision, Fea
         used.push(inference.activations);
         if inference.kv_cache == Precision::Bf16 {
             used.push(Precision::Bf16);
+        }
+    }
+    if let Some(pipeline) = &workload.diffusion {
+        for format in
+            [pipeline.denoiser.weights, pipeline.text_encoder_weights, pipeline.vae_weights]
+        {
+            if let crate::quant::WeightFormat::Uniform(p) = format {
+                used.push(p);
+            }
+            used.push(format.companion());
         }
     }
     if let Some(training) = &workload.training {

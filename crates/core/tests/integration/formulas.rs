@@ -505,3 +505,36 @@ fn llama_cpp_keeps_the_token_embedding_in_host_memory() {
     let peak = bytes(&checks[0], 0, "forward-step peak");
     assert!(peak >= 512 * 128_256 * 4, "{peak}");
 }
+
+#[test]
+fn diffusion_pipelines_keep_every_model_and_the_largest_phase() {
+    let source = |extra: &str| {
+        format!(
+            "model dit {{ params 2 billion }}\nmodel te {{ params 1 billion }}\nmodel ae {{ params 80 million }}\nworkload w {{ runtime none; diffusion {{ denoiser dit; text_encoders te; vae ae; weights bf16; architecture dit; resolution 1024 x 1024; text_tokens 256 tokens{extra} }} }}\ncheck w on h100-sxm-80gb"
+        )
+    };
+    let checks = evaluate(&source("; hidden 1536"));
+    assert_eq!(bytes(&checks[0], 0, "denoiser weights"), 4_000_000_000);
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights"), 2_000_000_000);
+    assert_eq!(bytes(&checks[0], 0, "VAE weights"), 160_000_000);
+    // The VAE decode at full resolution (6 × 128 channels per pixel) outweighs one transformer
+    // block over 2 × (4096 + 256) tokens (classifier-free guidance doubles the batch).
+    assert_eq!(bytes(&checks[0], 0, "VAE decode peak"), 1024 * 1024 * 768 * 2);
+    assert!(
+        checks[0].devices[0].components.iter().all(|c| !c.name.starts_with("denoiser activations"))
+    );
+    let tiled = evaluate(&source("; hidden 1536; vae_tiling true"));
+    assert_eq!(bytes(&tiled[0], 0, "VAE decode peak"), 512 * 512 * 768 * 2);
+    // A wider transformer with a tiled decode: the denoising step is the larger transient.
+    let wide = evaluate(&source("; hidden 3072; vae_tiling true"));
+    assert_eq!(bytes(&wide[0], 0, "denoiser activations"), 2 * (4096 + 256) * 3072 * 10 * 2);
+    assert!(wide[0].devices[0].components.iter().all(|c| c.name != "VAE decode peak"));
+    // Offloading whole models: only the heaviest phase is on the device.
+    let offloaded = evaluate(&source("; hidden 1536; offload model"));
+    let names: Vec<&str> =
+        offloaded[0].devices[0].components.iter().map(|c| c.name.as_str()).collect();
+    assert!(
+        names.contains(&"denoiser weights: dit") && !names.contains(&"text encoder weights: te"),
+        "{names:?}"
+    );
+}

@@ -1,0 +1,165 @@
+//! Diffusion pipelines: the weights of every component, the denoiser's activations at the
+//! latent resolution, and the VAE decoder's peak at the output resolution (DOMAIN.md §7.1).
+//!
+//! The phases run one after another (encode the prompt, denoise, decode), so the transient
+//! peak is the largest phase's, over weights that all stay resident unless the pipeline offloads
+//! whole models between phases (diffusers `enable_model_cpu_offload`).
+//!
+//! Activation formulas [derived, to be checked by the accuracy benchmark]:
+//! - transformer denoiser: one block live at a time over `tokens` (latent patches of 2 × 2 after
+//!   the VAE's 8× downsampling, plus the text tokens): residual and norm (2h) and the MLP's 4h
+//!   input and output (8h), 10 × tokens × hidden elements;
+//! - UNet denoiser: at the latent resolution with its base channels, the same 10 per position
+//!   (a ResNet block's input, norms and convolution outputs, the attention block's projections);
+//! - VAE decoder: the last upsampling hands 2c channels to the full-resolution stage, whose first
+//!   ResNet holds its input and norm output (2 × 2c) and its convolution output and residual
+//!   (2 × c): 6c per pixel; tiling decodes 512 × 512 tiles (diffusers' `tile_sample_min_size`).
+
+use super::calc::{self, Overflow, Product};
+use crate::budget::{Category, Component, HeldBy, Provenance};
+use crate::bytes::Bytes;
+use crate::hir::{Diffusion, DiffusionOffload, Layered};
+use crate::quant::WeightFormat;
+
+fn formula(
+    name: String,
+    category: Category,
+    product: Product,
+    source: &str,
+) -> Result<Component, Overflow> {
+    let bytes = product.value()?;
+    Ok(Component {
+        held_by: HeldBy::Tensors,
+        name,
+        category,
+        bytes,
+        provenance: Provenance::Formula,
+        formula: product.finish()?.1,
+        source: Some(source.to_string()),
+    })
+}
+
+fn weights(
+    program: &Layered<'_>,
+    model: &str,
+    format: WeightFormat,
+    role: &str,
+) -> Result<Option<Component>, Overflow> {
+    let Some(params) = program
+        .model(model)
+        .and_then(|m| m.params.or_else(|| m.shape.as_ref().and_then(crate::eval::parameter_count)))
+    else {
+        return Ok(None);
+    };
+    // Quantizers apply to the linear layers, which hold nearly all of a denoiser's or encoder's
+    // parameters; the whole count is taken at the format's size.
+    let precision = format.matrix(crate::quant::Matrix::Up, 0, 1, 1);
+    let product = Product::new()
+        .times(params, "params")?
+        .bytes_each(precision.bytes_per_element(), precision.name())?;
+    formula(
+        format!("{role} weights: {model}"),
+        Category::Persistent,
+        product,
+        "the model's parameter count",
+    )
+    .map(Some)
+}
+
+pub(crate) fn components(
+    program: &Layered<'_>,
+    diffusion: &Diffusion,
+) -> Result<Vec<Component>, Overflow> {
+    let elem = diffusion.denoiser.weights.companion();
+    let guided = if diffusion.cfg { 2 } else { 1 };
+    let mut encode = Vec::new();
+    for encoder in &diffusion.text_encoders {
+        encode.extend(weights(program, encoder, diffusion.text_encoder_weights, "text encoder")?);
+    }
+    let mut denoise = Vec::new();
+    denoise.extend(weights(
+        program,
+        &diffusion.denoiser.model,
+        diffusion.denoiser.weights,
+        "denoiser",
+    )?);
+    let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;
+    let product = if diffusion.denoiser.unet {
+        Product::new()
+            .times(diffusion.batch, "batch")?
+            .times(guided, "(guidance)")?
+            .times(latent, "latent positions")?
+            .times(diffusion.denoiser.hidden, "base channels")?
+            .times(10, "live tensors")?
+    } else {
+        let tokens = latent / 4 + diffusion.text_tokens;
+        Product::new()
+            .times(diffusion.batch, "batch")?
+            .times(guided, "(guidance)")?
+            .times(tokens, "tokens (latent patches + text)")?
+            .times(diffusion.denoiser.hidden, "hidden")?
+            .times(10, "(2 residual + 8 MLP) per token")?
+    };
+    let product = product.bytes_each(elem.bytes_per_element(), elem.name())?;
+    denoise.push(formula(
+        "denoiser activations (one block)".into(),
+        Category::Intermediate,
+        product,
+        "DOMAIN.md §7.1 latent sizing; derived, see eval/diffusion.rs",
+    )?);
+    let mut decode = Vec::new();
+    if let Some(vae) = &diffusion.vae {
+        decode.extend(weights(program, vae, diffusion.vae_weights, "VAE")?);
+        let pixels = if diffusion.vae_tiling {
+            (diffusion.width.min(512)) * (diffusion.height.min(512))
+        } else {
+            diffusion.width * diffusion.height * diffusion.frames
+        };
+        let vae_elem = diffusion.vae_weights.companion();
+        let product = Product::new()
+            .times(diffusion.batch, "batch")?
+            .times(pixels, if diffusion.vae_tiling { "pixels of a 512² tile" } else { "pixels" })?
+            .times(6 * diffusion.vae_channels, "(6 × base channels)")?
+            .bytes_each(vae_elem.bytes_per_element(), vae_elem.name())?;
+        decode.push(formula(
+            "VAE decode peak".into(),
+            Category::Intermediate,
+            product,
+            "DOMAIN.md §7.1: decoding at full resolution is frequently the peak",
+        )?);
+    }
+    let total = |phase: &[Component]| calc::sum(phase.iter().map(|c| c.bytes));
+    match diffusion.offload {
+        DiffusionOffload::None => {
+            // Every model resident; the largest phase's transient on top.
+            let mut out: Vec<Component> = Vec::new();
+            let transient = |phase: &[Component]| {
+                calc::sum(
+                    phase.iter().filter(|c| c.category == Category::Intermediate).map(|c| c.bytes),
+                )
+            };
+            let denoise_peak = transient(&denoise)?;
+            let decode_peak = transient(&decode)?;
+            for phase in [&encode, &denoise, &decode] {
+                out.extend(phase.iter().filter(|c| c.category == Category::Persistent).cloned());
+            }
+            let winner = if decode_peak > denoise_peak { &decode } else { &denoise };
+            out.extend(winner.iter().filter(|c| c.category == Category::Intermediate).cloned());
+            Ok(out)
+        }
+        DiffusionOffload::Model => {
+            // One model on the device at a time: the heaviest phase is the peak.
+            let phases = [encode, denoise, decode];
+            let mut best = 0;
+            let mut best_bytes = Bytes::ZERO;
+            for (i, phase) in phases.iter().enumerate() {
+                let bytes = total(phase)?;
+                if bytes > best_bytes {
+                    best = i;
+                    best_bytes = bytes;
+                }
+            }
+            Ok(phases.into_iter().nth(best).unwrap_or_default())
+        }
+    }
+}
