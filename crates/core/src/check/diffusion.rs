@@ -3,8 +3,8 @@
 
 use super::Scope;
 use super::fields::{Fields, Repeat};
-use super::quantity::{self, Dim};
-use crate::ast::{Block, DeclarationKind, Field, Value};
+use super::quantity::Dim;
+use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{Denoiser, Diffusion, DiffusionOffload};
 use crate::quant::WeightFormat;
@@ -64,7 +64,8 @@ pub(super) fn diffusion(
     if !fields.has("hidden") {
         fields.missing("hidden", "hidden 3072");
     }
-    let resolution = fields.get("resolution").and_then(|f| resolution(f, &fields));
+    let resolution =
+        fields.get("resolution").and_then(|f| fields.dimensions(f, 8, 1 << 16, "1024 x 1024"));
     if !fields.has("resolution") {
         fields.missing("resolution", "resolution 1024 x 1024");
     }
@@ -106,36 +107,4 @@ pub(super) fn diffusion(
             DiffusionOffload::None
         },
     })
-}
-
-/// `resolution 1024 x 1024` or `resolution 1024`.
-fn resolution(field: &Field, fields: &Fields<'_>) -> Option<(u64, u64)> {
-    let side = |value: &Value| -> Option<u64> {
-        let Value::Expr(expr) = value else { return None };
-        match quantity::evaluate(expr) {
-            Ok(q) if q.dim == Dim::Count => {
-                fields.check_whole("resolution", q.value, expr.span(), 8, 1 << 16)
-            }
-            Ok(q) => {
-                fields.push(Diagnostic::error(
-                    "E005",
-                    expr.span(),
-                    format!("a resolution is in pixels, not {}", q.dim),
-                ));
-                None
-            }
-            Err(diagnostic) => {
-                fields.push(diagnostic);
-                None
-            }
-        }
-    };
-    match field.values.as_slice() {
-        [one] => side(one).map(|s| (s, s)),
-        [w, Value::Word(x), h] if x.name == "x" || x.name == "×" => Some((side(w)?, side(h)?)),
-        _ => {
-            fields.push(Diagnostic::error("E013", field.span, "write `resolution 1024 x 1024`"));
-            None
-        }
-    }
 }

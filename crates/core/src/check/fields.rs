@@ -407,6 +407,49 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// Pixel dimensions: `2048` (square) or `3840 x 2160`, each side in `min..=max`.
+    pub(crate) fn dimensions(
+        &self,
+        field: &Field,
+        min: u64,
+        max: u64,
+        example: &str,
+    ) -> Option<(u64, u64)> {
+        let key = field.key.name.as_str();
+        let side = |value: &Value| -> Option<u64> {
+            let Value::Expr(expr) = value else { return None };
+            match super::quantity::evaluate(expr) {
+                Ok(q) if q.dim == Dim::Count => {
+                    self.check_whole(key, q.value, expr.span(), min, max)
+                }
+                Ok(q) => {
+                    self.push(Diagnostic::error(
+                        "E005",
+                        expr.span(),
+                        format!("`{key}` is in pixels (a plain number), not {}", q.dim),
+                    ));
+                    None
+                }
+                Err(diagnostic) => {
+                    self.push(diagnostic);
+                    None
+                }
+            }
+        };
+        match field.values.as_slice() {
+            [one] => side(one).map(|s| (s, s)),
+            [w, Value::Word(x), h] if x.name == "x" || x.name == "×" => Some((side(w)?, side(h)?)),
+            _ => {
+                self.push(Diagnostic::error(
+                    "E013",
+                    field.span,
+                    format!("write `{key} {example}`"),
+                ));
+                None
+            }
+        }
+    }
+
     /// Words only, any number of them.
     pub(crate) fn words(&self, field: &'a Field) -> Vec<&'a Ident> {
         let mut words = Vec::new();

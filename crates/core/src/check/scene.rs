@@ -158,7 +158,7 @@ fn image(field: &Field, fields: &Fields<'_>, kind: Kind) -> Option<CustomCompone
     };
     let what = format!("{} `{name}`", field.key.name);
     let inner = Fields::new(&what, block, KNOWN);
-    let size = inner.get("size").and_then(|f| size(f, &inner));
+    let size = inner.get("size").and_then(|f| inner.dimensions(f, 1, MAX_SIDE, "3840 x 2160"));
     if !inner.has("size") {
         inner.missing("size", "size 2048 x 2048");
     }
@@ -238,40 +238,4 @@ fn image(field: &Field, fields: &Fields<'_>, kind: Kind) -> Option<CustomCompone
         provenance: Provenance::Formula,
         formula,
     })
-}
-
-/// `size 2048` (square) or `size 3840 x 2160`.
-fn size(field: &Field, fields: &Fields<'_>) -> Option<(u64, u64)> {
-    let side = |value: &Value| -> Option<u64> {
-        let Value::Expr(expr) = value else { return None };
-        match quantity::evaluate(expr) {
-            Ok(q) if q.dim == Dim::Count => {
-                fields.check_whole("size", q.value, expr.span(), 1, MAX_SIDE)
-            }
-            Ok(q) => {
-                fields.push(Diagnostic::error(
-                    "E005",
-                    expr.span(),
-                    format!("a size is in pixels (a plain number), not {}", q.dim),
-                ));
-                None
-            }
-            Err(diagnostic) => {
-                fields.push(diagnostic);
-                None
-            }
-        }
-    };
-    match field.values.as_slice() {
-        [one] => side(one).map(|s| (s, s)),
-        [w, Value::Word(x), h] if x.name == "x" || x.name == "×" => Some((side(w)?, side(h)?)),
-        _ => {
-            fields.push(Diagnostic::error(
-                "E013",
-                field.span,
-                "write `size 2048` or `size 3840 x 2160`",
-            ));
-            None
-        }
-    }
 }
