@@ -172,7 +172,11 @@ pub struct Shape {
     pub head_dim: u64,
     pub vocab: u64,
     pub tied_embeddings: bool,
-    pub qkv_bias: bool,
+    pub biases: Biases,
+    pub norm: Norm,
+    /// Learned position embeddings (rows of `hidden`), 0 with rotary positions.
+    pub positions: u64,
+    pub output: Output,
     pub mlp: Mlp,
     pub attention: AttentionKind,
     pub moe: Option<Moe>,
@@ -184,6 +188,33 @@ pub struct Shape {
 pub struct Stored {
     pub bytes: Bytes,
     pub format: WeightFormat,
+}
+
+/// Which linear layers have biases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Biases {
+    None,
+    /// q, k and v only (Qwen2).
+    Qkv,
+    /// Every linear layer (BERT, GPT-2, GPTBigCode).
+    All,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Norm {
+    /// A weight per norm.
+    Rms,
+    /// A weight and a bias per norm.
+    Layer,
+}
+
+/// What follows the last layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// A projection over the vocabulary, and its logits.
+    Lm,
+    /// A small task head (an encoder's classifier): no vocabulary logits.
+    None,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

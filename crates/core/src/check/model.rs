@@ -5,7 +5,9 @@ use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
 use crate::ast::BlockDeclaration;
 use crate::diagnostic::Diagnostic;
-use crate::hir::{AttentionKind, Mla, Mlp, Model, Moe, Shape, Stored, Window};
+use crate::hir::{
+    AttentionKind, Biases, Mla, Mlp, Model, Moe, Norm, Output, Shape, Stored, Window,
+};
 use crate::quant::WeightFormat;
 
 const KNOWN: &[(&str, Repeat)] = &[
@@ -37,6 +39,10 @@ const KNOWN: &[(&str, Repeat)] = &[
     ("weights_bytes", Repeat::Once),
     ("weights_format", Repeat::Once),
     ("from", Repeat::Once),
+    ("biases", Repeat::Once),
+    ("norm", Repeat::Once),
+    ("positions", Repeat::Once),
+    ("output", Repeat::Once),
 ];
 
 /// The fields that make a model a shape rather than a bare parameter count.
@@ -118,7 +124,20 @@ fn shape(decl: &BlockDeclaration, fields: &Fields<'_>) -> Option<Shape> {
     let head_dim = count(fields, "head_dim", 1 << 16, "128");
     let vocab = count(fields, "vocab", 100_000_000, "128256");
     let tied_embeddings = fields.boolean("tied_embeddings").unwrap_or(false);
-    let qkv_bias = fields.boolean("qkv_bias").unwrap_or(false);
+    let biases = match (fields.boolean("biases"), fields.boolean("qkv_bias")) {
+        (Some(true), _) => Biases::All,
+        (_, Some(true)) => Biases::Qkv,
+        _ => Biases::None,
+    };
+    let norm = match fields.choice("norm", &["rmsnorm", "layernorm"]) {
+        Some(("layernorm", _)) => Norm::Layer,
+        _ => Norm::Rms,
+    };
+    let positions = fields.whole("positions", Dim::Count, 1, 10_000_000, "512").unwrap_or(0);
+    let output = match fields.choice("output", &["lm", "none"]) {
+        Some(("none", _)) => Output::None,
+        _ => Output::Lm,
+    };
     let mlp = match fields.choice("mlp", &["gated", "plain"]) {
         Some(("plain", _)) => Mlp::Plain,
         _ => Mlp::Gated,
@@ -184,7 +203,10 @@ fn shape(decl: &BlockDeclaration, fields: &Fields<'_>) -> Option<Shape> {
         head_dim,
         vocab,
         tied_embeddings,
-        qkv_bias,
+        biases,
+        norm,
+        positions,
+        output,
         mlp,
         attention: attention?,
         moe,

@@ -256,7 +256,8 @@ pub(crate) fn forward_step(
         .times(div_ceil(mlp_width(shape), t), "ffn (per token)")?
         .bytes_each(elem, name.clone())?;
     let mlp_bytes = mlp.value()?;
-    let last = placement.stage + 1 == placement.stages;
+    // Encoders with a small task head compute no vocabulary logits.
+    let last = placement.stage + 1 == placement.stages && shape.output == crate::hir::Output::Lm;
     let logit_rows = match step.logits {
         Logits::Last => step.sequences.min(step.tokens),
         Logits::All => step.tokens,

@@ -7,7 +7,7 @@
 
 use super::Placement;
 use super::calc::div_ceil;
-use crate::hir::{AttentionKind, Mlp, Shape};
+use crate::hir::{AttentionKind, Biases, Mlp, Norm, Output, Shape};
 use crate::quant::Matrix;
 
 /// The matrices of layer `layer` on a device of tensor degree `tensor`, with their parameters.
@@ -63,8 +63,14 @@ pub(crate) fn layer_matrices(shape: &Shape, layer: u64, tensor: u64) -> Vec<(Mat
 /// Norms and biases of one layer: small, kept at 16 or 32-bit by every quantizer.
 pub(crate) fn layer_small(shape: &Shape, tensor: u64) -> u64 {
     let heads = shape.heads / tensor;
-    let bias = if shape.qkv_bias {
-        (heads + 2 * div_ceil(shape.kv_heads, tensor)) * shape.head_dim
+    let qkv = (heads + 2 * div_ceil(shape.kv_heads, tensor)) * shape.head_dim;
+    let bias = if shape.biases == Biases::All {
+        // q/k/v (sharded), the output projection's (added once), the MLP's.
+        let ffn = div_ceil(shape.ffn, tensor);
+        let mlp = if shape.mlp == Mlp::Gated { 2 * ffn } else { ffn };
+        qkv + shape.hidden + mlp + shape.hidden
+    } else if shape.biases == Biases::Qkv {
+        qkv
     } else {
         0
     };
@@ -72,7 +78,12 @@ pub(crate) fn layer_small(shape: &Shape, tensor: u64) -> u64 {
         AttentionKind::Mla(mla) => mla.kv_lora_rank + mla.q_lora_rank.unwrap_or(0),
         AttentionKind::Standard => 0,
     };
-    2 * shape.hidden + bias + latent_norms
+    2 * norm(shape) + bias + latent_norms
+}
+
+/// Parameters of one norm: a weight, and a bias for LayerNorm.
+fn norm(shape: &Shape) -> u64 {
+    if shape.norm == Norm::Layer { 2 * shape.hidden } else { shape.hidden }
 }
 
 /// The whole model's parameter count. `None` if it overflows `u64`.
@@ -82,9 +93,10 @@ pub fn parameter_count(shape: &Shape) -> Option<u64> {
         let matrices: u64 = layer_matrices(shape, layer, 1).iter().map(|(_, n)| n).sum();
         total = total.checked_add(matrices)?.checked_add(layer_small(shape, 1))?;
     }
-    let embeddings = shape.vocab.checked_mul(shape.hidden)?;
-    let head = if shape.tied_embeddings { 0 } else { embeddings };
-    total.checked_add(embeddings)?.checked_add(head)?.checked_add(shape.hidden)
+    let vocab = shape.vocab.checked_mul(shape.hidden)?;
+    let embeddings = vocab.checked_add(shape.positions.checked_mul(shape.hidden)?)?;
+    let head = if shape.tied_embeddings || shape.output == Output::None { 0 } else { vocab };
+    total.checked_add(embeddings)?.checked_add(head)?.checked_add(norm(shape))
 }
 
 /// The embeddings and final norm a device holds.
@@ -103,11 +115,15 @@ pub(crate) fn ends(shape: &Shape, placement: &Placement) -> Ends {
     let last = placement.stage + 1 == placement.stages;
     let vocab_shard = div_ceil(shape.vocab, placement.tensor) * shape.hidden;
     // A tied head shares the embedding matrix only when both sit on the same device.
-    let head = if last && !(shape.tied_embeddings && first) { vocab_shard } else { 0 };
+    let head = if last && shape.output == Output::Lm && !(shape.tied_embeddings && first) {
+        vocab_shard
+    } else {
+        0
+    };
     Ends {
-        embedding: if first { vocab_shard } else { 0 },
+        embedding: if first { vocab_shard + shape.positions * shape.hidden } else { 0 },
         head,
-        final_norm: if last { shape.hidden } else { 0 },
+        final_norm: if last { norm(shape) } else { 0 },
     }
 }
 

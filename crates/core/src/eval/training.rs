@@ -431,7 +431,7 @@ fn activations(
             source: Some("DOMAIN.md §4.2: eager attention materializes batch × heads × s²".into()),
         });
     }
-    if placement.stage + 1 == placement.stages {
+    if placement.stage + 1 == placement.stages && shape.output == crate::hir::Output::Lm {
         // Logits in the compute precision, their fp32 upcast, and the fp32 log-softmax kept for
         // the backward pass of the cross-entropy loss (DOMAIN.md §4.1).
         let per_logit = elem.bytes_per_element().checked_add(Ratio::int(8)).ok_or(Overflow)?;

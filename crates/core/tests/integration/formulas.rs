@@ -538,3 +538,23 @@ fn diffusion_pipelines_keep_every_model_and_the_largest_phase() {
         "{names:?}"
     );
 }
+
+#[test]
+fn encoders_with_biases_layernorm_and_learned_positions() {
+    let checks = evaluate(
+        "model bert-large { layers 24; hidden 1024; ffn 4096; heads 16; vocab 30522; mlp plain; biases true; norm layernorm; positions 512; output none }\nworkload w { model bert-large; runtime none; inference { weights fp32; context 512 tokens } }\ncheck w on l4",
+    );
+    // bert-large-uncased has 335,141,888 parameters; the pooler (1,049,600) and the token-type
+    // embedding (2,048) are a task head this shape leaves out.
+    let shape = vram_core::catalog::builtin().models.get("bert-large").map(|_| ());
+    assert!(shape.is_none(), "not a catalog model");
+    let weights = bytes(&checks[0], 0, "weights");
+    assert_eq!(weights, (335_141_888 - 1_049_600 - 2_048) * 4);
+    // No output projection, so no vocabulary logits.
+    let peak = checks[0].devices[0]
+        .components
+        .iter()
+        .find(|c| c.name.starts_with("forward-step"))
+        .expect("peak");
+    assert!(peak.formula.contains("logits 0 rows"), "{}", peak.formula);
+}
