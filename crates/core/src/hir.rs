@@ -495,6 +495,9 @@ pub struct Workload {
     pub inference: Option<Inference>,
     pub training: Option<Training>,
     pub diffusion: Option<Diffusion>,
+    /// CUDA loads every kernel module at start (`CUDA_MODULE_LOADING=EAGER`, and every CUDA
+    /// before 11.7) rather than on first use.
+    pub eager_modules: bool,
     pub components: Vec<CustomComponent>,
     pub span: Span,
 }

@@ -24,6 +24,7 @@ pub(super) fn workload(
         ("components", Repeat::Once),
         ("scene", Repeat::Once),
         ("diffusion", Repeat::Once),
+        ("cuda_module_loading", Repeat::Once),
     ];
     let what = format!("workload `{}`", decl.name.name);
     let fields = Fields::new(&what, &decl.body, KNOWN);
@@ -77,6 +78,7 @@ pub(super) fn workload(
         .get("scene")
         .and_then(|field| section(field, &fields))
         .map(|block| super::scene::scene(block, &mut diagnostics));
+    let eager_modules = fields.choice("cuda_module_loading", &["lazy", "eager"]);
     let diffusion = fields
         .get("diffusion")
         .and_then(|field| section(field, &fields))
@@ -119,6 +121,7 @@ pub(super) fn workload(
             inference: inference.flatten(),
             training: training.flatten(),
             diffusion,
+            eager_modules: matches!(eager_modules, Some(("eager", _))),
             components: components
                 .unwrap_or_default()
                 .into_iter()

@@ -319,7 +319,12 @@ fn device_components(
         };
         components.extend(llm::forward_step(shape, placement, &step)?);
         if workload.runtime == Runtime::Vllm {
-            components.extend(runtime::components(&workload.runtime, &device.arch, peers));
+            components.extend(runtime::components(
+                &workload.runtime,
+                &device.arch,
+                peers,
+                workload.eager_modules,
+            ));
             let (num, den) = pool::DEFAULT_FRACTION;
             let fraction =
                 inference.memory_fraction.unwrap_or(Ratio::new(num, den).ok_or(Overflow)?);
@@ -343,7 +348,12 @@ fn device_components(
         peers *= d;
         components.extend(training::components(shape, placement, training, d)?);
     }
-    components.extend(runtime::components(&workload.runtime, &device.arch, peers));
+    components.extend(runtime::components(
+        &workload.runtime,
+        &device.arch,
+        peers,
+        workload.eager_modules,
+    ));
     Ok((with_custom(components, workload), kv_pool))
 }
 

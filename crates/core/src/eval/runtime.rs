@@ -13,6 +13,10 @@ pub const PROFILES_VERSION: &str = "2026.11";
 /// CUDA context and the framework's kernels, loaded lazily (CUDA >= 11.7).
 const PYTORCH_CONTEXT: Bytes = Bytes(500 * MIB);
 const PYTORCH_CONTEXT_SOURCE: &str = "pytorch/pytorch#20532 (300-400 MB at CUDA init) and #107667 (~300 MB with lazy loading), plus kernels loaded on first use";
+/// Every kernel loaded at start, as before CUDA 11.7's lazy loading: "the kernels alone take up
+/// 1.3GB" (1343 MB as nvidia-smi prints MiB, measured on a V100, HF model_memory_anatomy;
+/// DOMAIN.md §6.1).
+const EAGER_CONTEXT: Bytes = Bytes(1343 * MIB);
 /// A runtime with few kernels of its own (ggml's CUDA backend).
 const LLAMA_CPP_CONTEXT: Bytes = Bytes(300 * MIB);
 /// vLLM's CUDA graphs: 0.21-0.36 GiB in published logs; the larger is taken.
@@ -78,16 +82,27 @@ fn nccl(peers: u64) -> Option<Component> {
 
 /// The runtime's components on one device. `peers` is the size of the group this device
 /// exchanges tensors with (1 when it works alone).
-pub(crate) fn components(runtime: &Runtime, arch: &Arch, peers: u64) -> Vec<Component> {
+pub(crate) fn components(
+    runtime: &Runtime,
+    arch: &Arch,
+    peers: u64,
+    eager_modules: bool,
+) -> Vec<Component> {
+    let context = if eager_modules { EAGER_CONTEXT } else { PYTORCH_CONTEXT };
+    let context_source = if eager_modules {
+        "DOMAIN.md §6.1: HF model_memory_anatomy (V100, kernels loaded eagerly: 1343 MB)"
+    } else {
+        PYTORCH_CONTEXT_SOURCE
+    };
     let mut components = Vec::new();
     match runtime {
         Runtime::PyTorch | Runtime::Vllm => {
             components.push(assumed(
                 "CUDA context and kernels",
                 HeldBy::Runtime,
-                PYTORCH_CONTEXT,
-                profile_formula(PYTORCH_CONTEXT),
-                PYTORCH_CONTEXT_SOURCE,
+                context,
+                profile_formula(context),
+                context_source,
             ));
             components.push(cublas_workspace(arch));
             if *runtime == Runtime::Vllm {

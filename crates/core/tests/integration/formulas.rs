@@ -558,3 +558,15 @@ fn encoders_with_biases_layernorm_and_learned_positions() {
         .expect("peak");
     assert!(peak.formula.contains("logits 0 rows"), "{}", peak.formula);
 }
+
+#[test]
+fn eager_module_loading_costs_the_whole_kernel_image() {
+    let source = |loading: &str| {
+        format!(
+            "workload w {{ model llama3.2-1b; cuda_module_loading {loading}; inference {{ weights fp16; context 128 tokens }} }}\ncheck w on v100-sxm2-16gb"
+        )
+    };
+    assert_eq!(bytes(&evaluate(&source("lazy"))[0], 0, "CUDA context"), 500 << 20);
+    // HF model_memory_anatomy: 1343 MB (MiB) on a V100 with every kernel loaded.
+    assert_eq!(bytes(&evaluate(&source("eager"))[0], 0, "CUDA context"), 1343 << 20);
+}
