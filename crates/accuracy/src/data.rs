@@ -30,6 +30,9 @@ pub struct Point {
     pub seq_len: Option<Value>,
     pub input_tokens: Option<String>,
     pub output_tokens: Option<u64>,
+    /// The image or video conditions of a diffusion point (`1024x1024, 50 steps`).
+    #[serde(default)]
+    pub image_or_video: Option<String>,
     pub num_gpus: Option<u32>,
     pub gpu_type: String,
     pub parallelism: Option<String>,

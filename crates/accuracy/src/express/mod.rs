@@ -8,6 +8,7 @@
 //! records an [`Assumption`] and says so in the generated source.
 
 mod conditions;
+mod diffusion;
 mod inference;
 mod training;
 
@@ -70,18 +71,20 @@ pub fn express(point: &Point) -> Expression {
     let measured = target.as_ref().and_then(|t| cx.measured(t));
     let gpu = target.as_ref().and_then(|t| cx.gpu(t));
     let split = cx.split();
-    let distribution = cx.distribution();
+    let kind = point.workload.as_str();
+    // A diffusion pipeline's offload is its own (`offload model`), read by its section.
+    let distribution = (kind != "diffusion_inference").then(|| cx.distribution());
     let runtime = cx.runtime();
     let selector = match &target {
         Some(Target::Component { selector, .. }) => Some(*selector),
         _ => None,
     };
 
-    let kind = point.workload.as_str();
     let mut model = None;
     let body = match kind {
-        "diffusion_inference" | "diffusion_training" => {
-            cx.gap(Gap::feature(feature::DIFFUSION, format!("{}: {kind}", point.model)));
+        "diffusion_inference" => diffusion::body(&mut cx),
+        "diffusion_training" => {
+            cx.gap(Gap::feature(feature::DIFFUSION_TRAINING, format!("{}: {kind}", point.model)));
             None
         }
         "runtime_overhead" => Some(runtime_only_body()),
@@ -94,6 +97,7 @@ pub fn express(point: &Point) -> Expression {
             model = cx.model();
             // Read the training conditions even without a model, so that their gaps are listed.
             let family = model.as_ref().map(|m| m.family);
+            let distribution = distribution.unwrap_or_else(|| cx.distribution());
             training::body(&mut cx, family, &distribution)
         }
         other => {

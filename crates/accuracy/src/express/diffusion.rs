@@ -1,0 +1,285 @@
+//! The `diffusion { ... }` section of a point: the pipeline's models (declared with sourced
+//! parameter counts in `models.vram`), their precisions, the image size, the batch and the
+//! offload.
+//!
+//! Each pipeline is one row of [`pipeline`]; its fixed settings (architecture, hidden size, text
+//! tokens, guidance) come from the model's own configuration and the diffusers pipeline's
+//! defaults. A point's precisions are read from its `quantization` (the scheme) and its
+//! `weight_precision` (which components the scheme applies to).
+
+use std::fmt::Write as _;
+
+use super::Cx;
+use crate::gaps::{Gap, assume, data, feature};
+
+/// A text encoder of a pipeline, by role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Encoder {
+    ClipL,
+    ClipG,
+    T5,
+}
+
+impl Encoder {
+    fn model(self) -> &'static str {
+        match self {
+            Encoder::ClipL => "clip-l-text",
+            Encoder::ClipG => "clip-g-text",
+            Encoder::T5 => "t5-xxl-encoder",
+        }
+    }
+}
+
+/// The fixed settings of a pipeline.
+struct Pipeline {
+    denoiser: &'static str,
+    encoders: &'static [Encoder],
+    vae: &'static str,
+    hidden: u64,
+    text_tokens: u64,
+    /// Where the text token count comes from.
+    tokens_note: &'static str,
+    cfg: bool,
+}
+
+/// The pipeline for a `model` wording, or the gaps that stop it.
+fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
+    match model.trim() {
+        // FluxPipeline: max_sequence_length 512 (stated by S18, the pipeline's default for S19);
+        // the transformer is guidance-distilled (guidance is an embedding, no second batch).
+        "black-forest-labs/FLUX.1-dev" => Ok(Pipeline {
+            denoiser: "flux1-dev-transformer",
+            encoders: &[Encoder::T5, Encoder::ClipL],
+            vae: "flux-vae",
+            hidden: 3072,
+            text_tokens: 512,
+            tokens_note: "T5 max_sequence_length 512 (FluxPipeline default)",
+            cfg: false,
+        }),
+        // StableDiffusion3Pipeline: the joint attention sees 77 CLIP tokens and 256 T5 tokens
+        // (max_sequence_length default 256); hidden 24 heads × 64 (transformer config.json).
+        "stabilityai/stable-diffusion-3-medium-diffusers" => Ok(Pipeline {
+            denoiser: "sd3-medium-transformer",
+            encoders: &[Encoder::T5, Encoder::ClipL, Encoder::ClipG],
+            vae: "sd3-vae",
+            hidden: 1536,
+            text_tokens: 333,
+            tokens_note: "77 CLIP + 256 T5 tokens (StableDiffusion3Pipeline defaults)",
+            cfg: true,
+        }),
+        // PixArtSigmaPipeline: max_sequence_length 300; hidden 1152 (PixArt XL/2).
+        "PixArt-alpha/PixArt-Sigma-XL-2-1024-MS" => Ok(Pipeline {
+            denoiser: "pixart-sigma-xl-2",
+            encoders: &[Encoder::T5],
+            vae: "sdxl-vae",
+            hidden: 1152,
+            text_tokens: 300,
+            tokens_note: "T5 max_sequence_length 300 (PixArtSigmaPipeline default)",
+            cfg: true,
+        }),
+        "THUDM/CogVideoX-5b" | "THUDM/CogVideoX-2b" => Err(vec![
+            Gap::feature(
+                feature::VIDEO_DIFFUSION,
+                format!(
+                    "{model}: 49 frames in 13 latent frames, decoded by a causal 3D VAE in \
+                     frame batches"
+                ),
+            ),
+            Gap::data(
+                data::MODEL_CONFIG,
+                format!(
+                    "{model}: transformer parameter count only rounded (\"~5B\"/\"~2B\"), \
+                     frames and resolution left at unstated pipeline defaults"
+                ),
+            ),
+        ]),
+        other => Err(vec![Gap::data(
+            data::MODEL_CONFIG,
+            format!("{other}: no pipeline in crates/accuracy/src/express/diffusion.rs"),
+        )]),
+    }
+}
+
+/// The section's lines, or `None` when a gap stops it.
+pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
+    let pipeline = match pipeline(&cx.point.model) {
+        Ok(pipeline) => pipeline,
+        Err(gaps) => {
+            for gap in gaps {
+                cx.gap(gap);
+            }
+            return None;
+        }
+    };
+    let resolution = resolution(cx);
+    let precisions = precisions(cx, &pipeline);
+    let offload = offload(cx);
+    let batch = cx.point.batch_size.unwrap_or_else(|| {
+        cx.gap(Gap::data(data::BATCH, "batch_size: none"));
+        0
+    });
+    let ((width, height), (base, denoiser, encoders), offload) =
+        (resolution?, precisions?, offload?);
+    if batch == 0 {
+        return None;
+    }
+    if cx.point.other_settings.as_deref().unwrap_or_default().contains("torch.compile") {
+        cx.assume(
+            assume::NOT_MODELLED,
+            "torch.compile: S19 measures the same peak with and without it (14.9453 and \
+             14.9448 GB)",
+        );
+    }
+    cx.assume(assume::PIPELINE_DEFAULT, pipeline.tokens_note);
+
+    let names: Vec<&str> = pipeline.encoders.iter().map(|e| e.model()).collect();
+    let mut out = String::from("  diffusion {\n");
+    let _ = writeln!(out, "    denoiser      {}", pipeline.denoiser);
+    let _ = writeln!(out, "    text_encoders {}", names.join(" "));
+    let _ = writeln!(out, "    vae           {}", pipeline.vae);
+    let _ = writeln!(out, "    weights       {base}");
+    if denoiser != base {
+        let _ = writeln!(out, "    denoiser_weights {denoiser}");
+    }
+    if encoders != base {
+        let _ = writeln!(out, "    text_encoder_weights {encoders}");
+    }
+    out.push_str("    architecture  dit\n");
+    let _ = writeln!(out, "    hidden        {}", pipeline.hidden);
+    let _ = writeln!(out, "    resolution    {width} x {height}");
+    let _ = writeln!(out, "    batch         {batch}");
+    let _ = writeln!(out, "    cfg           {}", pipeline.cfg);
+    let _ = writeln!(out, "    text_tokens   {} tokens", pipeline.text_tokens);
+    if offload {
+        out.push_str("    offload       model\n");
+    }
+    out.push_str("  }\n");
+    Some(out)
+}
+
+/// The image size, `1024x1024` in the source's wording.
+fn resolution(cx: &mut Cx<'_>) -> Option<(u64, u64)> {
+    let text = cx.point.image_or_video.clone().unwrap_or_default();
+    let found = text.split(|c: char| !(c.is_ascii_digit() || c == 'x')).find_map(|word| {
+        let (w, h) = word.split_once('x')?;
+        Some((w.parse().ok()?, h.parse().ok()?))
+    });
+    if found.is_none() {
+        cx.gap(Gap::data(data::UNREADABLE, format!("image_or_video = {text:?}")));
+    }
+    found
+}
+
+/// `offload model` for diffusers' `enable_model_cpu_offload`.
+fn offload(cx: &mut Cx<'_>) -> Option<bool> {
+    match cx.point.offload.as_deref() {
+        None => Some(false),
+        Some(stated) if stated.contains("enable_model_cpu_offload") => Some(true),
+        Some(stated) => {
+            let stated = stated.to_string();
+            cx.unreadable("offload", &stated);
+            None
+        }
+    }
+}
+
+/// The base (VAE and unquantized models), denoiser and text encoder precisions.
+fn precisions(
+    cx: &mut Cx<'_>,
+    pipeline: &Pipeline,
+) -> Option<(&'static str, &'static str, &'static str)> {
+    let point = cx.point;
+    let q = point.quantization.clone().unwrap_or_default().to_lowercase();
+    let w = point.weight_precision.clone().unwrap_or_default().to_lowercase();
+    let compute = point.compute_dtype.clone().unwrap_or_default().to_lowercase();
+    let base = if compute.starts_with("bf16") || (compute.is_empty() && w == "bf16") {
+        "bf16"
+    } else if compute.starts_with("fp16") || (compute.is_empty() && w == "fp16") {
+        "fp16"
+    } else {
+        cx.unreadable("compute_dtype", &compute);
+        return None;
+    };
+    if q.is_empty() || q == "none" {
+        return Some((base, base, base));
+    }
+    let scheme = scheme(cx, &q, &w)?;
+    // Which encoders the scheme applies to, from the weight_precision wording.
+    let all = pipeline.encoders.to_vec();
+    let quantized: Vec<Encoder> = if w.contains("all 3 tes") {
+        all.clone()
+    } else if w.contains("te1 + te3") {
+        vec![Encoder::ClipL, Encoder::T5]
+    } else if w.contains("te1 only") {
+        vec![Encoder::ClipL]
+    } else if w.contains("+ t5") || w.contains("+ te ") {
+        vec![Encoder::T5]
+    } else if w.contains("transformer only") || w.contains(", te ") {
+        Vec::new()
+    } else {
+        cx.unreadable("weight_precision", &w);
+        return None;
+    };
+    // `text_encoder_weights` takes the T5's precision (the largest encoder); another encoder
+    // left at a different precision is an assumption for CLIP-L, a gap for anything larger.
+    let t5 = if quantized.contains(&Encoder::T5) { scheme } else { base };
+    for encoder in &all {
+        let own = if quantized.contains(encoder) { scheme } else { base };
+        if own == t5 {
+            continue;
+        }
+        if *encoder == Encoder::ClipL {
+            cx.assume(
+                assume::SMALL_ENCODER_PRECISION,
+                format!("CLIP-L at {own} in the source, written as {t5}"),
+            );
+        } else {
+            cx.gap(Gap::feature(
+                feature::ENCODER_PRECISION,
+                format!("{} at {own}, T5 at {t5} ({w})", encoder.model()),
+            ));
+            return None;
+        }
+    }
+    Some((base, scheme, t5))
+}
+
+/// The language's precision for a quantization scheme, with the assumption it carries.
+fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
+    let word = if q.contains("gguf") {
+        let Some(ggml) = ["q4_1", "q8_0", "q2_k"].into_iter().find(|t| w.contains(t)) else {
+            cx.unreadable("weight_precision", w);
+            return None;
+        };
+        cx.assume(
+            assume::GGUF_UNIFORM,
+            format!(
+                "{ggml} for every transformer weight (city96/FLUX.1-dev-gguf keeps some tensors \
+                 at higher precision; the Q2_K file mixes k-types)"
+            ),
+        );
+        ggml
+    } else if q.contains("layerwise_casting") {
+        cx.assume(
+            assume::LAYERWISE_CASTING,
+            "enable_layerwise_casting stores fp8 but skips norms, embeddings and proj_in/out \
+             (kept bf16); each layer is upcast to bf16 as it runs",
+        );
+        "fp8"
+    } else if q.contains("nf4") {
+        // diffusers' BitsAndBytesConfig: bnb_4bit_use_double_quant defaults to False.
+        "nf4"
+    } else if q.contains("llm.int8") || q.contains("int8_weight_only") || q.contains("int8") {
+        "int8"
+    } else if q.contains("float8") || q.contains("qfloat8") || q.contains("fp8") {
+        "fp8"
+    } else if q.contains("int4_weight_only") || q.contains("int4") {
+        let who = if q.contains("torchao") { "torchao int4_weight_only" } else { "quanto qint4" };
+        cx.assume(assume::GROUP_SCALES, who);
+        "int4"
+    } else {
+        cx.unreadable("quantization", q);
+        return None;
+    };
+    Some(word)
+}
