@@ -333,6 +333,9 @@ pub enum Optimizer {
     AdamW,
     /// bitsandbytes 8-bit AdamW: two uint8 states plus an fp32 absmax per 256 values each.
     AdamW8bit,
+    /// Adafactor (HF defaults: no first moment): a factored second moment, one row and one
+    /// column statistic per matrix, full statistics for vectors.
+    Adafactor,
     Sgd,
     SgdMomentum,
 }
@@ -342,6 +345,7 @@ impl Optimizer {
         match self {
             Optimizer::AdamW => "adamw",
             Optimizer::AdamW8bit => "adamw-8bit",
+            Optimizer::Adafactor => "adafactor",
             Optimizer::Sgd => "sgd",
             Optimizer::SgdMomentum => "sgd-momentum",
         }
@@ -351,7 +355,7 @@ impl Optimizer {
     pub fn states(self) -> u64 {
         match self {
             Optimizer::AdamW | Optimizer::AdamW8bit => 2,
-            Optimizer::SgdMomentum => 1,
+            Optimizer::SgdMomentum | Optimizer::Adafactor => 1,
             Optimizer::Sgd => 0,
         }
     }

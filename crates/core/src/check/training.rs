@@ -43,11 +43,12 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
     let master = fields.choice("master", &names).map(|(w, _)| Precision::from_name(w));
     let gradients = fields.precision("gradients");
     let optimizer = fields
-        .choice("optimizer", &["adamw", "adamw-8bit", "sgd", "sgd-momentum"])
+        .choice("optimizer", &["adamw", "adamw-8bit", "adafactor", "sgd", "sgd-momentum"])
         .map(|(w, _)| match w {
             "sgd" => Optimizer::Sgd,
             "sgd-momentum" => Optimizer::SgdMomentum,
             "adamw-8bit" => Optimizer::AdamW8bit,
+            "adafactor" => Optimizer::Adafactor,
             _ => Optimizer::AdamW,
         });
     let sharding = fields

@@ -138,3 +138,53 @@ pub(crate) fn device_parameter_count(shape: &Shape, placement: &Placement) -> Op
     let ends = ends(shape, placement);
     total.checked_add(ends.embedding)?.checked_add(ends.head)?.checked_add(ends.final_norm)
 }
+
+/// Values Adafactor keeps for the parameters this device holds: one row and one column
+/// statistic per matrix (its factored second moment), every value of a vector (norms, biases).
+pub(crate) fn factored_state_values(shape: &Shape, placement: &Placement) -> Option<u64> {
+    let h = shape.hidden;
+    let t = placement.tensor;
+    let heads = shape.heads / t;
+    let matrix = |rows: u64, cols: u64, copies: u64| copies * (rows + cols);
+    let mlp = |width: u64, copies: u64| {
+        let count = if shape.mlp == Mlp::Gated { 3 } else { 2 };
+        count * matrix(h, div_ceil(width, t), copies)
+    };
+    let mut total = 0u64;
+    for layer in placement.first_layer..placement.first_layer + placement.layers {
+        let attention = match &shape.attention {
+            AttentionKind::Standard => {
+                let kv = div_ceil(shape.kv_heads, t) * shape.head_dim;
+                matrix(h, heads * shape.head_dim, 2) + matrix(h, kv, 2)
+            }
+            AttentionKind::Mla(mla) => {
+                let qk = mla.nope_dim + mla.rope_dim;
+                let q = match mla.q_lora_rank {
+                    Some(rank) => matrix(h, rank, 1) + matrix(rank, heads * qk, 1),
+                    None => matrix(h, heads * qk, 1),
+                };
+                q + matrix(h, mla.kv_lora_rank + mla.rope_dim, 1)
+                    + matrix(mla.kv_lora_rank, heads * (mla.nope_dim + mla.v_head_dim), 1)
+                    + matrix(heads * mla.v_head_dim, h, 1)
+            }
+        };
+        let feed_forward = match &shape.moe {
+            Some(moe) if layer >= moe.dense_layers => {
+                matrix(h, moe.experts, 1)
+                    + mlp(moe.expert_ffn, moe.experts)
+                    + mlp(moe.shared_ffn, moe.shared)
+            }
+            _ => mlp(shape.ffn, 1),
+        };
+        total = total.checked_add(attention + feed_forward + layer_small(shape, t))?;
+    }
+    let ends = ends(shape, placement);
+    let vocab = div_ceil(shape.vocab, t);
+    let embedding = if ends.embedding > 0 {
+        matrix(vocab, h, 1) + if shape.positions > 0 { matrix(shape.positions, h, 1) } else { 0 }
+    } else {
+        0
+    };
+    let head = if ends.head > 0 { matrix(vocab, h, 1) } else { 0 };
+    total.checked_add(embedding)?.checked_add(head)?.checked_add(ends.final_norm)
+}

@@ -26,10 +26,22 @@ fn lora_params(
     rank: u64,
     targets: &[LoraTarget],
 ) -> Result<u64, Overflow> {
+    lora_shapes(shape, placement, rank, targets).map(|(params, _)| params)
+}
+
+/// Adapter parameters on this device and, for a factored optimizer, their row and column
+/// counts: `(in + r) + (r + out)` per adapted matrix per layer.
+fn lora_shapes(
+    shape: &Shape,
+    placement: &Placement,
+    rank: u64,
+    targets: &[LoraTarget],
+) -> Result<(u64, u64), Overflow> {
     let t = placement.tensor;
     let q = shape.heads * shape.head_dim;
     let kv = shape.kv_heads * shape.head_dim;
     let mut per_layer = 0u64;
+    let mut factored = 0u64;
     for target in targets {
         let (input, output) = match target {
             LoraTarget::Q => (shape.hidden, q),
@@ -46,8 +58,13 @@ fn lora_params(
         per_layer = per_layer
             .checked_add(rank.checked_mul(input + output).ok_or(Overflow)?)
             .ok_or(Overflow)?;
+        if input + output > 0 {
+            factored += input + output + 2 * rank;
+        }
     }
-    div_ceil(per_layer, t).checked_mul(placement.layers).ok_or(Overflow)
+    let params = div_ceil(per_layer, t).checked_mul(placement.layers).ok_or(Overflow)?;
+    let factored = div_ceil(factored, t).checked_mul(placement.layers).ok_or(Overflow)?;
+    Ok((params, factored))
 }
 
 fn state(name: &str, bytes_formula: (crate::bytes::Bytes, String), source: &str) -> Component {
@@ -91,10 +108,23 @@ fn optimizer_state(
     training: &Training,
     ways: u64,
     updated: Precision,
+    factored: Option<u64>,
 ) -> Result<Option<Component>, Overflow> {
     let states = training.optimizer.states();
     if states == 0 {
         return Ok(None);
+    }
+    if let (crate::hir::Optimizer::Adafactor, Some(values)) = (training.optimizer, factored) {
+        let per_value = training.master.unwrap_or(updated).bytes_per_element();
+        let product = Product::new()
+            .times(values, "row and column statistics and vector values")?
+            .bytes_each(per_value, "factored second moment")?;
+        let mut product = product;
+        if ways > 1 {
+            product = product.divided(ways, "data ranks")?;
+        }
+        let source = "Adafactor (Shazeer and Stern 2018): a factored second moment, one statistic per row and per column of each matrix, no first moment by default (HF transformers)";
+        return Ok(Some(state(name, product.finish()?, source)));
     }
     // PyTorch's optimizers create their state like the parameter they update (`zeros_like`):
     // the fp32 master when there is one, else the trained parameter itself (bf16 moments in
@@ -120,6 +150,7 @@ fn trained_states(
     training: &Training,
     data: u64,
     updated: Precision,
+    factored: Option<u64>,
 ) -> Result<Vec<Component>, Overflow> {
     let mut components = Vec::new();
     let master_ways = divisor(training, Sharding::Zero1, data);
@@ -141,6 +172,7 @@ fn trained_states(
             training,
             master_ways,
             updated,
+            factored,
         )?);
     }
     Ok(components)
@@ -237,6 +269,7 @@ pub(crate) fn components(
             training,
             data,
             training.weights,
+            params::factored_state_values(shape, placement),
         )?),
         Method::Lora { rank, targets, dtype, save } => {
             let adapter_params = lora_params(shape, placement, *rank, targets)?;
@@ -268,6 +301,7 @@ pub(crate) fn components(
                     training,
                     ways,
                     *dtype,
+                    lora_shapes(shape, placement, *rank, targets).ok().map(|(_, f)| f),
                 )?);
             }
             // PEFT `modules_to_save`: whole modules trained next to the adapters, as a
@@ -297,6 +331,11 @@ pub(crate) fn components(
                     training,
                     data,
                     training.activations,
+                    // Each saved module is a vocab × hidden matrix.
+                    Some(
+                        save.len() as u64
+                            * (div_ceil(shape.vocab, placement.tensor) + shape.hidden),
+                    ),
                 )?);
             }
         }

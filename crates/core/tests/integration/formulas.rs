@@ -570,3 +570,16 @@ fn eager_module_loading_costs_the_whole_kernel_image() {
     // HF model_memory_anatomy: 1343 MB (MiB) on a V100 with every kernel loaded.
     assert_eq!(bytes(&evaluate(&source("eager"))[0], 0, "CUDA context"), 1343 << 20);
 }
+
+#[test]
+fn adafactor_keeps_row_and_column_statistics() {
+    let checks = evaluate(
+        "workload w { model llama3.1-8b; runtime none; training { weights bf16; optimizer adafactor; sequence 512 tokens } }\ncheck w on h200-sxm",
+    );
+    // Per layer: q and o (4096 + 4096 each), k and v (4096 + 1024 each), gate, up and down
+    // (4096 + 14336 each), and the two norms' 8,192 values; then the embedding and the head
+    // (128,256 + 4,096 each) and the final norm. fp32, like the master copy.
+    let per_layer = 2 * 8192 + 2 * 5120 + 3 * (4096 + 14336) + 8192;
+    let values = 32 * per_layer + 2 * (128_256 + 4096) + 4096;
+    assert_eq!(bytes(&checks[0], 0, "optimizer state"), values * 4);
+}
