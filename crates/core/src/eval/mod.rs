@@ -220,7 +220,7 @@ fn device_components(
 ) -> Result<Held, Overflow> {
     let (t, p, d) = (u64::from(split.tensor), u64::from(split.pipeline), u64::from(split.data));
     let mut components = Vec::new();
-    let mut kv_pool = None;
+    let mut pool_request = None;
     let mut peers = t * p;
     if let (Some(inference), Some(shape)) = (&workload.inference, shape) {
         match stored.filter(|stored| stored.format == inference.weights) {
@@ -319,26 +319,13 @@ fn device_components(
         };
         components.extend(llm::forward_step(shape, placement, &step)?);
         if workload.runtime == Runtime::Vllm {
-            components.extend(runtime::components(
-                &workload.runtime,
-                &device.arch,
-                peers,
-                workload.eager_modules,
-            ));
             let (num, den) = pool::DEFAULT_FRACTION;
             let fraction =
                 inference.memory_fraction.unwrap_or(Ratio::new(num, den).ok_or(Overflow)?);
             let per_token = llm::kv_cache(shape, placement, inference.kv_cache, 1, 1, 1)?.bytes;
             let needed_tokens =
                 div_ceil(inference.context, block).checked_mul(block * sessions).ok_or(Overflow)?;
-            kv_pool = Some(pool::fill(
-                &mut components,
-                device.memory,
-                fraction,
-                per_token,
-                needed_tokens,
-            )?);
-            return Ok((with_custom(components, workload), kv_pool));
+            pool_request = Some((fraction, per_token, needed_tokens));
         }
     }
     if let Some(pipeline) = &workload.diffusion {
@@ -354,6 +341,13 @@ fn device_components(
         peers,
         workload.eager_modules,
     ));
+    // vLLM fills what its own tensors and the runtime leave of its share with KV blocks.
+    let kv_pool = match pool_request {
+        Some((fraction, per_token, needed)) => {
+            Some(pool::fill(&mut components, device.memory, fraction, per_token, needed)?)
+        }
+        None => None,
+    };
     Ok((with_custom(components, workload), kv_pool))
 }
 
