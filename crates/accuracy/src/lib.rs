@@ -14,6 +14,7 @@
 //!
 //! The harness never changes an estimate: every number it prints is the core's.
 
+pub mod bands;
 pub mod data;
 pub mod evaluate;
 pub mod express;

@@ -2,12 +2,12 @@
 //! `.vram` workload, evaluates it with vram-core and prints the error table.
 //!
 //! ```text
-//! vram-accuracy [DATA] [--markdown FILE] [--show ID]
+//! vram-accuracy [DATA] [--markdown FILE] [--show ID] [--fit-bands]
 //! ```
 //!
 //! `DATA` defaults to `<workspace>/../shared/data/measured-peaks.json`. `--markdown` also writes
 //! the report as Markdown (docs/accuracy.md); `--show` prints one point's generated source or its
-//! reasons. Exit codes: 0 the report was made (whatever the figures), 1 a generated source failed
+//! reasons; `--fit-bands` prints the band margins the compared peaks support (see `bands`). Exit codes: 0 the report was made (whatever the figures), 1 a generated source failed
 //! to check (a harness bug), 2 the data could not be read or the command line is wrong.
 
 #![allow(clippy::print_stdout, clippy::print_stderr, reason = "a command-line tool prints")]
@@ -27,19 +27,24 @@ struct Args {
     data: PathBuf,
     markdown: Option<PathBuf>,
     show: Option<String>,
+    fit_bands: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { data: default_data(), markdown: None, show: None };
+    let mut args = Args { data: default_data(), markdown: None, show: None, fit_bands: false };
     let mut rest = std::env::args().skip(1);
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             "--markdown" => {
                 args.markdown = Some(rest.next().ok_or("--markdown needs a file")?.into());
             }
+            "--fit-bands" => args.fit_bands = true,
             "--show" => args.show = Some(rest.next().ok_or("--show needs a point id")?),
             "-h" | "--help" => {
-                return Err("usage: vram-accuracy [DATA] [--markdown FILE] [--show ID]".into());
+                return Err(
+                    "usage: vram-accuracy [DATA] [--markdown FILE] [--show ID] [--fit-bands]"
+                        .into(),
+                );
             }
             flag if flag.starts_with('-') => return Err(format!("unknown option {flag}")),
             path => args.data = path.into(),
@@ -75,6 +80,10 @@ fn main() -> ExitCode {
 
     if let Some(id) = &args.show {
         return show(&run, id);
+    }
+    if args.fit_bands {
+        print!("{}", report::text::bands(&run));
+        return ExitCode::SUCCESS;
     }
     print!("{}", report::text::render(&run, &shown));
     if let Some(path) = &args.markdown {

@@ -154,3 +154,20 @@ fn peaks_are_compared_with_a_band_around_their_estimate() {
         }
     }
 }
+
+/// The core's measured band margins are the current fit, rounded up to the next 10 ‰: a change
+/// to the model that moves the errors must refit them (`vram-accuracy --fit-bands`).
+#[test]
+fn band_margins_in_the_core_are_the_current_fit() {
+    let (_, run) = harness();
+    for fit in vram_accuracy::bands::fit(&run) {
+        assert!(fit.peaks >= 20, "{:?}: a fit needs many points, has {}", fit.basis, fit.peaks);
+        let rounded = |v: u64| v.div_ceil(10) * 10;
+        assert_eq!(
+            fit.core,
+            (rounded(fit.below), rounded(fit.above)),
+            "{:?}: refit the band margins in crates/core/src/eval/band.rs",
+            fit.basis
+        );
+    }
+}

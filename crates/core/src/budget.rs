@@ -128,6 +128,22 @@ pub struct Views {
 pub struct Band {
     pub low: Bytes,
     pub high: Bytes,
+    /// Whose measured errors set the band's width.
+    pub basis: BandBasis,
+}
+
+/// The evidence behind a band.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BandBasis {
+    /// The spread of published measurements of LLM inference around their estimates.
+    Inference,
+    /// The spread of published measurements of training (full, LoRA, QLoRA).
+    Training,
+    /// The spread of published measurements of diffusion pipelines.
+    Diffusion,
+    /// No measurements: only the components' own uncertainty (assumed constants).
+    Components,
 }
 
 /// Who holds a component's memory.

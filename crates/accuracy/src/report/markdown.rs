@@ -46,8 +46,10 @@ The estimate is then read in the same terms as the measurement:
   the recommended margin.
 - **Error** is `(estimate - measured) / measured`; the tables give |error| percentiles by the
   nearest-rank method.
-- **Band.** Each device budget carries a band (`low`, `high`) around its total, from how each
-  component was obtained (exact, formula, assumed). A peak is *in band* when the measurement
+- **Band.** Each device budget carries a band (`low`, `high`) around its total: on each side the
+  wider of the components' own uncertainty (exact, formula, assumed) and the spread measured for
+  its kind of workload (the fitted margins below; the in-band share is therefore a check that the
+  fit holds, not an independent test, and the unseen data sets are its real test). A peak is *in band* when the measurement
   lies inside the band of the compared device, moved into the compared view: the allocated and
   reserved views sit below the device total by the components they leave out, so the band is
   moved down by those bytes and keeps its width (the left-out components' uncertainty stays in
@@ -87,6 +89,7 @@ pub fn render(run: &Run, points: &[crate::data::Point], data_path: &str) -> Stri
     summary(&mut out, run, points);
     out.push_str(RULES);
     out.push('\n');
+    band_widths(&mut out, run);
     assumptions(&mut out, run);
     compared(&mut out, run);
     verdicts(&mut out, run);
@@ -122,6 +125,31 @@ fn summary(out: &mut String, run: &Run, points: &[crate::data::Point]) {
          With `GB` of unstated base read as 10^9 B instead of GiB, the overall median would be {}.\n",
         percent(stats::median_with_decimal_gb(run, points))
     );
+}
+
+fn band_widths(out: &mut String, run: &Run) {
+    out.push_str("## Band widths\n\n");
+    out.push_str(
+        "The measured part of each band: how far below and above the estimate the compared peaks \
+         of each kind fall, in thousandths of the device total (95th percentile of each side, \
+         see `crates/accuracy/src/bands.rs`). The core's constants are these fits rounded up to \
+         the next 10 ‰; `cargo run -p vram-accuracy --release -- --fit-bands` prints them.\n\n",
+    );
+    out.push_str("| basis | peaks | fitted below | fitted above | core uses (below / above) |\n");
+    out.push_str("|---|---:|---:|---:|---:|\n");
+    for fit in crate::bands::fit(run) {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} ‰ | {} ‰ | {} / {} ‰ |",
+            format!("{:?}", fit.basis).to_lowercase(),
+            fit.peaks,
+            fit.below,
+            fit.above,
+            fit.core.0,
+            fit.core.1
+        );
+    }
+    out.push('\n');
 }
 
 fn assumptions(out: &mut String, run: &Run) {

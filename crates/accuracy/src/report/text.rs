@@ -25,6 +25,29 @@ pub fn render(run: &Run, data_path: &str) -> String {
     out
 }
 
+/// The fitted band margins beside the core's (`--fit-bands`).
+pub fn bands(run: &Run) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<12}{:>7}{:>16}{:>16}{:>16}",
+        "basis", "peaks", "fitted below", "fitted above", "core uses"
+    );
+    for fit in crate::bands::fit(run) {
+        let _ = writeln!(
+            out,
+            "{:<12}{:>7}{:>14} ‰{:>14} ‰{:>10} / {} ‰",
+            format!("{:?}", fit.basis).to_lowercase(),
+            fit.peaks,
+            fit.below,
+            fit.above,
+            fit.core.0,
+            fit.core.1
+        );
+    }
+    out
+}
+
 /// The summary table alone.
 pub fn summary(out: &mut String, run: &Run) {
     let (rows, overall) = stats::summary(run);

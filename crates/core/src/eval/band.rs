@@ -8,7 +8,7 @@
 //! on them.
 
 use super::calc::{self, Overflow};
-use crate::budget::{Band, Category, Component, Provenance};
+use crate::budget::{Band, BandBasis, Category, Component, Provenance};
 use crate::bytes::Bytes;
 
 /// Relative error, in parts per thousand, of a component by category and provenance.
@@ -30,11 +30,46 @@ fn per_mille(component: &Component) -> u64 {
     }
 }
 
-/// The band around `used`: the total plus and minus the components' uncertainties.
-pub(crate) fn band(components: &[Component], used: Bytes) -> Result<Band, Overflow> {
-    let spread = calc::sum(components.iter().map(|c| {
-        let exact = u128::from(c.bytes.0) * u128::from(per_mille(c));
-        Bytes(u64::try_from(exact.div_ceil(1000)).unwrap_or(u64::MAX))
-    }))?;
-    Ok(Band { low: Bytes(used.0.saturating_sub(spread.0)), high: calc::add(used, spread)? })
+/// How far published measurements of a workload kind fell below and above the estimate, in
+/// parts per thousand of the device total: the 95th percentile of each side's shortfall over the
+/// accuracy benchmark's compared peaks, so that together they hold about 90 % of them. These are
+/// fits across many points, not constants from one: `cargo run -p vram-accuracy --release --
+/// --fit-bands` prints them from the data (docs/accuracy.md, "Band widths"), and they are set to
+/// its figures rounded up to the next 10 ‰.
+pub fn measured_margins(basis: BandBasis) -> (u64, u64) {
+    match basis {
+        BandBasis::Inference => (INFERENCE_BELOW, INFERENCE_ABOVE),
+        BandBasis::Training => (TRAINING_BELOW, TRAINING_ABOVE),
+        BandBasis::Diffusion => (DIFFUSION_BELOW, DIFFUSION_ABOVE),
+        BandBasis::Components => (0, 0),
+    }
+}
+
+// Fitted with `vram-accuracy --fit-bands` over 30 inference, 81 training and 26 diffusion peaks
+// (profiles 2026.11; see measured_margins).
+const INFERENCE_BELOW: u64 = 40;
+const INFERENCE_ABOVE: u64 = 140;
+const TRAINING_BELOW: u64 = 40;
+const TRAINING_ABOVE: u64 = 360;
+const DIFFUSION_BELOW: u64 = 250;
+const DIFFUSION_ABOVE: u64 = 670;
+
+/// The band around `used`: on each side, the wider of the components' own uncertainty and the
+/// measured spread of the workload kind.
+pub(crate) fn band(
+    components: &[Component],
+    used: Bytes,
+    basis: BandBasis,
+) -> Result<Band, Overflow> {
+    let spread = calc::sum(components.iter().map(|c| share(c.bytes, per_mille(c))))?;
+    let (below, above) = measured_margins(basis);
+    let below = share(used, below).max(spread);
+    let above = share(used, above).max(spread);
+    Ok(Band { low: Bytes(used.0.saturating_sub(below.0)), high: calc::add(used, above)?, basis })
+}
+
+/// `per_mille` thousandths of `bytes`, rounded up.
+fn share(bytes: Bytes, per_mille: u64) -> Bytes {
+    let exact = u128::from(bytes.0) * u128::from(per_mille);
+    Bytes(u64::try_from(exact.div_ceil(1000)).unwrap_or(u64::MAX))
 }

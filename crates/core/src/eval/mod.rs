@@ -10,6 +10,7 @@ pub(crate) mod llm;
 pub(crate) mod params;
 mod pool;
 
+pub use band::measured_margins;
 pub use params::parameter_count;
 mod runtime;
 mod training;
@@ -17,8 +18,8 @@ mod training;
 use calc::{Overflow, div_ceil};
 
 use crate::budget::{
-    Budget, Capacity, CheckBudget, Component, DeviceBudget, HeadroomReport, HeldBy, KvPool,
-    Provenance, SCHEMA_VERSION, SplitReport, Verdict, Views,
+    BandBasis, Budget, Capacity, CheckBudget, Component, DeviceBudget, HeadroomReport, HeldBy,
+    KvPool, Provenance, SCHEMA_VERSION, SplitReport, Verdict, Views,
 };
 use crate::bytes::{Bytes, GIB};
 use crate::diagnostic::Diagnostic;
@@ -119,7 +120,7 @@ fn evaluate_check(
 
         let used = calc::sum(components.iter().map(|c| c.bytes))?;
         let views = views(&components)?;
-        let band = band::band(&components, used)?;
+        let band = band::band(&components, used, band_basis(workload))?;
         let (headroom_bytes, headroom_rule) =
             memo(&mut headrooms, device_name.as_str(), || headroom_for(&headroom, device))?;
         let required = calc::add(used, headroom_bytes)?;
@@ -178,6 +179,19 @@ fn evaluate_check(
         verdict,
         notes,
     }))
+}
+
+/// Which measurements say how far the truth may be from a workload's estimate.
+fn band_basis(workload: &crate::hir::Workload) -> BandBasis {
+    if workload.training.is_some() {
+        BandBasis::Training
+    } else if workload.diffusion.is_some() {
+        BandBasis::Diffusion
+    } else if workload.inference.is_some() {
+        BandBasis::Inference
+    } else {
+        BandBasis::Components
+    }
 }
 
 /// The views of a device's components: live tensors, plus the allocator's cache, plus memory

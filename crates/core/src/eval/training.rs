@@ -471,17 +471,18 @@ fn activations(
         });
     }
     if placement.stage + 1 == placement.stages && shape.output == crate::hir::Output::Lm {
-        // Logits in the compute precision, their fp32 upcast, and the fp32 log-softmax kept for
-        // the backward pass of the cross-entropy loss (DOMAIN.md §4.1).
-        let per_logit = elem.bytes_per_element().checked_add(Ratio::int(8)).ok_or(Overflow)?;
+        // The cross-entropy path at its peak, per logit: in the backward pass the fp32
+        // log-softmax kept from the forward pass, its incoming gradient and the logits' outgoing
+        // fp32 gradient, 12 B. The forward pass never holds more: 16-bit logits, their shifted
+        // contiguous copy, the fp32 upcast and the fp32 log-softmax are 2 + 2 + 4 + 4 B, and
+        // fp32 logits skip the upcast (4 + 4 + 4 B).
+        let per_logit = Ratio::int(12);
+        let what = "fp32 log-softmax + its gradient + the logits' gradient";
         let logits = Product::new()
             .times(training.sequence, "tokens")?
             .times(training.micro_batch, "micro_batch")?
             .times(shape.vocab, "vocab")?
-            .bytes_each(
-                per_logit,
-                format!("{} logits + fp32 copy + fp32 log-softmax", elem.name()),
-            )?;
+            .bytes_each(per_logit, what)?;
         let (bytes, formula) = logits.finish()?;
         components.push(Component {
             held_by: HeldBy::Tensors,
@@ -490,7 +491,10 @@ fn activations(
             bytes,
             provenance: Provenance::Formula,
             formula,
-            source: Some("DOMAIN.md §4.1: training logits are upcast to fp32 for the loss".into()),
+            source: Some(
+                "DOMAIN.md §4.1: training logits are upcast to fp32 for the cross-entropy loss"
+                    .into(),
+            ),
         });
     }
     Ok(components)
