@@ -272,6 +272,9 @@ pub struct Model {
     pub shape: Option<Shape>,
     /// A parameter count given directly.
     pub params: Option<u64>,
+    /// Parameters that loaders leave out of quantization and of fp16 (transformers
+    /// `_keep_in_fp32_modules`, such as T5's feed-forward output `wo`).
+    pub keep_in_fp32: Option<u64>,
     /// The stored weights, as an importer read them from the checkpoint's headers.
     pub stored: Option<Stored>,
     pub span: Span,

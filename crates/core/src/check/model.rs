@@ -12,6 +12,7 @@ use crate::quant::WeightFormat;
 
 const KNOWN: &[(&str, Repeat)] = &[
     ("params", Repeat::Once),
+    ("keep_in_fp32", Repeat::Once),
     ("layers", Repeat::Once),
     ("hidden", Repeat::Once),
     ("ffn", Repeat::Once),
@@ -79,6 +80,8 @@ pub(super) fn model(
         }
         None
     };
+    let keep_in_fp32 =
+        fields.whole("keep_in_fp32", Dim::Count, 1, 1_000_000_000_000_000, "1 billion");
     let stored = stored(&fields);
     let mut diagnostics = fields.finish();
     if let (Some(declared), Some(shape)) = (params, &shape)
@@ -101,6 +104,7 @@ pub(super) fn model(
         title: decl.title.as_ref().map(|t| t.value.clone()),
         shape,
         params,
+        keep_in_fp32,
         stored,
         span: decl.span,
     });

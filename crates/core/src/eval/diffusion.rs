@@ -19,7 +19,9 @@ use super::calc::{self, Overflow, Product};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
 use crate::hir::{Diffusion, DiffusionOffload, Layered};
+use crate::precision::Precision;
 use crate::quant::WeightFormat;
+use crate::ratio::Ratio;
 
 fn formula(
     name: String,
@@ -44,26 +46,55 @@ fn weights(
     model: &str,
     format: WeightFormat,
     role: &str,
-) -> Result<Option<Component>, Overflow> {
-    let Some(params) = program
-        .model(model)
-        .and_then(|m| m.params.or_else(|| m.shape.as_ref().and_then(crate::eval::parameter_count)))
+) -> Result<Vec<Component>, Overflow> {
+    let Some(found) = program.model(model) else { return Ok(Vec::new()) };
+    let Some(params) =
+        found.params.or_else(|| found.shape.as_ref().and_then(crate::eval::parameter_count))
     else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
-    // Quantizers apply to the linear layers, which hold nearly all of a denoiser's or encoder's
-    // parameters; the whole count is taken at the format's size.
     let precision = format.matrix(crate::quant::Matrix::Up, 0, 1, 1);
+    let kept = found.keep_in_fp32.filter(|_| precision.bytes_per_element() < Ratio::int(4));
+    let kept_precision = kept_precision(precision);
+    let (kept, kept_precision) = match (kept, kept_precision) {
+        (Some(kept), Some(p)) => (kept.min(params), p),
+        _ => (0, precision),
+    };
     let product = Product::new()
-        .times(params, "params")?
+        .times(params - kept, "params")?
         .bytes_each(precision.bytes_per_element(), precision.name())?;
-    formula(
+    let mut out = vec![formula(
         format!("{role} weights: {model}"),
         Category::Persistent,
         product,
         "the model's parameter count",
-    )
-    .map(Some)
+    )?];
+    if kept > 0 {
+        let product = Product::new()
+            .times(kept, "params")?
+            .bytes_each(kept_precision.bytes_per_element(), kept_precision.name())?;
+        out.push(formula(
+            format!("{role} fp32 layers: {model}"),
+            Category::Persistent,
+            product,
+            "transformers `_keep_in_fp32_modules`, which bitsandbytes quantizers keep in fp32",
+        )?);
+    }
+    Ok(out)
+}
+
+/// The precision of a model's keep-in-fp32 parameters when the rest is stored in `precision`.
+/// bitsandbytes quantizers ask transformers to keep them in fp32 (`use_keep_in_fp32_modules`).
+/// Other cases are left alone: transformers also keeps them in fp32 for fp16 loads, but the
+/// published fp16 pipelines (docs/accuracy.md, S17) do not show it, and quantizers applied after
+/// loading (optimum-quanto) convert them like any other layer.
+fn kept_precision(precision: Precision) -> Option<Precision> {
+    match precision {
+        Precision::Nf4 | Precision::Nf4Dq | Precision::Fp4 | Precision::Fp4Dq => {
+            Some(Precision::Fp32)
+        }
+        _ => None,
+    }
 }
 
 pub(crate) fn components(

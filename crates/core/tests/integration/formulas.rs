@@ -603,3 +603,22 @@ fn adafactor_keeps_row_and_column_statistics() {
     let values = 32 * per_layer + 2 * (128_256 + 4096) + 4096;
     assert_eq!(bytes(&checks[0], 0, "optimizer state"), values * 4);
 }
+
+#[test]
+fn bitsandbytes_keeps_keep_in_fp32_parameters_in_fp32() {
+    let source = |weights: &str| {
+        format!(
+            "model t5 {{ params 4_000_000_000; keep_in_fp32 1_000_000_000 }}
+model dit {{ params 1_000_000_000 }}
+workload w {{ runtime none; diffusion {{ denoiser dit; text_encoders t5; weights bf16; architecture dit; hidden 1024; text_encoder_weights {weights}; resolution 512 x 512 }} }}
+check w on l4"
+        )
+    };
+    let checks = evaluate(&source("nf4"));
+    // 3 billion parameters in NF4 (4.5 bits each), 1 billion kept in fp32.
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 3_000_000_000 * 9 / 16);
+    assert_eq!(bytes(&checks[0], 0, "text encoder fp32 layers"), 4_000_000_000);
+    // A 16-bit pipeline stores every parameter alike.
+    let checks = evaluate(&source("bf16"));
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights"), 8_000_000_000);
+}
