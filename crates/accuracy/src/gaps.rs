@@ -118,8 +118,8 @@ pub mod assume {
     pub const STAND_IN: &str =
         "a condition that does not change the compared component is given a stand-in value";
     pub const DEEPSPEED_STATES: &str = "DeepSpeed mixed precision: an fp32 master copy and fp32 \
-         AdamW moments of every trained parameter; gradients counted in fp32 (DeepSpeed reduces \
-         them in 16-bit and upcasts each partition for the step)";
+         AdamW moments of every trained parameter (the core keeps DeepSpeed's gradients in 16-bit \
+         and counts the fp32 cast of each partition at the optimizer step)";
     pub const DEEPSPEED_ADAPTERS: &str = "DeepSpeed casts LoRA adapters to 16-bit and keeps an \
          fp32 master copy (2 + 2 + 4 + 8 B per adapter parameter): written as the language's fp32 \
          adapters (4 + 4 + 8 B), the same bytes";

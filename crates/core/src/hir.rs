@@ -477,6 +477,9 @@ pub struct Training {
     /// DeepSpeed ZeRO-1/2 gradient bucket size in elements (`reduce_bucket_size`); `None` for
     /// FSDP and unsharded training.
     pub bucket_elements: Option<u64>,
+    /// DeepSpeed runs the sharding (`zero1`, `zero2`, `zero3`; FSDP's names say FSDP): it keeps
+    /// 16-bit gradients and casts them to fp32 a flat partition at a time at the optimizer step.
+    pub deepspeed: bool,
 }
 
 /// Where a component's memory goes.

@@ -62,9 +62,13 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
     let sequence_parallel = fields.boolean("sequence_parallel");
     // DeepSpeed's ZeRO-1/2 reduce gradients through buckets of `reduce_bucket_size` elements,
     // 5e8 by default (DeepSpeed configuration, `zero_optimization`); FSDP has none.
-    let deepspeed = block.fields.iter().filter(|f| f.key.name == "sharding").any(|f| {
-        matches!(f.values.as_slice(), [Value::Word(w)] if w.name == "zero1" || w.name == "zero2")
-    });
+    let zero_word = |stages: &[&str]| {
+        block.fields.iter().filter(|f| f.key.name == "sharding").any(|f| {
+            matches!(f.values.as_slice(), [Value::Word(w)] if stages.contains(&w.name.as_str()))
+        })
+    };
+    let buckets = zero_word(&["zero1", "zero2"]);
+    let deepspeed = zero_word(&["zero1", "zero2", "zero3"]);
     let bucket_elements = fields.whole("bucket_elements", Dim::Count, 1, 1 << 40, "200_000_000");
     let activations = fields.precision("activations");
     let offload =
@@ -100,7 +104,13 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
         method,
         weights,
         master: master.unwrap_or(default_master),
-        gradients: gradients.unwrap_or(Precision::Fp32),
+        // DeepSpeed keeps the gradients in the compute precision and casts one flat partition to
+        // fp32 at the optimizer step (counted by the evaluator); PyTorch's AMP keeps them fp32.
+        gradients: gradients.unwrap_or(if deepspeed {
+            activations.unwrap_or_else(|| weights.companion())
+        } else {
+            Precision::Fp32
+        }),
         optimizer: optimizer.unwrap_or(Optimizer::AdamW),
         micro_batch: micro_batch.unwrap_or(1),
         sequence,
@@ -110,7 +120,8 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
         sequence_parallel: sequence_parallel.unwrap_or(false),
         activations: activations.unwrap_or_else(|| weights.companion()),
         offload: offload.unwrap_or(Offload::None),
-        bucket_elements: deepspeed.then(|| bucket_elements.unwrap_or(500_000_000)),
+        bucket_elements: buckets.then(|| bucket_elements.unwrap_or(500_000_000)),
+        deepspeed,
     })
 }
 

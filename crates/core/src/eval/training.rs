@@ -140,6 +140,49 @@ fn optimizer_state(
     Ok(Some(state(name, (bytes, formula), source)))
 }
 
+/// DeepSpeed's default `sub_group_size` (ZeRO-3 configuration).
+const SUB_GROUP_SIZE: u64 = 1_000_000_000;
+
+/// What the optimizer step holds on top of the model states while it runs, for `params` trained
+/// parameters updated in `updated` precision, divided over `ways` optimizer partitions; `None`
+/// when the step needs nothing of its own or runs on the host.
+/// - DeepSpeed ZeRO-1/2 (ZeRO-3: per sub-group, `stage3.py` `_prepare_fp32_grad_for_sub_group`)
+///   flatten the partition's 16-bit gradients and cast the flat copy to fp32
+///   (`stage_1_and_2.py`: `flatten(averaged_gradients[i]).to(fp32)`), holding both at once.
+/// - PyTorch's foreach AdamW holds one state-sized temporary, the square root of the second
+///   moment (`torch/optim/adamw.py`, `_multi_tensor_adamw`: `_foreach_sqrt(exp_avg_sqs)`).
+fn step_transient(
+    params: u64,
+    label: &'static str,
+    training: &Training,
+    updated: Precision,
+    ways: u64,
+) -> Result<Option<(crate::bytes::Bytes, String)>, Overflow> {
+    if training.offload != Offload::None || params == 0 {
+        return Ok(None);
+    }
+    if training.deepspeed {
+        let a = training.activations.bytes_per_element();
+        let per_param = a.checked_add(Ratio::int(4)).ok_or(Overflow)?;
+        let what = format!("flat {} gradients + their fp32 copy", training.activations.name());
+        if training.sharding == Sharding::Zero3 {
+            // ZeRO-3 steps one sub-group of at most `sub_group_size` (1e9) elements at a time.
+            let partition = div_ceil(params, ways);
+            let product = Product::new()
+                .times(partition.min(SUB_GROUP_SIZE), "params of the largest sub-group")?
+                .bytes_each(per_param, what)?;
+            return product.finish().map(Some);
+        }
+        return sharded(params, label, per_param, what, ways).map(Some);
+    }
+    if training.optimizer == crate::hir::Optimizer::AdamW && training.sharding == Sharding::None {
+        let per_state = training.master.unwrap_or(updated);
+        let what = format!("{} sqrt of the second moment", per_state.name());
+        return sharded(params, label, per_state.bytes_per_element(), what, 1).map(Some);
+    }
+    Ok(None)
+}
+
 /// Master copy, gradients and optimizer state of `params` trained parameters, each divided over
 /// the data ranks its sharding stage covers; master and optimizer stay on the host when
 /// offloaded.
@@ -261,16 +304,21 @@ pub(crate) fn components(
             )
         });
     }
+    let master_ways = divisor(training, Sharding::Zero1, data);
+    let mut step = Vec::new();
     match &training.method {
-        Method::Full => components.extend(trained_states(
-            "",
-            params,
-            "params",
-            training,
-            data,
-            training.weights,
-            params::factored_state_values(shape, placement),
-        )?),
+        Method::Full => {
+            step.extend(step_transient(params, "params", training, training.weights, master_ways)?);
+            components.extend(trained_states(
+                "",
+                params,
+                "params",
+                training,
+                data,
+                training.weights,
+                params::factored_state_values(shape, placement),
+            )?);
+        }
         Method::Lora { rank, targets, dtype, save } => {
             let adapter_params = lora_params(shape, placement, *rank, targets)?;
             let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
@@ -292,6 +340,13 @@ pub(crate) fn components(
                 gradient_ways,
             )?;
             components.push(state("adapter gradients", figures, "DOMAIN.md §5.4"));
+            step.extend(step_transient(
+                adapter_params,
+                "adapter params",
+                training,
+                *dtype,
+                master_ways,
+            )?);
             if training.offload == Offload::None {
                 let ways = divisor(training, Sharding::Zero1, data);
                 components.extend(optimizer_state(
@@ -315,6 +370,13 @@ pub(crate) fn components(
                 })
                 .sum();
             if saved > 0 {
+                step.extend(step_transient(
+                    saved,
+                    "params",
+                    training,
+                    training.activations,
+                    master_ways,
+                )?);
                 let a = training.activations;
                 let copy = Product::new()
                     .times(saved, "params")?
@@ -360,7 +422,44 @@ pub(crate) fn components(
         });
     }
     components.extend(activations(shape, placement, training)?);
+    components.extend(optimizer_step(&components, &step)?);
     Ok(components)
+}
+
+/// The optimizer step runs after the backward pass has freed its activations, so the device
+/// holds the larger of the two phases' transients: the step is counted only for what it needs
+/// beyond the backward pass's intermediates.
+fn optimizer_step(
+    components: &[Component],
+    step: &[(crate::bytes::Bytes, String)],
+) -> Result<Option<Component>, Overflow> {
+    let needed = super::calc::sum(step.iter().map(|(bytes, _)| *bytes))?;
+    let backward = super::calc::sum(
+        components.iter().filter(|c| c.category == Category::Intermediate).map(|c| c.bytes),
+    )?;
+    if needed <= backward {
+        return Ok(None);
+    }
+    let held = if let [(_, formula)] = step {
+        formula.clone()
+    } else {
+        let terms: Vec<String> = step.iter().map(|(_, f)| format!("({f})")).collect();
+        format!("{} = {needed}", terms.join(" + "))
+    };
+    let beyond = crate::bytes::Bytes(needed.0 - backward.0);
+    Ok(Some(Component {
+        held_by: HeldBy::Tensors,
+        name: "optimizer step".to_string(),
+        category: Category::Intermediate,
+        bytes: beyond,
+        provenance: Provenance::Formula,
+        formula: format!(
+            "{held}, less the backward pass's intermediates ({backward}) freed before the step = {beyond}"
+        ),
+        source: Some(
+            "DeepSpeed stage_1_and_2.py (flat gradients cast to fp32); torch.optim.AdamW foreach (one sqrt temporary)".into(),
+        ),
+    }))
 }
 
 /// Bytes one layer stores for the backward pass, per token:

@@ -304,9 +304,12 @@ fn zero_stages_divide_model_states_over_data_ranks() {
     let zero1 = evaluate(&source("zero1"));
     assert_eq!(bytes(&zero1[0], 3, "optimizer state"), 8 * p / 8);
     assert_eq!(bytes(&zero1[0], 3, "master weights"), 4 * p / 8);
-    assert_eq!(bytes(&zero1[0], 3, "gradients"), 4 * p);
+    // DeepSpeed keeps 16-bit gradients, all of them under ZeRO-1, a partition under ZeRO-2.
+    assert_eq!(bytes(&zero1[0], 3, "gradients"), 2 * p);
     let zero2 = evaluate(&source("zero2"));
-    assert_eq!(bytes(&zero2[0], 3, "gradients"), 4 * p / 8);
+    assert_eq!(bytes(&zero2[0], 3, "gradients"), 2 * p / 8);
+    let fsdp = evaluate(&source("fsdp-grad-op"));
+    assert_eq!(bytes(&fsdp[0], 3, "gradients"), 4 * p / 8);
     assert_eq!(bytes(&zero2[0], 3, "weights"), 2 * p);
     let zero3 = evaluate(&source("fsdp-full"));
     assert_eq!(bytes(&zero3[0], 3, "weights"), 2 * p / 8);
@@ -621,4 +624,41 @@ check w on l4"
     // A 16-bit pipeline stores every parameter alike.
     let checks = evaluate(&source("bf16"));
     assert_eq!(bytes(&checks[0], 0, "text encoder weights"), 8_000_000_000);
+}
+
+#[test]
+fn the_optimizer_step_counts_only_what_it_needs_beyond_the_backward_pass() {
+    let source = |sharding: &str, sequence: u64| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ weights bf16; sharding {sharding}; micro_batch 1; sequence {sequence} tokens; checkpointing full }} }}\ncheck w on h200-sxm"
+        )
+    };
+    let params: u64 = 8_030_261_248;
+    let intermediates = |check: &vram_core::budget::CheckBudget| -> u64 {
+        bytes(check, 0, "activations") + bytes(check, 0, "logits and loss")
+    };
+    // DeepSpeed ZeRO-2 on one rank: 16-bit gradients in the backward pass; at the step, the
+    // flat 16-bit copy and its fp32 cast (2 + 4 B per parameter), short activations freed.
+    let checks = evaluate(&source("zero2", 128));
+    assert_eq!(bytes(&checks[0], 0, "gradients"), params * 2);
+    let step = params * 6;
+    assert_eq!(bytes(&checks[0], 0, "optimizer step"), step - intermediates(&checks[0]));
+    // ZeRO-3 steps one sub-group of at most 1e9 elements at a time.
+    let checks = evaluate(&source("zero3", 128));
+    assert_eq!(bytes(&checks[0], 0, "optimizer step"), 6_000_000_000 - intermediates(&checks[0]));
+    // Long sequences: the backward pass holds more than the step needs, so the step adds nothing.
+    let checks = evaluate(&source("zero2", 131_072));
+    assert!(checks[0].devices[0].components.iter().all(|c| c.name != "optimizer step"));
+    assert!(intermediates(&checks[0]) > step);
+}
+
+#[test]
+fn pytorch_adamw_steps_with_one_second_moment_sized_temporary() {
+    let checks = evaluate(
+        "workload w { model llama3.1-8b; runtime none; training { method lora { rank 16; targets all }; weights bf16; sequence 16 tokens } }\ncheck w on a100-sxm4-80gb",
+    );
+    // 41,943,040 fp32 adapter parameters: one fp32 temporary each (torch foreach AdamW).
+    let intermediates =
+        bytes(&checks[0], 0, "activations") + bytes(&checks[0], 0, "logits and loss");
+    assert_eq!(bytes(&checks[0], 0, "optimizer step"), 41_943_040 * 4 - intermediates);
 }
