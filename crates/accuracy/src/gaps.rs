@@ -59,14 +59,12 @@ pub mod feature {
          compression decoding latent frames in batches; `frames` scales latents and pixels only)";
     pub const ENCODER_PRECISION: &str = "a precision per text encoder (`text_encoder_weights` \
          applies to every encoder; the source leaves a large one at another precision)";
-    pub const ENCODER_ONLY: &str = "encoder-only models (BERT)";
     pub const ENCODER_DECODER: &str = "encoder-decoder models (T5, mT5, T0)";
     pub const GPT_BIGCODE: &str =
         "GPTBigCode layers: learned position embeddings and biases on every linear layer";
     pub const MIXED_FP8: &str = "mixed-precision checkpoints (FP8 in some layers only)";
     pub const KV_QUANTO: &str = "quanto int4 KV cache (group scales and an fp16 residual window)";
     pub const VLLM_POOL: &str = "vLLM KV pool (gpu_memory_utilization x capacity, less the profiled peak, filled with KV blocks)";
-    pub const ADAFACTOR: &str = "Adafactor optimizer (factored second moments)";
     pub const GRADIENT_OFFLOAD: &str = "gradients offloaded to the host with the optimizer \
          (ZeRO-Offload, FSDP CPUOffload): `offload` keeps every gradient on the device";
     pub const MODEL_OFFLOAD: &str =

@@ -79,10 +79,7 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
             Err(vec![no_config("mistralai/Mistral-Small-Instruct-2409")])
         }
         "bigscience/bloomz-7b1" => Err(vec![no_config("bigscience/bloomz-7b1")]),
-        "google-bert/bert-large-uncased" => Err(vec![Gap::feature(
-            feature::ENCODER_ONLY,
-            format!("{wording} is an encoder with a classification head"),
-        )]),
+        "google-bert/bert-large-uncased" => Ok(declared("bert-large-uncased", Llama)),
         "bigscience/T0_3B" => encoder_decoder("a T5 v1.1 encoder-decoder"),
         "bigscience/mt0-xxl" => encoder_decoder("an mT5-XXL encoder-decoder"),
         "t5-3b" => encoder_decoder("a T5 encoder-decoder"),

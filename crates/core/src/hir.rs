@@ -177,6 +177,9 @@ pub struct Shape {
     /// Learned position embeddings (rows of `hidden`), 0 with rotary positions.
     pub positions: u64,
     pub output: Output,
+    /// Dropout is active in training (BERT's 0.1; most decoders have none): each dropout keeps a
+    /// one-byte mask, and attention dropout keeps its output too.
+    pub dropout: bool,
     pub mlp: Mlp,
     pub attention: AttentionKind,
     pub moe: Option<Moe>,
@@ -480,6 +483,10 @@ pub struct Training {
     /// DeepSpeed runs the sharding (`zero1`, `zero2`, `zero3`; FSDP's names say FSDP): it keeps
     /// 16-bit gradients and casts them to fp32 a flat partition at a time at the optimizer step.
     pub deepspeed: bool,
+    /// PyTorch's multi-tensor (`foreach`) optimizer step, its default since 2.0: temporaries
+    /// over every parameter at once. `false`: a per-tensor loop (PyTorch 1.x, transformers'
+    /// legacy AdamW) or a fused kernel, whose one-tensor temporaries are left out.
+    pub foreach: bool,
 }
 
 /// Where a component's memory goes.

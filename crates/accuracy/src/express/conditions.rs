@@ -248,6 +248,13 @@ impl Cx<'_> {
         }
     }
 
+    /// Whether the CUDA the point ran loads every kernel with the context: lazy module loading
+    /// arrived in CUDA 11.7 (`CUDA_MODULE_LOADING=LAZY`, PyTorch's default since 1.13 where the
+    /// CUDA supports it), so a CUDA version below it means `cuda_module_loading eager`.
+    pub(crate) fn eager_modules(&self) -> bool {
+        self.point.framework_version.as_deref().and_then(cuda_version).is_some_and(|v| v < (11, 7))
+    }
+
     /// The model, from `models.vram` or the catalog.
     pub(crate) fn model(&mut self) -> Option<Model> {
         match models::model(&self.point.model) {
@@ -350,6 +357,29 @@ impl Cx<'_> {
             || settings.contains("flash_attn 0")
             || settings == "default attention"
             || kv.contains("flash attention disabled")
+            || self.transformers_before_sdpa()
+    }
+
+    /// The Trainer's default optimizer before it became PyTorch's AdamW: transformers' own
+    /// `AdamW` (`optim="adamw_hf"`), in releases before 4.29.
+    pub(crate) fn legacy_trainer_adamw(&self) -> bool {
+        let point = self.point;
+        let optimizer = point.optimizer.clone().unwrap_or_default().to_lowercase();
+        let version = point.framework_version.clone().unwrap_or_default().to_lowercase();
+        optimizer.contains("trainer default")
+            && transformers_minor(&version).is_some_and(|m| m < 29)
+    }
+
+    /// transformers before 4.36 ran its own attention (scores materialized) unless told to use
+    /// Flash Attention: `attn_implementation="sdpa"` became the default in 4.36.
+    fn transformers_before_sdpa(&self) -> bool {
+        let point = self.point;
+        let framework = point.framework.to_lowercase();
+        let version = point.framework_version.clone().unwrap_or_default().to_lowercase();
+        framework.contains("transformers")
+            && !framework.contains("flash")
+            && !version.contains("flash")
+            && transformers_minor(&version).is_some_and(|minor| minor < 36)
     }
 }
 
@@ -410,5 +440,44 @@ mod tests {
         assert!(has_word("q4_k_m (4.89 bpw; 193 q4_k + 33 q6_k)", "q4_k_m"));
         assert!(!has_word("q4_k_m_l", "q4_k_m"));
         assert!(!has_word("iq4_0", "q4_0"));
+    }
+}
+
+/// The minor version of a `v4.NN` transformers version note.
+fn transformers_minor(text: &str) -> Option<u32> {
+    let at = text.find("v4.")? + "v4.".len();
+    let rest = &text[at..];
+    let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+/// The first `CUDA major.minor` a version note names.
+fn cuda_version(text: &str) -> Option<(u32, u32)> {
+    let at = text.find("CUDA ")? + "CUDA ".len();
+    let rest = &text[at..];
+    let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+    let mut parts = rest[..end].split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    Some((major, minor))
+}
+
+#[cfg(test)]
+mod cuda_tests {
+    use super::cuda_version;
+
+    #[test]
+    fn cuda_versions_are_read_from_version_notes() {
+        assert_eq!(cuda_version("~v4.16 (driver 460.91.03, CUDA 11.2)"), Some((11, 2)));
+        assert_eq!(cuda_version("PyTorch 2.0, CUDA 11.8, Flash attention 2"), Some((11, 8)));
+        assert_eq!(cuda_version("CUDA 12"), Some((12, 0)));
+        assert_eq!(cuda_version("PyTorch nightly"), None);
+    }
+
+    #[test]
+    fn transformers_versions_are_read_from_version_notes() {
+        assert_eq!(super::transformers_minor("~v4.16-4.2x (nvidia-smi capture)"), Some(16));
+        assert_eq!(super::transformers_minor("transformers v4.2.0 (jan 2021)"), Some(2));
+        assert_eq!(super::transformers_minor("pytorch 2.0, cuda 11.8"), None);
     }
 }

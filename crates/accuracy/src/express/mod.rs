@@ -142,6 +142,9 @@ pub fn express(point: &Point) -> Expression {
         let _ = writeln!(source, "  model   {}", model.name);
     }
     let _ = writeln!(source, "  runtime {}", runtime.word());
+    if cx.eager_modules() {
+        source.push_str("  cuda_module_loading eager  # CUDA before 11.7 has no lazy loading\n");
+    }
     source.push_str(&body);
     source.push_str("}\n\n");
     let _ = writeln!(source, "check {WORKLOAD} on {}", split.target(gpu.device));

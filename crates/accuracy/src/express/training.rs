@@ -269,8 +269,12 @@ fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
         // bitsandbytes Adam8bit and AdamW8bit keep the same two 8-bit states.
         Some("adamw-8bit")
     } else if lower.contains("adafactor") {
-        cx.gap(Gap::feature(feature::ADAFACTOR, text));
-        None
+        Some("adafactor")
+    } else if lower.contains("adam") && cx.legacy_trainer_adamw() {
+        // transformers' own AdamW steps one tensor at a time: no multi-tensor temporaries.
+        Some(
+            "adamw\n    foreach       false  # transformers' legacy AdamW (adamw_hf), a per-tensor loop",
+        )
     } else if lower.contains("adam") {
         Some("adamw")
     } else if lower.contains("sgd") && lower.contains("momentum") {

@@ -44,6 +44,7 @@ const KNOWN: &[(&str, Repeat)] = &[
     ("norm", Repeat::Once),
     ("positions", Repeat::Once),
     ("output", Repeat::Once),
+    ("dropout", Repeat::Once),
 ];
 
 /// The fields that make a model a shape rather than a bare parameter count.
@@ -142,6 +143,7 @@ fn shape(decl: &BlockDeclaration, fields: &Fields<'_>) -> Option<Shape> {
         Some(("none", _)) => Output::None,
         _ => Output::Lm,
     };
+    let dropout = fields.boolean("dropout").unwrap_or(false);
     let mlp = match fields.choice("mlp", &["gated", "plain"]) {
         Some(("plain", _)) => Mlp::Plain,
         _ => Mlp::Gated,
@@ -211,6 +213,7 @@ fn shape(decl: &BlockDeclaration, fields: &Fields<'_>) -> Option<Shape> {
         norm,
         positions,
         output,
+        dropout,
         mlp,
         attention: attention?,
         moe,

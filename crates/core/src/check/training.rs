@@ -30,6 +30,7 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
         ("activations", Repeat::Once),
         ("offload", Repeat::Once),
         ("bucket_elements", Repeat::Once),
+        ("foreach", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
     let method = fields
@@ -71,6 +72,7 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
     let deepspeed = zero_word(&["zero1", "zero2", "zero3"]);
     let bucket_elements = fields.whole("bucket_elements", Dim::Count, 1, 1 << 40, "200_000_000");
     let activations = fields.precision("activations");
+    let foreach = fields.boolean("foreach");
     let offload =
         fields.choice("offload", &["none", "optimizer", "parameters"]).map(|(w, _)| match w {
             "optimizer" => Offload::Optimizer,
@@ -122,6 +124,7 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
         offload: offload.unwrap_or(Offload::None),
         bucket_elements: buckets.then(|| bucket_elements.unwrap_or(500_000_000)),
         deepspeed,
+        foreach: foreach.unwrap_or(true),
     })
 }
 

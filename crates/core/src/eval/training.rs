@@ -175,7 +175,10 @@ fn step_transient(
         }
         return sharded(params, label, per_param, what, ways).map(Some);
     }
-    if training.optimizer == crate::hir::Optimizer::AdamW && training.sharding == Sharding::None {
+    if training.foreach
+        && training.optimizer == crate::hir::Optimizer::AdamW
+        && training.sharding == Sharding::None
+    {
         let per_state = training.master.unwrap_or(updated);
         let what = format!("{} sqrt of the second moment", per_state.name());
         return sharded(params, label, per_state.bytes_per_element(), what, 1).map(Some);
@@ -465,7 +468,8 @@ fn optimizer_step(
 /// Bytes one layer stores for the backward pass, per token:
 /// attention: norm input and output (2h), q/k/v (`(heads + 2·kv_heads)·head_dim`), attention
 /// output (`heads·head_dim`), fp32 softmax statistics (4 B per head);
-/// MLP: norm input and output (2h), gate, up, activation and product (4·ffn; 2·ffn ungated).
+/// MLP: norm input and output (2h), gate, up, activation and product (4·ffn; 2·ffn ungated);
+/// with dropout, a one-byte mask after attention and after the MLP.
 /// The h-sized tensors are replicated across tensor-parallel ranks; the rest is sharded.
 fn layer_activation_formula(
     shape: &Shape,
@@ -486,8 +490,11 @@ fn layer_activation_formula(
         + (2 * heads + 2 * kv_heads) * shape.head_dim
         + ffn_tensors * div_ceil(shape.ffn, t);
     let elem = training.activations.bytes_per_element();
-    // Softmax statistics are 4 fp32 bytes per head per token; fold them in as elements.
-    let stats = Ratio::int(i128::from(4 * heads)).checked_div(elem).ok_or(Overflow)?;
+    // Softmax statistics are 4 fp32 bytes per head per token; with dropout, the attention and
+    // MLP outputs' one-byte masks (Korthikanti et al.: sbh each). Fold them in as elements.
+    let masks = if shape.dropout { 2 * div_ceil(shape.hidden, t) } else { 0 };
+    let extra_bytes = 4 * heads + masks;
+    let stats = Ratio::int(i128::from(extra_bytes)).checked_div(elem).ok_or(Overflow)?;
     let per_token = Ratio::int(i128::from(elements)).checked_add(stats).ok_or(Overflow)?;
     let per_token = u64::try_from(per_token.ceil()).map_err(|_| Overflow)?;
     Product::new()
@@ -552,13 +559,31 @@ fn activations(
     });
     // Selective recomputation (Korthikanti et al.) recomputes attention instead of storing scores.
     if training.attention == Attention::Eager && training.checkpointing == Checkpointing::None {
+        // The softmax runs in fp32 (autocast's fp32 list; transformers' eager attention asks for
+        // `dtype=float32`) and keeps its output for backward; a 16-bit run casts it back, and the
+        // matmul with V keeps that copy. Attention dropout keeps a one-byte mask and its output
+        // (Korthikanti et al.). DOMAIN.md §4.2.
+        let e = elem.bytes_per_element();
+        let mut per_score = Ratio::int(4);
+        let mut kept = "fp32 softmax".to_string();
+        if e < Ratio::int(4) {
+            per_score = per_score.checked_add(e).ok_or(Overflow)?;
+            kept = format!("{kept} + its {} copy", elem.name());
+        }
+        if shape.dropout {
+            per_score = per_score
+                .checked_add(e)
+                .and_then(|p| p.checked_add(Ratio::int(1)))
+                .ok_or(Overflow)?;
+            kept = format!("{kept} + dropout output and 1 B mask");
+        }
         let scores = Product::new()
             .times(placement.layers, "layers")?
             .times(training.micro_batch, "micro_batch")?
             .times(shape.heads / placement.tensor, "heads")?
             .times(training.sequence, "queries")?
             .times(training.sequence, "keys")?
-            .bytes_each(elem.bytes_per_element(), elem.name())?;
+            .bytes_each(per_score, kept)?;
         components.push(Component {
             held_by: HeldBy::Tensors,
             name: "attention scores (eager)".to_string(),

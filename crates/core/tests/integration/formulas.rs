@@ -662,3 +662,40 @@ fn pytorch_adamw_steps_with_one_second_moment_sized_temporary() {
         bytes(&checks[0], 0, "activations") + bytes(&checks[0], 0, "logits and loss");
     assert_eq!(bytes(&checks[0], 0, "optimizer step"), 41_943_040 * 4 - intermediates);
 }
+
+#[test]
+fn eager_attention_keeps_an_fp32_softmax_and_dropout_its_mask_and_output() {
+    let source = |dropout: bool, weights: &str| {
+        format!(
+            "model enc {{ layers 2; hidden 1024; ffn 4096; heads 16; vocab 30522; mlp plain; dropout {dropout} }}
+workload w {{ model enc; runtime none; training {{ weights {weights}; micro_batch 4; sequence 512 tokens; attention eager; foreach false }} }}
+check w on l4"
+        )
+    };
+    let scores = 2 * 4 * 16 * 512 * 512;
+    // fp32 softmax kept (4 B) and its bf16 copy (2 B).
+    let checks = evaluate(&source(false, "bf16"));
+    assert_eq!(bytes(&checks[0], 0, "attention scores"), scores * 6);
+    // Attention dropout adds its output (2 B) and a one-byte mask.
+    let checks = evaluate(&source(true, "bf16"));
+    assert_eq!(bytes(&checks[0], 0, "attention scores"), scores * 9);
+    // fp32 compute needs no copy: 4 + 4 + 1 B.
+    let checks = evaluate(&source(true, "fp32"));
+    assert_eq!(bytes(&checks[0], 0, "attention scores"), scores * 9);
+    // A per-tensor optimizer step leaves no multi-tensor temporary.
+    assert!(checks[0].devices[0].components.iter().all(|c| c.name != "optimizer step"));
+}
+
+#[test]
+fn dropout_masks_add_two_bytes_of_hidden_per_token_and_layer() {
+    let source = |dropout: bool| {
+        format!(
+            "model enc {{ layers 2; hidden 1024; ffn 4096; heads 16; vocab 30522; mlp plain; dropout {dropout} }}
+workload w {{ model enc; runtime none; training {{ weights fp32; micro_batch 1; sequence 512 tokens }} }}
+check w on l4"
+        )
+    };
+    let without = bytes(&evaluate(&source(false))[0], 0, "activations");
+    let with = bytes(&evaluate(&source(true))[0], 0, "activations");
+    assert_eq!(with - without, 2 * 512 * 2 * 1024);
+}
