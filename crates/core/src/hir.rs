@@ -286,10 +286,15 @@ pub struct Model {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Runtime {
     PyTorch,
+    /// Hugging Face diffusers pipelines: PyTorch's context and workspaces, named for the reader.
+    Diffusers,
     Vllm,
     LlamaCpp,
     None,
-    Custom { context: Bytes, workspace: Bytes },
+    Custom {
+        context: Bytes,
+        workspace: Bytes,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

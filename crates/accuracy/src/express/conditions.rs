@@ -13,6 +13,7 @@ use crate::views;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Runtime {
     PyTorch,
+    Diffusers,
     Vllm,
     LlamaCpp,
 }
@@ -21,6 +22,7 @@ impl Runtime {
     pub(crate) fn word(self) -> &'static str {
         match self {
             Runtime::PyTorch => "pytorch",
+            Runtime::Diffusers => "diffusers",
             Runtime::Vllm => "vllm",
             Runtime::LlamaCpp => "llama.cpp",
         }
@@ -237,7 +239,9 @@ impl Cx<'_> {
             Some(Runtime::Vllm)
         } else if framework.contains("llama.cpp") || framework.contains("ollama") {
             Some(Runtime::LlamaCpp)
-        } else if ["transformers", "peft", "torchtune", "diffusers", "deepspeed", "trainer"]
+        } else if framework.contains("diffusers") {
+            Some(Runtime::Diffusers)
+        } else if ["transformers", "peft", "torchtune", "deepspeed", "trainer"]
             .iter()
             .any(|w| framework.contains(w))
         {

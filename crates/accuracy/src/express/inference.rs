@@ -150,14 +150,14 @@ fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Op
             );
             Some(1)
         }
-        Runtime::PyTorch if weights_only(selector) => {
+        Runtime::PyTorch | Runtime::Diffusers if weights_only(selector) => {
             cx.assume(
                 assume::STAND_IN,
                 "batch not stated: 1 (the compared weights do not read it)",
             );
             Some(1)
         }
-        Runtime::PyTorch => {
+        Runtime::PyTorch | Runtime::Diffusers => {
             cx.gap(Gap::data(data::BATCH, "batch_size: none"));
             None
         }
@@ -192,7 +192,7 @@ fn context(
     };
     let prefill = match runtime {
         // Hugging Face generate() runs the prompt of every sequence in one forward step.
-        Runtime::PyTorch => Some(prompt.max(1) * sessions),
+        Runtime::PyTorch | Runtime::Diffusers => Some(prompt.max(1) * sessions),
         // llama.cpp's physical batch, when the source gives it.
         Runtime::LlamaCpp => number_after(&settings, "n_ubatch"),
         Runtime::Vllm => None,

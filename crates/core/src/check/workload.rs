@@ -157,7 +157,7 @@ fn runtime(
     fields: &Fields<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<Runtime> {
-    const NAMES: [&str; 5] = ["pytorch", "vllm", "llama.cpp", "none", "custom"];
+    const NAMES: [&str; 6] = ["pytorch", "diffusers", "vllm", "llama.cpp", "none", "custom"];
     let [Value::Word(word)] = field.values.as_slice() else {
         fields.push(Diagnostic::error(
             "E013",
@@ -195,6 +195,7 @@ fn runtime(
             None
         }
         ("pytorch", None) => Some(Runtime::PyTorch),
+        ("diffusers", None) => Some(Runtime::Diffusers),
         ("vllm", None) => Some(Runtime::Vllm),
         ("llama.cpp", None) => Some(Runtime::LlamaCpp),
         _ => Some(Runtime::None),

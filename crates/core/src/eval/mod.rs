@@ -271,7 +271,7 @@ fn device_components(
             block,
         )?);
         let layout = inference.cache_layout.unwrap_or(match workload.runtime {
-            Runtime::PyTorch => crate::hir::CacheLayout::Concatenated,
+            Runtime::PyTorch | Runtime::Diffusers => crate::hir::CacheLayout::Concatenated,
             _ => crate::hir::CacheLayout::Preallocated,
         });
         if let Some(kv) = components.iter().find(|c| c.category == crate::budget::Category::Cache) {

@@ -96,7 +96,9 @@ pub(crate) fn components(
     };
     let mut components = Vec::new();
     match runtime {
-        Runtime::PyTorch | Runtime::Vllm => {
+        Runtime::PyTorch | Runtime::Diffusers | Runtime::Vllm => {
+            // diffusers runs on PyTorch: the same context and workspaces. Its own transients
+            // (denoiser activations, the VAE decode) belong to the pipeline's phases.
             components.push(assumed(
                 "CUDA context and kernels",
                 HeldBy::Runtime,

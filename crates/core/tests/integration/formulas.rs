@@ -699,3 +699,22 @@ check w on l4"
     let with = bytes(&evaluate(&source(true))[0], 0, "activations");
     assert_eq!(with - without, 2 * 512 * 2 * 1024);
 }
+
+#[test]
+fn the_diffusers_profile_is_pytorchs_context_and_workspaces() {
+    let source = |runtime: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime {runtime}; inference {{ weights bf16; context 1024 tokens }} }}\ncheck w on h100-sxm-80gb"
+        )
+    };
+    let names = |runtime: &str| -> Vec<(String, u64)> {
+        evaluate(&source(runtime))[0].devices[0]
+            .components
+            .iter()
+            .filter(|c| c.category == vram_core::budget::Category::Workspace)
+            .map(|c| (c.name.clone(), c.bytes.0))
+            .collect()
+    };
+    assert_eq!(names("diffusers"), names("pytorch"));
+    assert!(names("diffusers").iter().any(|(name, _)| name == "CUDA context and kernels"));
+}
