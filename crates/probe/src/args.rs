@@ -63,6 +63,19 @@ pub(crate) enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
+    /// Two run reports side by side: peak per GPU, time, errors and quality (B against A).
+    Compare {
+        a: PathBuf,
+        b: PathBuf,
+        #[arg(long, short, value_enum, default_value_t = CompareFormat::Table)]
+        format: CompareFormat,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CompareFormat {
+    Table,
+    Json,
 }
 
 /// Splits `a b --- c d` into `[[a, b], [c, d]]`.

@@ -14,6 +14,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub mod attribution;
 pub mod check;
+pub mod compare;
 pub mod devices;
 pub mod framework;
 pub mod oom;

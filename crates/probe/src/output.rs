@@ -8,7 +8,7 @@ use std::time::Duration;
 use vram_probe::devices::{self, Devices};
 use vram_probe::reading::{Reading, human_bytes};
 
-use crate::args::Format;
+use crate::args::{CompareFormat, Format};
 use crate::exit;
 
 /// `vram-probe devices`.
@@ -308,4 +308,82 @@ fn signed_bytes(bytes: i64) -> String {
     } else {
         human_bytes(bytes.unsigned_abs())
     }
+}
+
+fn load_report(path: &std::path::Path) -> Result<vram_probe::report::RunReport, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    vram_probe::report::RunReport::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `vram-probe compare A B`.
+pub(crate) fn compare(a: &std::path::Path, b: &std::path::Path, format: CompareFormat) -> u8 {
+    let (ra, rb) = match (load_report(a), load_report(b)) {
+        (Ok(ra), Ok(rb)) => (ra, rb),
+        (Err(error), _) | (_, Err(error)) => {
+            eprintln!("error: {error}");
+            return exit::USAGE;
+        }
+    };
+    let c =
+        vram_probe::compare::compare(&a.display().to_string(), &ra, &b.display().to_string(), &rb);
+    match format {
+        CompareFormat::Json => println!("{}", json(&c)),
+        CompareFormat::Table => print!("{}", compare_table(&c)),
+    }
+    exit::OK
+}
+
+fn compare_table(c: &vram_probe::compare::Comparison) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{:<22} {:>20} {:>20} {:>22}", "", "A", "B", "B against A");
+    let opt = |v: Option<u64>| v.map_or_else(|| "unavailable".to_string(), human_bytes);
+    for d in &c.devices {
+        let change = match (d.saved, d.saved_percent) {
+            (Some(saved), Some(p)) if saved >= 0 => {
+                format!("saves {} ({p:.1} %)", human_bytes(saved.unsigned_abs()))
+            }
+            (Some(saved), Some(p)) => {
+                format!("needs {} more ({:.1} %)", human_bytes(saved.unsigned_abs()), -p)
+            }
+            _ => "-".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "{:<22} {:>20} {:>20} {:>22}",
+            format!("GPU {} peak", d.index),
+            opt(d.a),
+            opt(d.b),
+            change
+        );
+    }
+    let _ = writeln!(
+        s,
+        "{:<22} {:>20} {:>20} {:>22}",
+        "duration",
+        format!("{:.1} s", c.a.duration_ms / 1000.0),
+        format!("{:.1} s", c.b.duration_ms / 1000.0),
+        format!("{:+.1} s", c.duration_delta_ms / 1000.0)
+    );
+    let errors = |r: &vram_probe::compare::RunSummary| {
+        format!("{} failed, {} OOM", r.failed_commands, r.oom_lines)
+    };
+    let _ = writeln!(s, "{:<22} {:>20} {:>20}", "errors", errors(&c.a), errors(&c.b));
+    let _ = writeln!(s, "{:<22} {:>20} {:>20}", "verdict", c.a.verdict, c.b.verdict);
+    match &c.quality {
+        Some(q) => {
+            let _ = writeln!(
+                s,
+                "{:<22} {:>20} {:>20} {:>22}",
+                q.metric,
+                format!("{:.4}", q.a),
+                format!("{:.4}", q.b),
+                format!("{:+.4} ({})", q.delta, q.change)
+            );
+        }
+        None => {
+            let _ = writeln!(s, "quality: not reported by both runs (see docs/probe.md)");
+        }
+    }
+    s
 }
