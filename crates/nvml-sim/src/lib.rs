@@ -47,6 +47,19 @@ pub struct Scenario {
     pub devices: Vec<DeviceSpec>,
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// When time 0 is: `init` (`nvmlInit`, the default) or `first_process_list` (the first
+    /// `nvmlDeviceGetComputeRunningProcesses_v3` call, which is a sampler's first tick; timelines
+    /// then do not depend on how long the probe took to start).
+    #[serde(default)]
+    pub clock: Clock,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Clock {
+    #[default]
+    Init,
+    FirstProcessList,
 }
 
 fn default_driver() -> String {
@@ -218,7 +231,8 @@ pub struct Memory {
 #[derive(Debug)]
 pub struct Sim {
     pub scenario: Scenario,
-    start: Instant,
+    /// Time 0; `None` until the clock starts.
+    start: Option<Instant>,
     /// How many `nvmlInit` calls are not yet matched by `nvmlShutdown`.
     inits: u32,
     pids: procs::Resolver,
@@ -244,7 +258,7 @@ pub fn init() -> Result<(), Code> {
         }
         sys::nvmlReturn_enum_NVML_ERROR_UNKNOWN
     })?;
-    let start = Instant::now();
+    let start = (scenario.clock == Clock::Init).then(Instant::now);
     if let Some(fault) = scenario.faults.iter().find(|f| f.call == FaultCall::Init) {
         return Err(code_of(&fault.error));
     }
@@ -285,7 +299,7 @@ pub fn with<T>(f: impl FnOnce(&mut Sim) -> Result<T, Code>) -> Result<T, Code> {
 impl Sim {
     /// Milliseconds since `nvmlInit`.
     pub fn now_ms(&self) -> f64 {
-        self.start.elapsed().as_secs_f64() * 1000.0
+        self.start.map_or(0.0, |start| start.elapsed().as_secs_f64() * 1000.0)
     }
 
     /// The device at `index`, after the faults for `call` at this moment.
@@ -326,6 +340,7 @@ impl Sim {
 
     /// The processes on a device now; a process whose pid path does not resolve yet is left out.
     pub fn processes(&mut self, index: usize) -> Result<Vec<ProcessEntry>, Code> {
+        self.start.get_or_insert_with(Instant::now);
         let now = self.now_ms();
         let specs = self.device(index, FaultCall::Processes)?.processes.clone();
         let mut out = Vec::new();
