@@ -63,6 +63,17 @@ pub(crate) enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
+    /// The machine a .vram file declares against the real one: GPU count and model, exact
+    /// bytes, architecture, compute capability and precision support, one line per item.
+    Verify {
+        file: PathBuf,
+        /// The machine to verify (in the file or the catalog); default: the file's only machine,
+        /// else its first check's target.
+        #[arg(long)]
+        machine: Option<String>,
+        #[arg(long, short, value_enum, default_value_t = CompareFormat::Table)]
+        format: CompareFormat,
+    },
     /// Two run reports side by side: peak per GPU, time, errors and quality (B against A).
     Compare {
         a: PathBuf,

@@ -22,3 +22,4 @@ pub mod prometheus;
 pub mod report;
 pub mod run;
 pub mod sampler;
+pub mod verify;

@@ -37,6 +37,9 @@ fn main() -> ExitCode {
     };
     let code = match args.command {
         Command::Devices { format } => output::devices(args.nvml_lib, format),
+        Command::Verify { file, machine, format } => {
+            output::verify(args.nvml_lib, &file, machine.as_deref(), format)
+        }
         Command::Compare { a, b, format } => output::compare(&a, &b, format),
         Command::Run { check, interval, out, record_command, grace, format, command } => {
             output::run(&output::RunArgs {

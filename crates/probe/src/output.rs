@@ -387,3 +387,51 @@ fn compare_table(c: &vram_probe::compare::Comparison) -> String {
     }
     s
 }
+
+/// `vram-probe verify`.
+pub(crate) fn verify(
+    library: Option<PathBuf>,
+    file: &std::path::Path,
+    machine: Option<&str>,
+    format: CompareFormat,
+) -> u8 {
+    let source = match std::fs::read_to_string(file) {
+        Ok(source) => source,
+        Err(error) => {
+            eprintln!("error: cannot read {}: {error}", file.display());
+            return exit::USAGE;
+        }
+    };
+    let (what, declared) = match vram_probe::verify::declared(&source, machine) {
+        Ok(found) => found,
+        Err(error) => {
+            eprintln!("error: {}: {error}", file.display());
+            return exit::USAGE;
+        }
+    };
+    let handle = match crate::open(library) {
+        Ok(handle) => handle,
+        Err(code) => return code,
+    };
+    let found = devices::read(&handle);
+    let v =
+        vram_probe::verify::verify(&file.display().to_string(), &what, &declared, &found.devices);
+    match format {
+        CompareFormat::Json => println!("{}", json(&v)),
+        CompareFormat::Table => {
+            println!("verify {} ({}) against this machine", v.file, v.declared);
+            for i in &v.items {
+                println!(
+                    "{}  {:<7} {:<20} declared {}; found {}",
+                    if i.pass { "PASS" } else { "FAIL" },
+                    i.subject,
+                    i.item,
+                    i.declared,
+                    i.found
+                );
+            }
+            println!("{}", if v.pass { "verified" } else { "NOT verified" });
+        }
+    }
+    if v.pass { exit::OK } else { exit::FAILED }
+}

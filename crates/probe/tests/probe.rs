@@ -519,3 +519,55 @@ fn run_summary_in_prometheus_text() {
     )));
     assert!(text.contains("vram_probe_run_exit_code{command=\"0\"} 0"));
 }
+
+fn h200(i: usize) -> Value {
+    let mut d = h100(&json!([[0, 0]]), &json!([]));
+    d["name"] = json!("NVIDIA H200");
+    d["uuid"] = json!(format!("GPU-h200-{i}"));
+    d["total"] = json!(143_771_u64 << 20);
+    d
+}
+
+#[test]
+fn verify_checks_the_declared_machine_item_by_item() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/dgx-405b.vram");
+    let good = scenario("verify-good", &json!({"devices": (0..8).map(h200).collect::<Vec<_>>()}));
+    let output = probe(&good).arg("verify").arg(&file).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(text.contains("machine hgx-h200"), "{text}");
+    assert!(text.contains("PASS  machine count"), "{text}");
+    assert!(text.contains("PASS  GPU 7   memory               declared 150754820096 B (exact); found 150754820096 B"), "{text}");
+    assert!(text.contains("PASS  GPU 0   precision fp8"), "{text}");
+    assert!(text.ends_with("verified\n"), "{text}");
+
+    // Seven GPUs, one a MiB short, one an A100 in disguise.
+    let mut devices: Vec<Value> = (0..7).map(h200).collect();
+    devices[1]["total"] = json!((143_771_u64 - 1) << 20);
+    devices[2]["architecture"] = json!("ampere");
+    devices[2]["compute_capability"] = json!([8, 0]);
+    devices[2]["name"] = json!("NVIDIA A100-SXM4-80GB");
+    let bad = scenario("verify-bad", &json!({"devices": devices}));
+    let output = probe(&bad).args(["verify", "--format", "json"]).arg(&file).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let failed: Vec<String> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["pass"] == false)
+        .map(|i| format!("{} {}", i["subject"].as_str().unwrap(), i["item"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "machine count",
+            "GPU 1 memory",
+            "GPU 2 model",
+            "GPU 2 architecture",
+            "GPU 2 compute_capability",
+            "GPU 2 precision fp8",
+            "GPU 7 present"
+        ]
+    );
+}
