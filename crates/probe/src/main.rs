@@ -3,6 +3,23 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr, reason = "a command-line tool prints")]
 
+/// `println!` that ignores a closed standard output (`vram-probe devices | head`) instead of
+/// panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// `print!` that ignores a closed standard output.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 mod args;
 mod output;
 

@@ -19,9 +19,9 @@ pub(crate) fn devices(library: Option<PathBuf>, format: Format) -> u8 {
     };
     let found = devices::read(&handle);
     match format {
-        Format::Json => println!("{}", json(&found)),
-        Format::Prometheus => print!("{}", vram_probe::prometheus::devices(&found)),
-        Format::Table => print!("{}", devices_table(&found)),
+        Format::Json => outln!("{}", json(&found)),
+        Format::Prometheus => out!("{}", vram_probe::prometheus::devices(&found)),
+        Format::Table => out!("{}", devices_table(&found)),
     }
     match found.device_count {
         Reading::Known(_) => exit::OK,
@@ -170,11 +170,11 @@ pub(crate) fn run(args: &RunArgs) -> u8 {
     }
     if let Err(error) = std::fs::write(&args.out, report.to_json() + "\n") {
         eprintln!("error: cannot write the report to {}: {error}", args.out.display());
-        println!("{}", report.to_json());
+        outln!("{}", report.to_json());
     }
     match args.format {
-        Format::Json => println!("{}", report.to_json()),
-        Format::Prometheus => print!("{}", vram_probe::prometheus::run(&report)),
+        Format::Json => outln!("{}", report.to_json()),
+        Format::Prometheus => out!("{}", vram_probe::prometheus::run(&report)),
         Format::Table => eprint!("{}", run_table(&report, &args.out)),
     }
     match report.signal.as_deref() {
@@ -328,8 +328,8 @@ pub(crate) fn compare(a: &std::path::Path, b: &std::path::Path, format: CompareF
     let c =
         vram_probe::compare::compare(&a.display().to_string(), &ra, &b.display().to_string(), &rb);
     match format {
-        CompareFormat::Json => println!("{}", json(&c)),
-        CompareFormat::Table => print!("{}", compare_table(&c)),
+        CompareFormat::Json => outln!("{}", json(&c)),
+        CompareFormat::Table => out!("{}", compare_table(&c)),
     }
     exit::OK
 }
@@ -417,11 +417,11 @@ pub(crate) fn verify(
     let v =
         vram_probe::verify::verify(&file.display().to_string(), &what, &declared, &found.devices);
     match format {
-        CompareFormat::Json => println!("{}", json(&v)),
+        CompareFormat::Json => outln!("{}", json(&v)),
         CompareFormat::Table => {
-            println!("verify {} ({}) against this machine", v.file, v.declared);
+            outln!("verify {} ({}) against this machine", v.file, v.declared);
             for i in &v.items {
-                println!(
+                outln!(
                     "{}  {:<7} {:<20} declared {}; found {}",
                     if i.pass { "PASS" } else { "FAIL" },
                     i.subject,
@@ -430,7 +430,7 @@ pub(crate) fn verify(
                     i.found
                 );
             }
-            println!("{}", if v.pass { "verified" } else { "NOT verified" });
+            outln!("{}", if v.pass { "verified" } else { "NOT verified" });
         }
     }
     if v.pass { exit::OK } else { exit::FAILED }
