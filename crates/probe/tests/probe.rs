@@ -571,3 +571,23 @@ fn verify_checks_the_declared_machine_item_by_item() {
         ]
     );
 }
+
+#[test]
+fn the_sample_reports_are_reports_of_this_version() {
+    // tests/probe-reports/ feeds `vram calibrate`'s tests and the docs; regenerate them with
+    // tools/make-probe-reports.sh when the format changes.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/probe-reports");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let report = vram_probe::report::RunReport::from_json(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(report.schema_version, vram_probe::devices::SCHEMA_VERSION);
+            assert!(report.check.is_some(), "{}", path.display());
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 3);
+}
