@@ -342,15 +342,16 @@ impl Sim {
     pub fn processes(&mut self, index: usize) -> Result<Vec<ProcessEntry>, Code> {
         self.start.get_or_insert_with(Instant::now);
         let now = self.now_ms();
-        let specs = self.device(index, FaultCall::Processes)?.processes.clone();
+        self.device(index, FaultCall::Processes)?;
+        let Sim { scenario, pids, .. } = self;
         let mut out = Vec::new();
-        for spec in specs {
+        for spec in &scenario.devices[index].processes {
             if now < spec.from_ms || spec.until_ms.is_some_and(|until| now >= until) {
                 continue;
             }
             let pid = match &spec.pid {
                 PidSpec::Fixed(pid) => Some(*pid),
-                PidSpec::Path(path) => self.pids.resolve(path),
+                PidSpec::Path(path) => pids.resolve(path),
             };
             let Some(pid) = pid else { continue };
             out.push(ProcessEntry { pid, used: spec.used.as_ref().map(|t| t.at(now)) });

@@ -495,6 +495,9 @@ fn reasons(
     check: Option<&CheckResult>,
 ) -> Vec<String> {
     let mut reasons = Vec::new();
+    if devices.is_empty() {
+        reasons.push("no GPU could be sampled (NVML lists none)".to_string());
+    }
     if let Some(signal) = caught {
         reasons.push(format!("interrupted by {}", signal_name(signal)));
     }

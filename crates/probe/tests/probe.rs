@@ -591,3 +591,23 @@ fn the_sample_reports_are_reports_of_this_version() {
     }
     assert_eq!(seen, 3);
 }
+
+#[test]
+fn the_python_helper_writes_nothing_without_a_view() {
+    // No torch with CUDA and no `set_devices`: nothing to report, no file, no error.
+    let target = tmp("python-empty.json");
+    let _ = std::fs::remove_file(&target);
+    let script = format!(
+        "import sys; sys.path.insert(0, '{}'); import vram_probe_report as v; \
+         assert v.view() is None; print(v.write())",
+        python_helper_dir().display()
+    );
+    let output = Command::new("python3")
+        .args(["-c", &script])
+        .env("VRAM_PROBE_FRAMEWORK_FILE", &target)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "None");
+    assert!(!target.exists());
+}
