@@ -67,6 +67,27 @@ pub(crate) enum Command {
         #[arg(long)]
         name: Option<String>,
     },
+    /// Turn vram-probe reports into a headroom rule justified by measurements.
+    ///
+    /// Reads reports of `vram-probe run --check` and, per architecture, keeps the worst excess
+    /// of the measured peak over the estimate plus the run-to-run spread.
+    Calibrate {
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// The headroom block's name.
+        #[arg(long, default_value = "calibrated")]
+        name: String,
+        #[arg(long, short, value_enum, default_value_t = CalibrateFormat::Vram)]
+        format: CalibrateFormat,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CalibrateFormat {
+    /// A `headroom` block with the evidence in comments.
+    Vram,
+    /// The observations per architecture, as JSON.
+    Json,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

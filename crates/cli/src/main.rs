@@ -4,6 +4,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr, reason = "a command-line tool prints")]
 
 mod args;
+mod calibrate;
 mod catalog;
 mod explain;
 mod import;
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
         Command::Import { path, format, name } => {
             import::run(&path, format, name.as_deref(), colors)
         }
+        Command::Calibrate { reports, name, format } => calibrate::run(&reports, &name, format),
         Command::Schema => {
             println!("{}", output::json::schema());
             EXIT_FITS

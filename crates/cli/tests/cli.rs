@@ -227,3 +227,47 @@ fn models_can_come_from_checkpoint_files() {
     assert!(run.stderr.contains("error[E023]"), "{}", run.stderr);
     std::fs::remove_dir_all(&dir).expect("cleans up");
 }
+
+#[test]
+fn calibrate_turns_probe_reports_into_a_headroom_rule_the_language_accepts() {
+    let reports = [
+        "tests/probe-reports/h100-run1.json",
+        "tests/probe-reports/h100-run2.json",
+        "tests/probe-reports/a100-run1.json",
+    ];
+    let mut args = vec!["calibrate"];
+    args.extend(reports);
+    let run = vram(&args, None);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Hopper: peaks of 8.5 and 8.25 GiB against an 8 GiB estimate: 512 MiB of excess plus
+    // 256 MiB of spread between the two runs. Ampere: within the estimate.
+    assert!(
+        run.stdout.contains("hopper: 2 observation(s), peak/estimate 1.031-1.062"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("  arch hopper {\n    keep     1 %\n    at_least 768 MiB\n  }"));
+    assert!(run.stdout.contains("  arch ampere {\n    keep     1 %\n    at_least 256 MiB\n  }"));
+    assert!(run.stdout.contains("runtime custom { context 512 MiB }"));
+
+    // The emitted block is valid .vram, and a check can use it.
+    let source = format!(
+        "{}\nworkload job {{\n  components {{\n    weights 6 GiB persistent\n  }}\n}}\n\
+         check job on h100-sxm-80gb headroom calibrated\n",
+        run.stdout
+    );
+    let outcome = vram_core::evaluate(&source);
+    assert!(
+        !outcome.diagnostics.iter().any(vram_core::diagnostic::Diagnostic::is_error),
+        "{:?}",
+        outcome.diagnostics
+    );
+    let device = &outcome.budget.checks[0].devices[0];
+    // The larger of 1 % of 79.65 GiB and 768 MiB.
+    assert_eq!(device.headroom.bytes.0, 855_208_100);
+    assert!(device.headroom.rule.contains("calibrated"), "{}", device.headroom.rule);
+
+    let bad = vram(&["calibrate", "tests/probe-reports/plan.vram"], None);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("not a probe report"), "{}", bad.stderr);
+}
