@@ -29,7 +29,7 @@ pub(crate) fn file(name: &str, budget: &Budget, color: Color) -> String {
     let paint = Paint(color);
     let mut out = String::new();
     let _ = writeln!(out, "{}", paint.wrap(BOLD, name));
-    if super::is_empty(budget) {
+    if super::is_empty(budget) && budget.queries.is_empty() {
         let _ = writeln!(out, "  no checks evaluated");
     }
     for check in &budget.checks {
@@ -85,6 +85,34 @@ pub(crate) fn file(name: &str, budget: &Budget, color: Color) -> String {
             let text = verdict_text(&device.verdict);
             let style = if device.verdict.fits() { GREEN } else { RED };
             let _ = writeln!(out, "      {}", paint.wrap(style, &text));
+        }
+        if !check.suggestions.is_empty() {
+            let _ = writeln!(out, "\n    {}", paint.wrap(BOLD, "what would fit"));
+            for suggestion in &check.suggestions {
+                let _ = writeln!(out, "      {}", suggestion.change);
+                let _ = writeln!(out, "        {}", paint.wrap(DIM, &suggestion.detail));
+                if let Some(warning) = &suggestion.warning {
+                    let _ = writeln!(out, "        warning: {warning}");
+                }
+            }
+        }
+    }
+    for query in &budget.queries {
+        let _ = writeln!(out, "\n  {}", paint.wrap(BOLD, &query.query));
+        let _ = writeln!(out, "    answer: {}", query.answer);
+        let _ = writeln!(out, "    {}", paint.wrap(DIM, &query.detail));
+        for machine in &query.machines {
+            let _ = writeln!(
+                out,
+                "      {:<28} {:>2} GPUs {:>12}  {}",
+                machine.machine,
+                machine.gpus,
+                machine.gpu_memory.human(),
+                verdict_text(&machine.verdict)
+            );
+        }
+        if let Some(warning) = &query.warning {
+            let _ = writeln!(out, "    warning: {warning}");
         }
     }
     out.push('\n');

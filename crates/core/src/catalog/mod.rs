@@ -4,6 +4,9 @@
 //! `devices.vram` is made from the project's GPU facts (exact totals as `nvidia-smi` reports
 //! them, architecture, compute capability, native precisions; sources in its comments).
 //! `models.vram` holds the shapes of popular open models from their `config.json`.
+//! `mig.vram` holds MIG slices as devices (one GPU instance each, with the memory the driver
+//! gives it), and `machines.vram` DGX systems and assumed example servers (GPUs, host RAM,
+//! disk), so that `find machines in catalog` has an answer out of the box.
 
 use std::sync::OnceLock;
 
@@ -11,8 +14,10 @@ use crate::diagnostic::Diagnostic;
 use crate::hir::Program;
 
 /// The catalog's text, one source per file, in the order they are checked.
-pub const SOURCES: [(&str, &str); 2] = [
+pub const SOURCES: [(&str, &str); 4] = [
     ("catalog/devices.vram", include_str!("devices.vram")),
+    ("catalog/mig.vram", include_str!("mig.vram")),
+    ("catalog/machines.vram", include_str!("machines.vram")),
     ("catalog/models.vram", include_str!("models.vram")),
 ];
 

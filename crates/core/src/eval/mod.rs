@@ -15,7 +15,8 @@ pub use params::parameter_count;
 mod runtime;
 mod training;
 
-use calc::{Overflow, div_ceil};
+pub(crate) use calc::Overflow;
+use calc::div_ceil;
 
 use crate::budget::{
     BandBasis, Budget, Capacity, CheckBudget, Component, DeviceBudget, HeadroomReport, HeldBy,
@@ -66,10 +67,12 @@ pub fn evaluate(program: &Layered<'_>) -> (Budget, Vec<Diagnostic>) {
             ),
         }
     }
-    (Budget { schema_version: SCHEMA_VERSION, checks }, diagnostics)
+    (Budget { schema_version: SCHEMA_VERSION, checks, queries: Vec::new() }, diagnostics)
 }
 
-fn evaluate_check(
+/// One check's budget: every device's components, headroom and verdict. The planner calls it
+/// directly with a changed workload or split.
+pub(crate) fn evaluate_check(
     program: &Layered<'_>,
     spec: &CheckSpec,
     diagnostics: &mut Vec<Diagnostic>,
@@ -178,6 +181,7 @@ fn evaluate_check(
         devices,
         verdict,
         notes,
+        suggestions: Vec::new(),
     }))
 }
 
