@@ -91,6 +91,26 @@ pub struct CheckBudget {
     /// evaluated (it fits) with one step beyond it (it does not).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub suggestions: Vec<Suggestion>,
+    /// Host RAM and disk, for a check on a machine: whole-machine totals with their verdicts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostBudget>,
+}
+
+/// The rest of the machine: host RAM and disk.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct HostBudget {
+    pub ram: HostLine,
+    pub disk: HostLine,
+}
+
+/// One host resource: its components, their sum, and the verdict against what the machine
+/// declares (none when it declares nothing).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct HostLine {
+    pub capacity: Option<Bytes>,
+    pub components: Vec<Component>,
+    pub required: Bytes,
+    pub verdict: Option<Verdict>,
 }
 
 /// A change that makes an over-budget check fit, found by a search over the evaluator.

@@ -65,6 +65,32 @@ pub(crate) fn file(name: &str, budget: &Budget) -> String {
             }
             let _ = writeln!(out, "\n{}\n", verdict_text(&device.verdict));
         }
+        if let Some(host) = &check.host {
+            for (what, line) in [("Host RAM", &host.ram), ("Disk", &host.disk)] {
+                let capacity = line
+                    .capacity
+                    .map_or("not declared".to_string(), vram_core::bytes::Bytes::human);
+                let _ = writeln!(out, "#### {what} ({capacity})\n");
+                let _ = writeln!(out, "| component | bytes | provenance | formula |");
+                let _ = writeln!(out, "|---|--:|---|---|");
+                for c in &line.components {
+                    let _ = writeln!(
+                        out,
+                        "| {} | {} | {} | {} |",
+                        escape(&c.name),
+                        c.bytes.human(),
+                        c.provenance.name(),
+                        escape(&c.formula)
+                    );
+                }
+                let _ = writeln!(out, "| **required** | **{}** | | |", line.required.human());
+                if let Some(verdict) = &line.verdict {
+                    let _ = writeln!(out, "\n{}\n", super::host_verdict_text(verdict));
+                } else {
+                    out.push('\n');
+                }
+            }
+        }
         if !check.suggestions.is_empty() {
             let _ = writeln!(out, "#### What would fit\n");
             for suggestion in &check.suggestions {

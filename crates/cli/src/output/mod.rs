@@ -87,6 +87,16 @@ pub(crate) fn verdict_text(verdict: &vram_core::budget::Verdict) -> String {
     }
 }
 
+/// A host line's verdict: host lines keep no headroom.
+pub(crate) fn host_verdict_text(verdict: &vram_core::budget::Verdict) -> String {
+    use vram_core::budget::Verdict;
+    match verdict {
+        Verdict::Fits { free } => format!("fits, {} free", free.human()),
+        Verdict::Over { over } => format!("does not fit: over by {}", over.human()),
+        Verdict::Unsupported { reason } => format!("cannot run: {reason}"),
+    }
+}
+
 /// `KV pool (90 % of the device): 451,200 tokens; the sessions need 393,216`.
 pub(crate) fn pool_text(pool: &vram_core::budget::KvPool) -> String {
     use vram_core::bytes::group_thousands;

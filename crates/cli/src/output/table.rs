@@ -86,6 +86,32 @@ pub(crate) fn file(name: &str, budget: &Budget, color: Color) -> String {
             let style = if device.verdict.fits() { GREEN } else { RED };
             let _ = writeln!(out, "      {}", paint.wrap(style, &text));
         }
+        if let Some(host) = &check.host {
+            for (what, line) in [("host RAM", &host.ram), ("disk", &host.disk)] {
+                let capacity = line
+                    .capacity
+                    .map_or("not declared".to_string(), vram_core::bytes::Bytes::human);
+                let _ = writeln!(out, "\n    {what} · {capacity}");
+                for component in &line.components {
+                    let _ = writeln!(
+                        out,
+                        "      {:<58} {:>12}  {}",
+                        component.name,
+                        component.bytes.human(),
+                        paint.wrap(DIM, component.provenance.name()),
+                    );
+                }
+                let _ = writeln!(out, "      {:<58} {:>12}", "required", line.required.human());
+                if let Some(verdict) = &line.verdict {
+                    let style = if verdict.fits() { GREEN } else { RED };
+                    let _ = writeln!(
+                        out,
+                        "      {}",
+                        paint.wrap(style, &super::host_verdict_text(verdict))
+                    );
+                }
+            }
+        }
         if !check.suggestions.is_empty() {
             let _ = writeln!(out, "\n    {}", paint.wrap(BOLD, "what would fit"));
             for suggestion in &check.suggestions {

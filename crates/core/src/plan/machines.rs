@@ -3,7 +3,8 @@
 //!
 //! A machine runs the workload on all of its GPUs: tensor parallel inside the largest group of
 //! up to 8 that the attention heads divide into, the rest as pipeline stages (or as data
-//! replicas when there are more groups than layers, or no shape to divide). This is one probe
+//! replicas when there are more groups than layers, or no shape to divide); GPUs of different
+//! sizes as pipeline stages. This is one probe
 //! per machine, not a search: the machines are the candidates.
 
 use super::{Planner, Stop};
@@ -23,10 +24,15 @@ pub struct MachineFit {
     pub verdict: Verdict,
 }
 
-/// The split a machine with `gpus` GPUs runs a workload of `shape` under.
-pub fn machine_split(gpus: u64, shape: Option<&Shape>) -> Split {
+/// The split a machine with `gpus` GPUs runs a workload of `shape` under. GPUs of different
+/// sizes (`mixed`) get pipeline stages, whose layers follow each GPU's memory, rather than equal
+/// tensor shards that the smallest GPU would limit.
+pub fn machine_split(gpus: u64, shape: Option<&Shape>, mixed: bool) -> Split {
     let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     let Some(shape) = shape else { return Split { tensor: 1, pipeline: 1, data: count(gpus) } };
+    if mixed && gpus <= shape.layers {
+        return Split { tensor: 1, pipeline: count(gpus), data: 1 };
+    }
     let tensor = [8u64, 4, 2, 1]
         .into_iter()
         .find(|t| gpus.is_multiple_of(*t) && shape.heads.is_multiple_of(*t))
@@ -78,8 +84,9 @@ pub fn fitting(
         if gpus == 0 {
             continue;
         }
-        let split = machine_split(gpus, planner.shape());
-        let verdict = match planner.verdict_on(devices, split) {
+        let mixed = devices.windows(2).any(|w| w[0] != w[1]);
+        let split = machine_split(gpus, planner.shape(), mixed);
+        let verdict = match planner.verdict_on(Some(&machine.name), devices, split) {
             Ok(verdict) => verdict,
             Err(Stop::Unsupported) => continue,
             Err(stop) => return Err(stop),

@@ -415,9 +415,16 @@ impl<'p> Planner<'p> {
         }))
     }
 
-    /// Evaluates the workload on other devices with a given split (a machine's GPUs).
-    pub fn verdict_on(&mut self, devices: Vec<String>, split: Split) -> Result<Verdict, Stop> {
+    /// Evaluates the workload on other devices with a given split: a machine's GPUs, whose
+    /// host RAM and disk lines then count too.
+    pub fn verdict_on(
+        &mut self,
+        machine: Option<&str>,
+        devices: Vec<String>,
+        split: Split,
+    ) -> Result<Verdict, Stop> {
         let spec = self.spec.clone();
+        self.spec.machine = machine.map(str::to_string);
         self.spec.devices = devices;
         self.spec.split = split;
         let verdict = self.verdict();
