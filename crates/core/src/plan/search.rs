@@ -135,23 +135,40 @@ fn secant_between(lo: (u64, i128), hi: (u64, i128)) -> Option<u64> {
 }
 
 /// The first index in `0..len` whose candidate fits, when candidates are ordered so that once
-/// one fits every later one does. `None` when none fits. Plain bisection: a candidate list has
-/// no margin to interpolate over (a precision or a split is not a number line).
+/// one fits every later one does. `None` when none fits. Galloping, then bisection: the
+/// candidates are probed at 0, 1, 3, 7, ... until one fits, then the gap is bisected, so the
+/// cost follows the answer's index rather than the list's length (the last candidates of a
+/// device list are hundreds of GPUs, each a budget to evaluate). A candidate list has no margin
+/// to interpolate over (a precision or a split is not a number line).
 pub fn first_fitting<E>(
     len: usize,
     mut fits: impl FnMut(usize) -> Result<bool, E>,
 ) -> Result<Option<usize>, E> {
-    if len == 0 || !fits(len - 1)? {
+    if len == 0 {
         return Ok(None);
     }
-    // Invariant: `hi` fits; every index below `lo` is known not to.
-    let (mut lo, mut hi) = (0, len - 1);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
+    if fits(0)? {
+        return Ok(Some(0));
+    }
+    // Invariant: `failed` does not fit; `hi`, once found, fits.
+    let (mut failed, mut step) = (0usize, 1usize);
+    let mut hi = loop {
+        let probe = failed.saturating_add(step).min(len - 1);
+        if fits(probe)? {
+            break probe;
+        }
+        if probe == len - 1 {
+            return Ok(None);
+        }
+        failed = probe;
+        step = step.saturating_mul(2);
+    };
+    while hi - failed > 1 {
+        let mid = failed + (hi - failed) / 2;
         if fits(mid)? {
             hi = mid;
         } else {
-            lo = mid + 1;
+            failed = mid;
         }
     }
     Ok(Some(hi))
@@ -220,6 +237,15 @@ mod tests {
             assert_eq!(found, Some(boundary));
         }
         assert_eq!(first_fitting(10, |_| Ok::<_, ()>(false)).unwrap(), None);
+        // The cost follows the answer, not the list: an early answer in a long list is cheap.
+        let mut probes = 0;
+        let found = first_fitting(1000, |i| {
+            probes += 1;
+            Ok::<_, ()>(i >= 2)
+        })
+        .unwrap();
+        assert_eq!(found, Some(2));
+        assert!(probes <= 4, "{probes} probes");
         assert_eq!(first_fitting(0, |_| Ok::<_, ()>(true)).unwrap(), None);
     }
 }
