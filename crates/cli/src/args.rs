@@ -30,6 +30,10 @@ pub(crate) enum Command {
         files: Vec<PathBuf>,
         #[arg(long, short, value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// A catalog file of devices, machines and models: added to the built-in catalog, and
+        /// its machines, if it declares any, replace the built-in machines.
+        #[arg(long)]
+        catalog: Option<PathBuf>,
     },
     /// Show the arithmetic and the source behind every component of a check.
     Explain {

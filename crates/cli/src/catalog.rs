@@ -1,4 +1,4 @@
-//! `vram catalog`: the built-in devices and models.
+//! `vram catalog`: the built-in devices, machines and models.
 
 use std::fmt::Write;
 
@@ -24,8 +24,19 @@ struct ModelEntry<'a> {
 }
 
 #[derive(Serialize)]
+struct MachineEntry<'a> {
+    name: &'a str,
+    title: Option<&'a str>,
+    /// `(count, device)` per line of GPUs.
+    gpus: Vec<(u32, &'a str)>,
+    host_ram: Option<u64>,
+    disk: Option<u64>,
+}
+
+#[derive(Serialize)]
 struct Catalog<'a> {
     devices: Vec<DeviceEntry<'a>>,
+    machines: Vec<MachineEntry<'a>>,
     models: Vec<ModelEntry<'a>>,
 }
 
@@ -43,6 +54,17 @@ pub(crate) fn run(format: CatalogFormat) -> u8 {
             precisions: d.features.iter().map(|f| f.name()).collect(),
         })
         .collect();
+    let machines: Vec<MachineEntry<'_>> = program
+        .machines
+        .values()
+        .map(|m| MachineEntry {
+            name: &m.name,
+            title: m.title.as_deref(),
+            gpus: m.gpus.iter().map(|(n, d)| (*n, d.as_str())).collect(),
+            host_ram: m.host_ram.map(|b| b.0),
+            disk: m.disk.map(|b| b.0),
+        })
+        .collect();
     let models: Vec<ModelEntry<'_>> = program
         .models
         .values()
@@ -58,7 +80,8 @@ pub(crate) fn run(format: CatalogFormat) -> u8 {
         CatalogFormat::Json => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&Catalog { devices, models }).unwrap_or_default()
+                serde_json::to_string_pretty(&Catalog { devices, machines, models })
+                    .unwrap_or_default()
             );
         }
         CatalogFormat::Vram => {
@@ -79,6 +102,21 @@ pub(crate) fn run(format: CatalogFormat) -> u8 {
                     memory.human(),
                     d.arch,
                     d.precisions.join(" ")
+                );
+            }
+            out.push_str("\nmachines\n");
+            for m in &machines {
+                let gpus: Vec<String> = m.gpus.iter().map(|(n, d)| format!("{n} x {d}")).collect();
+                let size = |b: Option<u64>| {
+                    b.map(|b| vram_core::bytes::Bytes(b).human()).unwrap_or_default()
+                };
+                let _ = writeln!(
+                    out,
+                    "  {:<28} {:<24} RAM {:>11}  disk {:>11}",
+                    m.name,
+                    gpus.join(" + "),
+                    size(m.host_ram),
+                    size(m.disk)
                 );
             }
             out.push_str("\nmodels\n");

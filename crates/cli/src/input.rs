@@ -14,12 +14,20 @@ pub(crate) struct Input {
 
 /// Evaluates an input, first reading the model files its `from "path"`s name.
 pub(crate) fn evaluate(input: &Input) -> vram_core::Outcome {
+    evaluate_over(input, vram_core::catalog::builtin())
+}
+
+/// [`evaluate`] over another catalog (a user's `--catalog` file over the built-in one).
+pub(crate) fn evaluate_over(
+    input: &Input,
+    catalog: &vram_core::hir::Program,
+) -> vram_core::Outcome {
     let mut imports = vram_core::import::Imports::new();
     for path in vram_core::import_paths(&input.text) {
         let found = crate::import::load_model(&input.dir.join(&path), &path);
         imports.insert(path, found);
     }
-    vram_core::evaluate_with_imports(&input.text, vram_core::catalog::builtin(), &imports)
+    vram_core::evaluate_with_imports(&input.text, catalog, &imports)
 }
 
 /// Reads `path` (or standard input for `-`), reporting a failure on standard error.

@@ -35,7 +35,9 @@ fn main() -> ExitCode {
     };
     let colors = Colors::new(args.color);
     let code = match args.command {
-        Command::Check { files, format } => output::check(&files, format, colors),
+        Command::Check { files, format, catalog } => {
+            output::check(&files, format, catalog.as_deref(), colors)
+        }
         Command::Explain { file, check } => explain::run(&file, check.as_deref(), colors),
         Command::Fmt { files, check } => fmt(&files, check, colors),
         Command::Catalog { format } => catalog::run(format),

@@ -271,3 +271,32 @@ fn calibrate_turns_probe_reports_into_a_headroom_rule_the_language_accepts() {
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("not a probe report"), "{}", bad.stderr);
 }
+
+#[test]
+fn a_user_catalog_replaces_the_built_in_machines() {
+    let dir = std::env::temp_dir().join(format!("vram-catalog-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let catalog = dir.join("ours.vram");
+    std::fs::write(
+        &catalog,
+        "machine rack-a {\n  gpus     2 x l40s\n  host_ram 256 GiB\n}\n\nmachine box-b {\n  gpus     1 x l4\n  host_ram 32 GiB\n}\n",
+    )
+    .expect("writes");
+    let workload = "workload chat { model llama3.1-8b; runtime vllm; inference { weights bf16; context 8192 tokens; sessions 8 } }\nfind machines in catalog for chat\n";
+    let run = vram(
+        &["check", "--format", "json", "--catalog", catalog.to_str().expect("utf-8"), "-"],
+        Some(workload),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("valid JSON");
+    let machines = &json["files"][0]["budget"]["queries"][0]["machines"];
+    let names: Vec<&str> =
+        machines.as_array().expect("a list").iter().filter_map(|m| m["machine"].as_str()).collect();
+    assert_eq!(names, ["rack-a"], "only the user's machines, and only those that fit");
+
+    std::fs::write(&catalog, "machine broken {\n  gpus 2 x no-such-gpu\n}\n").expect("writes");
+    let run = vram(&["check", "--catalog", catalog.to_str().expect("utf-8"), "-"], Some(workload));
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("error[E020]"), "{}", run.stderr);
+    std::fs::remove_dir_all(&dir).expect("cleans up");
+}

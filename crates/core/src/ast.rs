@@ -17,6 +17,7 @@ pub struct File {
 pub enum Declaration {
     Block(BlockDeclaration),
     Check(Check),
+    Find(Find),
 }
 
 impl Declaration {
@@ -24,6 +25,7 @@ impl Declaration {
         match self {
             Declaration::Block(decl) => decl.span,
             Declaration::Check(check) => check.span,
+            Declaration::Find(find) => find.span,
         }
     }
 }
@@ -65,10 +67,37 @@ pub struct BlockDeclaration {
 pub struct Check {
     pub title: Option<Text>,
     pub workload: Ident,
+    /// Workloads sharing the devices with `workload`: `check llm + embedder on l40s`.
+    pub also: Vec<Ident>,
     pub target: Target,
     pub split: Vec<SplitPart>,
     pub headroom: Option<Ident>,
     pub span: Span,
+}
+
+/// `find max sessions for chat on l4 split tensor 1 headroom strict`
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Find {
+    pub goal: FindGoal,
+    pub workload: Ident,
+    /// `on TARGET`, which some goals need and others refuse (the checker decides).
+    pub target: Option<Target>,
+    pub split: Vec<SplitPart>,
+    pub headroom: Option<Ident>,
+    pub span: Span,
+}
+
+/// What a `find` looks for. The words are checked by the checker, not the grammar.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FindGoal {
+    /// `max sessions`
+    Max(Ident),
+    /// `min gpus of l4`
+    Min { what: Ident, of: Ident },
+    /// `machines in catalog`
+    In { what: Ident, collection: Ident },
+    /// `precision`
+    Word(Ident),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

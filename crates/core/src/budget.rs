@@ -16,6 +16,61 @@ pub struct Budget {
     pub schema_version: u32,
     /// One entry per `check` in the file, in file order.
     pub checks: Vec<CheckBudget>,
+    /// One answer per `find` query in the file, in file order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queries: Vec<QueryAnswer>,
+}
+
+/// The answer to a `find` query, found by a search over the evaluator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct QueryAnswer {
+    /// The query in canonical form: `find max sessions for chat on l4`.
+    pub query: String,
+    pub workload: String,
+    pub kind: QueryKind,
+    /// The answer in words: `23 sessions`, `2 x l4 (tensor 2)`, `fp8`, `3 machines`, or
+    /// `nothing fits`.
+    pub answer: String,
+    /// The number found (sessions, tokens, batch, devices), when the answer is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<u64>,
+    /// The split that goes with a number of devices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitReport>,
+    /// The machines that fit, smallest first (`find machines`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub machines: Vec<MachineAnswer>,
+    /// The evidence: the verdict at the answer and one step beyond it.
+    pub detail: String,
+    /// What must be checked before acting on the answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+/// What a query looked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum QueryKind {
+    MaxSessions,
+    MaxContext,
+    MaxBatch,
+    MinDevices,
+    Machines,
+    Precision,
+}
+
+/// A machine on which a workload fits.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct MachineAnswer {
+    pub machine: String,
+    pub title: String,
+    pub gpus: u64,
+    /// All GPU memory of the machine.
+    pub gpu_memory: Bytes,
+    /// How the workload was spread over the machine's GPUs.
+    pub split: SplitReport,
+    /// The worst GPU's verdict.
+    pub verdict: Verdict,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -32,6 +87,68 @@ pub struct CheckBudget {
     pub verdict: Verdict,
     /// Warnings about this check that do not change its verdict.
     pub notes: Vec<String>,
+    /// What would fit, computed by the planner when the check is over budget: each one was
+    /// evaluated (it fits) with one step beyond it (it does not).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub suggestions: Vec<Suggestion>,
+    /// Host RAM and disk, for a check on a machine: whole-machine totals with their verdicts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostBudget>,
+}
+
+/// The rest of the machine: host RAM and disk.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct HostBudget {
+    pub ram: HostLine,
+    pub disk: HostLine,
+}
+
+/// One host resource: its components, their sum, and the verdict against what the machine
+/// declares (none when it declares nothing).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct HostLine {
+    pub capacity: Option<Bytes>,
+    pub components: Vec<Component>,
+    pub required: Bytes,
+    pub verdict: Option<Verdict>,
+}
+
+/// A change that makes an over-budget check fit, found by a search over the evaluator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct Suggestion {
+    pub kind: SuggestionKind,
+    /// The change as it would be written in the file: `sessions 23`, `weights fp8`,
+    /// `check chat on 2 x l4 split tensor 2`.
+    pub change: String,
+    /// The evidence: the verdict at the suggested value, and one step beyond it.
+    pub detail: String,
+    /// The suggested number (sessions, tokens, batch, devices), when the change is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<u64>,
+    /// The split that goes with a number of devices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitReport>,
+    /// What must be checked before acting on it (a precision change alters outputs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+/// What a suggestion changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SuggestionKind {
+    /// Fewer concurrent sessions at the declared context.
+    Sessions,
+    /// A shorter context (or training sequence) at the declared sessions.
+    Context,
+    /// A smaller batch (training micro-batch, diffusion batch).
+    Batch,
+    /// More devices of the same kind, with the split that achieves it.
+    Devices,
+    /// Smaller weights.
+    Precision,
+    /// A catalog machine that fits.
+    Machine,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]

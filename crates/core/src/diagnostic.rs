@@ -90,6 +90,8 @@ pub const CODES: &[(&str, &str)] = &[
     ("E031", "the model's shape does not divide across the tensor-parallel degree"),
     ("E032", "a budget overflowed 64-bit byte arithmetic"),
     ("E040", "the device's architecture cannot run a precision the workload uses"),
+    ("E050", "a `find` query lacks a part it needs (`on TARGET`) or has one it cannot use"),
+    ("E051", "a `find` query asks about a parameter the workload does not have"),
     ("W001", "a user declaration shadows a catalog entry of the same name"),
     ("W002", "a model field is ignored because the parameter count is given directly"),
     ("W003", "headroom rule keeps less than 5 % of capacity"),

@@ -8,7 +8,9 @@
 
 use std::fmt::Write as _;
 
-use crate::ast::{Block, BlockDeclaration, Check, Declaration, Field, Target, Value};
+use crate::ast::{
+    Block, BlockDeclaration, Check, Declaration, Field, Find, FindGoal, Target, Value,
+};
 use crate::check::format_expr;
 use crate::diagnostic::Diagnostic;
 use crate::span::Span;
@@ -39,6 +41,7 @@ pub fn format(source: &str) -> Result<String, Vec<Diagnostic>> {
         match declaration {
             Declaration::Block(decl) => printer.block_declaration(decl),
             Declaration::Check(check) => printer.check(check),
+            Declaration::Find(find) => printer.find(find),
         }
         previous = Some(declaration);
     }
@@ -318,25 +321,69 @@ impl Printer<'_> {
             self.out.push(' ');
         }
         self.out.push_str(&check.workload.name);
+        for other in &check.also {
+            self.out.push_str(" + ");
+            self.out.push_str(&other.name);
+        }
         self.out.push_str(" on ");
-        match &check.target {
-            Target::Count(count) => {
-                let _ = write!(self.out, "{} x {}", format_expr(&count.count), count.name.name);
-            }
-            Target::Named(name) => self.out.push_str(&name.name),
-        }
-        if !check.split.is_empty() {
-            self.out.push_str(" split");
-            for part in &check.split {
-                let _ = write!(self.out, " {} {}", part.strategy.name, format_expr(&part.degree));
-            }
-        }
-        if let Some(headroom) = &check.headroom {
-            self.out.push_str(" headroom ");
-            self.out.push_str(&headroom.name);
-        }
+        self.out.push_str(&target_text(&check.target));
+        self.split_and_headroom(&check.split, check.headroom.as_ref());
         self.end_line(check.span.end);
     }
+
+    fn find(&mut self, find: &Find) {
+        self.out.push_str(&find_text(find));
+        self.end_line(find.span.end);
+    }
+
+    fn split_and_headroom(
+        &mut self,
+        split: &[crate::ast::SplitPart],
+        headroom: Option<&crate::ast::Ident>,
+    ) {
+        self.out.push_str(&split_text(split, headroom));
+    }
+}
+
+/// `2 x h100-sxm-80gb` or `l4`.
+fn target_text(target: &Target) -> String {
+    match target {
+        Target::Count(count) => format!("{} x {}", format_expr(&count.count), count.name.name),
+        Target::Named(name) => name.name.clone(),
+    }
+}
+
+/// ` split tensor 2 headroom strict`, or nothing.
+fn split_text(split: &[crate::ast::SplitPart], headroom: Option<&crate::ast::Ident>) -> String {
+    let mut out = String::new();
+    if !split.is_empty() {
+        out.push_str(" split");
+        for part in split {
+            let _ = write!(out, " {} {}", part.strategy.name, format_expr(&part.degree));
+        }
+    }
+    if let Some(headroom) = headroom {
+        out.push_str(" headroom ");
+        out.push_str(&headroom.name);
+    }
+    out
+}
+
+/// A `find` query in canonical form; also its id in the budget.
+pub fn find_text(find: &Find) -> String {
+    let goal = match &find.goal {
+        FindGoal::Max(what) => format!("max {}", what.name),
+        FindGoal::Min { what, of } => format!("min {} of {}", what.name, of.name),
+        FindGoal::In { what, collection } => format!("{} in {}", what.name, collection.name),
+        FindGoal::Word(word) => word.name.clone(),
+    };
+    let mut out = format!("find {goal} for {}", find.workload.name);
+    if let Some(target) = &find.target {
+        out.push_str(" on ");
+        out.push_str(&target_text(target));
+    }
+    out.push_str(&split_text(&find.split, find.headroom.as_ref()));
+    out
 }
 
 fn value_text(value: &Value) -> String {

@@ -21,6 +21,8 @@ pub struct Program {
     pub headrooms: BTreeMap<String, Headroom>,
     /// In file order.
     pub checks: Vec<CheckSpec>,
+    /// `find` queries, in file order.
+    pub queries: Vec<QuerySpec>,
 }
 
 /// A file's own declarations over a base program (the built-in catalog), looked up own-first,
@@ -57,6 +59,11 @@ impl Layered<'_> {
         &self.own.checks
     }
 
+    /// The file's `find` queries, in file order.
+    pub fn queries(&self) -> &[QuerySpec] {
+        &self.own.queries
+    }
+
     /// One program holding both layers (the file's entries replace the base's).
     pub fn merged(self) -> Program {
         let mut program = self.base.clone();
@@ -66,6 +73,7 @@ impl Layered<'_> {
         program.workloads.extend(self.own.workloads);
         program.headrooms.extend(self.own.headrooms);
         program.checks = self.own.checks;
+        program.queries = self.own.queries;
         program
     }
 }
@@ -613,6 +621,8 @@ pub struct CheckSpec {
     pub id: String,
     pub title: Option<String>,
     pub workload: String,
+    /// Workloads sharing the devices with `workload`, each in its own process.
+    pub also: Vec<String>,
     /// A human form of the target: `2 x h100-sxm-80gb`, `dgx-h100`.
     pub target: String,
     pub machine: Option<String>,
@@ -621,4 +631,25 @@ pub struct CheckSpec {
     pub split: Split,
     pub headroom: Option<String>,
     pub span: Span,
+}
+
+/// A checked `find` query.
+#[derive(Clone, Debug)]
+pub struct QuerySpec {
+    /// The query in canonical form: `find max sessions for chat on l4`.
+    pub text: String,
+    pub goal: Goal,
+    /// The check the planner starts from: the query's target, or one device of the kind
+    /// (`min gpus of`), or no devices (`machines in catalog`).
+    pub check: CheckSpec,
+    pub span: Span,
+}
+
+/// What a query looks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Goal {
+    Max(crate::plan::Knob),
+    MinDevices(String),
+    Machines,
+    Precision,
 }

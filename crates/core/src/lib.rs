@@ -8,7 +8,8 @@
 //!    fields and ranges, and produces [`hir::Program`], collecting every error;
 //! 3. [`eval`] turns each check into per-device budgets, with each component's arithmetic and
 //!    provenance;
-//! 4. the result is a [`budget::Budget`] plus [`diagnostic::Diagnostic`]s, as data.
+//! 4. [`plan`] adds what would fit to every over-budget check, by searches over the evaluator;
+//! 5. the result is a [`budget::Budget`] plus [`diagnostic::Diagnostic`]s, as data.
 //!
 //! The crate does no IO, reads no clock and starts no thread (enforced by clippy's
 //! `disallowed-methods`, see `clippy.toml`), so it runs unchanged in WebAssembly and gives the
@@ -33,6 +34,7 @@ pub mod format;
 pub mod hir;
 pub mod import;
 pub mod limits;
+pub mod plan;
 pub mod precision;
 pub mod quant;
 pub mod ratio;
@@ -121,8 +123,10 @@ pub fn evaluate_with_imports(
     let (file, mut diagnostics) = syntax::parse(source);
     let (program, found) = check::check_with_imports(&file, base, false, imports);
     diagnostics.extend(found);
-    let (budget, found) = eval::evaluate(&program);
+    let (mut budget, found) = eval::evaluate(&program);
     diagnostics.extend(found);
+    plan::annotate(&program, &mut budget);
+    budget.queries = plan::query::answer_all(&program, &mut diagnostics);
     diagnostics.sort_by_key(|d| (d.primary.start, d.primary.end));
     // A mistake found by two passes (an unrepresentable number, say) is reported once.
     diagnostics.dedup();
@@ -131,5 +135,5 @@ pub fn evaluate_with_imports(
 
 /// An empty budget, for front ends that need one before any evaluation.
 pub fn empty_budget() -> Budget {
-    Budget { schema_version: SCHEMA_VERSION, checks: Vec::new() }
+    Budget { schema_version: SCHEMA_VERSION, checks: Vec::new(), queries: Vec::new() }
 }

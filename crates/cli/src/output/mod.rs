@@ -12,15 +12,40 @@ use vram_core::budget::{Budget, DeviceBudget};
 use crate::args::Format;
 use crate::{Colors, exit_code, input};
 
-pub(crate) fn check(paths: &[PathBuf], format: Format, colors: Colors) -> u8 {
+pub(crate) fn check(
+    paths: &[PathBuf],
+    format: Format,
+    catalog: Option<&std::path::Path>,
+    colors: Colors,
+) -> u8 {
     let mut worst = Status::Fits;
+    let user_catalog = match catalog {
+        Some(path) => {
+            let Some(input) = input::read(path) else { return exit_code(Status::InputErrors) };
+            let (program, diagnostics) = vram_core::catalog::with_user(&input.text);
+            if !diagnostics.is_empty() {
+                eprint!(
+                    "{}",
+                    vram_render::render(&diagnostics, &input.name, &input.text, colors.stderr)
+                );
+            }
+            if diagnostics.iter().any(vram_core::diagnostic::Diagnostic::is_error) {
+                return exit_code(Status::InputErrors);
+            }
+            Some(program)
+        }
+        None => None,
+    };
     let mut reports = Vec::new();
     for path in paths {
         let Some(input) = input::read(path) else {
             worst = Status::InputErrors;
             continue;
         };
-        let outcome = input::evaluate(&input);
+        let outcome = match &user_catalog {
+            Some(catalog) => input::evaluate_over(&input, catalog),
+            None => input::evaluate(&input),
+        };
         if !outcome.diagnostics.is_empty() {
             eprint!(
                 "{}",
@@ -82,6 +107,16 @@ pub(crate) fn verdict_text(verdict: &vram_core::budget::Verdict) -> String {
     use vram_core::budget::Verdict;
     match verdict {
         Verdict::Fits { free } => format!("fits, {} free beyond headroom", free.human()),
+        Verdict::Over { over } => format!("does not fit: over by {}", over.human()),
+        Verdict::Unsupported { reason } => format!("cannot run: {reason}"),
+    }
+}
+
+/// A host line's verdict: host lines keep no headroom.
+pub(crate) fn host_verdict_text(verdict: &vram_core::budget::Verdict) -> String {
+    use vram_core::budget::Verdict;
+    match verdict {
+        Verdict::Fits { free } => format!("fits, {} free", free.human()),
         Verdict::Over { over } => format!("does not fit: over by {}", over.human()),
         Verdict::Unsupported { reason } => format!("cannot run: {reason}"),
     }

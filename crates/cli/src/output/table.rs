@@ -29,7 +29,7 @@ pub(crate) fn file(name: &str, budget: &Budget, color: Color) -> String {
     let paint = Paint(color);
     let mut out = String::new();
     let _ = writeln!(out, "{}", paint.wrap(BOLD, name));
-    if super::is_empty(budget) {
+    if super::is_empty(budget) && budget.queries.is_empty() {
         let _ = writeln!(out, "  no checks evaluated");
     }
     for check in &budget.checks {
@@ -85,6 +85,60 @@ pub(crate) fn file(name: &str, budget: &Budget, color: Color) -> String {
             let text = verdict_text(&device.verdict);
             let style = if device.verdict.fits() { GREEN } else { RED };
             let _ = writeln!(out, "      {}", paint.wrap(style, &text));
+        }
+        if let Some(host) = &check.host {
+            for (what, line) in [("host RAM", &host.ram), ("disk", &host.disk)] {
+                let capacity = line
+                    .capacity
+                    .map_or("not declared".to_string(), vram_core::bytes::Bytes::human);
+                let _ = writeln!(out, "\n    {what} · {capacity}");
+                for component in &line.components {
+                    let _ = writeln!(
+                        out,
+                        "      {:<58} {:>12}  {}",
+                        component.name,
+                        component.bytes.human(),
+                        paint.wrap(DIM, component.provenance.name()),
+                    );
+                }
+                let _ = writeln!(out, "      {:<58} {:>12}", "required", line.required.human());
+                if let Some(verdict) = &line.verdict {
+                    let style = if verdict.fits() { GREEN } else { RED };
+                    let _ = writeln!(
+                        out,
+                        "      {}",
+                        paint.wrap(style, &super::host_verdict_text(verdict))
+                    );
+                }
+            }
+        }
+        if !check.suggestions.is_empty() {
+            let _ = writeln!(out, "\n    {}", paint.wrap(BOLD, "what would fit"));
+            for suggestion in &check.suggestions {
+                let _ = writeln!(out, "      {}", suggestion.change);
+                let _ = writeln!(out, "        {}", paint.wrap(DIM, &suggestion.detail));
+                if let Some(warning) = &suggestion.warning {
+                    let _ = writeln!(out, "        warning: {warning}");
+                }
+            }
+        }
+    }
+    for query in &budget.queries {
+        let _ = writeln!(out, "\n  {}", paint.wrap(BOLD, &query.query));
+        let _ = writeln!(out, "    answer: {}", query.answer);
+        let _ = writeln!(out, "    {}", paint.wrap(DIM, &query.detail));
+        for machine in &query.machines {
+            let _ = writeln!(
+                out,
+                "      {:<28} {:>2} GPUs {:>12}  {}",
+                machine.machine,
+                machine.gpus,
+                machine.gpu_memory.human(),
+                verdict_text(&machine.verdict)
+            );
+        }
+        if let Some(warning) = &query.warning {
+            let _ = writeln!(out, "    warning: {warning}");
         }
     }
     out.push('\n');

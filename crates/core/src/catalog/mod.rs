@@ -4,6 +4,9 @@
 //! `devices.vram` is made from the project's GPU facts (exact totals as `nvidia-smi` reports
 //! them, architecture, compute capability, native precisions; sources in its comments).
 //! `models.vram` holds the shapes of popular open models from their `config.json`.
+//! `mig.vram` holds MIG slices as devices (one GPU instance each, with the memory the driver
+//! gives it), and `machines.vram` DGX systems and assumed example servers (GPUs, host RAM,
+//! disk), so that `find machines in catalog` has an answer out of the box.
 
 use std::sync::OnceLock;
 
@@ -11,8 +14,10 @@ use crate::diagnostic::Diagnostic;
 use crate::hir::Program;
 
 /// The catalog's text, one source per file, in the order they are checked.
-pub const SOURCES: [(&str, &str); 2] = [
+pub const SOURCES: [(&str, &str); 4] = [
     ("catalog/devices.vram", include_str!("devices.vram")),
+    ("catalog/mig.vram", include_str!("mig.vram")),
+    ("catalog/machines.vram", include_str!("machines.vram")),
     ("catalog/models.vram", include_str!("models.vram")),
 ];
 
@@ -34,4 +39,24 @@ pub fn build() -> (Program, Vec<(&'static str, Diagnostic)>) {
         program = checked.merged();
     }
     (program, problems)
+}
+
+/// A catalog made of a user's catalog file over the built-in one. The file's devices and models
+/// are added (replacing built-in entries of the same name); when it declares machines, they
+/// replace the built-in machines, so `find machines in catalog` searches the user's products.
+/// The diagnostics point into `source`.
+pub fn with_user(source: &str) -> (Program, Vec<Diagnostic>) {
+    let (file, mut diagnostics) = crate::syntax::parse(source);
+    let mut base = builtin().clone();
+    let declares_machines = file.declarations.iter().any(|d| {
+        matches!(d, crate::ast::Declaration::Block(b) if b.kind == crate::ast::DeclarationKind::Machine)
+    });
+    if declares_machines {
+        base.machines.clear();
+    }
+    let (checked, found) = crate::check::check(&file, &base, true);
+    diagnostics.extend(found);
+    // Replacing a built-in entry is what a catalog file is for: no shadowing warnings.
+    diagnostics.retain(|d| d.code != "W001");
+    (checked.merged(), diagnostics)
 }

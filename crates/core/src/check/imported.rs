@@ -51,7 +51,7 @@ pub(super) fn merged(
     let (file, diagnostics) = crate::syntax::parse(&text);
     let block = file.declarations.into_iter().find_map(|d| match d {
         Declaration::Block(block) => Some(block),
-        Declaration::Check(_) => None,
+        Declaration::Check(_) | Declaration::Find(_) => None,
     });
     let Some(block) = block.filter(|_| diagnostics.is_empty()) else {
         return Some(Err(vec![Diagnostic::error(

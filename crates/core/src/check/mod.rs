@@ -11,6 +11,7 @@ mod fields;
 mod imported;
 mod model;
 mod quantity;
+mod query;
 mod scene;
 mod target;
 mod training;
@@ -198,7 +199,7 @@ pub fn check_with_imports<'a>(
     let mut failed: BTreeSet<String> = BTreeSet::new();
     let blocks = file.declarations.iter().filter_map(|d| match d {
         Declaration::Block(decl) => Some(decl),
-        Declaration::Check(_) => None,
+        Declaration::Check(_) | Declaration::Find(_) => None,
     });
     let mut seen = BTreeSet::new();
     let blocks: Vec<_> = blocks.filter(|decl| seen.insert(decl.name.name.clone())).collect();
@@ -266,6 +267,12 @@ pub fn check_with_imports<'a>(
             }
             program.own.checks.push(spec);
         }
+    }
+    for declaration in &file.declarations {
+        let Declaration::Find(find) = declaration else { continue };
+        let (spec, found) = query::query(find, &scope, &program, &failed);
+        diagnostics.extend(found);
+        program.own.queries.extend(spec);
     }
     diagnostics.sort_by_key(|d| (d.primary.start, d.primary.end));
     (program, diagnostics)

@@ -32,6 +32,9 @@ pub(super) fn check(
         }
     };
     refer(&check.workload, &[DeclarationKind::Workload], &mut diagnostics);
+    for other in &check.also {
+        refer(other, &[DeclarationKind::Workload], &mut diagnostics);
+    }
     if let Some(headroom) = &check.headroom {
         refer(headroom, &[DeclarationKind::Headroom], &mut diagnostics);
     }
@@ -109,7 +112,9 @@ pub(super) fn check(
     if split.is_none() {
         ok = false;
     }
-    if let (Some(split), Some(workload)) = (split, program.workload(&check.workload.name)) {
+    let sharing = std::iter::once(&check.workload).chain(&check.also);
+    for workload in sharing.filter_map(|w| program.workload(&w.name)) {
+        let Some(split) = split else { break };
         let shape =
             workload.model.as_ref().and_then(|m| program.model(m)).and_then(|m| m.shape.as_ref());
         if let Some(shape) = shape {
@@ -142,6 +147,12 @@ pub(super) fn check(
         }
     }
     let depends_on_failed = failed.contains(&check.workload.name)
+        || check.also.iter().any(|w| failed.contains(&w.name))
+        || check.also.iter().any(|w| {
+            program
+                .workload(&w.name)
+                .is_none_or(|w| w.model.as_ref().is_some_and(|m| failed.contains(m)))
+        })
         || devices.iter().any(|d| failed.contains(d))
         || machine.as_ref().is_some_and(|m| failed.contains(m))
         || check.headroom.as_ref().is_some_and(|h| failed.contains(&h.name))
@@ -150,9 +161,17 @@ pub(super) fn check(
             .is_none_or(|w| w.model.as_ref().is_some_and(|m| failed.contains(m)));
     let spec = match (ok && !depends_on_failed, split) {
         (true, Some(split)) => Some(CheckSpec {
-            id: format!("{} on {target}", check.workload.name),
+            id: format!(
+                "{} on {target}",
+                std::iter::once(&check.workload)
+                    .chain(&check.also)
+                    .map(|w| w.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            ),
             title: check.title.as_ref().map(|t| t.value.clone()),
             workload: check.workload.name.clone(),
+            also: check.also.iter().map(|w| w.name.clone()).collect(),
             target,
             machine,
             devices,

@@ -6,6 +6,7 @@
 mod band;
 mod calc;
 mod diffusion;
+mod host;
 pub(crate) mod llm;
 pub(crate) mod params;
 mod pool;
@@ -13,9 +14,11 @@ mod pool;
 pub use band::measured_margins;
 pub use params::parameter_count;
 mod runtime;
+mod sharing;
 mod training;
 
-use calc::{Overflow, div_ceil};
+pub(crate) use calc::Overflow;
+use calc::div_ceil;
 
 use crate::budget::{
     BandBasis, Budget, Capacity, CheckBudget, Component, DeviceBudget, HeadroomReport, HeldBy,
@@ -66,10 +69,12 @@ pub fn evaluate(program: &Layered<'_>) -> (Budget, Vec<Diagnostic>) {
             ),
         }
     }
-    (Budget { schema_version: SCHEMA_VERSION, checks }, diagnostics)
+    (Budget { schema_version: SCHEMA_VERSION, checks, queries: Vec::new() }, diagnostics)
 }
 
-fn evaluate_check(
+/// One check's budget: every device's components, headroom and verdict. The planner calls it
+/// directly with a changed workload or split.
+pub(crate) fn evaluate_check(
     program: &Layered<'_>,
     spec: &CheckSpec,
     diagnostics: &mut Vec<Diagnostic>,
@@ -91,21 +96,26 @@ fn evaluate_check(
             div_ceil(inference.sessions, d)
         ));
     }
+    let others: Vec<&Workload> = spec.also.iter().filter_map(|w| program.workload(w)).collect();
+    let model = workload.model.as_ref().and_then(|m| program.model(m));
+    let shape = model.and_then(|m| m.shape.as_ref());
+    let stored = model.and_then(|m| m.stored.as_ref());
+    let plan = shape.and_then(|s| sharing::stage_plan(program, spec, s.layers));
+    if let Some(plan) = plan.as_ref().filter(|plan| {
+        shape.is_some_and(|s| plan.iter().any(|(_, n)| *n != stage_layers(s.layers, p, 0)))
+            && spec.devices.windows(2).any(|w| w[0] != w[1])
+    }) {
+        let layers: Vec<String> = plan.iter().map(|(_, n)| n.to_string()).collect();
+        notes.push(format!(
+            "pipeline stages on GPUs of different sizes: layers divided in proportion to memory ({})",
+            layers.join(" / ")
+        ));
+    }
     for (rank, device_name) in spec.devices.iter().enumerate() {
         let Some(device) = program.device(device_name) else { return Ok(None) };
         let rank = rank as u64;
         let stage = (rank / t) % p;
-        let model = workload.model.as_ref().and_then(|m| program.model(m));
-        let shape = model.and_then(|m| m.shape.as_ref());
-        let stored = model.and_then(|m| m.stored.as_ref());
-        let placement = Placement {
-            tensor: t,
-            stage,
-            stages: p,
-            first_layer: shape
-                .map_or(0, |s| (0..stage).map(|k| stage_layers(s.layers, p, k)).sum()),
-            layers: shape.map_or(0, |s| stage_layers(s.layers, p, stage)),
-        };
+        let placement = sharing::placement(shape, split, stage, plan.as_ref());
         let role = format!(
             "tensor rank {} of {t}, pipeline stage {} of {p}, replica {} of {d}",
             rank % t,
@@ -115,7 +125,9 @@ fn evaluate_check(
         // Ranks on the same device kind and pipeline stage hold the same things: compute once.
         let key = (device_name.as_str(), stage);
         let (components, kv_pool) = memo(&mut cache, key, || {
-            device_components(program, workload, shape, stored, device, &placement, split)
+            let held =
+                device_components(program, workload, shape, stored, device, &placement, split)?;
+            sharing::with_co_resident(program, workload, &others, held, device, stage, split)
         })?;
 
         let used = calc::sum(components.iter().map(|c| c.bytes))?;
@@ -124,7 +136,10 @@ fn evaluate_check(
         let (headroom_bytes, headroom_rule) =
             memo(&mut headrooms, device_name.as_str(), || headroom_for(&headroom, device))?;
         let required = calc::add(used, headroom_bytes)?;
-        let missing = missing_features(workload, device);
+        let mut missing = missing_features(workload, device);
+        for other in &others {
+            missing.extend(missing_features(other, device));
+        }
         let verdict = if let Some((precision, feature)) = missing.first() {
             if !reported_capability.contains(device_name) {
                 reported_capability.push(device_name.clone());
@@ -168,7 +183,28 @@ fn evaluate_check(
             verdict,
         });
     }
-    let Some(verdict) = Verdict::worst(devices.iter().map(|d| &d.verdict)) else { return Ok(None) };
+    let host = match spec.machine.as_deref().and_then(|m| program.machine(m)) {
+        Some(machine) => {
+            let replica = usize::try_from(t * p).unwrap_or(usize::MAX);
+            let persistent = calc::sum(
+                devices
+                    .iter()
+                    .take(replica)
+                    .flat_map(|d| d.components.iter())
+                    .filter(|c| c.category == crate::budget::Category::Persistent)
+                    .map(|c| c.bytes),
+            )?;
+            let all: Vec<&Workload> =
+                std::iter::once(workload).chain(others.iter().copied()).collect();
+            Some(host::host(program, machine, &all, persistent, spec.devices.len() as u64)?)
+        }
+        None => None,
+    };
+    let host_verdicts = host.iter().flat_map(|h| [&h.ram.verdict, &h.disk.verdict]).flatten();
+    let Some(verdict) = Verdict::worst(devices.iter().map(|d| &d.verdict).chain(host_verdicts))
+    else {
+        return Ok(None);
+    };
     Ok(Some(CheckBudget {
         id: spec.id.clone(),
         title: spec.title.clone(),
@@ -178,6 +214,8 @@ fn evaluate_check(
         devices,
         verdict,
         notes,
+        suggestions: Vec::new(),
+        host,
     }))
 }
 

@@ -11,7 +11,7 @@ use pest::pratt_parser::{Assoc, Op, PrattParser};
 use super::Rule;
 use crate::ast::{
     BinaryOp, Block, BlockDeclaration, Check, CountOf, Declaration, DeclarationKind, Expr, Field,
-    File, Ident, SplitPart, Target, Text, Unit, Value,
+    File, Find, FindGoal, Ident, SplitPart, Target, Text, Unit, Value,
 };
 use crate::diagnostic::Diagnostic;
 use crate::limits::MAX_DIGITS;
@@ -34,6 +34,7 @@ pub(super) fn lower_file(pair: Pair<'_, Rule>, offset: usize) -> (File, Vec<Diag
                 file.declarations.push(Declaration::Block(decl));
             }
             Rule::check => file.declarations.push(Declaration::Check(lowerer.lower_check(pair))),
+            Rule::find => file.declarations.push(Declaration::Find(lowerer.lower_find(pair))),
             Rule::EOI => {}
             rule => unreachable!("file holds declarations only, got {rule:?}"),
         }
@@ -79,6 +80,7 @@ impl Lowerer {
         let span = self.span(&pair);
         let mut title = None;
         let mut workload = None;
+        let mut also = Vec::new();
         let mut target = None;
         let mut split = Vec::new();
         let mut headroom = None;
@@ -87,6 +89,10 @@ impl Lowerer {
                 Rule::keyword_check | Rule::keyword_on => {}
                 Rule::title => title = Some(self.lower_title(pair)),
                 Rule::name => workload = Some(self.lower_name(pair)),
+                Rule::co_resident => {
+                    let name = pair.into_inner().next().expect("co_resident has a name");
+                    also.push(self.lower_name(name));
+                }
                 Rule::target => target = Some(self.lower_target(pair)),
                 Rule::split => split = self.lower_split(pair),
                 Rule::headroom_choice => {
@@ -107,7 +113,69 @@ impl Lowerer {
                 Target::Named(name) => name.span,
             });
         let span = Span { start: span.start, end: end.end };
-        Check { title, workload, target, split, headroom, span }
+        Check { title, workload, also, target, split, headroom, span }
+    }
+
+    fn lower_find(&mut self, pair: Pair<'_, Rule>) -> Find {
+        let span = self.span(&pair);
+        let mut goal = None;
+        let mut workload = None;
+        let mut target = None;
+        let mut split = Vec::new();
+        let mut headroom = None;
+        for pair in pair.into_inner() {
+            match pair.as_rule() {
+                Rule::keyword_find | Rule::keyword_for | Rule::keyword_on => {}
+                Rule::find_goal => goal = Some(self.lower_find_goal(pair)),
+                Rule::name => workload = Some(self.lower_name(pair)),
+                Rule::target => target = Some(self.lower_target(pair)),
+                Rule::split => split = self.lower_split(pair),
+                Rule::headroom_choice => {
+                    let name = pair.into_inner().nth(1).expect("headroom_choice has a name");
+                    headroom = Some(self.lower_name(name));
+                }
+                rule => unreachable!("find child {rule:?}"),
+            }
+        }
+        let goal = goal.expect("a find has a goal");
+        let workload = workload.expect("a find names its workload");
+        let end = headroom
+            .as_ref()
+            .map(|h| h.span)
+            .or_else(|| split.last().map(|p: &SplitPart| p.degree.span()))
+            .or_else(|| {
+                target.as_ref().map(|t| match t {
+                    Target::Count(count) => count.span,
+                    Target::Named(name) => name.span,
+                })
+            })
+            .unwrap_or(workload.span);
+        let span = Span { start: span.start, end: end.end };
+        Find { goal, workload, target, split, headroom, span }
+    }
+
+    fn lower_find_goal(&mut self, pair: Pair<'_, Rule>) -> FindGoal {
+        let inner = pair.into_inner().next().expect("find_goal has one child");
+        match inner.as_rule() {
+            Rule::find_max => {
+                let name = inner.into_inner().nth(1).expect("find_max has a name");
+                FindGoal::Max(self.lower_name(name))
+            }
+            Rule::find_min => {
+                let mut names = inner.into_inner().filter(|p| p.as_rule() == Rule::name);
+                let what = self.lower_name(names.next().expect("find_min names what"));
+                let of = self.lower_name(names.next().expect("find_min names a device"));
+                FindGoal::Min { what, of }
+            }
+            Rule::find_in => {
+                let mut names = inner.into_inner().filter(|p| p.as_rule() == Rule::name);
+                let what = self.lower_name(names.next().expect("find_in names what"));
+                let collection = self.lower_name(names.next().expect("find_in names where"));
+                FindGoal::In { what, collection }
+            }
+            Rule::name => FindGoal::Word(self.lower_name(inner)),
+            rule => unreachable!("find_goal child {rule:?}"),
+        }
     }
 
     fn lower_target(&mut self, pair: Pair<'_, Rule>) -> Target {

@@ -23,6 +23,20 @@ pub fn rule_name(rule: Rule) -> &'static str {
         Rule::check => "a check such as `check chat on l4`",
         Rule::keyword_check => "`check`",
         Rule::keyword_on => "`on`",
+        Rule::co_resident => "another workload such as `+ embedder`",
+        Rule::find => "a query such as `find max sessions for chat on l4`",
+        Rule::find_goal => {
+            "what to find: `max sessions`, `min gpus of l4`, `machines in catalog`, `precision`"
+        }
+        Rule::find_max => "`max` and a parameter such as `sessions`",
+        Rule::find_min => "`min gpus of` and a device",
+        Rule::find_in => "`machines in catalog`",
+        Rule::keyword_find => "`find`",
+        Rule::keyword_for => "`for`",
+        Rule::keyword_max => "`max`",
+        Rule::keyword_min => "`min`",
+        Rule::keyword_of => "`of`",
+        Rule::keyword_in => "`in`",
         Rule::target => "a device, a machine, or a count such as `2 x h100-sxm-80gb`",
         Rule::split => "a split such as `split tensor 2`",
         Rule::keyword_split => "`split`",

@@ -8,4 +8,5 @@ mod format;
 mod formulas;
 mod header;
 mod import;
+mod planner;
 mod tidy;

@@ -1,0 +1,146 @@
+//! The rest of the machine: host RAM and disk, each a budget line with its components and a
+//! verdict against what the machine declares (`host_ram`, `disk`).
+//!
+//! Only checks on a machine get these lines: a bare device has no host to budget. The lines are
+//! whole-machine totals (every process of the check together), with no headroom rule of their
+//! own. A line over its capacity makes the check not fit, like an over-budget GPU.
+//!
+//! RAM: one copy of the weights staged while loading (checkpoints are read through the page
+//! cache before each rank copies its shard to its GPU), vLLM's pinned swap space per GPU, and
+//! the training states DeepSpeed offloads to the host. Disk: the model files, the original
+//! checkpoint kept beside a converted one, and one training checkpoint.
+
+use super::calc::{self, Overflow};
+use crate::budget::{Category, Component, HeldBy, HostBudget, HostLine, Provenance, Verdict};
+use crate::bytes::{Bytes, GIB};
+use crate::hir::{Layered, Machine, Method, Offload, Runtime, Workload};
+use crate::ratio::Ratio;
+
+/// vLLM's default CPU swap space for preempted sequences, pinned host memory per GPU
+/// (`EngineArgs.swap_space = 4` GiB, V0 engine).
+const VLLM_SWAP: u64 = 4 * GIB;
+
+/// The host lines of a check on `machine`. `persistent` is the weights of one replica (the sum
+/// of the persistent components over the ranks of the first replica); `gpus` the devices used.
+pub(super) fn host(
+    program: &Layered<'_>,
+    machine: &Machine,
+    workloads: &[&Workload],
+    persistent: Bytes,
+    gpus: u64,
+) -> Result<HostBudget, Overflow> {
+    let mut ram = vec![component(
+        "weights staged while loading",
+        persistent,
+        Provenance::Assumed,
+        format!("{persistent}: one copy of the weights of one replica"),
+        "checkpoints are read through the page cache (safetensors mmap) before each rank copies its shard to its GPU",
+    )];
+    let mut disk = vec![component(
+        "model files",
+        persistent,
+        Provenance::Formula,
+        format!("{persistent}: the weights of one replica at their declared precision"),
+        "the files hold every weight once, in the precision they are loaded in",
+    )];
+    for workload in workloads {
+        let model = workload.model.as_ref().and_then(|m| program.model(m));
+        if workload.runtime == Runtime::Vllm {
+            let bytes = Bytes(VLLM_SWAP.checked_mul(gpus).ok_or(Overflow)?);
+            ram.push(component(
+                &format!("{}: pinned swap space (vLLM)", workload.name),
+                bytes,
+                Provenance::Assumed,
+                format!("4 GiB × {gpus} GPUs = {bytes}"),
+                "vLLM EngineArgs.swap_space default, 4 GiB of pinned CPU memory per GPU (V0 engine)",
+            ));
+        }
+        if let (Some(stored), Some(inference)) =
+            (model.and_then(|m| m.stored.as_ref()), &workload.inference)
+            && stored.format != inference.weights
+        {
+            disk.push(component(
+                &format!("{}: original checkpoint beside the converted one", workload.name),
+                stored.bytes,
+                Provenance::Exact,
+                format!(
+                    "{} as stored ({}), kept while converting to {}",
+                    stored.bytes,
+                    stored.format.name(),
+                    inference.weights.name()
+                ),
+                "the checkpoint's headers",
+            ));
+        }
+        let (Some(training), Some(shape)) =
+            (&workload.training, model.and_then(|m| m.shape.as_ref()))
+        else {
+            continue;
+        };
+        if !matches!(training.method, Method::Full) {
+            continue;
+        }
+        let params = super::params::parameter_count(shape).ok_or(Overflow)?;
+        let states = Ratio::int(i128::from(training.optimizer.states()))
+            .checked_mul(training.optimizer.bytes_per_state())
+            .ok_or(Overflow)?;
+        let master =
+            training.master.map_or(Ratio::ZERO, crate::precision::Precision::bytes_per_element);
+        if training.offload != Offload::None {
+            let per = master.checked_add(states).ok_or(Overflow)?;
+            let bytes = Bytes::for_elements(params, per).ok_or(Overflow)?;
+            ram.push(component(
+                &format!("{}: optimizer state and master weights offloaded", workload.name),
+                bytes,
+                Provenance::Formula,
+                format!("{params} params × {per} B = {bytes}"),
+                "DeepSpeed offload_optimizer keeps fp32 master weights and optimizer state in host memory",
+            ));
+        }
+        let per = training
+            .weights
+            .bytes_per_element()
+            .checked_add(master)
+            .and_then(|r| r.checked_add(states))
+            .ok_or(Overflow)?;
+        let bytes = Bytes::for_elements(params, per).ok_or(Overflow)?;
+        disk.push(component(
+            &format!("{}: one training checkpoint", workload.name),
+            bytes,
+            Provenance::Formula,
+            format!("{params} params × {per} B (weights, master, optimizer state) = {bytes}"),
+            "a resumable checkpoint saves the weights, the master copy and the optimizer state",
+        ));
+    }
+    Ok(HostBudget { ram: line(ram, machine.host_ram)?, disk: line(disk, machine.disk)? })
+}
+
+fn line(components: Vec<Component>, capacity: Option<Bytes>) -> Result<HostLine, Overflow> {
+    let required = calc::sum(components.iter().map(|c| c.bytes))?;
+    let verdict = capacity.map(|capacity| {
+        if required <= capacity {
+            Verdict::Fits { free: Bytes(capacity.0 - required.0) }
+        } else {
+            Verdict::Over { over: Bytes(required.0 - capacity.0) }
+        }
+    });
+    Ok(HostLine { capacity, components, required, verdict })
+}
+
+fn component(
+    name: &str,
+    bytes: Bytes,
+    provenance: Provenance,
+    formula: String,
+    source: &str,
+) -> Component {
+    Component {
+        name: name.to_string(),
+        category: Category::Persistent,
+        bytes,
+        provenance,
+        formula,
+        held_by: HeldBy::Tensors,
+        source: Some(source.to_string()),
+    }
+}

@@ -1,0 +1,207 @@
+//! Property tests of the planner: over many generated workloads, every answer is checked by
+//! evaluating an independently written file (the answer substituted into the text, parsed and
+//! checked from scratch): it fits at the answer, and does not one step beyond.
+
+use super::search::Boundary;
+use super::{Knob, Planner};
+use crate::hir::Layered;
+
+/// A small deterministic generator (SplitMix64), so failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[usize::try_from(self.next() % items.len() as u64).unwrap_or(0)]
+    }
+
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+const MODELS: [&str; 6] =
+    ["llama3.1-8b", "mistral-7b", "qwen2.5-7b", "llama3.2-3b", "qwen2.5-14b", "gemma2-9b"];
+const DEVICES: [&str; 6] = ["l4", "a10", "l40s", "rtx-4090", "a100-40gb", "h100-sxm-80gb"];
+
+fn inference_source(
+    model: &str,
+    runtime: &str,
+    weights: &str,
+    context: u64,
+    sessions: u64,
+    target: &str,
+) -> String {
+    format!(
+        "workload w {{\n  model {model}\n  runtime {runtime}\n  inference {{\n    weights {weights}\n    context {context} tokens\n    sessions {sessions}\n  }}\n}}\ncheck w on {target}\n"
+    )
+}
+
+fn training_source(model: &str, micro_batch: u64, sequence: u64, target: &str) -> String {
+    format!(
+        "workload w {{\n  model {model}\n  runtime pytorch\n  training {{\n    method lora {{\n      rank 16\n      targets all\n    }}\n    weights bf16\n    optimizer adamw\n    micro_batch {micro_batch}\n    sequence {sequence} tokens\n    checkpointing full\n  }}\n}}\ncheck w on {target}\n"
+    )
+}
+
+fn checked(source: &str) -> Layered<'static> {
+    let (file, diagnostics) = crate::syntax::parse(source);
+    assert!(diagnostics.is_empty(), "{diagnostics:?}\n{source}");
+    let (program, diagnostics) = crate::check::check(&file, crate::catalog::builtin(), false);
+    assert!(
+        !diagnostics.iter().any(crate::diagnostic::Diagnostic::is_error),
+        "{diagnostics:?}\n{source}"
+    );
+    program
+}
+
+/// Whether the file's one check fits, evaluated from text as a user would.
+fn fits(source: &str) -> bool {
+    let outcome = crate::evaluate(source);
+    assert!(
+        !outcome.diagnostics.iter().any(|d| d.is_error() && d.code != "E040"),
+        "{:?}\n{source}",
+        outcome.diagnostics
+    );
+    outcome.budget.checks.iter().all(|c| c.verdict.fits())
+}
+
+#[test]
+fn max_sessions_and_context_are_the_true_boundary() {
+    let mut rng = Rng(7);
+    let mut answers = 0;
+    for _ in 0..24 {
+        let model = *rng.pick(&MODELS);
+        let device = *rng.pick(&DEVICES);
+        let runtime = *rng.pick(&["vllm", "pytorch", "llama.cpp"]);
+        let weights = *rng.pick(&["fp16", "int8", "q4_k_m", "awq-int4"]);
+        let (context, sessions) = (rng.range(256, 32_768), rng.range(1, 64));
+        let source = inference_source(model, runtime, weights, context, sessions, device);
+        let program = checked(&source);
+        let Some(spec) = program.checks().first() else { continue };
+        let mut planner = Planner::new(&program, spec).expect("planner");
+        for knob in [Knob::Sessions, Knob::Context] {
+            let Ok(Some(answer)) = planner.find_max(knob) else { continue };
+            let with = |v: u64| match knob {
+                Knob::Sessions => inference_source(model, runtime, weights, context, v, device),
+                _ => inference_source(model, runtime, weights, v, sessions, device),
+            };
+            match answer.boundary {
+                Boundary::Largest(x) => {
+                    assert!(fits(&with(x)), "{knob:?} {x} should fit:\n{source}");
+                    assert!(!fits(&with(x + 1)), "{knob:?} {} should not fit:\n{source}", x + 1);
+                    answers += 1;
+                }
+                Boundary::Limit(x) => assert!(fits(&with(x)), "{knob:?} limit {x}:\n{source}"),
+                Boundary::NoneFits => {
+                    assert!(!fits(&with(1)), "{knob:?} 1 should not fit:\n{source}");
+                }
+            }
+        }
+    }
+    assert!(answers >= 10, "only {answers} boundaries found: the generator is too narrow");
+}
+
+#[test]
+fn max_batch_and_sequence_of_training_are_the_true_boundary() {
+    let mut rng = Rng(11);
+    let mut answers = 0;
+    for _ in 0..10 {
+        let model = *rng.pick(&MODELS);
+        let device = *rng.pick(&["l40s", "a100-40gb", "h100-sxm-80gb", "rtx-4090"]);
+        let (batch, sequence) = (rng.range(1, 16), rng.range(512, 8192));
+        let source = training_source(model, batch, sequence, device);
+        let program = checked(&source);
+        let spec = program.checks().first().expect("one check").clone();
+        let mut planner = Planner::new(&program, &spec).expect("planner");
+        for knob in [Knob::Batch, Knob::Context] {
+            let Ok(Some(answer)) = planner.find_max(knob) else { continue };
+            let with = |v: u64| match knob {
+                Knob::Batch => training_source(model, v, sequence, device),
+                _ => training_source(model, batch, v, device),
+            };
+            if let Boundary::Largest(x) = answer.boundary {
+                assert!(fits(&with(x)), "{knob:?} {x} should fit:\n{source}");
+                assert!(!fits(&with(x + 1)), "{knob:?} {} should not fit:\n{source}", x + 1);
+                answers += 1;
+            }
+        }
+    }
+    assert!(answers >= 5, "only {answers} boundaries found");
+}
+
+#[test]
+fn min_devices_fit_and_the_next_smaller_split_does_not() {
+    let mut rng = Rng(3);
+    let mut answers = 0;
+    for _ in 0..12 {
+        let model = *rng.pick(&["llama3.1-70b", "qwen2.5-32b", "qwen2.5-72b", "llama3.1-8b"]);
+        let device = *rng.pick(&["l4", "l40s", "a100-40gb", "rtx-4090"]);
+        let source = inference_source(
+            model,
+            "vllm",
+            "fp16",
+            rng.range(2048, 16384),
+            rng.range(1, 32),
+            device,
+        );
+        let program = checked(&source);
+        let spec = program.checks().first().expect("one check").clone();
+        let mut planner = Planner::new(&program, &spec).expect("planner");
+        let splits = planner.device_splits();
+        let Ok(Some(answer)) = planner.min_devices(device) else { continue };
+        let line = |count: u64, split: crate::budget::SplitReport| {
+            let check = super::suggest::check_line("w", count, device, split);
+            let body = source.rsplit_once("check w on").map_or(source.as_str(), |(b, _)| b);
+            format!("{body}{check}\n")
+        };
+        assert!(
+            fits(&line(answer.count, answer.split)),
+            "{} x {device} should fit:\n{source}",
+            answer.count
+        );
+        let index = splits.iter().position(|s| s.devices() == answer.count).expect("a candidate");
+        if index > 0 {
+            let fewer = super::suggest::report(splits[index - 1]);
+            assert!(
+                !fits(&line(splits[index - 1].devices(), fewer)),
+                "fewer should not fit:\n{source}"
+            );
+        }
+        answers += 1;
+    }
+    assert!(answers >= 6, "only {answers} answers");
+}
+
+#[test]
+fn the_precision_found_fits_and_the_larger_candidate_does_not() {
+    let mut rng = Rng(5);
+    let mut answers = 0;
+    for _ in 0..12 {
+        let model = *rng.pick(&["llama3.1-8b", "qwen2.5-14b", "mistral-7b"]);
+        let device = *rng.pick(&["l4", "a10", "rtx-4090", "t4"]);
+        let (context, sessions) = (rng.range(2048, 16384), rng.range(1, 16));
+        let source = inference_source(model, "vllm", "fp16", context, sessions, device);
+        let program = checked(&source);
+        let spec = program.checks().first().expect("one check").clone();
+        let mut planner = Planner::new(&program, &spec).expect("planner");
+        let candidates = planner.precision_candidates();
+        let Ok(Some(answer)) = planner.find_precision() else { continue };
+        let with = |w: &str| inference_source(model, "vllm", w, context, sessions, device);
+        assert!(fits(&with(&answer.weights)), "{} should fit:\n{source}", answer.weights);
+        let index =
+            candidates.iter().position(|c| c.name() == answer.weights).expect("a candidate");
+        if index > 0 {
+            let larger = candidates[index - 1].name();
+            assert!(!fits(&with(&larger)), "{larger} should not fit:\n{source}");
+        }
+        answers += 1;
+    }
+    assert!(answers >= 4, "only {answers} answers");
+}

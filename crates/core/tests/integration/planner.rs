@@ -1,0 +1,117 @@
+//! Co-residency, heterogeneous machines, host lines and `find` answers, through `evaluate`.
+
+use vram_core::budget::{CheckBudget, QueryKind, Verdict};
+
+fn checks(source: &str) -> Vec<CheckBudget> {
+    let outcome = vram_core::evaluate(source);
+    assert!(
+        !outcome.diagnostics.iter().any(vram_core::diagnostic::Diagnostic::is_error),
+        "{:#?}",
+        outcome.diagnostics
+    );
+    outcome.budget.checks
+}
+
+const TWO: &str = "
+workload a { model llama3.1-8b; runtime pytorch; inference { weights bf16; context 4096 tokens; sessions 2 } }
+workload b { model qwen2.5-0.5b; runtime pytorch; inference { weights bf16; context 2048 tokens; sessions 8 } }
+";
+
+#[test]
+fn co_resident_workloads_add_up_with_a_runtime_each() {
+    let together = checks(&format!("{TWO}check a + b on l40s\ncheck a on l40s\ncheck b on l40s"));
+    let (both, a, b) = (&together[0], &together[1], &together[2]);
+    assert_eq!(both.id, "a + b on l40s");
+    assert_eq!(both.devices[0].used.0, a.devices[0].used.0 + b.devices[0].used.0);
+    let contexts = both.devices[0]
+        .components
+        .iter()
+        .filter(|c| c.name.ends_with("CUDA context and kernels"))
+        .count();
+    assert_eq!(contexts, 2, "each process has its own CUDA context");
+    assert!(
+        both.devices[0]
+            .components
+            .iter()
+            .all(|c| c.name.starts_with("a: ") || c.name.starts_with("b: "))
+    );
+}
+
+#[test]
+fn pipeline_stages_on_unequal_gpus_follow_memory() {
+    let source = "
+machine mixed { gpus 1 x rtx-4090; gpus 1 x rtx-6000-ada }
+machine same { gpus 2 x rtx-6000-ada }
+workload w { model llama3.1-70b; runtime llama.cpp; inference { weights q4_k_m; context 4096 tokens } }
+check w on mixed split pipeline 2
+check w on same split pipeline 2
+check w on 2 x rtx-6000-ada split pipeline 2
+";
+    let all = checks(source);
+    assert!(all[0].notes.iter().any(|n| n.contains("(27 / 53)")), "{:?}", all[0].notes);
+    // Identical GPUs keep the even division: the machine and the plain count agree.
+    assert_eq!(all[1].devices, all[2].devices);
+    assert!(all[1].notes.iter().all(|n| !n.contains("proportion")));
+}
+
+#[test]
+fn host_ram_over_makes_a_machine_check_fail_and_bare_devices_have_no_host() {
+    let source = "
+machine tight { gpus 1 x l40s; host_ram 8 GiB; disk 1 TB }
+machine roomy { gpus 1 x l40s; host_ram 64 GiB; disk 1 TB }
+workload w { model llama3.1-8b; runtime pytorch; inference { weights bf16; context 4096 tokens } }
+check w on tight
+check w on roomy
+check w on l40s
+";
+    let all = checks(source);
+    let tight = all[0].host.as_ref().expect("a machine has host lines");
+    assert!(matches!(tight.ram.verdict, Some(Verdict::Over { .. })));
+    assert!(all[0].devices[0].verdict.fits());
+    assert!(!all[0].verdict.fits(), "the check fails on its host line");
+    assert!(all[1].verdict.fits());
+    let staged = &all[1].host.as_ref().expect("host").ram.components[0];
+    let weights: u64 = all[1].devices[0]
+        .components
+        .iter()
+        .filter(|c| c.category == vram_core::budget::Category::Persistent)
+        .map(|c| c.bytes.0)
+        .sum();
+    assert_eq!(staged.bytes.0, weights, "one copy of the weights is staged");
+    assert!(all[2].host.is_none());
+}
+
+#[test]
+fn every_query_kind_is_answered() {
+    let source = "
+workload chat { model llama3.1-8b; runtime vllm; inference { weights bf16; context 8192 tokens; sessions 8 } }
+workload tune { model qwen2.5-7b; runtime pytorch; training { method lora { rank 16; targets all }; weights bf16; optimizer adamw; micro_batch 16; sequence 2048 tokens; checkpointing full } }
+find max sessions for chat on l4
+find max context for chat on l4
+find precision for chat on l4
+find min gpus of l4 for chat
+find machines in catalog for chat
+find max batch for tune on rtx-4090
+";
+    let outcome = vram_core::evaluate(source);
+    let kinds: Vec<QueryKind> = outcome.budget.queries.iter().map(|q| q.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            QueryKind::MaxSessions,
+            QueryKind::MaxContext,
+            QueryKind::Precision,
+            QueryKind::MinDevices,
+            QueryKind::Machines,
+            QueryKind::MaxBatch
+        ]
+    );
+    assert!(
+        outcome.budget.queries.iter().all(|q| q.answer != "nothing fits"),
+        "{:#?}",
+        outcome.budget.queries
+    );
+    let machines = &outcome.budget.queries[4].machines;
+    assert!(machines.windows(2).all(|w| w[0].gpu_memory <= w[1].gpu_memory), "smallest first");
+    assert!(outcome.diagnostics.iter().any(|d| d.code == "W004"), "a precision change warns");
+}
