@@ -264,18 +264,21 @@ fn a_crashing_command_still_gets_a_report() {
     assert!(report["commands"][0]["spawn_error"].as_str().unwrap().contains("cannot start"));
 }
 
-#[test]
-fn sigint_is_forwarded_and_the_report_written() {
+/// Starts `vram-probe run` on `command`, sends `signal` once the command runs, and returns the
+/// probe's exit code and report.
+fn interrupt(name: &str, signal: &str, extra: &[&str], command: &[&str]) -> (Option<i32>, Value) {
     let _serial = serial();
     let machine = json!({"devices": [h100(&json!([[0, GIB]]), &json!([]))]});
-    let path = scenario("sigint", &machine);
-    let out = tmp("sigint.report.json");
+    let path = scenario(name, &machine);
+    let out = tmp(&format!("{name}.report.json"));
     let _ = std::fs::remove_file(&out);
     let started = Instant::now();
     let child = probe(&path)
         .args(["run", "--out"])
         .arg(&out)
-        .args(["--", "sleep", "30"])
+        .args(extra)
+        .arg("--")
+        .args(command)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -288,16 +291,32 @@ fn sigint_is_forwarded_and_the_report_written() {
         waited += 1;
     }
     std::thread::sleep(Duration::from_millis(200));
-    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
     assert!(status.success());
     let output = child.wait_with_output().unwrap();
     assert!(started.elapsed() < Duration::from_secs(10), "the command was not stopped");
-    assert_eq!(output.status.code(), Some(130));
-    let report = read_report(&out, &output);
+    (output.status.code(), read_report(&out, &output))
+}
+
+#[test]
+fn sigint_and_sigterm_are_forwarded_and_the_report_written() {
+    let (code, report) = interrupt("sigint", "-INT", &[], &["sleep", "30"]);
+    assert_eq!(code, Some(130));
     assert_eq!(report["ended_by"], "interrupted");
     assert_eq!(report["signal"], "SIGINT");
     assert_eq!(report["commands"][0]["exit"]["signal"], "SIGINT");
     assert!(report["duration_ms"].as_f64().unwrap() > 100.0);
+
+    let (code, report) = interrupt("sigterm", "-TERM", &[], &["sleep", "30"]);
+    assert_eq!(code, Some(143));
+    assert_eq!(report["signal"], "SIGTERM");
+    assert_eq!(report["commands"][0]["exit"]["signal"], "SIGTERM");
+
+    // A command that ignores the signal is killed after the grace period.
+    let stubborn = ["sh", "-c", "trap '' INT; sleep 30"];
+    let (code, report) = interrupt("stubborn", "-INT", &["--grace", "300ms"], &stubborn);
+    assert_eq!(code, Some(130));
+    assert_eq!(report["commands"][0]["exit"]["signal"], "SIGKILL");
 }
 
 #[test]
