@@ -191,6 +191,7 @@ pub fn run(
         conditions: Conditions {
             started_at_unix_ms: started_at,
             interval_us: u64::try_from(options.interval.as_micros()).unwrap_or(u64::MAX),
+            cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
             devices: infos,
             command_recorded: options.record_command,
             environment: options.record_command.then(|| {

@@ -39,7 +39,11 @@ fn scenario(name: &str, value: &Value) -> PathBuf {
 
 fn probe(scenario: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_vram-probe"));
-    command.env("VRAM_NVML_SIM_SCENARIO", scenario).arg("--nvml-lib").arg(sim_lib());
+    command
+        .env("VRAM_NVML_SIM_SCENARIO", scenario)
+        .env("CUDA_VISIBLE_DEVICES", "0,1")
+        .arg("--nvml-lib")
+        .arg(sim_lib());
     command
 }
 
@@ -192,7 +196,8 @@ fn a_5ms_spike_is_caught() {
     // The timeline keeps the spike (maximum per bucket).
     let used_max = d.get("gaps").map(|_| &report["timeline"]["devices"][0]["used_max"]).unwrap();
     assert!(used_max.as_array().unwrap().iter().any(|v| v == &json!(9 * GIB)));
-    // Nothing about the command line unless asked.
+    // Nothing about the command line unless asked; the device mapping always.
+    assert_eq!(report["conditions"]["cuda_visible_devices"], "0,1");
     assert_eq!(report["commands"][0]["argv"], Value::Null);
     assert_eq!(report["conditions"]["environment"], Value::Null);
 }
