@@ -635,3 +635,29 @@ fn the_python_helper_writes_nothing_without_a_view() {
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "None");
     assert!(!target.exists());
 }
+
+#[test]
+fn a_terminal_gets_a_live_progress_line() {
+    // `script` (util-linux) gives the probe a terminal.
+    let _serial = serial();
+    let machine = json!({
+        "clock": "first_process_list",
+        "devices": [h100(&json!([[0, 2 * GIB], [50, 3 * GIB], [100, 2 * GIB]]), &json!([]))]
+    });
+    let path = scenario("progress", &machine);
+    let out = tmp("progress.report.json");
+    let line = format!(
+        "{} --nvml-lib {} run --out {} -- sleep 0.8",
+        env!("CARGO_BIN_EXE_vram-probe"),
+        sim_lib().display(),
+        out.display()
+    );
+    let output = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("VRAM_NVML_SIM_SCENARIO", &path)
+        .output()
+        .expect("script (util-linux) runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("\r\x1b[2K"), "{text:?}");
+    assert!(text.contains("GPU 0 2.00 GiB (peak 3.00 GiB)"), "{text:?}");
+}
