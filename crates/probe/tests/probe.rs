@@ -264,6 +264,13 @@ fn a_crashing_command_still_gets_a_report() {
     assert_eq!(code, 1);
     assert_eq!(report["commands"][0]["exit"]["code"], 3);
 
+    // A daemon the command leaves behind holds its output open: the report does not wait for it.
+    let started = Instant::now();
+    let (code, report, _) =
+        run("leftover", &machine, &[], &["sh", "-c", "sleep 0.05; (sleep 5 &); exit 0"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(started.elapsed() < Duration::from_secs(4));
+
     let (code, report, _) = run("no-such-command", &machine, &[], &["/nonexistent/command"]);
     assert_eq!(code, 1);
     assert!(report["commands"][0]["spawn_error"].as_str().unwrap().contains("cannot start"));
