@@ -56,6 +56,10 @@ pub struct Conditions {
     /// When the run started, ms since the Unix epoch.
     pub started_at_unix_ms: u64,
     pub interval_us: u64,
+    /// `CUDA_VISIBLE_DEVICES` as the commands inherit it: how their device numbers map to
+    /// NVML's. Recorded always (it is a condition of the run, not a secret); absent when unset.
+    #[serde(default)]
+    pub cuda_visible_devices: Option<String>,
     /// Every GPU as it was before the commands started (identity, memory, MIG, ECC).
     pub devices: Vec<DeviceInfo>,
     /// Whether command lines and the environment were recorded (`--record-command`).

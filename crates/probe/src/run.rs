@@ -18,7 +18,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use nix::sys::signal::{Signal, killpg};
@@ -37,6 +37,9 @@ use crate::sampler::{self, Shared};
 
 /// How long commands get to exit after a forwarded signal before SIGKILL.
 pub const GRACE: Duration = Duration::from_secs(10);
+
+/// How long the output of commands that have ended may still be read.
+const READER_DRAIN: Duration = Duration::from_secs(1);
 
 /// What to run and how.
 #[derive(Debug)]
@@ -85,8 +88,8 @@ pub fn run(
                 .join(format!("vram-probe-{}-{i}-framework.json", std::process::id()))
         })
         .collect();
-    let ooms: Vec<Mutex<Vec<OomMatch>>> =
-        (0..options.commands.len()).map(|_| Mutex::new(Vec::new())).collect();
+    let ooms: Vec<Arc<Mutex<Vec<OomMatch>>>> =
+        (0..options.commands.len()).map(|_| Arc::new(Mutex::new(Vec::new()))).collect();
     let t0 = Instant::now();
     let mut caught: Option<i32> = None;
     let (sampled, mut commands) = std::thread::scope(|scope| {
@@ -101,12 +104,15 @@ pub fn run(
             match spawn(argv, &frame_files[index]) {
                 Ok(mut child) => {
                     shared.started(index, child.id());
-                    let found = &ooms[index];
+                    // Not scoped: a descendant that outlives the command (a daemon it started) may
+                    // keep the pipes open, and the report must not wait for it.
                     if let Some(stream) = child.stdout.take() {
-                        readers.push(scope.spawn(move || pass(stream, "stdout", found)));
+                        let found = Arc::clone(&ooms[index]);
+                        readers.push(std::thread::spawn(move || pass(stream, "stdout", &found)));
                     }
                     if let Some(stream) = child.stderr.take() {
-                        readers.push(scope.spawn(move || pass(stream, "stderr", found)));
+                        let found = Arc::clone(&ooms[index]);
+                        readers.push(std::thread::spawn(move || pass(stream, "stderr", &found)));
                     }
                     running.push(Running::started(index, child, started_ms));
                 }
@@ -118,7 +124,13 @@ pub fn run(
         wait(&mut running, &mut signals, options.grace, t0, &mut caught, &shared, progress);
         shared.stop();
         let measured = sampler.join();
-        for reader in readers {
+        // The output that is still in the pipes gets a moment to arrive; a pipe held open by a
+        // leftover descendant is left to its reader.
+        let drain = Instant::now();
+        while readers.iter().any(|r| !r.is_finished()) && drain.elapsed() < READER_DRAIN {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for reader in readers.into_iter().filter(std::thread::JoinHandle::is_finished) {
             let _ = reader.join();
         }
         (measured, running)
@@ -191,6 +203,7 @@ pub fn run(
         conditions: Conditions {
             started_at_unix_ms: started_at,
             interval_us: u64::try_from(options.interval.as_micros()).unwrap_or(u64::MAX),
+            cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
             devices: infos,
             command_recorded: options.record_command,
             environment: options.record_command.then(|| {

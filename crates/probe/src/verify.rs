@@ -121,11 +121,7 @@ fn device_items(subject: &str, device: &Device, real: &DeviceInfo) -> Vec<Item> 
     let mut items = Vec::new();
 
     let title = device.display_name();
-    let model = title.split_whitespace().find(|w| w.chars().any(|c| c.is_ascii_digit()));
-    let model_pass = match (model, real.name.known()) {
-        (Some(model), Some(name)) => name.split_whitespace().any(|w| w.eq_ignore_ascii_case(model)),
-        _ => false,
-    };
+    let model_pass = real.name.known().is_some_and(|name| same_model(title, name));
     items.push(item("model", model_pass, title.to_string(), text(&real.name)));
 
     let total = real.memory.known().map(|m| m.total);
@@ -193,8 +189,48 @@ fn device_items(subject: &str, device: &Device, real: &DeviceInfo) -> Vec<Item> 
     items
 }
 
+/// Whether NVML's `name` is the declared `title`'s model: the title's first word with a digit
+/// (`H100`, `L40S`, `4090`) is a word of the name. Words split at anything but letters and
+/// digits, so `NVIDIA A100 SXM4 80GB` matches `NVIDIA A100-SXM4-80GB`, and `L4` does not
+/// match `L40S`.
+fn same_model(title: &str, name: &str) -> bool {
+    let words = |s: &str| -> Vec<String> {
+        s.split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_ascii_lowercase)
+            .collect()
+    };
+    let Some(model) = words(title).into_iter().find(|w| w.chars().any(|c| c.is_ascii_digit()))
+    else {
+        return false;
+    };
+    words(name).contains(&model)
+}
+
 /// `9.0` → 90.
 fn tenths(cc: &str) -> Option<u32> {
     let (major, minor) = cc.split_once('.')?;
     Some(major.parse::<u32>().ok()? * 10 + minor.parse::<u32>().ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn models_match_by_their_number() {
+        assert!(same_model("NVIDIA A100 SXM4 80GB", "NVIDIA A100-SXM4-80GB"));
+        assert!(same_model("NVIDIA H200 (SXM, 141GB)", "NVIDIA H200"));
+        assert!(same_model("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"));
+        assert!(!same_model("NVIDIA L4", "NVIDIA L40S"));
+        assert!(!same_model("NVIDIA H100 SXM5 80GB", "NVIDIA A100-SXM4-80GB"));
+        assert!(!same_model("a device", "NVIDIA H100"));
+    }
+
+    #[test]
+    fn compute_capability_in_tenths() {
+        assert_eq!(tenths("8.9"), Some(89));
+        assert_eq!(tenths("10.0"), Some(100));
+        assert_eq!(tenths("nine"), None);
+    }
 }

@@ -39,7 +39,11 @@ fn scenario(name: &str, value: &Value) -> PathBuf {
 
 fn probe(scenario: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_vram-probe"));
-    command.env("VRAM_NVML_SIM_SCENARIO", scenario).arg("--nvml-lib").arg(sim_lib());
+    command
+        .env("VRAM_NVML_SIM_SCENARIO", scenario)
+        .env("CUDA_VISIBLE_DEVICES", "0,1")
+        .arg("--nvml-lib")
+        .arg(sim_lib());
     command
 }
 
@@ -192,7 +196,8 @@ fn a_5ms_spike_is_caught() {
     // The timeline keeps the spike (maximum per bucket).
     let used_max = d.get("gaps").map(|_| &report["timeline"]["devices"][0]["used_max"]).unwrap();
     assert!(used_max.as_array().unwrap().iter().any(|v| v == &json!(9 * GIB)));
-    // Nothing about the command line unless asked.
+    // Nothing about the command line unless asked; the device mapping always.
+    assert_eq!(report["conditions"]["cuda_visible_devices"], "0,1");
     assert_eq!(report["commands"][0]["argv"], Value::Null);
     assert_eq!(report["conditions"]["environment"], Value::Null);
 }
@@ -259,23 +264,33 @@ fn a_crashing_command_still_gets_a_report() {
     assert_eq!(code, 1);
     assert_eq!(report["commands"][0]["exit"]["code"], 3);
 
+    // A daemon the command leaves behind holds its output open: the report does not wait for it.
+    let started = Instant::now();
+    let (code, report, _) =
+        run("leftover", &machine, &[], &["sh", "-c", "sleep 0.05; (sleep 5 &); exit 0"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(started.elapsed() < Duration::from_secs(4));
+
     let (code, report, _) = run("no-such-command", &machine, &[], &["/nonexistent/command"]);
     assert_eq!(code, 1);
     assert!(report["commands"][0]["spawn_error"].as_str().unwrap().contains("cannot start"));
 }
 
-#[test]
-fn sigint_is_forwarded_and_the_report_written() {
+/// Starts `vram-probe run` on `command`, sends `signal` once the command runs, and returns the
+/// probe's exit code and report.
+fn interrupt(name: &str, signal: &str, extra: &[&str], command: &[&str]) -> (Option<i32>, Value) {
     let _serial = serial();
     let machine = json!({"devices": [h100(&json!([[0, GIB]]), &json!([]))]});
-    let path = scenario("sigint", &machine);
-    let out = tmp("sigint.report.json");
+    let path = scenario(name, &machine);
+    let out = tmp(&format!("{name}.report.json"));
     let _ = std::fs::remove_file(&out);
     let started = Instant::now();
     let child = probe(&path)
         .args(["run", "--out"])
         .arg(&out)
-        .args(["--", "sleep", "30"])
+        .args(extra)
+        .arg("--")
+        .args(command)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -288,16 +303,32 @@ fn sigint_is_forwarded_and_the_report_written() {
         waited += 1;
     }
     std::thread::sleep(Duration::from_millis(200));
-    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
     assert!(status.success());
     let output = child.wait_with_output().unwrap();
     assert!(started.elapsed() < Duration::from_secs(10), "the command was not stopped");
-    assert_eq!(output.status.code(), Some(130));
-    let report = read_report(&out, &output);
+    (output.status.code(), read_report(&out, &output))
+}
+
+#[test]
+fn sigint_and_sigterm_are_forwarded_and_the_report_written() {
+    let (code, report) = interrupt("sigint", "-INT", &[], &["sleep", "30"]);
+    assert_eq!(code, Some(130));
     assert_eq!(report["ended_by"], "interrupted");
     assert_eq!(report["signal"], "SIGINT");
     assert_eq!(report["commands"][0]["exit"]["signal"], "SIGINT");
     assert!(report["duration_ms"].as_f64().unwrap() > 100.0);
+
+    let (code, report) = interrupt("sigterm", "-TERM", &[], &["sleep", "30"]);
+    assert_eq!(code, Some(143));
+    assert_eq!(report["signal"], "SIGTERM");
+    assert_eq!(report["commands"][0]["exit"]["signal"], "SIGTERM");
+
+    // A command that ignores the signal is killed after the grace period.
+    let stubborn = ["sh", "-c", "trap '' INT; sleep 30"];
+    let (code, report) = interrupt("stubborn", "-INT", &["--grace", "300ms"], &stubborn);
+    assert_eq!(code, Some(130));
+    assert_eq!(report["commands"][0]["exit"]["signal"], "SIGKILL");
 }
 
 #[test]
@@ -610,4 +641,30 @@ fn the_python_helper_writes_nothing_without_a_view() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "None");
     assert!(!target.exists());
+}
+
+#[test]
+fn a_terminal_gets_a_live_progress_line() {
+    // `script` (util-linux) gives the probe a terminal.
+    let _serial = serial();
+    let machine = json!({
+        "clock": "first_process_list",
+        "devices": [h100(&json!([[0, 2 * GIB], [50, 3 * GIB], [100, 2 * GIB]]), &json!([]))]
+    });
+    let path = scenario("progress", &machine);
+    let out = tmp("progress.report.json");
+    let line = format!(
+        "{} --nvml-lib {} run --out {} -- sleep 0.8",
+        env!("CARGO_BIN_EXE_vram-probe"),
+        sim_lib().display(),
+        out.display()
+    );
+    let output = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("VRAM_NVML_SIM_SCENARIO", &path)
+        .output()
+        .expect("script (util-linux) runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("\r\x1b[2K"), "{text:?}");
+    assert!(text.contains("GPU 0 2.00 GiB (peak 3.00 GiB)"), "{text:?}");
 }
