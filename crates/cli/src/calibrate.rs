@@ -276,8 +276,8 @@ pub(crate) fn run(paths: &[PathBuf], name: &str, format: CalibrateFormat) -> u8 
     match calibrate(paths) {
         Ok(rules) => {
             match format {
-                CalibrateFormat::Vram => print!("{}", render(&rules, paths.len(), name)),
-                CalibrateFormat::Json => println!(
+                CalibrateFormat::Vram => out!("{}", render(&rules, paths.len(), name)),
+                CalibrateFormat::Json => outln!(
                     "{}",
                     serde_json::to_string_pretty(&rules).unwrap_or_else(|e| format!("\"{e}\""))
                 ),

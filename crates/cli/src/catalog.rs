@@ -78,7 +78,7 @@ pub(crate) fn run(format: CatalogFormat) -> u8 {
         .collect();
     match format {
         CatalogFormat::Json => {
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&Catalog { devices, machines, models })
                     .unwrap_or_default()
@@ -86,7 +86,7 @@ pub(crate) fn run(format: CatalogFormat) -> u8 {
         }
         CatalogFormat::Vram => {
             for (_, source) in vram_core::catalog::SOURCES {
-                print!("{source}");
+                out!("{source}");
             }
         }
         CatalogFormat::Table => {
@@ -131,7 +131,7 @@ pub(crate) fn run(format: CatalogFormat) -> u8 {
                     params
                 );
             }
-            print!("{out}");
+            out!("{out}");
         }
     }
     0

@@ -29,7 +29,7 @@ pub(crate) fn run(path: &Path, selector: Option<&str>, colors: Colors) -> u8 {
         },
     };
     for check in checks {
-        print!("{}", explain(check));
+        out!("{}", explain(check));
     }
     exit_code(outcome.status())
 }

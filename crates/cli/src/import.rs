@@ -106,7 +106,7 @@ pub(crate) fn run(path: &Path, format: ImportFormat, name: Option<&str>, colors:
                 eprint!("{}", render(file, diagnostic, colors));
             }
             if let Some(text) = &text {
-                print!("{text}");
+                out!("{text}");
             }
         }
         ImportFormat::Json => {
@@ -123,7 +123,7 @@ pub(crate) fn run(path: &Path, format: ImportFormat, name: Option<&str>, colors:
                 diagnostics: problems.iter().map(|(file, d)| located(file, d)).collect(),
                 error,
             };
-            println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+            outln!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
         }
     }
     code

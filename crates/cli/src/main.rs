@@ -3,6 +3,23 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr, reason = "a command-line tool prints")]
 
+/// `println!` that ignores a closed standard output (`vram check ... | head`) instead of
+/// panicking: what was wanted has been read.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// `print!` that ignores a closed standard output.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 mod args;
 mod calibrate;
 mod catalog;
@@ -46,7 +63,7 @@ fn main() -> ExitCode {
         }
         Command::Calibrate { reports, name, format } => calibrate::run(&reports, &name, format),
         Command::Schema => {
-            println!("{}", output::json::schema());
+            outln!("{}", output::json::schema());
             EXIT_FITS
         }
     };
@@ -98,7 +115,7 @@ fn fmt(files: &[std::path::PathBuf], check: bool, colors: Colors) -> u8 {
                 code = code.max(EXIT_DOES_NOT_FIT);
                 let _ = formatted;
             }
-            Ok(formatted) if input.is_stdin => print!("{formatted}"),
+            Ok(formatted) if input.is_stdin => out!("{formatted}"),
             Ok(formatted) => {
                 if let Err(error) = std::fs::write(path, formatted) {
                     eprintln!("{}: cannot write: {error}", input.name);

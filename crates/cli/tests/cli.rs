@@ -300,3 +300,29 @@ fn a_user_catalog_replaces_the_built_in_machines() {
     assert!(run.stderr.contains("error[E020]"), "{}", run.stderr);
     std::fs::remove_dir_all(&dir).expect("cleans up");
 }
+
+/// A reader that stops early (`vram check ... | head`) closes the pipe: the command ends quietly
+/// instead of panicking on the broken pipe. The output is far beyond a pipe's buffer, so the
+/// writes after the close really fail.
+#[test]
+fn a_closed_standard_output_is_not_a_panic() {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vram"))
+        .args(["check", "--format", "json"])
+        .args(
+            std::fs::read_dir(Path::new(ROOT).join("examples"))
+                .expect("examples")
+                .map(|entry| entry.expect("entry").path()),
+        )
+        .current_dir(ROOT)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("vram starts");
+    let mut head = [0u8; 16];
+    child.stdout.take().expect("stdout").read_exact(&mut head).expect("reads the start");
+    let output = child.wait_with_output().expect("vram finishes");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(output.status.code(), Some(101), "{stderr}");
+}

@@ -54,13 +54,13 @@ pub(crate) fn check(
         }
         worst = worse(worst, outcome.status());
         match format {
-            Format::Table => print!("{}", table::file(&input.name, &outcome.budget, colors.stdout)),
-            Format::Markdown => print!("{}", markdown::file(&input.name, &outcome.budget)),
+            Format::Table => out!("{}", table::file(&input.name, &outcome.budget, colors.stdout)),
+            Format::Markdown => out!("{}", markdown::file(&input.name, &outcome.budget)),
             Format::Json => reports.push(json::FileReport::new(&input, &outcome)),
         }
     }
     if format == Format::Json {
-        println!("{}", json::document(reports));
+        outln!("{}", json::document(reports));
     }
     exit_code(worst)
 }
