@@ -355,18 +355,28 @@ function update({ fromForm = false } = {}) {
     state.source = sourceFromForm(formValues());
     $("source").value = state.source;
   }
+  document.body.dataset.ready = "0";
   const evaluation = evaluate(state.source);
   lastEvaluation = evaluation;
   renderGutter(state.source, evaluation.diagnostics);
   renderDiagnostics(evaluation);
   renderChecks(evaluation);
-  renderMapDevices();
-  renderVerdicts(state.source);
-  renderFitMap(state.source);
   writeFragment();
-  document.body.dataset.ready = "1";
   document.body.dataset.status = evaluation.status;
+  // The budget is on screen; the verdicts on every GPU and the fit map follow a frame later,
+  // so typing stays responsive and the first result is not held back by them.
+  const source = state.source;
+  clearTimeout(later);
+  later = setTimeout(() => {
+    if (source !== state.source) return;
+    renderMapDevices();
+    renderVerdicts(source);
+    renderFitMap(source);
+    document.body.dataset.ready = "1";
+  }, 0);
 }
+
+let later = 0;
 
 let pending = false;
 function schedule(options) {
@@ -380,6 +390,7 @@ function schedule(options) {
 
 async function main() {
   await init();
+  performance.mark("vram:wasm-ready");
   catalogData = catalog();
   $("version").textContent = version();
   $("legend").append(legend());
@@ -402,6 +413,7 @@ async function main() {
     showModeFields();
     update({ fromForm: true });
   }
+  // The budget of the first workload is in the page now (the bars and the table).
   performance.mark("vram:first-result");
 
   $("form").addEventListener("input", () => {

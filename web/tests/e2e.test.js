@@ -31,7 +31,7 @@ async function open(path) {
   page.on("pageerror", (e) => errors.push(String(e)));
   page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
   await page.goto(server.origin + path);
-  await page.waitForSelector("body[data-ready]", { state: "attached" });
+  await page.waitForSelector('body[data-ready="1"], body[data-ready="error"]', { state: "attached" });
   assert.equal(await page.getAttribute("body", "data-ready"), "1");
   return { page, errors };
 }
@@ -65,6 +65,7 @@ test("typing a workload shows its bars, table, verdicts and fit map", async () =
   assert.ok((await page.locator("#checks .gpu").count()) >= 1);
   await type(page, L4_CHAT);
   await page.waitForSelector('#checks .gpu[data-device="l4"]');
+  await page.waitForSelector('body[data-ready="1"]', { state: "attached" });
   assert.match(await page.textContent("#status"), /^Fits/);
   const segments = await page.locator('#checks .gpu[data-device="l4"] .seg').count();
   assert.ok(segments >= 3, `${segments} bar segments`);
