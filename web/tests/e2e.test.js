@@ -155,6 +155,21 @@ test("the product page's element renders in its shadow DOM", async () => {
   await page.close();
 });
 
+test("training mode in the form gives a training budget", async () => {
+  const { page } = await open("/");
+  await page.check('input[name="mode"][value="training"]');
+  await page.selectOption("#f-method", "qlora");
+  await page.selectOption("#f-device", "rtx-4090");
+  await page.waitForFunction(() => document.querySelector("#source").value.includes("nf4-dq"));
+  await page.waitForSelector('#checks .gpu[data-device="rtx-4090"]');
+  await page.waitForSelector('body[data-ready="1"]', { state: "attached" });
+  assert.notEqual(await page.getAttribute("body", "data-status"), "input_errors");
+  assert.match(await page.textContent("#checks table.components"), /training_state|training state/);
+  // A fit map varies context and sessions, which a training workload does not have.
+  assert.match(await page.textContent("#fitmap-summary"), /no inference block/);
+  await page.close();
+});
+
 test("no request leaves the page's origin", () => {
   assert.ok(seen.length >= 5, `${seen.length} requests`);
   const outside = seen.filter((url) => !url.startsWith(server.origin) && !url.startsWith("data:"));
