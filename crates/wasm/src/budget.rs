@@ -118,6 +118,20 @@ pub struct Views {
 pub struct Band {
     pub low: Bytes,
     pub high: Bytes,
+    /// Whose measured errors set the band's width. Optional so that this mirror fits the core
+    /// both before and after bands gained their basis (another branch adds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[tsify(optional)]
+    pub basis: Option<BandBasis>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(rename_all = "snake_case")]
+pub enum BandBasis {
+    Inference,
+    Training,
+    Diffusion,
+    Components,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]

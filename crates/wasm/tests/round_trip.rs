@@ -34,3 +34,18 @@ fn an_unknown_field_is_refused() {
     json["checks"][0]["devices"][0]["new_field"] = serde_json::json!(1);
     assert!(mirror::<Budget>(&json).is_err());
 }
+
+#[test]
+fn bands_with_a_basis_round_trip_too() {
+    // The core on another branch gives every band the basis of its width; the mirror takes
+    // both shapes, unchanged.
+    let mut json = serde_json::to_value(
+        vram_core::evaluate(include_str!("../../../examples/llama3.1-8b-chat.vram")).budget,
+    )
+    .unwrap();
+    json["checks"][0]["devices"][0]["band"]["basis"] = serde_json::json!("inference");
+    let typed: Budget = mirror(&json).unwrap();
+    assert_eq!(serde_json::to_value(&typed).unwrap(), json);
+    json["checks"][0]["devices"][0]["band"]["basis"] = serde_json::json!("guesswork");
+    assert!(mirror::<Budget>(&json).is_err());
+}
