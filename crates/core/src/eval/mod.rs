@@ -6,6 +6,7 @@
 mod band;
 mod calc;
 mod diffusion;
+pub mod grid;
 mod host;
 pub(crate) mod llm;
 pub(crate) mod params;

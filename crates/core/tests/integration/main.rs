@@ -6,6 +6,7 @@ mod catalog;
 mod examples;
 mod format;
 mod formulas;
+mod grid;
 mod header;
 mod import;
 mod planner;

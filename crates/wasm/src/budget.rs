@@ -1,0 +1,177 @@
+//! The budget as JavaScript sees it: a mirror of `vram_core::budget` that derives TypeScript
+//! declarations with tsify.
+//!
+//! The core has no wasm or TypeScript dependency (ARCHITECTURE.md), so its types cannot derive
+//! `Tsify` themselves. These mirrors are filled by deserializing the core's own JSON, with
+//! `deny_unknown_fields`: a field the core adds or renames makes the round-trip test
+//! (`tests/round_trip.rs`, every example) fail until the mirror follows, so the generated `.d.ts`
+//! cannot drift from the JSON that the CLI writes.
+//!
+//! Byte counts are JavaScript numbers: exact up to 2^53 bytes (8 PiB), far above any device.
+//! A budget beyond that comes back as an error value, never as a rounded number.
+
+use serde::{Deserialize, Serialize};
+use tsify::Tsify;
+
+/// A byte count (exact below 2^53).
+pub type Bytes = u64;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+#[tsify(missing_as_null)]
+pub struct Budget {
+    pub schema_version: u32,
+    pub checks: Vec<CheckBudget>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+#[tsify(missing_as_null)]
+pub struct CheckBudget {
+    pub id: String,
+    pub title: Option<String>,
+    pub workload: String,
+    pub target: String,
+    pub split: SplitReport,
+    pub devices: Vec<DeviceBudget>,
+    pub verdict: Verdict,
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+pub struct SplitReport {
+    pub tensor: u32,
+    pub pipeline: u32,
+    pub data: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+#[tsify(missing_as_null)]
+pub struct DeviceBudget {
+    pub index: u32,
+    pub device: String,
+    pub device_title: String,
+    pub role: String,
+    pub capacity: Capacity,
+    pub components: Vec<Component>,
+    pub used: Bytes,
+    pub views: Views,
+    pub band: Band,
+    pub headroom: HeadroomReport,
+    pub required: Bytes,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[tsify(optional)]
+    pub kv_pool: Option<KvPool>,
+    pub verdict: Verdict,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+pub struct Capacity {
+    pub bytes: Bytes,
+    pub provenance: Provenance,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+pub struct HeadroomReport {
+    pub bytes: Bytes,
+    pub rule: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+pub struct KvPool {
+    pub fraction: String,
+    pub bytes: Bytes,
+    pub tokens: u64,
+    pub needed_tokens: u64,
+    pub needed: Bytes,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+pub struct Component {
+    pub name: String,
+    pub category: Category,
+    pub bytes: Bytes,
+    pub provenance: Provenance,
+    pub formula: String,
+    pub held_by: HeldBy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[tsify(optional)]
+    pub source: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+pub struct Views {
+    pub allocated: Bytes,
+    pub reserved: Bytes,
+    pub device: Bytes,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+pub struct Band {
+    pub low: Bytes,
+    pub high: Bytes,
+    /// Whose measured errors set the band's width. Optional so that this mirror fits the core
+    /// both before and after bands gained their basis (another branch adds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[tsify(optional)]
+    pub basis: Option<BandBasis>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(rename_all = "snake_case")]
+pub enum BandBasis {
+    Inference,
+    Training,
+    Diffusion,
+    Components,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(rename_all = "snake_case")]
+pub enum HeldBy {
+    Tensors,
+    AllocatorCache,
+    Runtime,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    Persistent,
+    Intermediate,
+    Cache,
+    Workspace,
+    TrainingState,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(rename_all = "lowercase")]
+pub enum Provenance {
+    Exact,
+    Formula,
+    Assumed,
+    Observed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Verdict {
+    Fits { free: Bytes },
+    Over { over: Bytes },
+    Unsupported { reason: String },
+}
+
+/// The mirror of a core value, through the core's own JSON.
+pub fn mirror<T: serde::de::DeserializeOwned>(
+    value: &impl Serialize,
+) -> Result<T, serde_json::Error> {
+    serde_json::from_value(serde_json::to_value(value)?)
+}

@@ -1,0 +1,147 @@
+//! Build tasks, run as `cargo xtask TASK` (an alias in `.cargo/config.toml`), with no downloads:
+//!
+//! - `web`: the release wasm of `vram-wasm`, its JS glue and `.d.ts` from the wasm-bindgen CLI
+//!   *library* (pinned in Cargo.lock to the exact version of the `wasm-bindgen` crate), shrunk
+//!   by `wasm-opt -Oz` from npm `binaryen` when `web/node_modules` has it, and the page laid
+//!   out in `web/dist/`. Prints the sizes, raw and gzipped.
+//! - `test-wasm`: the `vram-wasm` tests compiled for wasm32 and run under Node by the
+//!   workspace's own `wasm-bindgen-test-runner` (the second binary of this crate).
+
+#![allow(clippy::print_stdout, clippy::print_stderr, reason = "a build tool reports progress")]
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+const WASM_TARGET: &str = "wasm32-unknown-unknown";
+
+fn main() -> Result<()> {
+    let task = std::env::args().nth(1).unwrap_or_default();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize()?;
+    match task.as_str() {
+        "web" => web(&root),
+        "test-wasm" => test_wasm(&root),
+        _ => bail!("usage: cargo xtask web | test-wasm"),
+    }
+}
+
+fn cargo() -> OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
+}
+
+fn run(command: &mut Command) -> Result<()> {
+    let status = command.status().with_context(|| format!("cannot start {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed: {status}");
+    }
+    Ok(())
+}
+
+fn web(root: &Path) -> Result<()> {
+    run(Command::new(cargo()).current_dir(root).args([
+        "build",
+        "-p",
+        "vram-wasm",
+        "--lib",
+        "--target",
+        WASM_TARGET,
+        "--profile",
+        "wasm-release",
+        "--locked",
+    ]))?;
+    let dist = root.join("web/dist");
+    if dist.exists() {
+        std::fs::remove_dir_all(&dist)?;
+    }
+    let pkg = dist.join("pkg");
+    let input = target_dir(root).join(WASM_TARGET).join("wasm-release/vram_wasm.wasm");
+    // The CLI's own entry point, so the output is exactly what `wasm-bindgen` would write.
+    wasm_bindgen_cli::wasm_bindgen::run_cli_with_args([
+        OsString::from("wasm-bindgen"),
+        "--target".into(),
+        "web".into(),
+        "--out-dir".into(),
+        pkg.clone().into(),
+        "--out-name".into(),
+        "vram".into(),
+        input.into(),
+    ])?;
+    let wasm = pkg.join("vram_bg.wasm");
+    let bindgen_size = std::fs::metadata(&wasm)?.len();
+    let wasm_opt = std::env::var_os("WASM_OPT")
+        .map(PathBuf::from)
+        .or_else(|| Some(root.join("web/node_modules/.bin/wasm-opt")).filter(|p| p.exists()));
+    match wasm_opt {
+        Some(wasm_opt) if std::env::var_os("NO_WASM_OPT").is_none() => {
+            let shrunk = pkg.join("vram_bg.opt.wasm");
+            run(Command::new(wasm_opt).arg("-Oz").arg(&wasm).arg("-o").arg(&shrunk))?;
+            std::fs::rename(&shrunk, &wasm)?;
+        }
+        _ => println!("wasm-opt not found (run `npm ci` in web/): the wasm is not shrunk"),
+    }
+    copy_dir(&root.join("web/src"), &dist)?;
+    copy_dir(&root.join("web/examples"), &dist.join("examples"))?;
+    for entry in std::fs::read_dir(root.join("examples"))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "vram") {
+            let name = path.file_name().context("file name")?;
+            std::fs::copy(&path, dist.join("examples").join(name))?;
+        }
+    }
+    println!("web/dist/ laid out; sizes (bytes, raw / gzip -9):");
+    println!("  wasm after wasm-bindgen      {bindgen_size:>9}");
+    let mut total = (0, 0);
+    for file in ["pkg/vram_bg.wasm", "pkg/vram.js"] {
+        let (raw, gzip) = sizes(&dist.join(file))?;
+        total = (total.0 + raw, total.1 + gzip);
+        println!("  {file:<28} {raw:>9} / {gzip:>7}");
+    }
+    println!("  {:<28} {:>9} / {:>7}", "wasm + JS glue", total.0, total.1);
+    Ok(())
+}
+
+/// Raw and `gzip -9` sizes of a file.
+fn sizes(path: &Path) -> Result<(u64, u64)> {
+    let raw = std::fs::metadata(path)?.len();
+    let output = Command::new("gzip").arg("-9").arg("-c").arg(path).output()?;
+    if !output.status.success() {
+        bail!("gzip failed on {}", path.display());
+    }
+    Ok((raw, output.stdout.len() as u64))
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let path = entry?.path();
+        let target = to.join(path.file_name().context("file name")?);
+        if path.is_dir() {
+            copy_dir(&path, &target)?;
+        } else {
+            std::fs::copy(&path, &target)?;
+        }
+    }
+    Ok(())
+}
+
+fn test_wasm(root: &Path) -> Result<()> {
+    run(Command::new(cargo()).current_dir(root).args([
+        "build",
+        "-p",
+        "xtask",
+        "--bin",
+        "wasm-bindgen-test-runner",
+        "--locked",
+    ]))?;
+    let runner = target_dir(root).join("debug/wasm-bindgen-test-runner");
+    run(Command::new(cargo())
+        .current_dir(root)
+        .env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", runner)
+        .args(["test", "-p", "vram-wasm", "--target", WASM_TARGET, "--locked"]))
+}

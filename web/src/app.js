@@ -1,0 +1,475 @@
+// The calculator page: form and text kept in sync, budgets as bars and tables, a verdict on
+// every catalog GPU, a fit map, and the state in the URL fragment. Everything runs here, in the
+// browser, on vram-core compiled to WebAssembly; the page requests nothing but its own files.
+
+import init, { evaluate, catalog, verdicts, fitMap, version } from "./pkg/vram.js";
+import { bar, bytes, h, legend, table, verdictText } from "./render.js";
+
+const $ = (id) => document.getElementById(id);
+const EXAMPLES = [
+  "llama3.1-8b-chat.vram", "llama3.1-70b-fp8-tp2.vram", "mistral-7b-fleet.vram",
+  "moe-and-latent-attention.vram", "sliding-window.vram", "gguf-on-a-desktop-gpu.vram",
+  "qlora-on-24gb.vram", "full-finetune-7b-24gb.vram", "dgx-405b.vram", "diffusion-flux.vram",
+  "render-scene.vram",
+];
+/** The fit map's axes: 60 context lengths (512 to 128 Ki tokens, geometric) by 1–56 sessions. */
+export const CONTEXTS = Array.from({ length: 60 }, (_, i) =>
+  Math.round((512 * Math.pow(256, i / 59)) / 64) * 64,
+);
+export const SESSIONS = Array.from({ length: 56 }, (_, i) => i + 1);
+
+const state = { source: "", check: "", mapDevice: "" };
+let lastEvaluation = null;
+let catalogData = null;
+
+// ---------------------------------------------------------------------------------------------
+// Form <-> text
+
+function formValues() {
+  const f = $("form");
+  const get = (name) => f.elements[name].value;
+  return {
+    model: get("model"), mode: f.elements.mode.value, runtime: get("runtime"),
+    weights: get("weights"), kv_cache: get("kv_cache"),
+    context: Number(get("context")) || 1, sessions: Number(get("sessions")) || 1,
+    method: get("method"), tweights: get("tweights"),
+    micro_batch: Number(get("micro_batch")) || 1, sequence: Number(get("sequence")) || 1,
+    device: get("device"), count: Number(get("count")) || 1,
+    shape: ["layers", "hidden", "ffn", "heads", "kv_heads", "vocab"].map((k) => [k, Number(get(k)) || 1]),
+  };
+}
+
+/** The `.vram` text the form describes. */
+export function sourceFromForm(v) {
+  const lines = ["# Written by the calculator's form; edit freely.", ""];
+  let model = v.model;
+  if (model === "custom") {
+    model = "my-model";
+    lines.push(`model my-model "My model" {`);
+    for (const [k, n] of v.shape) lines.push(`  ${k.padEnd(8)} ${n}`);
+    lines.push("}", "");
+  }
+  lines.push(`workload calc "Calculator workload" {`, `  model ${model}`);
+  if (v.mode === "training") {
+    lines.push("  training {");
+    if (v.method === "full") {
+      lines.push("    method        full", `    weights       ${v.tweights}`, "    optimizer     adamw");
+    } else {
+      lines.push("    method lora {", "      rank    16", "      targets all", "    }");
+      lines.push(`    weights       ${v.method === "qlora" ? "nf4-dq" : v.tweights}`);
+    }
+    lines.push(`    micro_batch   ${v.micro_batch}`, `    sequence      ${v.sequence} tokens`, "    checkpointing full", "  }");
+  } else {
+    lines.push(`  runtime ${v.runtime}`, "  inference {", `    weights  ${v.weights}`);
+    if (v.kv_cache) lines.push(`    kv_cache ${v.kv_cache}`);
+    lines.push(`    context  ${v.context} tokens`, `    sessions ${v.sessions}`, "  }");
+  }
+  lines.push("}", "");
+  const target = v.count > 1 ? `${v.count} x ${v.device} split tensor ${v.count}` : v.device;
+  lines.push(`check calc on ${target}`, "");
+  return lines.join("\n");
+}
+
+/** Sets the form fields the text states plainly; the rest of the text is left to the text. */
+function formFromSource(source) {
+  const f = $("form");
+  const set = (name, value) => {
+    const el = f.elements[name];
+    if (value == null || !el) return;
+    if (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === value)) return;
+    el.value = value;
+  };
+  const word = (key) => source.match(new RegExp(`^\\s*${key}\\s+([\\w.-]+)`, "m"))?.[1];
+  const training = /^\s*training\s*\{/m.test(source);
+  f.elements.mode.value = training ? "training" : "inference";
+  set("model", word("model"));
+  set("runtime", word("runtime"));
+  if (training) set("tweights", word("weights"));
+  else {
+    set("weights", word("weights"));
+    set("kv_cache", word("kv_cache") ?? "");
+  }
+  set("context", source.match(/^\s*context\s+(\d+)\s*tokens/m)?.[1]);
+  set("sessions", source.match(/^\s*sessions\s+(\d+)/m)?.[1]);
+  set("micro_batch", word("micro_batch"));
+  set("sequence", source.match(/^\s*sequence\s+(\d+)/m)?.[1]);
+  const check = source.match(/^\s*check\s+\S+\s+on\s+(?:(\d+)\s*x\s*)?([\w.-]+)/m);
+  if (check) {
+    set("device", check[2]);
+    set("count", check[1] ?? "1");
+  }
+  showModeFields();
+}
+
+function showModeFields() {
+  const training = $("form").elements.mode.value === "training";
+  $("training-fields").hidden = !training;
+  $("inference-fields").hidden = training;
+  $("shape").hidden = $("f-model").value !== "custom";
+}
+
+// ---------------------------------------------------------------------------------------------
+// State in the URL fragment: base64url of the UTF-8 source, plus the chosen check and map GPU.
+
+function encode(text) {
+  const bin = Array.from(new TextEncoder().encode(text), (b) => String.fromCharCode(b)).join("");
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function decode(b64) {
+  const bin = atob(b64.replace(/-/g, "+").replace(/_/g, "/"));
+  return new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0)));
+}
+
+function readFragment() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  try {
+    if (params.has("s")) state.source = decode(params.get("s"));
+  } catch {
+    state.source = "";
+  }
+  state.check = params.get("check") ?? "";
+  state.mapDevice = params.get("gpu") ?? "";
+  return params.has("s");
+}
+
+function writeFragment() {
+  const params = new URLSearchParams({ s: encode(state.source) });
+  if (state.check) params.set("check", state.check);
+  if (state.mapDevice) params.set("gpu", state.mapDevice);
+  history.replaceState(null, "", `#${params}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Text mode: gutter with line numbers and diagnostic marks, the diagnostics list.
+
+function renderGutter(source, diagnostics) {
+  const marks = new Map();
+  for (const d of diagnostics) {
+    if (marks.get(d.start.line) !== "err") marks.set(d.start.line, d.severity === "error" ? "err" : "warn");
+  }
+  const count = source.split("\n").length;
+  const gutter = $("gutter");
+  gutter.replaceChildren();
+  for (let line = 1; line <= count; line++) {
+    const mark = marks.get(line);
+    gutter.append(mark ? h("span", { class: mark, "data-line": line }, String(line)) : String(line), "\n");
+  }
+  gutter.scrollTop = $("source").scrollTop;
+}
+
+function renderDiagnostics(evaluation) {
+  const list = $("diagnostics");
+  list.replaceChildren();
+  if (evaluation.diagnostics.length === 0) {
+    list.append(h("li", { class: "none" }, "No problems found."));
+    return;
+  }
+  for (const d of evaluation.diagnostics) {
+    const jump = () => {
+      const ta = $("source");
+      ta.focus();
+      ta.setSelectionRange(d.start.offset, Math.max(d.end.offset, d.start.offset + 1));
+    };
+    list.append(
+      h(
+        "li",
+        { class: `diag ${d.severity}`, "data-line": d.start.line, "data-code": d.code },
+        h("span", { class: "where" }, `line ${d.start.line}, column ${d.start.column}`),
+        ` ${d.severity}[${d.code}]: ${d.message}`,
+        h("button", { type: "button", onclick: jump, "aria-label": `Go to line ${d.start.line}` }, "Go to"),
+        d.labels.map((l) => h("div", { class: "help" }, `line ${l.start.line}: ${l.message}`)),
+        d.help.map((text) => h("div", { class: "help" }, `help: ${text}`)),
+      ),
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+const STATUS_TEXT = {
+  fits: "Fits: every check fits on every GPU.",
+  does_not_fit: "Does not fit: at least one check needs more memory or a capability its GPU lacks.",
+  input_errors: "The text has errors: see the diagnostics.",
+};
+
+function renderChecks(evaluation) {
+  const status = $("status");
+  status.className = `status ${evaluation.status}`;
+  status.textContent = STATUS_TEXT[evaluation.status];
+  const checks = $("checks");
+  checks.replaceChildren();
+  for (const check of evaluation.budget.checks) {
+    const distinct = check.devices.filter(
+      (d, i) => check.devices.findIndex((e) => JSON.stringify(e.components) === JSON.stringify(d.components)) === i,
+    );
+    checks.append(
+      h(
+        "article",
+        { class: "check", "data-check": check.id },
+        h("h3", {}, check.title ?? check.id, " ", h("span", { class: "verdict" }, `· ${check.target} · ${verdictText(check.verdict)}`)),
+        check.notes.map((n) => h("p", { class: "hint" }, n)),
+        check.devices.map(bar),
+        distinct.map((d, i) =>
+          h("details", { open: i === 0 }, h("summary", {}, `Components of GPU ${d.index} (${d.role})`), table(d)),
+        ),
+      ),
+    );
+  }
+  const select = $("f-check");
+  const ids = evaluation.budget.checks.map((c) => c.id);
+  if (!ids.includes(state.check)) state.check = ids[0] ?? "";
+  select.replaceChildren(...ids.map((id) => h("option", { value: id, selected: id === state.check }, id)));
+}
+
+function renderVerdicts(source) {
+  const out = $("verdicts");
+  out.replaceChildren();
+  if (!state.check) return;
+  const result = verdicts(source, state.check);
+  if (result.error) {
+    out.append(h("p", { class: "hint" }, result.error));
+    return;
+  }
+  const rows = [...result.devices].sort((a, b) => a.capacity - b.capacity);
+  out.append(
+    h(
+      "table",
+      { class: "verdicts" },
+      h("caption", {}, `${result.check} on each catalog GPU`),
+      h("thead", {}, h("tr", {}, ["GPU", "Memory", "Required (worst GPU)", "Verdict"].map((t) => h("th", { scope: "col" }, t)))),
+      h(
+        "tbody",
+        {},
+        rows.map((d) =>
+          h(
+            "tr",
+            { "data-device": d.device },
+            h("th", { scope: "row" }, d.count > 1 ? `${d.count} × ${d.title}` : d.title),
+            h("td", { class: "num" }, bytes(d.capacity)),
+            h("td", { class: "num" }, bytes(d.required)),
+            h("td", { class: d.verdict.status }, verdictText(d.verdict)),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+function renderFitMap(source) {
+  const canvas = $("fitmap");
+  const summary = $("fitmap-summary");
+  const ctx = canvas.getContext("2d");
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  summary.replaceChildren();
+  if (!state.check) return;
+  const device = state.mapDevice || firstDevice(state.check);
+  const result = fitMap(source, { check: state.check, devices: [device], contexts: CONTEXTS, sessions: SESSIONS });
+  if (result.error) {
+    summary.append(h("p", {}, result.error));
+    canvas.setAttribute("aria-label", `No fit map: ${result.error}`);
+    return;
+  }
+  const map = result.maps[0];
+  const [left, bottom, right, top] = [60, 40, 10, 10];
+  const cw = (canvas.width - left - right) / SESSIONS.length;
+  const ch = (canvas.height - top - bottom) / CONTEXTS.length;
+  for (let r = 0; r < CONTEXTS.length; r++) {
+    for (let c = 0; c < SESSIONS.length; c++) {
+      const fits = c < map.boundary[r];
+      // Within the fitting region, darker green near the boundary: less room to spare.
+      const margin = map.boundary[r] - c;
+      ctx.fillStyle = fits ? (margin <= 2 ? "#5aa469" : "#1e7b3a") : "#e9c2c2";
+      ctx.fillRect(left + c * cw, canvas.height - bottom - (r + 1) * ch, Math.ceil(cw), Math.ceil(ch));
+    }
+  }
+  ctx.fillStyle = "#1a1a1a";
+  ctx.font = "12px system-ui, sans-serif";
+  ctx.fillText("sessions →", left + 4, canvas.height - 8);
+  for (const s of [1, 8, 16, 32, 56]) ctx.fillText(String(s), left + (s - 0.5) * cw - 4, canvas.height - bottom + 14);
+  for (const r of [0, 19, 39, 59]) ctx.fillText(`${Math.round(CONTEXTS[r] / 1024)}K`, 6, canvas.height - bottom - (r + 0.5) * ch + 4);
+  ctx.save();
+  ctx.translate(14, top + 60);
+  ctx.restore();
+  // The workload as written, as a ring.
+  const written = writtenPoint(source);
+  if (written) {
+    const r = nearest(CONTEXTS, written.context);
+    const c = nearest(SESSIONS, written.sessions);
+    ctx.strokeStyle = "#000";
+    ctx.lineWidth = 2;
+    ctx.beginPath();
+    ctx.arc(left + (c + 0.5) * cw, canvas.height - bottom - (r + 0.5) * ch, Math.max(cw, ch) * 1.2, 0, 2 * Math.PI);
+    ctx.stroke();
+  }
+  const fitting = map.boundary.reduce((a, b) => a + b, 0);
+  const title = catalogData?.devices.find((d) => d.name === device)?.title ?? device;
+  canvas.setAttribute(
+    "aria-label",
+    `Fit map of ${result.check} on ${title}: ${fitting} of ${CONTEXTS.length * SESSIONS.length} ` +
+      "combinations of context and sessions fit.",
+  );
+  canvas.dataset.fitting = String(fitting);
+  const rows = [0, 19, 39, 59].map((r) => {
+    const b = map.boundary[r];
+    const text = b === 0 ? "no session count fits" : b === SESSIONS.length ? `all ${SESSIONS.length} session counts fit` : `up to ${SESSIONS[b - 1]} sessions fit`;
+    return h("li", {}, `${CONTEXTS[r].toLocaleString("en")} tokens: ${text}`);
+  });
+  summary.append(
+    h("p", {}, map.unsupported ? `${title} cannot run this workload: ${map.unsupported}` : `${title}: ${fitting} of ${CONTEXTS.length * SESSIONS.length} cells fit (${result.evaluations} evaluations).`),
+    h("ul", {}, rows),
+    h("p", { class: "legend" }, h("span", { class: "swatch", style: "background:#1e7b3a" }), "fits ", h("span", { class: "swatch", style: "background:#5aa469" }), "fits, near the limit ", h("span", { class: "swatch", style: "background:#e9c2c2" }), "does not fit"),
+  );
+}
+
+function nearest(values, x) {
+  let best = 0;
+  for (let i = 1; i < values.length; i++) if (Math.abs(values[i] - x) < Math.abs(values[best] - x)) best = i;
+  return best;
+}
+
+function writtenPoint(source) {
+  const context = Number(source.match(/^\s*context\s+(\d+)\s*tokens/m)?.[1]);
+  const sessions = Number(source.match(/^\s*sessions\s+(\d+)/m)?.[1]);
+  return context && sessions ? { context, sessions } : null;
+}
+
+function firstDevice(checkId) {
+  const check = lastEvaluation?.budget.checks.find((c) => c.id === checkId);
+  return check?.devices[0]?.device ?? "h100-sxm-80gb";
+}
+
+function renderMapDevices() {
+  const select = $("f-mapdevice");
+  const device = state.mapDevice || firstDevice(state.check);
+  select.replaceChildren(
+    ...catalogData.devices.map((d) => h("option", { value: d.name, selected: d.name === device }, `${d.title} (${bytes(d.memory)})`)),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function update({ fromForm = false } = {}) {
+  if (fromForm) {
+    state.source = sourceFromForm(formValues());
+    $("source").value = state.source;
+  }
+  document.body.dataset.ready = "0";
+  const evaluation = evaluate(state.source);
+  lastEvaluation = evaluation;
+  renderGutter(state.source, evaluation.diagnostics);
+  renderDiagnostics(evaluation);
+  renderChecks(evaluation);
+  writeFragment();
+  document.body.dataset.status = evaluation.status;
+  // The budget is on screen; the verdicts on every GPU and the fit map follow a frame later,
+  // so typing stays responsive and the first result is not held back by them.
+  const source = state.source;
+  clearTimeout(later);
+  later = setTimeout(() => {
+    if (source !== state.source) return;
+    renderMapDevices();
+    renderVerdicts(source);
+    renderFitMap(source);
+    document.body.dataset.ready = "1";
+  }, 0);
+}
+
+let later = 0;
+
+let pending = false;
+function schedule(options) {
+  if (pending) return;
+  pending = true;
+  requestAnimationFrame(() => {
+    pending = false;
+    update(options);
+  });
+}
+
+async function main() {
+  await init();
+  performance.mark("vram:wasm-ready");
+  catalogData = catalog();
+  $("version").textContent = version();
+  $("legend").append(legend());
+  $("f-model").replaceChildren(
+    ...catalogData.models.map((m) => h("option", { value: m.name }, m.parameters ? `${m.title} (${(m.parameters / 1e9).toFixed(1)} B params)` : m.title)),
+    h("option", { value: "custom" }, "Custom shape…"),
+  );
+  $("f-device").replaceChildren(
+    ...catalogData.devices.map((d) => h("option", { value: d.name }, `${d.title} (${bytes(d.memory)})`)),
+  );
+  $("f-model").value = "llama3.1-8b";
+  $("f-device").value = "h100-sxm-80gb";
+  $("f-example").append(...EXAMPLES.map((name) => h("option", { value: name }, name)));
+
+  if (readFragment()) {
+    $("source").value = state.source;
+    formFromSource(state.source);
+    update();
+  } else {
+    showModeFields();
+    update({ fromForm: true });
+  }
+  // The budget of the first workload is in the page now (the bars and the table).
+  performance.mark("vram:first-result");
+
+  $("form").addEventListener("input", () => {
+    showModeFields();
+    schedule({ fromForm: true });
+  });
+  $("form").addEventListener("change", () => {
+    showModeFields();
+    schedule({ fromForm: true });
+  });
+  $("source").addEventListener("input", () => {
+    state.source = $("source").value;
+    formFromSource(state.source);
+    schedule();
+  });
+  $("source").addEventListener("scroll", () => {
+    $("gutter").scrollTop = $("source").scrollTop;
+  });
+  $("f-check").addEventListener("change", (e) => {
+    state.check = e.target.value;
+    state.mapDevice = "";
+    schedule();
+  });
+  $("f-mapdevice").addEventListener("change", (e) => {
+    state.mapDevice = e.target.value;
+    schedule();
+  });
+  $("f-example").addEventListener("change", async (e) => {
+    if (!e.target.value) return;
+    const response = await fetch(`examples/${e.target.value}`);
+    state.source = await response.text();
+    state.check = "";
+    state.mapDevice = "";
+    $("source").value = state.source;
+    formFromSource(state.source);
+    schedule();
+  });
+  $("copy-link").addEventListener("click", async () => {
+    writeFragment();
+    try {
+      await navigator.clipboard.writeText(location.href);
+      $("copied").textContent = "Link copied.";
+    } catch {
+      $("copied").textContent = "Copy the address bar: it holds the whole state.";
+    }
+  });
+  window.addEventListener("hashchange", () => {
+    if (readFragment()) {
+      $("source").value = state.source;
+      formFromSource(state.source);
+      update();
+    }
+  });
+}
+
+main().catch((error) => {
+  document.body.dataset.ready = "error";
+  $("status").textContent = `The calculator could not start: ${error}`;
+});

@@ -1,0 +1,177 @@
+// The calculator and the product-page element in a real browser: Debian's chromium driven by
+// playwright-core, served from web/dist by a local server. Run with `node --test tests/` in web/
+// after `cargo xtask web`. Screenshots go to web/artifacts/ (or $SCREENSHOT_DIR).
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { serve, browser, WEB } from "./harness.js";
+
+const SHOTS = process.env.SCREENSHOT_DIR ?? join(WEB, "artifacts");
+let server;
+let context;
+const seen = [];
+
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  server = await serve();
+  context = await browser();
+  context.on("request", (request) => seen.push(request.url()));
+});
+
+after(async () => {
+  await context?.close();
+  await server?.close();
+});
+
+async function open(path) {
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+  await page.goto(server.origin + path);
+  await page.waitForSelector('body[data-ready="1"], body[data-ready="error"]', { state: "attached" });
+  assert.equal(await page.getAttribute("body", "data-ready"), "1");
+  return { page, errors };
+}
+
+/** Replaces the editor's text, typing its last line key by key as a person would. */
+async function type(page, text) {
+  const editor = page.locator("#source");
+  const cut = text.trimEnd().lastIndexOf("\n") + 1;
+  await editor.fill(text.slice(0, cut));
+  await editor.press("End");
+  await editor.evaluate((el) => el.setSelectionRange(el.value.length, el.value.length));
+  await editor.pressSequentially(text.slice(cut), { delay: 0 });
+  assert.equal(await editor.inputValue(), text);
+}
+
+const L4_CHAT = `workload chat "Llama 3.1 8B on an L4" {
+  model llama3.1-8b
+  runtime vllm
+  inference {
+    weights bf16
+    context 8192 tokens
+    sessions 4
+  }
+}
+check chat on l4
+`;
+
+test("typing a workload shows its bars, table, verdicts and fit map", async () => {
+  const { page, errors } = await open("/");
+  // The form's default workload is already evaluated.
+  assert.ok((await page.locator("#checks .gpu").count()) >= 1);
+  await type(page, L4_CHAT);
+  await page.waitForSelector('#checks .gpu[data-device="l4"]');
+  await page.waitForSelector('body[data-ready="1"]', { state: "attached" });
+  assert.match(await page.textContent("#status"), /^Fits/);
+  const segments = await page.locator('#checks .gpu[data-device="l4"] .seg').count();
+  assert.ok(segments >= 3, `${segments} bar segments`);
+  const table = await page.textContent("#checks table.components");
+  assert.match(table, /KV cache/);
+  assert.match(table, /formula/);
+  // The form follows the text.
+  assert.equal(await page.inputValue("#f-device"), "l4");
+  assert.equal(await page.inputValue("#f-sessions"), "4");
+  // A verdict for every catalog GPU; the map has both fitting and failing cells.
+  assert.ok((await page.locator("#verdicts tbody tr").count()) >= 30);
+  const fitting = Number(await page.getAttribute("#fitmap", "data-fitting"));
+  assert.ok(fitting > 0 && fitting < 60 * 56, `${fitting} cells fit`);
+  await page.screenshot({ path: join(SHOTS, "calculator.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test("the form writes the text", async () => {
+  const { page } = await open("/");
+  await page.selectOption("#f-device", "rtx-4090");
+  await page.fill("#f-sessions", "3");
+  await page.waitForFunction(() => document.querySelector("#source").value.includes("sessions 3"));
+  assert.match(await page.inputValue("#source"), /check calc on rtx-4090/);
+  await page.waitForSelector('#checks .gpu[data-device="rtx-4090"]');
+  await page.close();
+});
+
+test("a mistake shows its diagnostic at its line", async () => {
+  const { page } = await open("/");
+  await type(page, L4_CHAT.replace("weights bf16", "weights bf17"));
+  await page.waitForSelector('#diagnostics li.diag[data-line="5"]');
+  const text = await page.textContent('#diagnostics li.diag[data-line="5"]');
+  assert.match(text, /line 5, column \d+/);
+  assert.match(text, /bf17/);
+  assert.equal(await page.locator('#gutter span.err[data-line="5"]').count(), 1);
+  assert.match(await page.textContent("#status"), /errors/);
+  // Fixing it clears the diagnostic.
+  await type(page, L4_CHAT);
+  await page.waitForSelector("#diagnostics li.none");
+  await page.close();
+});
+
+test("a permalink restores the state", async () => {
+  const { page } = await open("/");
+  await type(page, L4_CHAT.replace("sessions 4", "sessions 3"));
+  await page.waitForSelector('#checks .gpu[data-device="l4"]');
+  await page.selectOption("#f-mapdevice", "a10");
+  await page.waitForFunction(() => location.hash.includes("gpu=a10"));
+  const url = page.url();
+  await page.close();
+  const again = await open(url.slice(server.origin.length));
+  assert.equal(await again.page.inputValue("#source"), L4_CHAT.replace("sessions 4", "sessions 3"));
+  assert.equal(await again.page.inputValue("#f-sessions"), "3");
+  assert.equal(await again.page.inputValue("#f-mapdevice"), "a10");
+  await again.page.waitForSelector('#checks .gpu[data-device="l4"]');
+  await again.page.close();
+});
+
+test("the product page's element renders in its shadow DOM", async () => {
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(`${server.origin}/examples/product.html`);
+  await page.waitForFunction(
+    () => [...document.querySelectorAll("vram-budget")].every((e) => e.dataset.status),
+  );
+  for (const id of ["chat-8b", "chat-70b"]) {
+    const status = await page.getAttribute(`#${id}`, "data-status");
+    assert.equal(status, "fits", id);
+    // Playwright's CSS locators pierce open shadow roots.
+    assert.ok((await page.locator(`#${id} .gpu .seg`).count()) >= 3, id);
+    assert.match(await page.locator(`#${id} .fit-sessions`).textContent(), /Up to \d+ concurrent sessions/);
+  }
+  // The host page's styles do not reach inside: the element keeps its own font.
+  const font = await page.evaluate(() => {
+    const el = document.querySelector("vram-budget").shadowRoot.querySelector("h3");
+    return getComputedStyle(el).fontFamily;
+  });
+  assert.doesNotMatch(font, /Georgia/);
+  // Its link opens the calculator with the same workload.
+  const href = await page.locator("#chat-8b a").getAttribute("href");
+  assert.match(href, /index\.html#s=/);
+  await page.locator("vram-budget").first().scrollIntoViewIfNeeded();
+  await page.screenshot({ path: join(SHOTS, "product-embed.png"), fullPage: true });
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test("training mode in the form gives a training budget", async () => {
+  const { page } = await open("/");
+  await page.check('input[name="mode"][value="training"]');
+  await page.selectOption("#f-method", "qlora");
+  await page.selectOption("#f-device", "rtx-4090");
+  await page.waitForFunction(() => document.querySelector("#source").value.includes("nf4-dq"));
+  await page.waitForSelector('#checks .gpu[data-device="rtx-4090"]');
+  await page.waitForSelector('body[data-ready="1"]', { state: "attached" });
+  assert.notEqual(await page.getAttribute("body", "data-status"), "input_errors");
+  assert.match(await page.textContent("#checks table.components"), /training_state|training state/);
+  // A fit map varies context and sessions, which a training workload does not have.
+  assert.match(await page.textContent("#fitmap-summary"), /no inference block/);
+  await page.close();
+});
+
+test("no request leaves the page's origin", () => {
+  assert.ok(seen.length >= 5, `${seen.length} requests`);
+  const outside = seen.filter((url) => !url.startsWith(server.origin) && !url.startsWith("data:"));
+  assert.deepEqual(outside, []);
+});
