@@ -126,7 +126,11 @@ pub fn evaluate(source: &str, options: &EvaluateOptions) -> Evaluation {
         Err(error) => {
             diagnostics
                 .push(internal(source, &format!("the budget has an unexpected shape: {error}")));
-            Budget { schema_version: vram_core::budget::SCHEMA_VERSION, checks: Vec::new() }
+            Budget {
+                schema_version: vram_core::budget::SCHEMA_VERSION,
+                checks: Vec::new(),
+                queries: Vec::new(),
+            }
         }
     };
     Evaluation {

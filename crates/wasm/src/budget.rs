@@ -22,6 +22,101 @@ pub type Bytes = u64;
 pub struct Budget {
     pub schema_version: u32,
     pub checks: Vec<CheckBudget>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[tsify(optional)]
+    pub queries: Vec<QueryAnswer>,
+}
+
+/// The answer to a `find` query.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+pub struct QueryAnswer {
+    pub query: String,
+    pub workload: String,
+    pub kind: QueryKind,
+    pub answer: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[tsify(optional)]
+    pub value: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[tsify(optional)]
+    pub split: Option<SplitReport>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[tsify(optional)]
+    pub machines: Vec<MachineAnswer>,
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[tsify(optional)]
+    pub warning: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(rename_all = "snake_case")]
+pub enum QueryKind {
+    MaxSessions,
+    MaxContext,
+    MaxBatch,
+    MinDevices,
+    Machines,
+    Precision,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+pub struct MachineAnswer {
+    pub machine: String,
+    pub title: String,
+    pub gpus: u64,
+    pub gpu_memory: Bytes,
+    pub split: SplitReport,
+    pub verdict: Verdict,
+}
+
+/// A change that makes an over-budget check fit, found by the planner's search.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+pub struct Suggestion {
+    pub kind: SuggestionKind,
+    pub change: String,
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[tsify(optional)]
+    pub value: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[tsify(optional)]
+    pub split: Option<SplitReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[tsify(optional)]
+    pub warning: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(rename_all = "snake_case")]
+pub enum SuggestionKind {
+    Sessions,
+    Context,
+    Batch,
+    Devices,
+    Precision,
+    Machine,
+}
+
+/// Host RAM and disk of a check on a machine.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+pub struct HostBudget {
+    pub ram: HostLine,
+    pub disk: HostLine,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
+#[serde(deny_unknown_fields)]
+#[tsify(missing_as_null)]
+pub struct HostLine {
+    pub capacity: Option<Bytes>,
+    pub components: Vec<Component>,
+    pub required: Bytes,
+    pub verdict: Option<Verdict>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
@@ -36,6 +131,12 @@ pub struct CheckBudget {
     pub devices: Vec<DeviceBudget>,
     pub verdict: Verdict,
     pub notes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[tsify(optional)]
+    pub suggestions: Vec<Suggestion>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[tsify(optional)]
+    pub host: Option<HostBudget>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]
@@ -118,11 +219,8 @@ pub struct Views {
 pub struct Band {
     pub low: Bytes,
     pub high: Bytes,
-    /// Whose measured errors set the band's width. Optional so that this mirror fits the core
-    /// both before and after bands gained their basis (another branch adds it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[tsify(optional)]
-    pub basis: Option<BandBasis>,
+    /// Whose measured errors set the band's width.
+    pub basis: BandBasis,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]

@@ -53,6 +53,7 @@ pub fn evaluate(source: &str, options: Option<Ts<EvaluateOptions>>) -> Ts<Evalua
             budget: budget::Budget {
                 schema_version: vram_core::budget::SCHEMA_VERSION,
                 checks: Vec::new(),
+                queries: Vec::new(),
             },
             diagnostics: vec![api::internal(
                 source,
