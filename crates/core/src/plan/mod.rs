@@ -312,6 +312,7 @@ impl<'p> Planner<'p> {
         let result = search::first_fitting(splits.len(), |i| {
             let split = splits[i];
             self.spec.split = split;
+            self.spec.stage_layers = None;
             self.spec.devices =
                 vec![device.to_string(); usize::try_from(split.devices()).unwrap_or(1)];
             let verdict = self.verdict()?;
@@ -425,6 +426,7 @@ impl<'p> Planner<'p> {
     ) -> Result<Verdict, Stop> {
         let spec = self.spec.clone();
         self.spec.machine = machine.map(str::to_string);
+        self.spec.stage_layers = None;
         self.spec.devices = devices;
         self.spec.split = split;
         let verdict = self.verdict();
