@@ -282,15 +282,16 @@ fn stage_layers(
             Ok(q)
                 if q.dim == Dim::Count
                     && q.value.is_integer()
-                    && q.value >= crate::ratio::Ratio::ONE =>
+                    && q.value >= crate::ratio::Ratio::ONE
+                    && q.value <= crate::ratio::Ratio::int(1 << 20) =>
             {
-                layers.push(u64::try_from(q.value.numer()).ok()?);
+                layers.push(u64::try_from(q.value.numer()).unwrap_or(1));
             }
             Ok(_) => {
                 diagnostics.push(Diagnostic::error(
                     "E007",
                     expr.span(),
-                    "the layers of a pipeline stage are a whole number, at least 1",
+                    "the layers of a pipeline stage are a whole number from 1 to 1,048,576",
                 ));
                 return None;
             }

@@ -109,11 +109,13 @@ pub struct DevicesAnswer {
     pub fewer: Option<(u64, SplitReport, Verdict)>,
 }
 
-/// A weight format that fits, the best-quality one of the candidates.
+/// A weight format (and KV cache precision) that fits, the best-quality one of the candidates.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrecisionAnswer {
     pub declared: String,
     pub weights: String,
+    /// A KV cache precision to change too, when the weights alone are not enough.
+    pub kv_cache: Option<String>,
     pub at: Verdict,
 }
 
@@ -386,34 +388,59 @@ impl<'p> Planner<'p> {
         })
     }
 
-    /// The best-quality smaller weight format that fits.
+    /// The best-quality smaller weight format that fits; when none does with the declared KV
+    /// cache, the best one that fits with an FP8 KV cache (the declared weights first).
     pub fn find_precision(&mut self) -> Result<Option<PrecisionAnswer>, Stop> {
         let Some(inference) = &self.original.inference else { return Ok(None) };
-        let declared = inference.weights;
-        let spec = self.spec.clone();
+        let (declared, kv) = (inference.weights, inference.kv_cache);
         let candidates = self.precision_candidates();
+        if let Some((index, at)) = self.first_precision(&candidates, None)? {
+            return Ok(Some(PrecisionAnswer {
+                declared: declared.name().into_owned(),
+                weights: candidates[index].name().into_owned(),
+                kv_cache: None,
+                at,
+            }));
+        }
+        // A 16-bit KV cache halves in FP8 (vLLM `kv_cache_dtype fp8`).
+        if kv.bytes_per_element() <= Precision::Fp8.bytes_per_element() {
+            return Ok(None);
+        }
+        let with_declared: Vec<WeightFormat> =
+            std::iter::once(declared).chain(candidates.iter().copied()).collect();
+        Ok(self.first_precision(&with_declared, Some(Precision::Fp8))?.map(|(index, at)| {
+            PrecisionAnswer {
+                declared: declared.name().into_owned(),
+                weights: with_declared[index].name().into_owned(),
+                kv_cache: Some(Precision::Fp8.name().into_owned()),
+                at,
+            }
+        }))
+    }
+
+    /// The first of `candidates` (weights, with `kv` as the KV cache when given) that fits.
+    fn first_precision(
+        &mut self,
+        candidates: &[WeightFormat],
+        kv: Option<Precision>,
+    ) -> Result<Option<(usize, Verdict)>, Stop> {
+        let spec = self.spec.clone();
         let mut seen: Vec<(usize, Verdict)> = Vec::new();
         let result = search::first_fitting(candidates.len(), |i| {
             if let Some(inference) = self.workload_mut().inference.as_mut() {
                 inference.weights = candidates[i];
+                if let Some(kv) = kv {
+                    inference.kv_cache = kv;
+                }
             }
-            let verdict = match self.verdict() {
-                Ok(v) => v,
-                Err(Stop::Unsupported) => Verdict::Unsupported { reason: String::new() },
-                Err(stop) => return Err(stop),
-            };
+            let verdict = self.verdict()?;
             let fits = verdict.fits();
             seen.push((i, verdict));
             Ok::<_, Stop>(fits)
         });
         self.reset(&spec);
         let Some(index) = result? else { return Ok(None) };
-        let at = seen.iter().find(|(j, _)| *j == index).map(|(_, v)| v.clone());
-        Ok(at.map(|at| PrecisionAnswer {
-            declared: declared.name().into_owned(),
-            weights: candidates[index].name().into_owned(),
-            at,
-        }))
+        Ok(seen.into_iter().find(|(j, _)| *j == index))
     }
 
     /// Evaluates the workload on other devices with a given split: a machine's GPUs, whose

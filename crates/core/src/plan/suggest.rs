@@ -60,10 +60,10 @@ pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Sugges
     if let Some(answer) = planner.find_precision()? {
         out.push(Suggestion {
             kind: SuggestionKind::Precision,
-            change: format!("weights {}", answer.weights),
+            change: precision_change(&answer),
             detail: format!(
-                "weights {} instead of {}: {}",
-                answer.weights,
+                "{} (declared: weights {}): {}",
+                precision_change(&answer),
                 answer.declared,
                 verdict_words(&answer.at)
             ),
@@ -83,6 +83,14 @@ pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Sugges
         });
     }
     Ok(out)
+}
+
+/// `weights fp8`, or `weights bf16; kv_cache fp8`.
+pub fn precision_change(answer: &super::PrecisionAnswer) -> String {
+    match &answer.kv_cache {
+        Some(kv) => format!("weights {}; kv_cache {kv}", answer.weights),
+        None => format!("weights {}", answer.weights),
+    }
 }
 
 /// `sessions 23`, `context 12288 tokens`, `micro_batch 2`.
