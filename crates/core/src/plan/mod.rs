@@ -340,8 +340,9 @@ impl<'p> Planner<'p> {
         }))
     }
 
-    /// Weight formats smaller than the declared one, best quality first, that every device of
-    /// the check can run. llama.cpp gets its presets; other runtimes 8-bit and 4-bit formats.
+    /// Weight formats smaller than the declared one (or as large, when the declared one cannot
+    /// run here), best quality first, that every device of the check can run. llama.cpp gets
+    /// its presets; other runtimes 8-bit and 4-bit formats.
     pub fn precision_candidates(&self) -> Vec<WeightFormat> {
         let Some(inference) = &self.original.inference else { return Vec::new() };
         let declared = inference.weights;
@@ -371,7 +372,13 @@ impl<'p> Planner<'p> {
         ]
         .into_iter()
         .map(WeightFormat::Uniform)
-        .filter(|f| matches!(f, WeightFormat::Uniform(p) if p.bytes_per_element() < size))
+        // Smaller formats; when the devices cannot run the declared one (FP8 on an A100), formats
+        // of the same size too, which trade no memory but can run.
+        .filter(|f| match f {
+            WeightFormat::Uniform(p) if runs(&declared) => p.bytes_per_element() < size,
+            WeightFormat::Uniform(p) => p.bytes_per_element() <= size && *p != current,
+            WeightFormat::Preset(_) => false,
+        })
         .filter(runs)
         // bf16 and fp16 are the same size: keep the first the devices run.
         .fold(Vec::new(), |mut kept: Vec<WeightFormat>, f| {
@@ -462,14 +469,17 @@ impl<'p> Planner<'p> {
     }
 }
 
-/// Adds suggestions to every over-budget check of `budget` (checks of `program`, by id).
+/// Adds suggestions to every check of `budget` that does not fit (checks of `program`, by
+/// id): over budget, or on a device that cannot run it.
 pub fn annotate(program: &Layered<'_>, budget: &mut crate::budget::Budget) {
     for check in &mut budget.checks {
-        if !matches!(check.verdict, Verdict::Over { .. }) {
-            continue;
-        }
         let Some(spec) = program.checks().iter().find(|s| s.id == check.id) else { continue };
-        if let Ok(found) = suggest::suggestions(program, spec) {
+        let found = match check.verdict {
+            Verdict::Over { .. } => suggest::suggestions(program, spec),
+            Verdict::Unsupported { .. } => suggest::runnable(program, spec),
+            Verdict::Fits { .. } => continue,
+        };
+        if let Ok(found) = found {
             check.suggestions = found;
         }
     }
