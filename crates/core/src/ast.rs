@@ -71,6 +71,8 @@ pub struct Check {
     pub also: Vec<Ident>,
     pub target: Target,
     pub split: Vec<SplitPart>,
+    /// `layers 24 56` after the split: declared layers per pipeline stage.
+    pub stage_layers: Vec<Expr>,
     pub headroom: Option<Ident>,
     pub span: Span,
 }
@@ -83,6 +85,8 @@ pub struct Find {
     /// `on TARGET`, which some goals need and others refuse (the checker decides).
     pub target: Option<Target>,
     pub split: Vec<SplitPart>,
+    /// `layers 24 56` after the split: declared layers per pipeline stage.
+    pub stage_layers: Vec<Expr>,
     pub headroom: Option<Ident>,
     pub span: Span,
 }

@@ -327,21 +327,13 @@ impl Printer<'_> {
         }
         self.out.push_str(" on ");
         self.out.push_str(&target_text(&check.target));
-        self.split_and_headroom(&check.split, check.headroom.as_ref());
+        self.out.push_str(&split_text(&check.split, &check.stage_layers, check.headroom.as_ref()));
         self.end_line(check.span.end);
     }
 
     fn find(&mut self, find: &Find) {
         self.out.push_str(&find_text(find));
         self.end_line(find.span.end);
-    }
-
-    fn split_and_headroom(
-        &mut self,
-        split: &[crate::ast::SplitPart],
-        headroom: Option<&crate::ast::Ident>,
-    ) {
-        self.out.push_str(&split_text(split, headroom));
     }
 }
 
@@ -354,12 +346,22 @@ fn target_text(target: &Target) -> String {
 }
 
 /// ` split tensor 2 headroom strict`, or nothing.
-fn split_text(split: &[crate::ast::SplitPart], headroom: Option<&crate::ast::Ident>) -> String {
+fn split_text(
+    split: &[crate::ast::SplitPart],
+    stage_layers: &[crate::ast::Expr],
+    headroom: Option<&crate::ast::Ident>,
+) -> String {
     let mut out = String::new();
     if !split.is_empty() {
         out.push_str(" split");
         for part in split {
             let _ = write!(out, " {} {}", part.strategy.name, format_expr(&part.degree));
+        }
+    }
+    if !stage_layers.is_empty() {
+        out.push_str(" layers");
+        for layers in stage_layers {
+            let _ = write!(out, " {}", format_expr(layers));
         }
     }
     if let Some(headroom) = headroom {
@@ -382,7 +384,7 @@ pub fn find_text(find: &Find) -> String {
         out.push_str(" on ");
         out.push_str(&target_text(target));
     }
-    out.push_str(&split_text(&find.split, find.headroom.as_ref()));
+    out.push_str(&split_text(&find.split, &find.stage_layers, find.headroom.as_ref()));
     out
 }
 

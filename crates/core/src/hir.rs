@@ -629,6 +629,9 @@ pub struct CheckSpec {
     /// One device name per GPU, in rank order.
     pub devices: Vec<String>,
     pub split: Split,
+    /// Layers of each pipeline stage as declared (`split pipeline 2 layers 24 56`); `None`:
+    /// even, or in proportion to memory on GPUs of different sizes.
+    pub stage_layers: Option<Vec<u64>>,
     pub headroom: Option<String>,
     pub span: Span,
 }

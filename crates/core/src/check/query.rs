@@ -46,7 +46,7 @@ pub(super) fn query(
         ),
         _ => {}
     }
-    if !needs_target && !find.split.is_empty() {
+    if !needs_target && (!find.split.is_empty() || !find.stage_layers.is_empty()) {
         diagnostics.push(Diagnostic::error(
             "E050",
             find.span,
@@ -72,6 +72,7 @@ pub(super) fn query(
                 also: Vec::new(),
                 target: on.clone(),
                 split: find.split.clone(),
+                stage_layers: find.stage_layers.clone(),
                 headroom: find.headroom.clone(),
                 span: find.span,
             };
@@ -109,6 +110,7 @@ fn bare(find: &Find, devices: Vec<String>) -> CheckSpec {
         machine: None,
         devices,
         split: Split::NONE,
+        stage_layers: None,
         headroom: find.headroom.as_ref().map(|h| h.name.clone()),
         span: find.span,
     }

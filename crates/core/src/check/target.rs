@@ -146,6 +146,10 @@ pub(super) fn check(
             }
         }
     }
+    let stage_layers = stage_layers(check, split, program, &mut diagnostics);
+    if !check.stage_layers.is_empty() && stage_layers.is_none() {
+        ok = false;
+    }
     let depends_on_failed = failed.contains(&check.workload.name)
         || check.also.iter().any(|w| failed.contains(&w.name))
         || check.also.iter().any(|w| {
@@ -176,6 +180,7 @@ pub(super) fn check(
             machine,
             devices,
             split,
+            stage_layers,
             headroom: check.headroom.as_ref().map(|h| h.name.clone()),
             span: check.span,
         }),
@@ -258,4 +263,80 @@ fn split(check: &Check, devices: u64, diagnostics: &mut Vec<Diagnostic>) -> Opti
         return None;
     }
     Some(split)
+}
+
+/// The declared layers per pipeline stage (`split pipeline 2 layers 24 56`): whole, one per
+/// stage, adding up to the model's layers. `None` when none are declared or they are wrong.
+fn stage_layers(
+    check: &Check,
+    split: Option<Split>,
+    program: &Layered<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Vec<u64>> {
+    if check.stage_layers.is_empty() {
+        return None;
+    }
+    let mut layers = Vec::new();
+    for expr in &check.stage_layers {
+        match quantity::evaluate(expr) {
+            Ok(q)
+                if q.dim == Dim::Count
+                    && q.value.is_integer()
+                    && q.value >= crate::ratio::Ratio::ONE
+                    && q.value <= crate::ratio::Ratio::int(1 << 20) =>
+            {
+                layers.push(u64::try_from(q.value.numer()).unwrap_or(1));
+            }
+            Ok(_) => {
+                diagnostics.push(Diagnostic::error(
+                    "E007",
+                    expr.span(),
+                    "the layers of a pipeline stage are a whole number from 1 to 1,048,576",
+                ));
+                return None;
+            }
+            Err(diagnostic) => {
+                diagnostics.push(diagnostic);
+                return None;
+            }
+        }
+    }
+    let split = split?;
+    let span =
+        check.stage_layers[0].span().to(check.stage_layers[check.stage_layers.len() - 1].span());
+    if layers.len() as u64 != u64::from(split.pipeline) {
+        diagnostics.push(
+            Diagnostic::error(
+                "E030",
+                span,
+                format!(
+                    "`layers` lists {} stages, but the split has {} pipeline stages",
+                    layers.len(),
+                    split.pipeline
+                ),
+            )
+            .with_help("give one layer count per pipeline stage, in stage order"),
+        );
+        return None;
+    }
+    let shape = program
+        .workload(&check.workload.name)
+        .and_then(|w| w.model.as_ref())
+        .and_then(|m| program.model(m))
+        .and_then(|m| m.shape.as_ref());
+    let total: u64 = layers.iter().sum();
+    if let Some(shape) = shape
+        && total != shape.layers
+    {
+        diagnostics.push(
+            Diagnostic::error(
+                "E031",
+                span,
+                format!("the stages hold {total} layers, but the model has {}", shape.layers),
+            )
+            .with_help("the layers of the stages must add up to the model's layers"),
+        );
+        return None;
+    }
+    Some(layers)
 }

@@ -105,6 +105,7 @@ pub(crate) fn evaluate_check(
     if let Some(plan) = plan.as_ref().filter(|plan| {
         shape.is_some_and(|s| plan.iter().any(|(_, n)| *n != stage_layers(s.layers, p, 0)))
             && spec.devices.windows(2).any(|w| w[0] != w[1])
+            && spec.stage_layers.is_none()
     }) {
         let layers: Vec<String> = plan.iter().map(|(_, n)| n.to_string()).collect();
         notes.push(format!(

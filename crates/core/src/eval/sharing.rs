@@ -25,6 +25,9 @@ pub(super) fn stage_plan(
     layers: u64,
 ) -> Option<StagePlan> {
     let (t, p) = (u64::from(spec.split.tensor), u64::from(spec.split.pipeline));
+    if let Some(declared) = &spec.stage_layers {
+        return Some(stages(declared.iter().copied()));
+    }
     let memory: Vec<u64> = (0..p)
         .map(|stage| {
             let rank = usize::try_from(stage * t).ok()?;
@@ -37,17 +40,19 @@ pub(super) fn stage_plan(
     } else {
         proportional(layers, &memory)
     };
+    Some(stages(counts.into_iter()))
+}
+
+/// Layer counts to `(first layer, layers)` per stage.
+fn stages(counts: impl Iterator<Item = u64>) -> StagePlan {
     let mut first = 0;
-    Some(
-        counts
-            .into_iter()
-            .map(|n| {
-                let stage = (first, n);
-                first += n;
-                stage
-            })
-            .collect(),
-    )
+    counts
+        .map(|n| {
+            let stage = (first, n);
+            first += n;
+            stage
+        })
+        .collect()
 }
 
 /// `layers` divided in proportion to `weights`, each part at least 1, remainders to the largest

@@ -109,11 +109,13 @@ pub struct DevicesAnswer {
     pub fewer: Option<(u64, SplitReport, Verdict)>,
 }
 
-/// A weight format that fits, the best-quality one of the candidates.
+/// A weight format (and KV cache precision) that fits, the best-quality one of the candidates.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrecisionAnswer {
     pub declared: String,
     pub weights: String,
+    /// A KV cache precision to change too, when the weights alone are not enough.
+    pub kv_cache: Option<String>,
     pub at: Verdict,
 }
 
@@ -312,6 +314,7 @@ impl<'p> Planner<'p> {
         let result = search::first_fitting(splits.len(), |i| {
             let split = splits[i];
             self.spec.split = split;
+            self.spec.stage_layers = None;
             self.spec.devices =
                 vec![device.to_string(); usize::try_from(split.devices()).unwrap_or(1)];
             let verdict = self.verdict()?;
@@ -337,8 +340,9 @@ impl<'p> Planner<'p> {
         }))
     }
 
-    /// Weight formats smaller than the declared one, best quality first, that every device of
-    /// the check can run. llama.cpp gets its presets; other runtimes 8-bit and 4-bit formats.
+    /// Weight formats smaller than the declared one (or as large, when the declared one cannot
+    /// run here), best quality first, that every device of the check can run. llama.cpp gets
+    /// its presets; other runtimes 8-bit and 4-bit formats.
     pub fn precision_candidates(&self) -> Vec<WeightFormat> {
         let Some(inference) = &self.original.inference else { return Vec::new() };
         let declared = inference.weights;
@@ -368,7 +372,13 @@ impl<'p> Planner<'p> {
         ]
         .into_iter()
         .map(WeightFormat::Uniform)
-        .filter(|f| matches!(f, WeightFormat::Uniform(p) if p.bytes_per_element() < size))
+        // Smaller formats; when the devices cannot run the declared one (FP8 on an A100), formats
+        // of the same size too, which trade no memory but can run.
+        .filter(|f| match f {
+            WeightFormat::Uniform(p) if runs(&declared) => p.bytes_per_element() < size,
+            WeightFormat::Uniform(p) => p.bytes_per_element() <= size && *p != current,
+            WeightFormat::Preset(_) => false,
+        })
         .filter(runs)
         // bf16 and fp16 are the same size: keep the first the devices run.
         .fold(Vec::new(), |mut kept: Vec<WeightFormat>, f| {
@@ -385,34 +395,59 @@ impl<'p> Planner<'p> {
         })
     }
 
-    /// The best-quality smaller weight format that fits.
+    /// The best-quality smaller weight format that fits; when none does with the declared KV
+    /// cache, the best one that fits with an FP8 KV cache (the declared weights first).
     pub fn find_precision(&mut self) -> Result<Option<PrecisionAnswer>, Stop> {
         let Some(inference) = &self.original.inference else { return Ok(None) };
-        let declared = inference.weights;
-        let spec = self.spec.clone();
+        let (declared, kv) = (inference.weights, inference.kv_cache);
         let candidates = self.precision_candidates();
+        if let Some((index, at)) = self.first_precision(&candidates, None)? {
+            return Ok(Some(PrecisionAnswer {
+                declared: declared.name().into_owned(),
+                weights: candidates[index].name().into_owned(),
+                kv_cache: None,
+                at,
+            }));
+        }
+        // A 16-bit KV cache halves in FP8 (vLLM `kv_cache_dtype fp8`).
+        if kv.bytes_per_element() <= Precision::Fp8.bytes_per_element() {
+            return Ok(None);
+        }
+        let with_declared: Vec<WeightFormat> =
+            std::iter::once(declared).chain(candidates.iter().copied()).collect();
+        Ok(self.first_precision(&with_declared, Some(Precision::Fp8))?.map(|(index, at)| {
+            PrecisionAnswer {
+                declared: declared.name().into_owned(),
+                weights: with_declared[index].name().into_owned(),
+                kv_cache: Some(Precision::Fp8.name().into_owned()),
+                at,
+            }
+        }))
+    }
+
+    /// The first of `candidates` (weights, with `kv` as the KV cache when given) that fits.
+    fn first_precision(
+        &mut self,
+        candidates: &[WeightFormat],
+        kv: Option<Precision>,
+    ) -> Result<Option<(usize, Verdict)>, Stop> {
+        let spec = self.spec.clone();
         let mut seen: Vec<(usize, Verdict)> = Vec::new();
         let result = search::first_fitting(candidates.len(), |i| {
             if let Some(inference) = self.workload_mut().inference.as_mut() {
                 inference.weights = candidates[i];
+                if let Some(kv) = kv {
+                    inference.kv_cache = kv;
+                }
             }
-            let verdict = match self.verdict() {
-                Ok(v) => v,
-                Err(Stop::Unsupported) => Verdict::Unsupported { reason: String::new() },
-                Err(stop) => return Err(stop),
-            };
+            let verdict = self.verdict()?;
             let fits = verdict.fits();
             seen.push((i, verdict));
             Ok::<_, Stop>(fits)
         });
         self.reset(&spec);
         let Some(index) = result? else { return Ok(None) };
-        let at = seen.iter().find(|(j, _)| *j == index).map(|(_, v)| v.clone());
-        Ok(at.map(|at| PrecisionAnswer {
-            declared: declared.name().into_owned(),
-            weights: candidates[index].name().into_owned(),
-            at,
-        }))
+        Ok(seen.into_iter().find(|(j, _)| *j == index))
     }
 
     /// Evaluates the workload on other devices with a given split: a machine's GPUs, whose
@@ -425,6 +460,7 @@ impl<'p> Planner<'p> {
     ) -> Result<Verdict, Stop> {
         let spec = self.spec.clone();
         self.spec.machine = machine.map(str::to_string);
+        self.spec.stage_layers = None;
         self.spec.devices = devices;
         self.spec.split = split;
         let verdict = self.verdict();
@@ -433,14 +469,17 @@ impl<'p> Planner<'p> {
     }
 }
 
-/// Adds suggestions to every over-budget check of `budget` (checks of `program`, by id).
+/// Adds suggestions to every check of `budget` that does not fit (checks of `program`, by
+/// id): over budget, or on a device that cannot run it.
 pub fn annotate(program: &Layered<'_>, budget: &mut crate::budget::Budget) {
     for check in &mut budget.checks {
-        if !matches!(check.verdict, Verdict::Over { .. }) {
-            continue;
-        }
         let Some(spec) = program.checks().iter().find(|s| s.id == check.id) else { continue };
-        if let Ok(found) = suggest::suggestions(program, spec) {
+        let found = match check.verdict {
+            Verdict::Over { .. } => suggest::suggestions(program, spec),
+            Verdict::Unsupported { .. } => suggest::runnable(program, spec),
+            Verdict::Fits { .. } => continue,
+        };
+        if let Ok(found) = found {
             check.suggestions = found;
         }
     }

@@ -24,7 +24,7 @@ pub fn answer_all(program: &Layered<'_>, diagnostics: &mut Vec<Diagnostic>) -> V
                         Diagnostic::warning(
                             "W004",
                             query.span,
-                            format!("`{}` fits only with {} weights", query.check.workload, answer.answer),
+                            format!("`{}` fits only with `{}`", query.check.workload, answer.answer),
                         )
                         .with_help(PRECISION_WARNING),
                     );
@@ -141,16 +141,15 @@ fn answer(
                 .map(|i| i.weights.name().into_owned())
                 .unwrap_or_default();
             if declared.fits() {
-                out.answer.clone_from(&weights);
+                out.answer = format!("weights {weights} (as declared)");
                 out.detail = format!("weights {weights} as declared: {}", verdict_words(&declared));
             } else if let Some(found) = planner.find_precision()? {
-                out.answer.clone_from(&found.weights);
+                out.answer = super::suggest::precision_change(&found);
                 out.detail = format!(
-                    "weights {} instead of {}: {}; {} as declared: {}",
-                    found.weights,
+                    "{} (declared: weights {}): {}; as declared: {}",
+                    out.answer,
                     found.declared,
                     verdict_words(&found.at),
-                    found.declared,
                     verdict_words(&declared)
                 );
                 out.warning = Some(PRECISION_WARNING.to_string());

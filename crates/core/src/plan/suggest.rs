@@ -3,7 +3,9 @@
 //!
 //! In order: the largest sessions at the declared context, the largest context at the declared
 //! sessions, the largest batch, the fewest devices of the check's kind and their split, a
-//! smaller precision (with the quality warning), and up to three catalog machines.
+//! smaller precision (with the quality warning), and up to three catalog machines. A check whose
+//! device cannot run it (capability, not capacity) gets the precisions the device does run
+//! and the machines.
 
 use std::fmt::Write as _;
 
@@ -58,31 +60,62 @@ pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Sugges
         });
     }
     if let Some(answer) = planner.find_precision()? {
-        out.push(Suggestion {
-            kind: SuggestionKind::Precision,
-            change: format!("weights {}", answer.weights),
-            detail: format!(
-                "weights {} instead of {}: {}",
-                answer.weights,
-                answer.declared,
-                verdict_words(&answer.at)
-            ),
-            value: None,
-            split: None,
-            warning: Some(PRECISION_WARNING.to_string()),
-        });
+        out.push(precision_suggestion(&answer));
     }
     for fit in machines::fitting(&mut planner, program, MACHINES)? {
-        out.push(Suggestion {
-            kind: SuggestionKind::Machine,
-            change: machine_line(&spec.workload, &fit.name, report(fit.split)),
-            detail: machine_detail(&fit),
-            value: Some(fit.gpus),
-            split: Some(report(fit.split)),
-            warning: None,
-        });
+        out.push(machine_suggestion(&spec.workload, &fit));
     }
     Ok(out)
+}
+
+/// The suggestions for `spec`, whose device cannot run it (capability, not capacity): a weight
+/// format the devices run that fits, and catalog machines that fit. Sessions, context and more
+/// devices of the same kind cannot help.
+pub fn runnable(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Suggestion>, Stop> {
+    let Some(mut planner) = Planner::new(program, spec) else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    if let Some(answer) = planner.find_precision()? {
+        out.push(precision_suggestion(&answer));
+    }
+    for fit in machines::fitting(&mut planner, program, MACHINES)? {
+        out.push(machine_suggestion(&spec.workload, &fit));
+    }
+    Ok(out)
+}
+
+fn precision_suggestion(answer: &super::PrecisionAnswer) -> Suggestion {
+    Suggestion {
+        kind: SuggestionKind::Precision,
+        change: precision_change(answer),
+        detail: format!(
+            "{} (declared: weights {}): {}",
+            precision_change(answer),
+            answer.declared,
+            verdict_words(&answer.at)
+        ),
+        value: None,
+        split: None,
+        warning: Some(PRECISION_WARNING.to_string()),
+    }
+}
+
+fn machine_suggestion(workload: &str, fit: &MachineFit) -> Suggestion {
+    Suggestion {
+        kind: SuggestionKind::Machine,
+        change: machine_line(workload, &fit.name, report(fit.split)),
+        detail: machine_detail(fit),
+        value: Some(fit.gpus),
+        split: Some(report(fit.split)),
+        warning: None,
+    }
+}
+
+/// `weights fp8`, or `weights bf16; kv_cache fp8`.
+pub fn precision_change(answer: &super::PrecisionAnswer) -> String {
+    match &answer.kv_cache {
+        Some(kv) => format!("weights {}; kv_cache {kv}", answer.weights),
+        None => format!("weights {}", answer.weights),
+    }
 }
 
 /// `sessions 23`, `context 12288 tokens`, `micro_batch 2`.

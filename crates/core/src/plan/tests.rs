@@ -183,10 +183,11 @@ fn min_devices_fit_and_the_next_smaller_split_does_not() {
 fn the_precision_found_fits_and_the_larger_candidate_does_not() {
     let mut rng = Rng(5);
     let mut answers = 0;
-    for _ in 0..12 {
+    let mut kv_answers = 0;
+    for _ in 0..16 {
         let model = *rng.pick(&["llama3.1-8b", "qwen2.5-14b", "mistral-7b"]);
         let device = *rng.pick(&["l4", "a10", "rtx-4090", "t4"]);
-        let (context, sessions) = (rng.range(2048, 16384), rng.range(1, 16));
+        let (context, sessions) = (rng.range(2048, 16384), rng.range(1, 32));
         let source = inference_source(model, "vllm", "fp16", context, sessions, device);
         let program = checked(&source);
         let spec = program.checks().first().expect("one check").clone();
@@ -194,6 +195,17 @@ fn the_precision_found_fits_and_the_larger_candidate_does_not() {
         let candidates = planner.precision_candidates();
         let Ok(Some(answer)) = planner.find_precision() else { continue };
         let with = |w: &str| inference_source(model, "vllm", w, context, sessions, device);
+        if answer.kv_cache.is_some() {
+            // Only with an FP8 KV cache: the smallest weights alone must not fit.
+            let kv = with(&answer.weights).replace("    context", "    kv_cache fp8\n    context");
+            assert!(fits(&kv), "{} with an fp8 KV cache should fit:\n{source}", answer.weights);
+            if let Some(smallest) = candidates.last() {
+                let alone = with(&smallest.name());
+                assert!(!fits(&alone), "{} alone should not fit:\n{source}", smallest.name());
+            }
+            kv_answers += 1;
+            continue;
+        }
         assert!(fits(&with(&answer.weights)), "{} should fit:\n{source}", answer.weights);
         let index =
             candidates.iter().position(|c| c.name() == answer.weights).expect("a candidate");
@@ -204,4 +216,5 @@ fn the_precision_found_fits_and_the_larger_candidate_does_not() {
         answers += 1;
     }
     assert!(answers >= 4, "only {answers} answers");
+    assert!(kv_answers >= 1, "no answer needed an FP8 KV cache: the generator is too narrow");
 }

@@ -83,6 +83,7 @@ impl Lowerer {
         let mut also = Vec::new();
         let mut target = None;
         let mut split = Vec::new();
+        let mut stage_layers = Vec::new();
         let mut headroom = None;
         for pair in pair.into_inner() {
             match pair.as_rule() {
@@ -94,7 +95,7 @@ impl Lowerer {
                     also.push(self.lower_name(name));
                 }
                 Rule::target => target = Some(self.lower_target(pair)),
-                Rule::split => split = self.lower_split(pair),
+                Rule::split => (split, stage_layers) = self.lower_split(pair),
                 Rule::headroom_choice => {
                     let name = pair.into_inner().nth(1).expect("headroom_choice has a name");
                     headroom = Some(self.lower_name(name));
@@ -107,13 +108,14 @@ impl Lowerer {
         let end = headroom
             .as_ref()
             .map(|h| h.span)
+            .or_else(|| stage_layers.last().map(Expr::span))
             .or_else(|| split.last().map(|p: &SplitPart| p.degree.span()))
             .unwrap_or(match &target {
                 Target::Count(count) => count.span,
                 Target::Named(name) => name.span,
             });
         let span = Span { start: span.start, end: end.end };
-        Check { title, workload, also, target, split, headroom, span }
+        Check { title, workload, also, target, split, stage_layers, headroom, span }
     }
 
     fn lower_find(&mut self, pair: Pair<'_, Rule>) -> Find {
@@ -122,6 +124,7 @@ impl Lowerer {
         let mut workload = None;
         let mut target = None;
         let mut split = Vec::new();
+        let mut stage_layers = Vec::new();
         let mut headroom = None;
         for pair in pair.into_inner() {
             match pair.as_rule() {
@@ -129,7 +132,7 @@ impl Lowerer {
                 Rule::find_goal => goal = Some(self.lower_find_goal(pair)),
                 Rule::name => workload = Some(self.lower_name(pair)),
                 Rule::target => target = Some(self.lower_target(pair)),
-                Rule::split => split = self.lower_split(pair),
+                Rule::split => (split, stage_layers) = self.lower_split(pair),
                 Rule::headroom_choice => {
                     let name = pair.into_inner().nth(1).expect("headroom_choice has a name");
                     headroom = Some(self.lower_name(name));
@@ -142,6 +145,7 @@ impl Lowerer {
         let end = headroom
             .as_ref()
             .map(|h| h.span)
+            .or_else(|| stage_layers.last().map(Expr::span))
             .or_else(|| split.last().map(|p: &SplitPart| p.degree.span()))
             .or_else(|| {
                 target.as_ref().map(|t| match t {
@@ -151,7 +155,7 @@ impl Lowerer {
             })
             .unwrap_or(workload.span);
         let span = Span { start: span.start, end: end.end };
-        Find { goal, workload, target, split, headroom, span }
+        Find { goal, workload, target, split, stage_layers, headroom, span }
     }
 
     fn lower_find_goal(&mut self, pair: Pair<'_, Rule>) -> FindGoal {
@@ -187,16 +191,26 @@ impl Lowerer {
         }
     }
 
-    fn lower_split(&mut self, pair: Pair<'_, Rule>) -> Vec<SplitPart> {
+    /// The split's parts, and the declared layers per stage (empty when not given).
+    fn lower_split(&mut self, pair: Pair<'_, Rule>) -> (Vec<SplitPart>, Vec<Expr>) {
         let mut parts = Vec::new();
+        let mut layers = Vec::new();
         let mut inner = pair.into_inner();
         inner.next(); // the `split` keyword
         while let Some(strategy) = inner.next() {
+            if strategy.as_rule() == Rule::stage_layers {
+                layers = strategy
+                    .into_inner()
+                    .skip(1) // the `layers` keyword
+                    .map(|expr| self.lower_expr(expr))
+                    .collect();
+                break;
+            }
             let strategy = self.lower_name(strategy);
             let degree = self.lower_expr(next(&mut inner));
             parts.push(SplitPart { strategy, degree });
         }
-        parts
+        (parts, layers)
     }
 
     fn lower_block(&mut self, pair: Pair<'_, Rule>) -> Block {

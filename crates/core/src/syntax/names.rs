@@ -40,6 +40,8 @@ pub fn rule_name(rule: Rule) -> &'static str {
         Rule::target => "a device, a machine, or a count such as `2 x h100-sxm-80gb`",
         Rule::split => "a split such as `split tensor 2`",
         Rule::keyword_split => "`split`",
+        Rule::stage_layers => "layers per pipeline stage such as `layers 24 56`",
+        Rule::keyword_layers => "`layers`",
         Rule::headroom_choice => "a headroom rule such as `headroom strict`",
         Rule::keyword_headroom => "`headroom`",
         Rule::block => "a block `{ ... }`",

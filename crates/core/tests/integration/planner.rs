@@ -115,3 +115,15 @@ find max batch for tune on rtx-4090
     assert!(machines.windows(2).all(|w| w[0].gpu_memory <= w[1].gpu_memory), "smallest first");
     assert!(outcome.diagnostics.iter().any(|d| d.code == "W004"), "a precision change warns");
 }
+
+#[test]
+fn precision_falls_back_to_an_fp8_kv_cache_when_weights_alone_do_not_fit() {
+    let source = "
+workload chat { model llama3.1-8b; runtime vllm; inference { weights bf16; context 8192 tokens; sessions 16 } }
+find precision for chat on l4
+";
+    let outcome = vram_core::evaluate(source);
+    let answer = &outcome.budget.queries[0];
+    assert!(answer.answer.ends_with("kv_cache fp8"), "{answer:#?}");
+    assert!(answer.warning.is_some());
+}
