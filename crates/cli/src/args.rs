@@ -71,6 +71,22 @@ pub(crate) enum Command {
         #[arg(long)]
         name: Option<String>,
     },
+    /// Where a check fits: a grid of context × sessions on one device.
+    Map {
+        file: PathBuf,
+        /// The check to map (its id); needed when the file has several.
+        #[arg(long)]
+        check: Option<String>,
+        /// The device to map on, with the check's split; default: the check's own device.
+        #[arg(long)]
+        device: Option<String>,
+        /// Context lengths in tokens, increasing (default: 1024 to 131072, doubling).
+        #[arg(long, value_delimiter = ',')]
+        contexts: Vec<u64>,
+        /// Session counts, increasing (default: 1 to 256, doubling).
+        #[arg(long, value_delimiter = ',')]
+        sessions: Vec<u64>,
+    },
     /// Turn vram-probe reports into a headroom rule justified by measurements.
     ///
     /// Reads reports of `vram-probe run --check` and, per architecture, keeps the worst excess

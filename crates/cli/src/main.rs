@@ -26,6 +26,7 @@ mod catalog;
 mod explain;
 mod import;
 mod input;
+mod map;
 mod output;
 
 use std::io::{IsTerminal, Write};
@@ -62,6 +63,16 @@ fn main() -> ExitCode {
             import::run(&path, format, name.as_deref(), colors)
         }
         Command::Calibrate { reports, name, format } => calibrate::run(&reports, &name, format),
+        Command::Map { file, check, device, contexts, sessions } => map::run(
+            &map::Request {
+                file: &file,
+                check: check.as_deref(),
+                device: device.as_deref(),
+                contexts: &contexts,
+                sessions: &sessions,
+            },
+            colors,
+        ),
         Command::Schema => {
             outln!("{}", output::json::schema());
             EXIT_FITS

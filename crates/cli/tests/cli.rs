@@ -326,3 +326,23 @@ fn a_closed_standard_output_is_not_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_ne!(output.status.code(), Some(101), "{stderr}");
 }
+
+#[test]
+fn map_draws_where_a_check_fits_over_context_and_sessions() {
+    let run = vram(&["map", "examples/llama3.1-8b-chat.vram", "--check", "chat-l4 on l4"], None);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The written point (8192 tokens, 4 sessions) fits, as `vram check` says; twice the sessions
+    // at that context does not.
+    assert!(run.stdout.contains("8192 tok │   █   █   █   ·"), "{}", run.stdout);
+    snapshot!("map", run);
+
+    let several = vram(&["map", "examples/llama3.1-8b-chat.vram"], None);
+    assert_eq!(several.code, 2);
+    assert!(several.stderr.contains("choose a check with --check"), "{}", several.stderr);
+    let unordered = vram(
+        &["map", "examples/llama3.1-8b-chat.vram", "--check", "chat-l4 on l4", "--sessions", "8,2"],
+        None,
+    );
+    assert_eq!(unordered.code, 2);
+    assert!(unordered.stderr.contains("sessions"), "{}", unordered.stderr);
+}
