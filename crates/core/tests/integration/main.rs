@@ -8,5 +8,6 @@ mod format;
 mod formulas;
 mod header;
 mod import;
+mod limits;
 mod planner;
 mod tidy;
