@@ -10,4 +10,5 @@ mod header;
 mod import;
 mod limits;
 mod planner;
+mod properties;
 mod tidy;
