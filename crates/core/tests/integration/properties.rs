@@ -15,7 +15,7 @@ use proptest::test_runner::{Config, TestRunner};
 use vram_core::budget::Budget;
 use vram_core::{Outcome, Status};
 
-const CASES: u32 = 24;
+const CASES: u32 = 16;
 const PRECISIONS: [&str; 6] = ["bf16", "fp16", "fp32", "fp8", "int8", "nf4"];
 const RUNTIMES: [&str; 3] = ["pytorch", "vllm", "llama.cpp"];
 
