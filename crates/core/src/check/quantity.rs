@@ -39,10 +39,9 @@ pub(crate) fn evaluate(expr: &Expr) -> Result<Quantity, Diagnostic> {
     match expr {
         Expr::Number { value: Some(value), .. } => Ok(Quantity { value: *value, dim: Dim::Count }),
         // Reported while lowering; the same diagnostic again is removed by the final dedup.
-        Expr::Number { value: None, raw, span } => Err(crate::syntax::number_diagnostic(
-            crate::syntax::parse_number(raw).err().unwrap_or_default(),
-            *span,
-        )),
+        Expr::Number { value: None, raw, span } => {
+            Err(crate::syntax::literal_diagnostic(raw, *span))
+        }
         Expr::Group { inner, .. } => evaluate(inner),
         Expr::Neg { operand, span } => {
             let q = evaluate(operand)?;

@@ -14,7 +14,7 @@ use crate::ast::{
     File, Find, FindGoal, Ident, SplitPart, Target, Text, Unit, Value,
 };
 use crate::diagnostic::Diagnostic;
-use crate::limits::MAX_DIGITS;
+use crate::limits::{MAX_DIGITS, MAX_EXPRESSION_TERMS};
 use crate::ratio::Ratio;
 use crate::span::Span;
 
@@ -289,6 +289,15 @@ impl Lowerer {
             let span = pair.as_span();
             Span::new(span.start() + offset, span.end() + offset)
         };
+        // A long chain nests one tree level per operator, and the tree is walked recursively
+        // (here by the Pratt parser, later by the checker and the formatter): bound it first.
+        if pair.clone().into_inner().flatten().nth(MAX_EXPRESSION_TERMS).is_some() {
+            let span = span_of(&pair);
+            self.diagnostics.push(expression_too_long(span));
+            // `value: None` marks the expression as reported; the checker re-derives the same
+            // diagnostic from `raw` (see `literal_diagnostic`), and the final dedup drops it.
+            return Expr::Number { value: None, raw: pair.as_str().to_string(), span };
+        }
         // The closures below need `self` for diagnostics; collect them in a local list instead.
         let diagnostics = std::cell::RefCell::new(Vec::new());
         let expr = pratt()
@@ -358,6 +367,36 @@ pub(crate) fn number_diagnostic(message: String, span: Span) -> Diagnostic {
     Diagnostic::error("E003", span, message).with_help(format!(
         "numbers have at most {MAX_DIGITS} digits and an exponent of at most 30; write large counts with a scale word such as `billion`"
     ))
+}
+
+/// The diagnostic for an expression over [`MAX_EXPRESSION_TERMS`].
+fn expression_too_long(span: Span) -> Diagnostic {
+    Diagnostic::error(
+        "E002",
+        span,
+        format!(
+            "this expression is longer than the limit of {MAX_EXPRESSION_TERMS} terms (numbers, operators, units and parentheses)"
+        ),
+    )
+    .with_help("compute the value outside the file and write the result")
+}
+
+/// The diagnostic of an expression lowered without a value (`Expr::Number { value: None }`):
+/// a number literal that cannot be represented, or an expression over the length limit.
+pub(crate) fn literal_diagnostic(raw: &str, span: Span) -> Diagnostic {
+    let literal = raw
+        .bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'_' | b'.' | b'e' | b'E' | b'+' | b'-'))
+        && raw.bytes().next().is_some_and(|b| b.is_ascii_digit())
+        && !raw
+            .bytes()
+            .skip(1)
+            .zip(raw.bytes())
+            .any(|(b, before)| matches!(b, b'+' | b'-') && !matches!(before, b'e' | b'E'));
+    match parse_number(raw) {
+        Err(message) if literal => number_diagnostic(message, span),
+        _ => expression_too_long(span),
+    }
 }
 
 /// Parses a number literal exactly: `1_000`, `8.9`, `1.5e9`.

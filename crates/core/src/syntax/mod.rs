@@ -18,7 +18,7 @@ use crate::span::Span;
 #[grammar = "../../grammar/vram.pest"]
 struct VramParser;
 
-pub(crate) use lower::{number_diagnostic, parse_number};
+pub(crate) use lower::literal_diagnostic;
 pub use names::rule_name;
 
 /// Parses `source` into a syntax tree and the diagnostics found on the way. The tree holds every
@@ -100,15 +100,16 @@ fn check_limits(source: &str) -> Option<Diagnostic> {
     None
 }
 
-/// The structural bytes of `source` (`{ } ( ) \n`) with their offsets, skipping strings and
-/// comments.
+/// The structural bytes of `source` (`{ } ( ) \n \r`) with their offsets, skipping strings and
+/// comments. A `\r` ends a comment or a string as `\n` does, because the grammar's line ends
+/// include a lone `\r`: what follows it is code, and its brackets count.
 fn scan(source: &str) -> impl Iterator<Item = (usize, u8)> + '_ {
     let bytes = source.as_bytes();
     let mut in_string = false;
     let mut in_comment = false;
     let mut escaped = false;
     bytes.iter().enumerate().filter_map(move |(offset, &byte)| {
-        if byte == b'\n' {
+        if byte == b'\n' || byte == b'\r' {
             in_comment = false;
             in_string = false;
             return Some((offset, byte));

@@ -78,7 +78,10 @@ pub(super) fn syntax_diagnostic(error: &Error<Rule>, text: &str, offset: usize) 
     let found = describe_found(text, start);
     let message = match &error.variant {
         ErrorVariant::ParsingError { positives, negatives } => {
-            let expected = group_expected(positives);
+            // At a line's end, "or the end of the line" is not a choice: it is what was found.
+            let at_line_end =
+                matches!(found.as_str(), "the end of the line" | "the end of the file");
+            let expected = group_expected(positives, at_line_end);
             if expected.is_empty() {
                 let unexpected: Vec<&str> = negatives.iter().map(|rule| rule_name(*rule)).collect();
                 format!("unexpected {}", unexpected.join(" or "))
@@ -109,7 +112,7 @@ pub(super) fn syntax_diagnostic(error: &Error<Rule>, text: &str, offset: usize) 
 }
 
 /// Names the expected rules, folding the long lists pest gives after a value into phrases.
-fn group_expected(positives: &[Rule]) -> Vec<&'static str> {
+fn group_expected(positives: &[Rule], at_line_end: bool) -> Vec<&'static str> {
     let continues_value = |rule: &&Rule| {
         matches!(rule, Rule::add | Rule::sub | Rule::mul | Rule::div | Rule::unit | Rule::times)
     };
@@ -121,11 +124,13 @@ fn group_expected(positives: &[Rule]) -> Vec<&'static str> {
     };
     let operators = positives.iter().any(|r| continues_value(&r));
     let values = positives.iter().filter(starts_value).count() >= 2;
-    let mut expected = match (operators, values) {
-        (true, true) => vec!["another value, an operator, a unit, or the end of the line"],
-        (true, false) => vec!["an operator or a unit"],
-        (false, true) => vec!["a value, a block, or the end of the line"],
-        (false, false) => Vec::new(),
+    let mut expected = match (operators, values, at_line_end) {
+        (true, true, false) => vec!["another value, an operator, a unit, or the end of the line"],
+        (true, true, true) => vec!["another value, an operator or a unit"],
+        (true, false, _) => vec!["an operator or a unit"],
+        (false, true, false) => vec!["a value, a block, or the end of the line"],
+        (false, true, true) => vec!["a value or a block"],
+        (false, false, _) => Vec::new(),
     };
     for rule in positives {
         if continues_value(&rule) || (values && starts_value(&rule)) {
@@ -212,8 +217,8 @@ fn help_for(text: &str, pos: usize) -> Option<String> {
     if let Some(keyword) = crate::check::suggest(&word, &keywords).filter(|k| *k != word) {
         return Some(format!("did you mean `{keyword}`?"));
     }
-    if rest.trim_start().is_empty() {
-        return Some("a `{` is not closed, or the file ends in the middle of a line".to_string());
+    if rest.starts_with(['\n', '\r']) && rest.trim_start().starts_with('{') {
+        return Some("a block opens on the line of its declaration: `model m {`".to_string());
     }
     None
 }

@@ -9,5 +9,7 @@ mod formulas;
 mod grid;
 mod header;
 mod import;
+mod limits;
 mod planner;
+mod properties;
 mod tidy;
