@@ -27,7 +27,8 @@ export function h(tag, attrs = {}, ...children) {
   for (const [k, v] of Object.entries(attrs)) {
     if (v === false || v == null) continue;
     if (k === "class") el.className = v;
-    else if (k === "style") el.setAttribute("style", v);
+    // Through the CSSOM: the page's Content-Security-Policy forbids style attributes.
+    else if (k === "style") el.style.cssText = v;
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, v === true ? "" : v);
   }

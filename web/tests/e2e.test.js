@@ -109,6 +109,28 @@ test("a mistake shows its diagnostic at its line", async () => {
   await page.close();
 });
 
+test("user text is shown as text, and the page's policy forbids inline script", async () => {
+  const { page, errors } = await open("/");
+  const hostile = '<img src=x onerror="window.__pwned=1">';
+  await type(page, L4_CHAT.replace("check chat on l4", `check ${JSON.stringify(hostile)} chat on l4`));
+  await page.waitForSelector("#diagnostics li.none");
+  await page.waitForFunction((t) => document.body.textContent.includes(t), hostile);
+  assert.equal(await page.locator("img[src='x']").count(), 0, "no element made from user text");
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  const policy = await page.getAttribute('meta[http-equiv="Content-Security-Policy"]', "content");
+  assert.match(policy, /script-src 'self' 'wasm-unsafe-eval'/);
+  assert.doesNotMatch(policy, /unsafe-inline/);
+  // The policy holds: an inline script added now does not run.
+  await page.evaluate(() => {
+    const script = document.createElement("script");
+    script.textContent = "window.__inline = 1";
+    document.body.append(script);
+  });
+  assert.equal(await page.evaluate(() => window.__inline), undefined);
+  assert.deepEqual(errors.filter((e) => !/inline script/.test(e)), []);
+  await page.close();
+});
+
 test("a permalink restores the state", async () => {
   const { page } = await open("/");
   await type(page, L4_CHAT.replace("sessions 4", "sessions 3"));
