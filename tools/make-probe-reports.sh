@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q -p vram-probe -p nvml-sim
-lib="$(pwd)/target/debug/libnvml_sim.so"
+# Relative, so the reports record no machine-specific path (the runs below start in this folder).
+lib="../../target/debug/libnvml_sim.so"
 cd tests/probe-reports
 job() {
   # A workload that reports its framework view (without torch: peaks given by hand) and a loss.
