@@ -20,7 +20,7 @@ pub(crate) fn run(path: &Path, selector: Option<&str>, colors: Colors) -> u8 {
     }
     let checks: Vec<&CheckBudget> = match selector {
         None => outcome.budget.checks.iter().collect(),
-        Some(selector) => match select(&outcome.budget.checks, selector) {
+        Some(selector) => match outcome.budget.check(selector) {
             Ok(check) => vec![check],
             Err(message) => {
                 eprintln!("error: {message}");
@@ -32,27 +32,6 @@ pub(crate) fn run(path: &Path, selector: Option<&str>, colors: Colors) -> u8 {
         out!("{}", explain(check));
     }
     exit_code(outcome.status())
-}
-
-/// Finds a check by id, title, workload name (when only one check uses it) or 1-based position.
-fn select<'a>(checks: &'a [CheckBudget], selector: &str) -> Result<&'a CheckBudget, String> {
-    if let Some(check) =
-        checks.iter().find(|c| c.id == selector || c.title.as_deref() == Some(selector))
-    {
-        return Ok(check);
-    }
-    let by_workload: Vec<&CheckBudget> = checks.iter().filter(|c| c.workload == selector).collect();
-    if let [one] = by_workload.as_slice() {
-        return Ok(one);
-    }
-    if let Ok(n) = selector.parse::<usize>()
-        && let Some(check) = n.checked_sub(1).and_then(|i| checks.get(i))
-    {
-        return Ok(check);
-    }
-    let ids: Vec<String> = checks.iter().map(|c| format!("`{}`", c.id)).collect();
-    let hint = if by_workload.len() > 1 { " (several checks use that workload)" } else { "" };
-    Err(format!("no check matches `{selector}`{hint}; the checks are: {}", ids.join(", ")))
 }
 
 fn explain(check: &CheckBudget) -> String {

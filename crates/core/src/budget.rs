@@ -21,6 +21,32 @@ pub struct Budget {
     pub queries: Vec<QueryAnswer>,
 }
 
+impl Budget {
+    /// The check a front end's selector names: its id or title, its workload's name (when only
+    /// one check uses that workload), or its position from 1. The error lists the checks.
+    pub fn check(&self, selector: &str) -> Result<&CheckBudget, String> {
+        let checks = &self.checks;
+        if let Some(check) =
+            checks.iter().find(|c| c.id == selector || c.title.as_deref() == Some(selector))
+        {
+            return Ok(check);
+        }
+        let by_workload: Vec<&CheckBudget> =
+            checks.iter().filter(|c| c.workload == selector).collect();
+        if let [one] = by_workload.as_slice() {
+            return Ok(one);
+        }
+        if let Ok(n) = selector.parse::<usize>()
+            && let Some(check) = n.checked_sub(1).and_then(|i| checks.get(i))
+        {
+            return Ok(check);
+        }
+        let ids: Vec<String> = checks.iter().map(|c| format!("`{}`", c.id)).collect();
+        let hint = if by_workload.len() > 1 { " (several checks use that workload)" } else { "" };
+        Err(format!("no check matches `{selector}`{hint}; the checks are: {}", ids.join(", ")))
+    }
+}
+
 /// The answer to a `find` query, found by a search over the evaluator.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct QueryAnswer {

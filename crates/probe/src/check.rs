@@ -38,26 +38,6 @@ pub fn load(path: &std::path::Path) -> Result<Plan, String> {
     Ok(Plan { name, source, outcome })
 }
 
-/// Finds a check by id, title, workload name (when only one check uses it) or 1-based position.
-pub fn select<'a>(checks: &'a [CheckBudget], selector: &str) -> Result<&'a CheckBudget, String> {
-    if let Some(check) =
-        checks.iter().find(|c| c.id == selector || c.title.as_deref() == Some(selector))
-    {
-        return Ok(check);
-    }
-    let by_workload: Vec<&CheckBudget> = checks.iter().filter(|c| c.workload == selector).collect();
-    if let [one] = by_workload.as_slice() {
-        return Ok(one);
-    }
-    if let Ok(n) = selector.parse::<usize>()
-        && let Some(check) = n.checked_sub(1).and_then(|i| checks.get(i))
-    {
-        return Ok(check);
-    }
-    let ids: Vec<String> = checks.iter().map(|c| format!("`{}`", c.id)).collect();
-    Err(format!("no check matches `{selector}`; the checks are: {}", ids.join(", ")))
-}
-
 /// The estimate beside the measurement, for one check.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CheckResult {

@@ -131,7 +131,7 @@ pub(crate) fn run(args: &RunArgs) -> u8 {
                     return exit::USAGE;
                 }
             };
-            match vram_probe::check::select(&plan.outcome.budget.checks, name) {
+            match plan.outcome.budget.check(name) {
                 Ok(found) => Some((plan.name.clone(), found.clone())),
                 Err(error) => {
                     eprintln!("error: {file}: {error}");
