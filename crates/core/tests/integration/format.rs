@@ -70,3 +70,13 @@ fn files_with_syntax_errors_are_left_alone() {
     let errors = vram_core::format::format("model m {\n  layers 32\n").expect_err("unclosed block");
     assert_eq!(errors[0].code, "E001");
 }
+
+#[test]
+fn value_columns_line_up_only_in_rows_of_one_shape() {
+    let source = "workload w {\n  scene {\n    buffer geometry 1.8 GiB\n    acceleration bvh 900 MiB\n  }\n  diffusion {\n    text_encoders t5-xxl-encoder clip-l-text\n    resolution 1024 x 1024\n    cfg false\n  }\n}\n";
+    let formatted = vram_core::format::format(source).expect("parses");
+    assert!(formatted.contains("    buffer       geometry 1.8 GiB\n"), "{formatted}");
+    assert!(formatted.contains("    acceleration bvh      900 MiB\n"), "{formatted}");
+    assert!(formatted.contains("    resolution    1024 x 1024\n"), "{formatted}");
+    assert!(formatted.contains("    text_encoders t5-xxl-encoder clip-l-text\n"), "{formatted}");
+}
