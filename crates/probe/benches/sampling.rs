@@ -11,7 +11,8 @@
 //! the simulator's answers, which run in that thread inside the NVML calls as a real driver's
 //! library would. The simulator answers from memory; a real driver's ioctls cost more, and are
 //! not measured here. The case with 0 GPUs is the loop alone, waking 1,000 times a second:
-//! the platform's floor. Set `VRAM_PROBE_BENCH_SECONDS` to change the duration (default 3).
+//! the platform's floor. Set `VRAM_PROBE_BENCH_SECONDS` to change the duration (default 3) and
+//! `VRAM_PROBE_BENCH_ROUNDS` to repeat the cases (default 1).
 //! Figures are in docs/probe.md.
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its figures")]
@@ -84,7 +85,11 @@ fn main() {
     // Each case runs in a fresh process: the simulator reads its scenario from the environment
     // at nvmlInit, and a child's environment is set without touching this process's.
     // 0 GPUs: the loop alone, sleeping and waking 1000 times a second: the platform's floor.
-    for gpus in [0, 1, 2, 8] {
+    // Several rounds interleave the cases, so that a burst of load on a shared machine shows as
+    // one odd row rather than biasing one case.
+    let rounds: usize =
+        std::env::var("VRAM_PROBE_BENCH_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    for gpus in (0..rounds).flat_map(|_| [0, 1, 2, 8]) {
         let path = scenario(gpus);
         let status = std::process::Command::new(std::env::current_exe().expect("own path"))
             .env(CASE_ENV, gpus.to_string())

@@ -11,9 +11,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[command(
     name = "vram-probe",
     version,
-    after_help = "Exit codes: 0 passed; 1 a check failed or the command failed; 2 usage or input \
-                  error; 3 no NVIDIA driver (NVML missing); 4 NVML failed; 130/143 interrupted \
-                  by SIGINT/SIGTERM (the report is still written)."
+    after_help = "Exit codes: 0 passed; 1 a check failed, the command failed or timed out; 2 \
+                  usage or input error; 3 no NVIDIA driver (NVML missing); 4 NVML failed; \
+                  130/143 interrupted by SIGINT/SIGTERM (the report is still written)."
 )]
 pub(crate) struct Args {
     /// The NVML library to load instead of the driver's libnvidia-ml.so.1 (also

@@ -70,7 +70,12 @@ pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 /// Runs `vram-probe run` on `command` and returns the exit code, the report and the output.
 /// Time 0 of the scenario is the sampler's first tick.
-pub(crate) fn run(name: &str, scenario: &Value, extra: &[&str], command: &[&str]) -> (i32, Value, Output) {
+pub(crate) fn run(
+    name: &str,
+    scenario: &Value,
+    extra: &[&str],
+    command: &[&str],
+) -> (i32, Value, Output) {
     let _serial = serial();
     let mut scenario = scenario.clone();
     scenario["clock"] = json!("first_process_list");
