@@ -8,8 +8,10 @@
 //! when a new process appears on a GPU.
 //!
 //! Besides, [`Attribution::refresh`] walks each command's process tree from the top at a much
-//! lower rate ([`REFRESH`]): a descendant seen there is remembered as the command's even if it
-//! later leaves the process group (`setsid`) and its parent exits before it touches a GPU.
+//! lower rate ([`REFRESH`]), and only when a process was created since the last walk (the newest
+//! pid in `/proc/loadavg` changed), so a large tree costs nothing while it is stable: a
+//! descendant seen there is remembered as the command's even if it later leaves the process group
+//! (`setsid`) and its parent exits before it touches a GPU.
 //! A pid that cannot be traced to a command (another container's pid namespace, a process that
 //! already exited) belongs to no command and is counted among other processes.
 
@@ -30,6 +32,8 @@ pub struct Attribution {
     /// The pid of each command, by command index (0 before it starts).
     roots: Vec<u32>,
     known: HashMap<u32, Option<usize>>,
+    /// The newest pid on the system at the last walk of the trees.
+    walked_at_pid: Option<u32>,
 }
 
 /// What `/proc/PID/stat` says about a process's place in the tree.
@@ -41,7 +45,7 @@ pub struct Stat {
 
 impl Attribution {
     pub fn new(roots: Vec<u32>) -> Attribution {
-        Attribution { roots, known: HashMap::new() }
+        Attribution { roots, known: HashMap::new(), walked_at_pid: None }
     }
 
     /// Replaces the commands' pids (a command started). What was concluded without them is
@@ -50,6 +54,7 @@ impl Attribution {
         self.roots.clear();
         self.roots.extend_from_slice(roots);
         self.known.clear();
+        self.walked_at_pid = None;
     }
 
     fn root_index(&self, pid: u32) -> Option<usize> {
@@ -90,8 +95,14 @@ impl Attribution {
         found.map_or(Owner::Other, Owner::Command)
     }
 
-    /// Walks every command's process tree from its root and remembers each descendant.
+    /// Walks every command's process tree from its root and remembers each descendant, unless
+    /// no process was created since the last walk.
     pub fn refresh(&mut self) {
+        let newest = newest_pid();
+        if newest.is_some() && newest == self.walked_at_pid {
+            return;
+        }
+        self.walked_at_pid = newest;
         for index in 0..self.roots.len() {
             let root = self.roots[index];
             if root == 0 {
@@ -144,6 +155,12 @@ fn state(pid: u32) -> Option<char> {
 /// The parent's pid, from `/proc/PID/stat`.
 pub fn parent(pid: u32) -> Option<u32> {
     stat(pid).map(|s| s.parent)
+}
+
+/// The last field of `/proc/loadavg`: the pid most recently given to a new process.
+fn newest_pid() -> Option<u32> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().nth(4)?.parse().ok()
 }
 
 /// Pushes the children of `pid` (of all its threads) onto `out`.

@@ -557,7 +557,8 @@ fn a_terminal_gets_a_live_progress_line() {
     let _serial = serial();
     let machine = json!({
         "clock": "first_process_list",
-        "devices": [h100(&json!([[0, 2 * GIB], [50, 3 * GIB], [100, 2 * GIB]]), &json!([]))]
+        // 250 ms at 3 GiB: wide enough that a stall of a busy machine does not hide it.
+        "devices": [h100(&json!([[0, 2 * GIB], [50, 3 * GIB], [300, 2 * GIB]]), &json!([]))]
     });
     let path = scenario("progress", &machine);
     let out = tmp("progress.report.json");
