@@ -225,6 +225,15 @@ pub(crate) fn run_table(report: &vram_probe::report::RunReport, out: &std::path:
             .cpu_percent_of_one_core
             .map_or_else(|| "unavailable".to_string(), |c| format!("{c:.2} % of a core")),
     );
+    if report.sampling.skipped_ticks > 0 {
+        #[expect(clippy::cast_precision_loss, reason = "ms for people")]
+        let worst = report.sampling.max_late_us as f64 / 1000.0;
+        let _ = writeln!(
+            s,
+            "  {} samples lost: the sampler was kept from the CPU for up to {worst:.1} ms",
+            report.sampling.skipped_ticks
+        );
+    }
     for c in &report.commands {
         let how = match (&c.spawn_error, c.exit.code, &c.exit.signal) {
             (Some(e), _, _) => e.clone(),
