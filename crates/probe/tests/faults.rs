@@ -8,7 +8,7 @@ mod common;
 use serde_json::{Value, json};
 use vram_probe::report::RunReport;
 
-use common::{GIB, h100, run};
+use common::{GIB, h100, probe, run, scenario, serial, tmp};
 
 /// The report parses as the probe's own model, and a failed run says why.
 fn complete(report: &Value) -> RunReport {
@@ -100,6 +100,31 @@ fn nvml_failing_every_call_still_leaves_a_report_of_the_command() {
     assert_eq!(gap["call"], "nvmlDeviceGetHandleByIndex_v2");
     assert_eq!(gap["failed_samples"], json!(parsed.sampling.ticks), "every tick is missing");
     assert!(gap["to_ms"].as_f64().unwrap() >= 190.0);
+}
+
+#[test]
+fn nvml_init_failing_writes_no_report_and_starts_nothing() {
+    let _serial = serial();
+    let path = scenario(
+        "fault-init",
+        &json!({"devices": [], "faults": [{"call": "init", "error": "unknown"}]}),
+    );
+    let out = tmp("fault-init.report.json");
+    let marker = tmp("fault-init.started");
+    let _ = std::fs::remove_file(&out);
+    let _ = std::fs::remove_file(&marker);
+    let output = probe(&path)
+        .args(["run", "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg("touch")
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(4), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("failed to initialise"));
+    assert!(!out.exists(), "no report: nothing was run");
+    assert!(!marker.exists(), "the command was not started");
 }
 
 #[test]
