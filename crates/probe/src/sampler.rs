@@ -268,14 +268,19 @@ pub fn run(
     let mut outlived: Vec<Option<Outlived>> = vec![None; commands];
     let mut ticker = Ticker::start(interval);
     // The run's time 0 on the monotonic clock, which `Instant` also reads.
-    let t0_ns = ticker::monotonic_ns().saturating_sub(t0.elapsed().as_nanos());
+    let t0_ns = ticker::monotonic_ns()
+        .saturating_sub(u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX));
     let started_ns = ticker::monotonic_ns();
     let mut refreshed_ns = started_ns;
-    let refresh_ns = attribution::REFRESH.as_nanos();
-    let mut max_tick_ns: u128 = 0;
+    let refresh_ns = u64::try_from(attribution::REFRESH.as_nanos()).unwrap_or(u64::MAX);
+    let mut max_tick_ns: u64 = 0;
     while !shared.stop.load(Ordering::Acquire) {
         let tick_ns = ticker.wait();
-        if shared.roots_changed.swap(false, Ordering::AcqRel) {
+        // A plain load first: the swap's locked write would take the cache line from the thread
+        // that reads the other fields, on every tick.
+        if shared.roots_changed.load(Ordering::Acquire)
+            && shared.roots_changed.swap(false, Ordering::AcqRel)
+        {
             roots.clone_from(&shared.roots.lock().unwrap_or_else(PoisonError::into_inner));
             attribution.set_roots(&roots);
             attribution.refresh();
@@ -388,7 +393,7 @@ pub fn run(
     let ticks = ticker.ticks();
     #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
     let achieved = if wall > 0.0 { ticks as f64 / wall } else { 0.0 };
-    let micros = |ns: u128| u64::try_from(ns / 1000).unwrap_or(u64::MAX);
+    let micros = |ns: u64| ns / 1000;
     Sampled {
         devices: out,
         outlived,
@@ -400,7 +405,7 @@ pub fn run(
             ticks,
             skipped_ticks: ticker.skipped,
             late_ticks: ticker.late,
-            max_late_us: micros(ticker.max_late.as_nanos()),
+            max_late_us: u64::try_from(ticker.max_late.as_micros()).unwrap_or(u64::MAX),
             max_tick_us: micros(max_tick_ns),
             wall_seconds: wall,
             cpu_seconds: cpu,

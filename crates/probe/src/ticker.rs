@@ -19,8 +19,8 @@ pub const CATCH_UP: u64 = 10;
 /// The tick schedule and how well it was kept.
 #[derive(Debug)]
 pub struct Ticker {
-    start_ns: u128,
-    interval_ns: u128,
+    start_ns: u64,
+    interval_ns: u64,
     /// The number of the next tick; tick `n` is due at `start + n × interval`.
     next: u64,
     /// Ticks that ran after their deadline had passed (made up without sleeping).
@@ -32,9 +32,9 @@ pub struct Ticker {
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (the clock `std::time::Instant` reads on Linux).
-pub fn monotonic_ns() -> u128 {
+pub fn monotonic_ns() -> u64 {
     let now = ClockId::CLOCK_MONOTONIC.now().unwrap_or_else(|_| TimeSpec::new(0, 0));
-    Duration::from(now).as_nanos()
+    u64::try_from(Duration::from(now).as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Ticker {
@@ -42,7 +42,7 @@ impl Ticker {
     pub fn start(interval: Duration) -> Ticker {
         Ticker {
             start_ns: monotonic_ns(),
-            interval_ns: interval.as_nanos().max(1),
+            interval_ns: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX).max(1),
             next: 0,
             late: 0,
             skipped: 0,
@@ -50,17 +50,16 @@ impl Ticker {
         }
     }
 
-    fn deadline_ns(&self, tick: u64) -> u128 {
-        self.start_ns + u128::from(tick) * self.interval_ns
+    fn deadline_ns(&self, tick: u64) -> u64 {
+        self.start_ns.saturating_add(tick.saturating_mul(self.interval_ns))
     }
 
     /// Waits until the next tick is due and returns the monotonic time it starts at, in ns.
-    pub fn wait(&mut self) -> u128 {
+    pub fn wait(&mut self) -> u64 {
         let deadline = self.deadline_ns(self.next);
         let mut now = monotonic_ns();
         if now < deadline {
-            let target =
-                TimeSpec::from(Duration::from_nanos(u64::try_from(deadline).unwrap_or(u64::MAX)));
+            let target = TimeSpec::from(Duration::from_nanos(deadline));
             // A signal interrupts the sleep (EINTR); sleeping again to the same absolute deadline
             // loses nothing.
             while clock_nanosleep(
@@ -74,18 +73,17 @@ impl Ticker {
             now = monotonic_ns();
         } else {
             let overdue = (now - deadline) / self.interval_ns;
-            if u64::try_from(overdue).unwrap_or(u64::MAX) >= CATCH_UP {
+            if overdue >= CATCH_UP {
                 // A stall: resume with the most recent slot, giving up the ones before it.
-                let give_up = u64::try_from(overdue).unwrap_or(u64::MAX);
-                self.skipped += give_up;
-                self.next += give_up;
+                self.skipped += overdue;
+                self.next += overdue;
             }
             if self.next > 0 {
                 self.late += 1;
             }
         }
         // Measured from the deadline first missed, so a stall shows at its full length.
-        let late = Duration::from_nanos(u64::try_from(now - deadline.min(now)).unwrap_or(u64::MAX));
+        let late = Duration::from_nanos(now - deadline.min(now));
         self.max_late = self.max_late.max(late);
         self.next += 1;
         now
