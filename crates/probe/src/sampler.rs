@@ -274,7 +274,8 @@ pub fn run(
     let mut refreshed_ns = started_ns;
     let refresh_ns = u64::try_from(attribution::REFRESH.as_nanos()).unwrap_or(u64::MAX);
     let mut max_tick_ns: u64 = 0;
-    while !shared.stop.load(Ordering::Acquire) {
+    // At least one tick, even for a command that ends before this thread gets going.
+    loop {
         let tick_ns = ticker.wait();
         // A plain load first: the swap's locked write would take the cache line from the thread
         // that reads the other fields, on every tick.
@@ -380,6 +381,9 @@ pub fn run(
             holding.store(if lists_known { *count } else { HOLDING_UNKNOWN }, Ordering::Release);
         }
         max_tick_ns = max_tick_ns.max(ticker::monotonic_ns().saturating_sub(tick_ns));
+        if shared.stop.load(Ordering::Acquire) {
+            break;
+        }
     }
     #[expect(clippy::cast_precision_loss, reason = "seconds for people")]
     let wall = ticker::monotonic_ns().saturating_sub(started_ns) as f64 / 1e9;
