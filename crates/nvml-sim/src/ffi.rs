@@ -138,8 +138,11 @@ pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
     version: *mut c_char,
     length: c_uint,
 ) -> nvmlReturn_t {
-    // SAFETY: the caller's contract.
-    code(crate::with(|sim| unsafe { put_str(version, length, &sim.scenario.driver_version) }))
+    code(crate::with(|sim| {
+        sim.system()?;
+        // SAFETY: the caller's contract.
+        unsafe { put_str(version, length, &sim.scenario.driver_version) }
+    }))
 }
 
 /// # Safety
@@ -149,18 +152,24 @@ pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
     version: *mut c_char,
     length: c_uint,
 ) -> nvmlReturn_t {
-    // SAFETY: the caller's contract.
-    code(crate::with(|sim| unsafe { put_str(version, length, &sim.scenario.nvml_version) }))
+    code(crate::with(|sim| {
+        sim.system()?;
+        // SAFETY: the caller's contract.
+        unsafe { put_str(version, length, &sim.scenario.nvml_version) }
+    }))
 }
 
 /// # Safety
 /// `version` is valid for a write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) -> nvmlReturn_t {
-    code(crate::with(|sim| match sim.scenario.cuda_driver_version {
-        // SAFETY: the caller's contract.
-        Some(v) => unsafe { put(version, v) },
-        None => Err(nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED),
+    code(crate::with(|sim| {
+        sim.system()?;
+        match sim.scenario.cuda_driver_version {
+            // SAFETY: the caller's contract.
+            Some(v) => unsafe { put(version, v) },
+            None => Err(nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED),
+        }
     }))
 }
 
@@ -169,6 +178,7 @@ pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> nvmlReturn_t {
     code(crate::with(|sim| {
+        sim.system()?;
         let n = c_uint::try_from(sim.scenario.devices.len()).unwrap_or(c_uint::MAX);
         // SAFETY: the caller's contract.
         unsafe { put(count, n) }

@@ -192,6 +192,10 @@ pub enum FaultCall {
     Processes,
     /// Every device call.
     Any,
+    /// The system calls: `nvmlSystemGetDriverVersion`, `nvmlSystemGetNVMLVersion`,
+    /// `nvmlSystemGetCudaDriverVersion_v2` and `nvmlDeviceGetCount_v2`. With `any`, every call
+    /// after `nvmlInit` fails.
+    System,
 }
 
 /// The NVML return code for an error name.
@@ -236,6 +240,8 @@ pub struct Sim {
     /// How many `nvmlInit` calls are not yet matched by `nvmlShutdown`.
     inits: u32,
     pids: procs::Resolver,
+    /// The last process list, kept so that a 1 kHz caller does not cost an allocation per call.
+    listed: Vec<ProcessEntry>,
 }
 
 static SIM: Mutex<Option<Sim>> = Mutex::new(None);
@@ -262,7 +268,13 @@ pub fn init() -> Result<(), Code> {
     if let Some(fault) = scenario.faults.iter().find(|f| f.call == FaultCall::Init) {
         return Err(code_of(&fault.error));
     }
-    *guard = Some(Sim { scenario, start, inits: 1, pids: procs::Resolver::default() });
+    *guard = Some(Sim {
+        scenario,
+        start,
+        inits: 1,
+        pids: procs::Resolver::default(),
+        listed: Vec::new(),
+    });
     Ok(())
 }
 
@@ -311,7 +323,7 @@ impl Sim {
             .ok_or(sys::nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT)?;
         let now = self.now_ms();
         let hit = self.scenario.faults.iter().find(|f| {
-            f.call != FaultCall::Init
+            matches!(f.call, FaultCall::Any | FaultCall::Memory | FaultCall::Processes)
                 && (f.call == FaultCall::Any || f.call == call)
                 && f.device.is_none_or(|d| d as usize == index)
                 && f.at_ms <= now
@@ -321,6 +333,17 @@ impl Sim {
             Some(fault) => Err(code_of(&fault.error)),
             None => Ok(device),
         }
+    }
+
+    /// The error of a system call at this moment, if a `system` fault covers it.
+    pub fn system(&self) -> Result<(), Code> {
+        let now = self.now_ms();
+        let hit = self.scenario.faults.iter().find(|f| {
+            f.call == FaultCall::System
+                && f.at_ms <= now
+                && f.until_ms.is_none_or(|until| now < until)
+        });
+        hit.map_or(Ok(()), |fault| Err(code_of(&fault.error)))
     }
 
     /// Memory of a device now.
@@ -339,12 +362,12 @@ impl Sim {
     }
 
     /// The processes on a device now; a process whose pid path does not resolve yet is left out.
-    pub fn processes(&mut self, index: usize) -> Result<Vec<ProcessEntry>, Code> {
+    pub fn processes(&mut self, index: usize) -> Result<&[ProcessEntry], Code> {
         self.start.get_or_insert_with(Instant::now);
         let now = self.now_ms();
         self.device(index, FaultCall::Processes)?;
-        let Sim { scenario, pids, .. } = self;
-        let mut out = Vec::new();
+        let Sim { scenario, pids, listed: out, .. } = self;
+        out.clear();
         for spec in &scenario.devices[index].processes {
             if now < spec.from_ms || spec.until_ms.is_some_and(|until| now >= until) {
                 continue;
@@ -356,7 +379,7 @@ impl Sim {
             let Some(pid) = pid else { continue };
             out.push(ProcessEntry { pid, used: spec.used.as_ref().map(|t| t.at(now)) });
         }
-        Ok(out)
+        Ok(out.as_slice())
     }
 }
 

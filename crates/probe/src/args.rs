@@ -11,9 +11,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[command(
     name = "vram-probe",
     version,
-    after_help = "Exit codes: 0 passed; 1 a check failed or the command failed; 2 usage or input \
-                  error; 3 no NVIDIA driver (NVML missing); 4 NVML failed; 130/143 interrupted \
-                  by SIGINT/SIGTERM (the report is still written)."
+    after_help = "Exit codes: 0 passed; 1 a check failed, the command failed or timed out; 2 \
+                  usage or input error; 3 no NVIDIA driver (NVML missing); 4 NVML failed; \
+                  130/143 interrupted by SIGINT/SIGTERM (the report is still written)."
 )]
 pub(crate) struct Args {
     /// The NVML library to load instead of the driver's libnvidia-ml.so.1 (also
@@ -55,6 +55,10 @@ pub(crate) enum Command {
         /// How long commands get to exit after a forwarded signal before SIGKILL.
         #[arg(long, default_value = "10s", value_parser = parse_duration)]
         grace: Duration,
+        /// Stop the commands once they have run this long (`30s`, `90m`, `8h`), as Ctrl-C does:
+        /// SIGTERM, then SIGKILL after the grace period. The report records `timed_out`.
+        #[arg(long, value_parser = parse_timeout)]
+        timeout: Option<Duration>,
         /// The summary: a table on standard error (the command's own output passes through
         /// standard output unchanged), or JSON or Prometheus text on standard output.
         #[arg(long, short, value_enum, default_value_t = Format::Table)]
@@ -103,9 +107,27 @@ pub(crate) fn split_commands(words: Vec<OsString>) -> Vec<Vec<OsString>> {
     commands
 }
 
-/// `1ms`, `500us`, `0.5ms`, `2s`.
+/// `1ms`, `500us`, `0.5ms`, `2s`: at most an hour.
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
+    let seconds = parse_seconds(text)?;
+    if seconds > 3600.0 {
+        return Err(format!("`{text}` must be at most an hour"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// A run's time limit: `30s`, `90m`, `8h`; at most a week.
+pub(crate) fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let seconds = parse_seconds(text)?;
+    if seconds > 7.0 * 24.0 * 3600.0 {
+        return Err(format!("`{text}` must be at most a week"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// A positive duration with its unit (`us`, `ms`, `s`, `m`, `h`), in seconds.
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    let split = text.find(|c: char| c.is_alphabetic()).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
     let value: f64 =
         number.trim().parse().map_err(|_| format!("`{text}` is not a duration such as 1ms"))?;
@@ -113,12 +135,14 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
         "us" | "µs" => value / 1e6,
         "ms" => value / 1e3,
         "s" => value,
-        _ => return Err(format!("`{text}`: the unit must be us, ms or s")),
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("`{text}`: the unit must be us, ms, s, m or h")),
     };
-    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 3600.0) {
-        return Err(format!("`{text}` must be above 0 and at most an hour"));
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!("`{text}` must be above 0"));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    Ok(seconds)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -127,4 +151,21 @@ pub(crate) enum Format {
     Json,
     /// The Prometheus textfile format, for a node exporter's textfile collector.
     Prometheus,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_timeouts() {
+        assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert!(parse_duration("2h").is_err(), "an interval or grace of hours is a mistake");
+        assert_eq!(parse_timeout("90m"), Ok(Duration::from_mins(90)));
+        assert_eq!(parse_timeout("8h"), Ok(Duration::from_hours(8)));
+        assert!(parse_timeout("0s").is_err());
+        assert!(parse_timeout("30 days").is_err());
+        assert!(parse_timeout("10d").is_err());
+    }
 }

@@ -22,4 +22,6 @@ pub mod prometheus;
 pub mod report;
 pub mod run;
 pub mod sampler;
+pub mod ticker;
+pub mod timeline;
 pub mod verify;

@@ -58,7 +58,7 @@ fn main() -> ExitCode {
             output::verify(args.nvml_lib, &file, machine.as_deref(), format)
         }
         Command::Compare { a, b, format } => output::compare(&a, &b, format),
-        Command::Run { check, interval, out, record_command, grace, format, command } => {
+        Command::Run { check, interval, out, record_command, grace, timeout, format, command } => {
             output::run(&output::RunArgs {
                 library: args.nvml_lib,
                 check,
@@ -66,6 +66,7 @@ fn main() -> ExitCode {
                 out,
                 record_command,
                 grace,
+                timeout,
                 format,
                 commands: args::split_commands(command),
             })

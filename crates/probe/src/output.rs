@@ -105,6 +105,7 @@ pub(crate) struct RunArgs {
     pub(crate) out: PathBuf,
     pub(crate) record_command: bool,
     pub(crate) grace: Duration,
+    pub(crate) timeout: Option<Duration>,
     pub(crate) format: Format,
     pub(crate) commands: Vec<Vec<std::ffi::OsString>>,
 }
@@ -151,6 +152,7 @@ pub(crate) fn run(args: &RunArgs) -> u8 {
         record_command: args.record_command,
         check,
         grace: args.grace,
+        timeout: args.timeout,
     };
     let live = std::io::stderr().is_terminal();
     let mut progress = |p: &vram_probe::run::Progress| {
@@ -213,7 +215,7 @@ pub(crate) fn run_table(report: &vram_probe::report::RunReport, out: &std::path:
     let _ = writeln!(
         s,
         "run {} after {:.1} ms ({}), sampled at {:.0} Hz of {:.0} Hz, sampler CPU {}",
-        report.ended_by,
+        report.ended_by.replace('_', " "),
         report.duration_ms,
         report.signal.as_deref().unwrap_or("no signal"),
         report.sampling.achieved_hz,
@@ -223,6 +225,15 @@ pub(crate) fn run_table(report: &vram_probe::report::RunReport, out: &std::path:
             .cpu_percent_of_one_core
             .map_or_else(|| "unavailable".to_string(), |c| format!("{c:.2} % of a core")),
     );
+    if report.sampling.skipped_ticks > 0 {
+        #[expect(clippy::cast_precision_loss, reason = "ms for people")]
+        let worst = report.sampling.max_late_us as f64 / 1000.0;
+        let _ = writeln!(
+            s,
+            "  {} samples lost: the sampler was kept from the CPU for up to {worst:.1} ms",
+            report.sampling.skipped_ticks
+        );
+    }
     for c in &report.commands {
         let how = match (&c.spawn_error, c.exit.code, &c.exit.signal) {
             (Some(e), _, _) => e.clone(),
@@ -231,6 +242,15 @@ pub(crate) fn run_table(report: &vram_probe::report::RunReport, out: &std::path:
             (None, None, None) => "no exit status".to_string(),
         };
         let _ = writeln!(s, "  command {}: {how}, {:.1} ms", c.index, c.duration_ms);
+        if let Some(o) = &c.outlived {
+            let pids: Vec<String> = o.pids.iter().map(u32::to_string).collect();
+            let _ = writeln!(
+                s,
+                "    its process(es) {} held GPU memory after it exited, until {:.1} ms",
+                pids.join(", "),
+                o.until_ms
+            );
+        }
         for m in &c.oom {
             let _ = writeln!(s, "    out of memory ({}): {}", m.signature, m.line);
         }

@@ -13,7 +13,7 @@ use crate::framework::FrameworkView;
 use crate::nvml::{DeviceInfo, SystemInfo};
 use crate::oom::OomMatch;
 use crate::reading::Reading;
-use crate::sampler::{Gap, Peak, SamplingStats, Timeline};
+use crate::sampler::{Gap, Outlived, Peak, SamplingStats, Timeline};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
@@ -22,7 +22,8 @@ pub struct RunReport {
     pub kind: String,
     pub software: Software,
     pub conditions: Conditions,
-    /// How the run ended: `exited`, or `interrupted` by a signal the probe forwarded.
+    /// How the run ended: `exited`, `interrupted` by a signal the probe forwarded, or
+    /// `timed_out` (`--timeout`: the probe stopped the commands).
     pub ended_by: String,
     /// The signal that interrupted the run (`SIGINT`, `SIGTERM`).
     pub signal: Option<String>,
@@ -50,12 +51,22 @@ pub struct Software {
     pub kernel: Reading<String>,
 }
 
+fn count_not_recorded() -> Reading<u32> {
+    Reading::unavailable("not recorded (a report of an earlier probe)")
+}
+
 /// The conditions of the run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Conditions {
     /// When the run started, ms since the Unix epoch.
     pub started_at_unix_ms: u64,
     pub interval_us: u64,
+    /// `--timeout`, when given.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// How many GPUs NVML counted, or why it could not.
+    #[serde(default = "count_not_recorded")]
+    pub device_count: Reading<u32>,
     /// `CUDA_VISIBLE_DEVICES` as the commands inherit it: how their device numbers map to
     /// NVML's. Recorded always (it is a condition of the run, not a secret); absent when unset.
     #[serde(default)]
@@ -85,6 +96,10 @@ pub struct CommandReport {
     pub framework: Option<FrameworkView>,
     /// Why the framework view could not be read, when the workload wrote a bad one.
     pub framework_error: Option<String>,
+    /// Its processes that still held GPU memory after its own process exited (a fork, a
+    /// daemon): the probe kept measuring until they released it, or until stopped.
+    #[serde(default)]
+    pub outlived: Option<Outlived>,
 }
 
 /// How a command ended.

@@ -52,6 +52,8 @@ pub struct Options {
     /// `(file name, check)` to hold the measurement against.
     pub check: Option<(String, vram_core::budget::CheckBudget)>,
     pub grace: Duration,
+    /// Stop the commands (as Ctrl-C does, with SIGTERM) once they have run this long.
+    pub timeout: Option<Duration>,
 }
 
 /// The live figures, for a progress line.
@@ -72,10 +74,23 @@ pub fn run(
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let system = nvml::system(handle);
-    let count = nvml::count(handle).unwrap_or(0);
+    // A count NVML cannot give is recorded as unavailable (and fails the run), not taken as 0.
+    let device_count: Reading<u32> =
+        nvml::count(handle).map_err(|e| format!("nvmlDeviceGetCount_v2: {e}")).into();
+    let count = device_count.value().unwrap_or(0);
     let infos: Vec<_> = (0..count).map(|i| nvml::device(handle, i)).collect();
-    let devices: Vec<(u32, nvml_wrapper::Device<'_>)> =
-        (0..count).filter_map(|i| handle.nvml.device_by_index(i).ok().map(|d| (i, d))).collect();
+    // A device whose handle cannot be had is not sampled; the report keeps it, all unavailable,
+    // with the whole run as its gap.
+    let mut unreachable: Vec<(u32, String)> = Vec::new();
+    let devices: Vec<(u32, nvml_wrapper::Device<'_>)> = (0..count)
+        .filter_map(|i| match handle.nvml.device_by_index(i) {
+            Ok(device) => Some((i, device)),
+            Err(error) => {
+                unreachable.push((i, error.to_string()));
+                None
+            }
+        })
+        .collect();
     let baseline: Vec<Reading<u64>> =
         devices.iter().map(|(_, d)| nvml::memory(d).map(|m| m.used)).collect();
 
@@ -92,6 +107,7 @@ pub fn run(
         (0..options.commands.len()).map(|_| Arc::new(Mutex::new(Vec::new()))).collect();
     let t0 = Instant::now();
     let mut caught: Option<i32> = None;
+    let mut timed_out = false;
     let (sampled, mut commands) = std::thread::scope(|scope| {
         let sampler = scope.spawn(|| {
             sampler::run(&devices, options.commands.len(), options.interval, &shared, t0)
@@ -121,7 +137,8 @@ pub fn run(
                 }
             }
         }
-        wait(&mut running, &mut signals, options.grace, t0, &mut caught, &shared, progress);
+        let stop = Stop { grace: options.grace, timeout: options.timeout };
+        timed_out = wait(&mut running, &mut signals, &stop, t0, &mut caught, &shared, progress);
         shared.stop();
         let measured = sampler.join();
         // The output that is still in the pipes gets a moment to arrive; a pipe held open by a
@@ -136,7 +153,11 @@ pub fn run(
         (measured, running)
     });
     let sampled = sampled.map_err(|_| "the sampling thread panicked".to_string())?;
-    let duration_ms = commands.iter().map(|c| c.ended_ms).fold(0.0, f64::max);
+    let duration_ms = commands
+        .iter()
+        .map(|c| c.ended_ms)
+        .chain(sampled.outlived.iter().flatten().map(|o| o.until_ms))
+        .fold(0.0, f64::max);
 
     let mut reports: Vec<CommandReport> = Vec::new();
     for r in &mut commands {
@@ -159,10 +180,11 @@ pub fn run(
             oom,
             framework,
             framework_error,
+            outlived: sampled.outlived.get(r.index).cloned().flatten(),
         });
     }
 
-    let device_runs: Vec<DeviceRun> = devices
+    let mut device_runs: Vec<DeviceRun> = devices
         .iter()
         .zip(&sampled.devices)
         .zip(&baseline)
@@ -170,6 +192,22 @@ pub fn run(
             device_run(*index, &infos, samples, base, &reports, options.commands.len())
         })
         .collect();
+    for (index, error) in &unreachable {
+        let why = format!("nvmlDeviceGetHandleByIndex_v2: {error}");
+        let gap = sampler::Gap {
+            device: *index,
+            call: "nvmlDeviceGetHandleByIndex_v2".to_string(),
+            error: error.clone(),
+            from_ms: 0.0,
+            to_ms: duration_ms,
+            failed_samples: sampled.stats.ticks,
+        };
+        let nothing = sampler::DeviceSamples::never_sampled(options.commands.len(), gap);
+        let base = Reading::unavailable(&why);
+        let run = device_run(*index, &infos, &nothing, &base, &reports, options.commands.len());
+        device_runs.push(run);
+    }
+    device_runs.sort_by_key(|d| d.index);
 
     let check = options.check.as_ref().map(|(file, budget)| {
         let measured: Vec<check::Measured> = (0..count as usize)
@@ -188,7 +226,15 @@ pub fn run(
         check::compare(file, budget, &measured)
     });
 
-    let reasons = reasons(&reports, &device_runs, caught, check.as_ref());
+    let mut reasons = reasons(&reports, &device_runs, caught, check.as_ref());
+    if let Reading::Unavailable { unavailable } = &device_count {
+        reasons
+            .insert(0, format!("NVML could not count the GPUs ({unavailable}): none was sampled"));
+    }
+    if timed_out {
+        let limit = options.timeout.unwrap_or_default().as_secs_f64();
+        reasons.insert(0, format!("timed out after {limit} s: the commands were stopped"));
+    }
     Ok(RunReport {
         schema_version: SCHEMA_VERSION,
         kind: "vram-probe-run".to_string(),
@@ -203,6 +249,8 @@ pub fn run(
         conditions: Conditions {
             started_at_unix_ms: started_at,
             interval_us: u64::try_from(options.interval.as_micros()).unwrap_or(u64::MAX),
+            timeout_ms: options.timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            device_count,
             cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
             devices: infos,
             command_recorded: options.record_command,
@@ -214,7 +262,12 @@ pub fn run(
                     .collect()
             }),
         },
-        ended_by: if caught.is_some() { "interrupted" } else { "exited" }.to_string(),
+        ended_by: match (caught, timed_out) {
+            (Some(_), _) => "interrupted",
+            (None, true) => "timed_out",
+            (None, false) => "exited",
+        }
+        .to_string(),
         signal: caught.map(signal_name),
         duration_ms,
         commands: reports,
@@ -239,6 +292,8 @@ struct Running {
     spawn_error: Option<String>,
     /// How many signals were forwarded to it.
     forwarded: usize,
+    /// Its own process has exited, but processes of its group or tree still hold GPU memory.
+    lingering: bool,
 }
 
 impl Running {
@@ -252,6 +307,7 @@ impl Running {
             exit: None,
             spawn_error: None,
             forwarded: 0,
+            lingering: false,
         }
     }
 
@@ -265,6 +321,7 @@ impl Running {
             exit: None,
             spawn_error: Some(format!("cannot start: {error}")),
             forwarded: 0,
+            lingering: false,
         }
     }
 }
@@ -313,18 +370,30 @@ fn pass(stream: impl Read, name: &str, found: &Mutex<Vec<OomMatch>>) {
     }
 }
 
-/// Waits for every command, forwarding caught signals and reporting progress.
+/// When the commands are stopped.
+struct Stop {
+    /// How long they get after SIGTERM or SIGINT before SIGKILL.
+    grace: Duration,
+    /// How long they may run before the probe stops them.
+    timeout: Option<Duration>,
+}
+
+/// Waits for every command, forwarding caught signals, enforcing the timeout and reporting
+/// progress. A command whose own process has exited is waited for while processes of its own
+/// (a fork, a daemon) still hold GPU memory. Returns whether the timeout stopped the commands.
 fn wait(
     running: &mut [Running],
     signals: &mut Signals,
-    grace: Duration,
+    stop: &Stop,
     t0: Instant,
     caught: &mut Option<i32>,
     shared: &Shared,
     progress: &mut dyn FnMut(&Progress),
-) {
+) -> bool {
     let mut signalled_at: Option<Instant> = None;
+    // Requests to stop: each caught signal, and the timeout.
     let mut received = 0usize;
+    let mut timed_out = false;
     let mut last_progress = Instant::now();
     loop {
         for signal in signals.pending() {
@@ -332,39 +401,54 @@ fn wait(
             received += 1;
             signalled_at.get_or_insert_with(Instant::now);
         }
-        let overdue = signalled_at.is_some_and(|at| at.elapsed() > grace);
+        if !timed_out && stop.timeout.is_some_and(|limit| t0.elapsed() >= limit) {
+            timed_out = true;
+            received += 1;
+            signalled_at.get_or_insert_with(Instant::now);
+        }
+        let overdue = signalled_at.is_some_and(|at| at.elapsed() > stop.grace);
+        // The signal to forward first: the one caught, else SIGTERM for the timeout.
+        let first = caught.and_then(|s| Signal::try_from(s).ok()).unwrap_or(Signal::SIGTERM);
         let mut alive = false;
         for r in running.iter_mut() {
-            let Some(child) = r.child.as_mut() else { continue };
-            match child.try_wait() {
-                Ok(Some(status)) => {
-                    r.ended_ms = ms(t0.elapsed());
-                    r.exit = Some(exit_of(status));
-                    r.child = None;
-                    continue;
-                }
-                Ok(None) => alive = true,
-                Err(_) => {
-                    r.ended_ms = ms(t0.elapsed());
-                    r.child = None;
-                    continue;
+            if let Some(child) = r.child.as_mut() {
+                match child.try_wait() {
+                    Ok(Some(status)) => {
+                        r.ended_ms = ms(t0.elapsed());
+                        r.exit = Some(exit_of(status));
+                        r.child = None;
+                        r.lingering = true;
+                        shared.ended(r.index);
+                    }
+                    Ok(None) => {}
+                    Err(_) => {
+                        r.ended_ms = ms(t0.elapsed());
+                        r.child = None;
+                    }
                 }
             }
-            let group = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+            if r.child.is_none() && r.lingering {
+                // Unknown (no process list) is not waited for: nothing would end the wait.
+                r.lingering = shared.holding(r.index).is_some_and(|n| n > 0);
+            }
+            if r.child.is_none() && !r.lingering {
+                continue;
+            }
+            alive = true;
+            let Some(pid) = r.pid else { continue };
+            let group = Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
             if received > 1 || overdue {
                 if r.forwarded <= received {
                     let _ = killpg(group, Signal::SIGKILL);
                     r.forwarded = received + 1;
                 }
-            } else if let Some(signal) = caught.and_then(|s| Signal::try_from(s).ok())
-                && r.forwarded < received
-            {
-                let _ = killpg(group, signal);
+            } else if received > 0 && r.forwarded < received {
+                let _ = killpg(group, first);
                 r.forwarded = received;
             }
         }
         if !alive {
-            break;
+            return timed_out;
         }
         if last_progress.elapsed() >= Duration::from_millis(250) {
             last_progress = Instant::now();
@@ -509,7 +593,7 @@ fn reasons(
 ) -> Vec<String> {
     let mut reasons = Vec::new();
     if devices.is_empty() {
-        reasons.push("no GPU could be sampled (NVML lists none)".to_string());
+        reasons.push("no GPU could be sampled".to_string());
     }
     if let Some(signal) = caught {
         reasons.push(format!("interrupted by {}", signal_name(signal)));

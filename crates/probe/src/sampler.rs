@@ -1,24 +1,36 @@
 //! The sampling loop: device-level and per-process used memory on every GPU, at a fixed rate.
 //!
-//! One dedicated thread sleeps until each next tick (no drift: ticks are `start + n·interval`;
-//! a late tick is counted, not made up). Each tick reads `nvmlDeviceGetMemoryInfo_v2` and
-//! `nvmlDeviceGetComputeRunningProcesses_v3` per device. Nothing is kept per sample: peaks are
-//! updated in place and the timeline keeps the maximum per bucket (so a transient spike is
-//! never averaged away), halving its resolution whenever it would pass [`TIMELINE_POINTS`]. A
-//! failed NVML call opens a [`Gap`] that the next success closes.
+//! One dedicated thread wakes on absolute deadlines ([`crate::ticker`]: no drift, a late tick
+//! made up). Each tick reads `nvmlDeviceGetMemoryInfo_v2` and
+//! `nvmlDeviceGetComputeRunningProcesses_v3` per device, and nothing else: the static facts
+//! (name, total, architecture) were read once before the run. Nothing is kept per sample and
+//! the probe's own code allocates nothing per tick: peaks are updated in place and the timeline
+//! keeps the maximum per bucket in columns allocated once ([`crate::timeline`]). (nvml-wrapper's
+//! process list returns a fresh `Vec` per call; that allocation is the binding's.) A failed NVML
+//! call opens a [`Gap`] that the next success closes.
+//!
+//! The processes' owners come from [`Attribution`]: a new pid is traced at once, and the
+//! commands' process trees are walked from the top every [`attribution::REFRESH`], a hundred
+//! times less often than the samples, since new processes are rare.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use nvml_wrapper::Device;
 use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::NvmlError;
 use serde::{Deserialize, Serialize};
 
-use crate::attribution::{Attribution, Owner};
+use crate::attribution::{self, Attribution, Owner};
+use crate::ticker::{self, Ticker};
+pub use crate::timeline::{DeviceTimeline, TIMELINE_POINTS, Timeline};
 
-/// The most timeline buckets kept per device.
-pub const TIMELINE_POINTS: usize = 1000;
+/// The most pids recorded per command in [`Outlived`].
+const MAX_OUTLIVED_PIDS: usize = 16;
+
+/// [`Shared::holding`] when a process list failed in the last tick.
+const HOLDING_UNKNOWN: u32 = u32::MAX;
 
 /// "No value" in the live atomics.
 const NONE: u64 = u64::MAX;
@@ -32,6 +44,10 @@ pub struct Shared {
     /// The pid of each command, once started (0 before).
     roots: Mutex<Vec<u32>>,
     roots_changed: AtomicBool,
+    /// Per command: its own process has exited (its forks may still hold GPU memory).
+    ended: Vec<AtomicBool>,
+    /// Per command: how many of its processes the last tick found on the GPUs.
+    holding: Vec<AtomicU32>,
 }
 
 impl Shared {
@@ -41,7 +57,23 @@ impl Shared {
             live: (0..devices).map(|_| (AtomicU64::new(NONE), AtomicU64::new(NONE))).collect(),
             roots: Mutex::new(vec![0; commands]),
             roots_changed: AtomicBool::new(false),
+            ended: (0..commands).map(|_| AtomicBool::new(false)).collect(),
+            holding: (0..commands).map(|_| AtomicU32::new(0)).collect(),
         }
+    }
+
+    /// Records that command `index`'s own process has exited.
+    pub fn ended(&self, index: usize) {
+        if let Some(flag) = self.ended.get(index) {
+            flag.store(true, Ordering::Release);
+        }
+    }
+
+    /// How many processes of command `index` (itself or its descendants) the last tick found on
+    /// the GPUs; `None` when a process list was unavailable.
+    pub fn holding(&self, index: usize) -> Option<u32> {
+        let count = self.holding.get(index)?.load(Ordering::Acquire);
+        (count != HOLDING_UNKNOWN).then_some(count)
     }
 
     /// Records the pid of command `index`, for attributing its processes.
@@ -108,74 +140,17 @@ pub struct DeviceSamples {
     pub process_list_successes: u64,
     pub memory_successes: u64,
     pub gaps: Vec<Gap>,
-    open: [Option<Gap>; 2],
+    open: [Option<(Gap, std::mem::Discriminant<NvmlError>)>; 2],
 }
 
-/// The downsampled timeline: per device, the maximum in each bucket of `bucket_ms`.
+/// Processes of a command that held GPU memory after the command's own process exited (a fork
+/// or a daemon it left behind), and the last time one was seen.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Timeline {
-    pub bucket_ms: f64,
-    pub devices: Vec<DeviceTimeline>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DeviceTimeline {
-    pub index: u32,
-    /// Device-level used bytes, maximum per bucket; `null` where no sample succeeded.
-    pub used_max: Vec<Option<u64>>,
-    /// All commands' processes together, maximum per bucket; `null` where unknown.
-    pub commands_max: Vec<Option<u64>>,
-}
-
-impl Timeline {
-    fn new(devices: &[u32]) -> Timeline {
-        Timeline {
-            bucket_ms: 1.0,
-            devices: devices
-                .iter()
-                .map(|&index| DeviceTimeline {
-                    index,
-                    used_max: Vec::new(),
-                    commands_max: Vec::new(),
-                })
-                .collect(),
-        }
-    }
-
-    fn record(&mut self, device: usize, t_ms: f64, used: Option<u64>, commands: Option<u64>) {
-        #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "t ≥ 0")]
-        let mut bucket = (t_ms / self.bucket_ms) as usize;
-        while bucket >= TIMELINE_POINTS {
-            self.halve();
-            bucket /= 2;
-        }
-        let Some(series) = self.devices.get_mut(device) else { return };
-        for (column, value) in [(&mut series.used_max, used), (&mut series.commands_max, commands)]
-        {
-            if column.len() <= bucket {
-                column.resize(bucket + 1, None);
-            }
-            column[bucket] = max_opt(column[bucket], value);
-        }
-    }
-
-    fn halve(&mut self) {
-        self.bucket_ms *= 2.0;
-        for series in &mut self.devices {
-            for column in [&mut series.used_max, &mut series.commands_max] {
-                *column =
-                    column.chunks(2).map(|pair| pair.iter().copied().fold(None, max_opt)).collect();
-            }
-        }
-    }
-}
-
-fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.max(y)),
-        (x, None) => x,
-        (None, y) => y,
-    }
+pub struct Outlived {
+    /// Their pids (at most 16).
+    pub pids: Vec<u32>,
+    /// The last sample that found one of them on a GPU, ms from the start of the run.
+    pub until_ms: f64,
 }
 
 /// How well the loop kept its rate, and what it cost.
@@ -185,8 +160,15 @@ pub struct SamplingStats {
     pub target_hz: f64,
     pub achieved_hz: f64,
     pub ticks: u64,
-    /// Ticks that started more than one interval late (their slot was skipped).
+    /// Slots given up because the loop stalled for more than 10 intervals (a shorter delay is
+    /// made up: see `late_ticks`).
     pub skipped_ticks: u64,
+    /// Ticks that started after their deadline had passed and ran at once to make it up.
+    #[serde(default)]
+    pub late_ticks: u64,
+    /// The longest delay between a tick's deadline and its start.
+    #[serde(default)]
+    pub max_late_us: u64,
     /// The longest time one tick took, all devices included.
     pub max_tick_us: u64,
     pub wall_seconds: f64,
@@ -200,6 +182,8 @@ pub struct SamplingStats {
 #[derive(Clone, Debug)]
 pub struct Sampled {
     pub devices: Vec<DeviceSamples>,
+    /// Per command: its processes that outlived it on a GPU.
+    pub outlived: Vec<Option<Outlived>>,
     pub timeline: Timeline,
     pub stats: SamplingStats,
 }
@@ -208,30 +192,45 @@ const CALL_MEMORY: &str = "nvmlDeviceGetMemoryInfo_v2";
 const CALL_PROCESSES: &str = "nvmlDeviceGetComputeRunningProcesses_v3";
 
 impl DeviceSamples {
-    fn fail(&mut self, device: u32, which: usize, call: &str, error: String, t_ms: f64) {
+    /// A device that could not be sampled at all: `gap` covers the whole run.
+    pub fn never_sampled(commands: usize, gap: Gap) -> DeviceSamples {
+        DeviceSamples {
+            command_peaks: vec![None; commands],
+            command_unavailable: vec![None; commands],
+            process_list_error: Some(format!("{}: {}", gap.call, gap.error)),
+            gaps: vec![gap],
+            ..DeviceSamples::default()
+        }
+    }
+
+    /// A failed call: extends the open gap of the same error, or opens one. The error's text is
+    /// made only when a gap opens, not on every failed sample.
+    fn fail(&mut self, device: u32, which: usize, call: &str, error: &NvmlError, t_ms: f64) {
+        let kind = std::mem::discriminant(error);
         match &mut self.open[which] {
-            Some(gap) if gap.error == error => {
+            Some((gap, open_kind)) if *open_kind == kind => {
                 gap.to_ms = t_ms;
                 gap.failed_samples += 1;
             }
             slot => {
-                if let Some(done) = slot.take() {
+                if let Some((done, _)) = slot.take() {
                     self.gaps.push(done);
                 }
-                *slot = Some(Gap {
+                let gap = Gap {
                     device,
                     call: call.to_string(),
-                    error,
+                    error: error.to_string(),
                     from_ms: t_ms,
                     to_ms: t_ms,
                     failed_samples: 1,
-                });
+                };
+                *slot = Some((gap, kind));
             }
         }
     }
 
     fn succeed(&mut self, which: usize) {
-        if let Some(done) = self.open[which].take() {
+        if let Some((done, _)) = self.open[which].take() {
             self.gaps.push(done);
         }
     }
@@ -262,20 +261,39 @@ pub fn run(
         })
         .collect();
     let mut timeline = Timeline::new(&indices);
-    let mut attribution = Attribution::new(Vec::new());
+    let mut attribution = Attribution::new(vec![0; commands]);
+    let mut roots: Vec<u32> = Vec::with_capacity(commands);
     let mut per_command: Vec<Option<u64>> = vec![None; commands];
-    let started = Instant::now();
-    let mut next = started;
-    let mut ticks: u64 = 0;
-    let mut skipped: u64 = 0;
-    let mut max_tick = Duration::ZERO;
-    while !shared.stop.load(Ordering::Acquire) {
-        let tick_start = Instant::now();
-        if shared.roots_changed.swap(false, Ordering::AcqRel) {
-            let roots = shared.roots.lock().unwrap_or_else(PoisonError::into_inner).clone();
-            attribution = Attribution::new(roots);
+    let mut found: Vec<u32> = vec![0; commands];
+    let mut outlived: Vec<Option<Outlived>> = vec![None; commands];
+    let mut ticker = Ticker::start(interval);
+    // The run's time 0 on the monotonic clock, which `Instant` also reads.
+    let t0_ns = ticker::monotonic_ns()
+        .saturating_sub(u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX));
+    let started_ns = ticker::monotonic_ns();
+    let mut refreshed_ns = started_ns;
+    let refresh_ns = u64::try_from(attribution::REFRESH.as_nanos()).unwrap_or(u64::MAX);
+    let mut max_tick_ns: u64 = 0;
+    // At least one tick, even for a command that ends before this thread gets going.
+    loop {
+        let tick_ns = ticker.wait();
+        // A plain load first: the swap's locked write would take the cache line from the thread
+        // that reads the other fields, on every tick.
+        if shared.roots_changed.load(Ordering::Acquire)
+            && shared.roots_changed.swap(false, Ordering::AcqRel)
+        {
+            roots.clone_from(&shared.roots.lock().unwrap_or_else(PoisonError::into_inner));
+            attribution.set_roots(&roots);
+            attribution.refresh();
+            refreshed_ns = tick_ns;
+        } else if tick_ns - refreshed_ns >= refresh_ns {
+            attribution.refresh();
+            refreshed_ns = tick_ns;
         }
-        let t_ms = tick_start.saturating_duration_since(t0).as_secs_f64() * 1000.0;
+        #[expect(clippy::cast_precision_loss, reason = "ms for people")]
+        let t_ms = tick_ns.saturating_sub(t0_ns) as f64 / 1e6;
+        found.fill(0);
+        let mut lists_known = true;
         for (slot, ((index, device), samples)) in devices.iter().zip(&mut out).enumerate() {
             let used = match device.memory_info() {
                 Ok(memory) => {
@@ -292,7 +310,7 @@ pub fn run(
                     Some(memory.used)
                 }
                 Err(error) => {
-                    samples.fail(*index, 0, CALL_MEMORY, error.to_string(), t_ms);
+                    samples.fail(*index, 0, CALL_MEMORY, &error, t_ms);
                     None
                 }
             };
@@ -303,7 +321,18 @@ pub fn run(
                     per_command.fill(Some(0));
                     let mut others: u64 = 0;
                     for process in list {
-                        match (attribution.owner(process.pid), process.used_gpu_memory) {
+                        let owner = attribution.owner(process.pid);
+                        if let Owner::Command(c) = owner {
+                            if !shared.ended[c].load(Ordering::Relaxed) {
+                                found[c] += 1;
+                            } else if attribution::alive(process.pid) {
+                                // The command has exited; this process of its own still runs
+                                // (NVML may list an exited process until its context is gone).
+                                found[c] += 1;
+                                note_outlived(&mut outlived[c], process.pid, t_ms);
+                            }
+                        }
+                        match (owner, process.used_gpu_memory) {
                             (Owner::Command(c), UsedGpuMemory::Used(bytes)) => {
                                 if let Some(Some(sum)) = per_command.get_mut(c) {
                                     *sum += bytes;
@@ -338,31 +367,26 @@ pub fn run(
                     all
                 }
                 Err(error) => {
-                    let text = error.to_string();
+                    lists_known = false;
                     if samples.process_list_error.is_none() {
-                        samples.process_list_error = Some(text.clone());
+                        samples.process_list_error = Some(error.to_string());
                     }
-                    samples.fail(*index, 1, CALL_PROCESSES, text, t_ms);
+                    samples.fail(*index, 1, CALL_PROCESSES, &error, t_ms);
                     None
                 }
             };
             timeline.record(slot, t_ms, used, combined);
         }
-        ticks += 1;
-        let now = Instant::now();
-        max_tick = max_tick.max(now - tick_start);
-        next += interval;
-        if next < now {
-            let behind = now - next;
-            let missed = behind.as_nanos() / interval.as_nanos().max(1);
-            skipped += u64::try_from(missed).unwrap_or(u64::MAX);
-            next += interval * u32::try_from(missed).unwrap_or(u32::MAX);
+        for (holding, count) in shared.holding.iter().zip(&found) {
+            holding.store(if lists_known { *count } else { HOLDING_UNKNOWN }, Ordering::Release);
         }
-        if let Some(wait) = next.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
+        max_tick_ns = max_tick_ns.max(ticker::monotonic_ns().saturating_sub(tick_ns));
+        if shared.stop.load(Ordering::Acquire) {
+            break;
         }
     }
-    let wall = started.elapsed().as_secs_f64();
+    #[expect(clippy::cast_precision_loss, reason = "seconds for people")]
+    let wall = ticker::monotonic_ns().saturating_sub(started_ns) as f64 / 1e9;
     let cpu = thread_cpu_seconds();
     for samples in &mut out {
         samples.finish();
@@ -370,22 +394,36 @@ pub fn run(
             samples.process_list_error = None;
         }
     }
+    let ticks = ticker.ticks();
     #[expect(clippy::cast_precision_loss, reason = "a rate for people")]
     let achieved = if wall > 0.0 { ticks as f64 / wall } else { 0.0 };
+    let micros = |ns: u64| ns / 1000;
     Sampled {
         devices: out,
+        outlived,
         timeline,
         stats: SamplingStats {
             interval_us: u64::try_from(interval.as_micros()).unwrap_or(u64::MAX),
             target_hz: 1.0 / interval.as_secs_f64(),
             achieved_hz: achieved,
             ticks,
-            skipped_ticks: skipped,
-            max_tick_us: u64::try_from(max_tick.as_micros()).unwrap_or(u64::MAX),
+            skipped_ticks: ticker.skipped,
+            late_ticks: ticker.late,
+            max_late_us: u64::try_from(ticker.max_late.as_micros()).unwrap_or(u64::MAX),
+            max_tick_us: micros(max_tick_ns),
             wall_seconds: wall,
             cpu_seconds: cpu,
             cpu_percent_of_one_core: cpu.filter(|_| wall > 0.0).map(|c| c / wall * 100.0),
         },
+    }
+}
+
+/// Adds `pid` to a command's processes that outlived it.
+fn note_outlived(entry: &mut Option<Outlived>, pid: u32, t_ms: f64) {
+    let entry = entry.get_or_insert_with(|| Outlived { pids: Vec::new(), until_ms: t_ms });
+    entry.until_ms = t_ms;
+    if !entry.pids.contains(&pid) && entry.pids.len() < MAX_OUTLIVED_PIDS {
+        entry.pids.push(pid);
     }
 }
 
@@ -406,33 +444,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn timeline_keeps_the_maximum_when_it_halves() {
-        let mut t = Timeline::new(&[0]);
-        t.record(0, 0.5, Some(10), None);
-        t.record(0, 1.5, Some(99), None);
-        for i in 2..TIMELINE_POINTS {
-            #[expect(clippy::cast_precision_loss, reason = "test")]
-            t.record(0, i as f64, Some(5), Some(1));
-        }
-        assert!((t.bucket_ms - 1.0).abs() < f64::EPSILON);
-        t.record(0, 1000.0, Some(7), None);
-        assert!((t.bucket_ms - 2.0).abs() < f64::EPSILON);
-        assert_eq!(t.devices[0].used_max[0], Some(99));
-        assert_eq!(t.devices[0].commands_max[0], None);
-        assert_eq!(t.devices[0].used_max[500], Some(7));
-    }
-
-    #[test]
     fn a_repeated_error_is_one_gap() {
         let mut d = DeviceSamples::default();
-        d.fail(0, 0, CALL_MEMORY, "Unknown".into(), 10.0);
-        d.fail(0, 0, CALL_MEMORY, "Unknown".into(), 11.0);
+        d.fail(0, 0, CALL_MEMORY, &NvmlError::Unknown, 10.0);
+        d.fail(0, 0, CALL_MEMORY, &NvmlError::Unknown, 11.0);
         d.succeed(0);
-        d.fail(0, 0, CALL_MEMORY, "GPU lost".into(), 20.0);
+        d.fail(0, 0, CALL_MEMORY, &NvmlError::GpuLost, 20.0);
         d.finish();
         assert_eq!(d.gaps.len(), 2);
         assert_eq!(d.gaps[0].failed_samples, 2);
         assert!((d.gaps[0].to_ms - 11.0).abs() < f64::EPSILON);
-        assert_eq!(d.gaps[1].error, "GPU lost");
+        assert_eq!(d.gaps[1].error, NvmlError::GpuLost.to_string());
     }
 }

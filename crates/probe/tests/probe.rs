@@ -4,106 +4,14 @@
 //! Each test writes a scenario (devices, memory timelines, faults), runs the binary with
 //! `--nvml-lib` pointing at the simulator, and reads the exit code, the output and the report.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::{GIB, h100, probe, read_report, run, scenario, serial, sim_lib, tmp};
 use serde_json::{Value, json};
-
-/// The simulator's shared library. Cargo builds it as a dev-dependency of this crate, into the
-/// same `deps` folder as this test's executable.
-fn sim_lib() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let deps = exe.parent().expect("the deps folder");
-    for dir in [deps, deps.parent().unwrap_or(deps)] {
-        let candidate = dir.join("libnvml_sim.so");
-        if candidate.exists() {
-            return candidate;
-        }
-    }
-    panic!("libnvml_sim.so is not next to {}: run `cargo build -p nvml-sim`", exe.display());
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("probe-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-/// Writes a scenario for the test `name`.
-fn scenario(name: &str, value: &Value) -> PathBuf {
-    let path = tmp(&format!("{name}.scenario.json"));
-    std::fs::write(&path, serde_json::to_string_pretty(value).unwrap()).unwrap();
-    path
-}
-
-fn probe(scenario: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_vram-probe"));
-    command
-        .env("VRAM_NVML_SIM_SCENARIO", scenario)
-        .env("CUDA_VISIBLE_DEVICES", "0,1")
-        .arg("--nvml-lib")
-        .arg(sim_lib());
-    command
-}
-
-fn h100(used: &Value, processes: &Value) -> Value {
-    json!({
-        "name": "NVIDIA H100 80GB HBM3",
-        "uuid": "GPU-11111111-2222-3333-4444-555555555555",
-        "pci_bus_id": "00000000:18:00.0",
-        "total": 85_520_809_984_u64,
-        "reserved": 555_745_280,
-        "architecture": "hopper",
-        "compute_capability": [9, 0],
-        "mig": false,
-        "ecc": true,
-        "used": used,
-        "processes": processes
-    })
-}
-
-const GIB: u64 = 1 << 30;
-
-/// One probe at a time: the tests measure millisecond timelines, and the machine has few cores.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Runs `vram-probe run` on `command` and returns the exit code, the report and the output.
-/// Time 0 of the scenario is the sampler's first tick.
-fn run(name: &str, scenario: &Value, extra: &[&str], command: &[&str]) -> (i32, Value, Output) {
-    let _serial = serial();
-    let mut scenario = scenario.clone();
-    scenario["clock"] = json!("first_process_list");
-    let path = self::scenario(name, &scenario);
-    let out = tmp(&format!("{name}.report.json"));
-    let _ = std::fs::remove_file(&out);
-    let output = probe(&path)
-        .arg("run")
-        .arg("--out")
-        .arg(&out)
-        .args(extra)
-        .arg("--")
-        .args(command)
-        .output()
-        .unwrap();
-    let report = read_report(&out, &output);
-    (output.status.code().unwrap_or(-1), report, output)
-}
-
-fn read_report(path: &Path, output: &Output) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
-        panic!(
-            "no report at {}: {e}\nstderr: {}",
-            path.display(),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    serde_json::from_str(&text).unwrap()
-}
 
 #[test]
 fn devices_reads_every_field_through_the_binding() {
@@ -649,7 +557,8 @@ fn a_terminal_gets_a_live_progress_line() {
     let _serial = serial();
     let machine = json!({
         "clock": "first_process_list",
-        "devices": [h100(&json!([[0, 2 * GIB], [50, 3 * GIB], [100, 2 * GIB]]), &json!([]))]
+        // 250 ms at 3 GiB: wide enough that a stall of a busy machine does not hide it.
+        "devices": [h100(&json!([[0, 2 * GIB], [50, 3 * GIB], [300, 2 * GIB]]), &json!([]))]
     });
     let path = scenario("progress", &machine);
     let out = tmp("progress.report.json");
