@@ -4,6 +4,7 @@
 
 import init, { evaluate, catalog, verdicts, fitMap, version } from "./pkg/vram.js";
 import { bar, bytes, h, legend, table, verdictText } from "./render.js";
+import { readFiles, withModel } from "./files.js";
 
 const $ = (id) => document.getElementById(id);
 const EXAMPLES = [
@@ -19,6 +20,8 @@ export const CONTEXTS = Array.from({ length: 60 }, (_, i) =>
 export const SESSIONS = Array.from({ length: 56 }, (_, i) => i + 1);
 
 const state = { source: "", check: "", mapDevice: "" };
+/** Models imported from dropped files this session: name -> `model` block. */
+const imported = new Map();
 let lastEvaluation = null;
 let catalogData = null;
 
@@ -39,11 +42,13 @@ function formValues() {
   };
 }
 
-/** The `.vram` text the form describes. */
-export function sourceFromForm(v) {
+/** The `.vram` text the form describes; `models` holds imported model blocks by name. */
+export function sourceFromForm(v, models = new Map()) {
   const lines = ["# Written by the calculator's form; edit freely.", ""];
   let model = v.model;
-  if (model === "custom") {
+  if (models.has(model)) {
+    lines.push(models.get(model).trimEnd(), "");
+  } else if (model === "custom") {
     model = "my-model";
     lines.push(`model my-model "My model" {`);
     for (const [k, n] of v.shape) lines.push(`  ${k.padEnd(8)} ${n}`);
@@ -349,10 +354,92 @@ function renderMapDevices() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Dropped and chosen files: a `.vram` file replaces the text; model files become a `model`
+// block, used by the form (dropped on the form) or by the text's first workload.
+
+function modelNames() {
+  const inSource = [...state.source.matchAll(/^[ \t]*model[ \t]+([\w.-]+)/gm)].map((m) => m[1]);
+  return [...new Set([...(catalogData?.models.map((m) => m.name) ?? []), ...imported.keys(), ...inSource])];
+}
+
+function showFileDiagnostics(diagnostics) {
+  const list = $("file-diagnostics");
+  list.replaceChildren(
+    ...diagnostics.map((d) =>
+      h(
+        "li",
+        { class: `diag ${d.severity}`, "data-code": d.code, "data-file": d.file },
+        h("span", { class: "file" }, d.file),
+        d.at ? ` line ${d.at.line}, column ${d.at.column}` : d.end > d.start ? ` bytes ${d.start}–${d.end}` : "",
+        `: ${d.severity}[${d.code}]: ${d.message}`,
+        d.help.map((text) => h("div", { class: "help" }, `help: ${text}`)),
+      ),
+    ),
+  );
+}
+
+async function takeFiles(files, { toForm }) {
+  if (!files || files.length === 0) return;
+  document.body.dataset.files = "reading";
+  $("import-status").textContent = "Reading…";
+  const result = await readFiles(files, modelNames());
+  showFileDiagnostics(result.diagnostics);
+  const done = [];
+  if (result.text != null) {
+    state.source = result.text;
+    state.check = "";
+    state.mapDevice = "";
+    done.push("Opened the .vram file.");
+  }
+  if (result.model) {
+    const { name, vram } = result.model;
+    imported.set(name, vram);
+    const select = $("f-model");
+    select.querySelector(`option[value="${CSS.escape(name)}"]`)?.remove();
+    select.prepend(h("option", { value: name }, `${name} (imported)`));
+    const placed = toForm || result.text != null ? null : withModel(state.source, name, vram);
+    if (placed == null && result.text == null) {
+      select.value = name;
+      state.source = sourceFromForm(formValues(), imported);
+    } else if (placed != null) {
+      state.source = placed;
+    } else {
+      state.source = `${vram}\n${state.source}`;
+    }
+    done.push(`Imported model ${name}.`);
+  }
+  $("import-status").textContent = done.join(" ");
+  if (result.text != null || result.model) {
+    $("source").value = state.source;
+    formFromSource(state.source);
+    schedule();
+  }
+  document.body.dataset.files = result.diagnostics.some((d) => d.severity === "error") ? "problems" : "read";
+}
+
+function acceptDrops(zone, options) {
+  zone.addEventListener("dragover", (e) => {
+    if (![...(e.dataTransfer?.types ?? [])].includes("Files")) return;
+    e.preventDefault();
+    e.stopPropagation();
+    e.dataTransfer.dropEffect = "copy";
+    zone.classList.add("dropping");
+  });
+  zone.addEventListener("dragleave", () => zone.classList.remove("dropping"));
+  zone.addEventListener("drop", (e) => {
+    zone.classList.remove("dropping");
+    if (!e.dataTransfer?.files?.length) return;
+    e.preventDefault();
+    e.stopPropagation();
+    takeFiles(e.dataTransfer.files, options);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 
 function update({ fromForm = false } = {}) {
   if (fromForm) {
-    state.source = sourceFromForm(formValues());
+    state.source = sourceFromForm(formValues(), imported);
     $("source").value = state.source;
   }
   document.body.dataset.ready = "0";
@@ -451,6 +538,12 @@ async function main() {
     formFromSource(state.source);
     schedule();
   });
+  acceptDrops($("form"), { toForm: true });
+  acceptDrops(document.querySelector(".text-mode"), { toForm: false });
+  // A file dropped anywhere else is not opened by the browser in place of the page.
+  for (const type of ["dragover", "drop"]) window.addEventListener(type, (e) => e.preventDefault());
+  $("f-import").addEventListener("change", (e) => takeFiles(e.target.files, { toForm: true }).then(() => (e.target.value = "")));
+  $("f-open").addEventListener("change", (e) => takeFiles(e.target.files, { toForm: false }).then(() => (e.target.value = "")));
   $("copy-link").addEventListener("click", async () => {
     writeFragment();
     try {

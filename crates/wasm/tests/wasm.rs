@@ -131,3 +131,40 @@ fn catalog_and_verdicts() {
     let wrong = json(vram_wasm::verdicts(source, "nope").js_value());
     assert!(wrong["error"].is_string());
 }
+
+#[wasm_bindgen_test]
+fn dropped_model_files_cross_the_boundary() {
+    let config = include_bytes!("../../core/tests/fixtures/import/tiny-llama.config.json");
+    let tensors = include_bytes!("../../core/tests/fixtures/import/tiny-llama.safetensors");
+    let mut importer = vram_wasm::JsImporter::new();
+    let step =
+        json(importer.read("tiny-llama.config.json", config, config.len() as f64).js_value());
+    assert_eq!(step["need"], serde_json::Value::Null, "{step}");
+    assert_eq!(step["kind"], "config");
+    // The safetensors file: its 8-byte length first, then exactly its header.
+    let step = json(
+        importer.read("tiny-llama.safetensors", &tensors[..8], tensors.len() as f64).js_value(),
+    );
+    let need = step["need"].as_u64().unwrap();
+    assert!(need > 8 && need < tensors.len() as u64, "{step}");
+    let step = json(
+        importer
+            .read("tiny-llama.safetensors", &tensors[..need as usize], tensors.len() as f64)
+            .js_value(),
+    );
+    assert_eq!(step["need"], serde_json::Value::Null, "{step}");
+    let imported = json(importer.finish(vec!["llama3.1-8b".into()]).js_value());
+    assert_eq!(imported["name"], "tiny-llama", "{imported}");
+    assert!(imported["vram"].as_str().unwrap().starts_with("# Imported from"), "{imported}");
+    // Hostile lengths from JavaScript: NaN, negative, infinite; garbage bytes.
+    let mut hostile = vram_wasm::JsImporter::new();
+    for length in [f64::NAN, -1.0, f64::INFINITY, 1e300] {
+        let step = json(hostile.read("x.safetensors", &[0xff; 16], length).js_value());
+        assert!(step["need"].is_null() || step["need"].as_u64().unwrap() > 16, "{step}");
+    }
+    let step = json(hostile.read("noise", &[7; 300], 300.0).js_value());
+    assert_eq!(step["diagnostics"][0]["code"], "X002", "{step}");
+    let nothing = json(hostile.finish(Vec::new()).js_value());
+    assert!(nothing["vram"].is_null());
+    assert!(!nothing["diagnostics"].as_array().unwrap().is_empty());
+}
