@@ -1,16 +1,18 @@
-//! Values across the wasm boundary as JSON text: `serde_json` on this side, `JSON.parse` and
-//! `JSON.stringify` on the other.
+//! Values across the wasm boundary: results as JSON text (`serde_json` here, one `JSON.parse`
+//! there), requests read field by field from the JavaScript object. Requests are small, and
+//! reading them directly keeps serde_json's parser and float formatting out of the calculator's
+//! module (the importers' module has them anyway).
 //!
 //! Byte counts are JavaScript numbers, exact up to 2^53: a larger integer makes the conversion
 //! fail (the export then says so) rather than arrive rounded.
 
 use std::io;
 
+use js_sys::{Array, Object, Reflect};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::ser::{CompactFormatter, Formatter};
 use tsify::{Ts, Tsify};
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
 
 /// The largest integer a JavaScript number holds exactly.
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
@@ -31,13 +33,108 @@ pub fn to_js<T: Serialize + Tsify>(value: &T) -> Result<Ts<T>, String> {
         .map_err(|_| "JSON.parse refused the value".to_string())
 }
 
-/// A JavaScript value as `T`, through `JSON.stringify`.
-pub fn from_js<T: DeserializeOwned>(value: &JsValue) -> Result<T, String> {
-    let text = js_sys::JSON::stringify(value)
-        .ok()
-        .and_then(|text| text.as_string())
-        .ok_or_else(|| "not a JSON value".to_string())?;
-    serde_json::from_str(&text).map_err(|error| error.to_string())
+/// A plain JavaScript object whose keys are all among `known` (a request's fields), else what is
+/// wrong with it, in serde's words (`unknown field`, `invalid type`).
+pub fn object(value: &JsValue, known: &[&str]) -> Result<Object, String> {
+    if !value.is_object() || Array::is_array(value) {
+        return Err(format!("invalid type: {}, expected an object", kind(value)));
+    }
+    let object: Object = value.clone().unchecked_into();
+    for key in Object::keys(&object) {
+        let key = key.as_string().unwrap_or_default();
+        if !known.contains(&key.as_str()) {
+            return Err(format!("unknown field `{key}`, expected one of `{}`", known.join("`, `")));
+        }
+    }
+    Ok(object)
+}
+
+/// The field `name` of `object` (`undefined` when it is missing).
+pub fn field(object: &Object, name: &str) -> JsValue {
+    Reflect::get(object, &JsValue::from_str(name)).unwrap_or(JsValue::UNDEFINED)
+}
+
+/// A required string field.
+pub fn string(object: &Object, name: &str) -> Result<String, String> {
+    let value = field(object, name);
+    if value.is_undefined() {
+        return Err(format!("missing field `{name}`"));
+    }
+    value
+        .as_string()
+        .ok_or_else(|| format!("`{name}`: invalid type: {}, expected a string", kind(&value)))
+}
+
+/// An optional boolean field (`false` when missing).
+pub fn flag(object: &Object, name: &str) -> Result<bool, String> {
+    let value = field(object, name);
+    if value.is_undefined() {
+        return Ok(false);
+    }
+    value
+        .as_bool()
+        .ok_or_else(|| format!("`{name}`: invalid type: {}, expected a boolean", kind(&value)))
+}
+
+/// A required array field, each element read by `element`.
+pub fn list<T>(
+    object: &Object,
+    name: &str,
+    element: impl Fn(&JsValue) -> Option<T>,
+    expected: &str,
+) -> Result<Vec<T>, String> {
+    let value = field(object, name);
+    if value.is_undefined() {
+        return Err(format!("missing field `{name}`"));
+    }
+    if !Array::is_array(&value) {
+        return Err(format!("`{name}`: invalid type: {}, expected an array", kind(&value)));
+    }
+    let array: Array = value.unchecked_into();
+    array
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            element(&item).ok_or_else(|| {
+                format!("`{name}[{index}]`: invalid value: {}, expected {expected}", kind(&item))
+            })
+        })
+        .collect()
+}
+
+/// A whole number from 0 to 2^53 - 1, as JavaScript holds it exactly.
+pub fn whole_number(value: &JsValue) -> Option<u64> {
+    let number = value.as_f64()?;
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss,
+        reason = "checked to be a whole number within 0..=2^53 - 1 first"
+    )]
+    let whole = (number.fract() == 0.0 && (0.0..=MAX_SAFE_INTEGER as f64).contains(&number))
+        .then_some(number as u64);
+    whole
+}
+
+/// How a JavaScript value reads in an error message.
+fn kind(value: &JsValue) -> String {
+    if value.is_null() {
+        "null".into()
+    } else if value.is_undefined() {
+        "undefined".into()
+    } else if let Some(text) = value.as_string() {
+        format!("string {text:?}")
+    } else if value.as_f64().is_some() {
+        // JavaScript's own text for the number: no float formatting in this module.
+        let text = js_sys::JSON::stringify(value).ok().and_then(|t| t.as_string());
+        format!("number {}", text.unwrap_or_default())
+    } else if Array::is_array(value) {
+        "array".into()
+    } else if value.as_bool().is_some() {
+        "boolean".into()
+    } else {
+        "object".into()
+    }
 }
 
 /// serde_json's compact output, refusing integers that a JavaScript number would round.

@@ -53,7 +53,7 @@ pub fn version() -> String {
 #[cfg(feature = "calc")]
 #[wasm_bindgen]
 pub fn evaluate(source: &str, options: Option<Ts<EvaluateOptions>>) -> Ts<Evaluation> {
-    let (options, problem) = match options.map(|o| js::from_js::<EvaluateOptions>(&o.js_value())) {
+    let (options, problem) = match options.map(|o| evaluate_options(&o.js_value())) {
         None => (EvaluateOptions::default(), None),
         Some(Ok(options)) => (options, None),
         Some(Err(error)) => (EvaluateOptions::default(), Some(format!("options: {error}"))),
@@ -102,7 +102,7 @@ pub fn verdicts(source: &str, check: &str) -> Ts<Verdicts> {
 #[cfg(feature = "calc")]
 #[wasm_bindgen(js_name = fitMap)]
 pub fn fit_map(source: &str, request: &Ts<FitMapRequest>) -> Ts<FitMapResult> {
-    let result = match js::from_js::<FitMapRequest>(&request.js_value()) {
+    let result = match fit_map_request(&request.js_value()) {
         Ok(request) => api::fit_map(source, &request),
         Err(error) => FitMapResult {
             check: None,
@@ -112,6 +112,23 @@ pub fn fit_map(source: &str, request: &Ts<FitMapRequest>) -> Ts<FitMapResult> {
         },
     };
     js::to_js(&result).unwrap_or_else(|_| Ts::new_unchecked(JsValue::NULL))
+}
+
+#[cfg(feature = "calc")]
+fn evaluate_options(value: &JsValue) -> Result<EvaluateOptions, String> {
+    let object = js::object(value, &["without_catalog"])?;
+    Ok(EvaluateOptions { without_catalog: js::flag(&object, "without_catalog")? })
+}
+
+#[cfg(feature = "calc")]
+fn fit_map_request(value: &JsValue) -> Result<FitMapRequest, String> {
+    let object = js::object(value, &["check", "devices", "contexts", "sessions"])?;
+    Ok(FitMapRequest {
+        check: js::string(&object, "check")?,
+        devices: js::list(&object, "devices", JsValue::as_string, "a string")?,
+        contexts: js::list(&object, "contexts", js::whole_number, "a whole number")?,
+        sessions: js::list(&object, "sessions", js::whole_number, "a whole number")?,
+    })
 }
 
 /// Model files of one drop (a config.json, safetensors or GGUF files), read header first:
