@@ -12,14 +12,18 @@ export const MAX_VRAM_BYTES = 1 << 20;
 const MAX_READS = 64;
 
 let importer = null;
+/** Bumped when the importer module fails: the next file gets a fresh module and instance. */
+let generation = 0;
 /** The importer module, fetched and compiled once, on first use. */
 function loadImporter() {
-  importer ??= import("./pkg/vram_import.js").then(async (module) => {
+  const url = generation === 0 ? "./pkg/vram_import.js" : `./pkg/vram_import.js?instance=${generation}`;
+  importer ??= import(url).then(async (module) => {
     await module.default();
     return module;
   });
   return importer.catch((error) => {
     importer = null;
+    generation += 1;
     throw error;
   });
 }
@@ -104,8 +108,10 @@ export async function readFiles(fileList, taken) {
     result.diagnostics.push(...imported.diagnostics);
     if (imported.vram) result.model = { name: imported.name, vram: imported.vram };
   } catch (error) {
-    // A bug in the importer (a trap): report it, and start from a fresh module next time.
+    // A bug in the importer (a trap): report it, and start from a fresh instance next time
+    // (a module imported under another URL is a new module, with its own wasm memory).
     importer = null;
+    generation += 1;
     result.diagnostics.push(problem(models[0].name, "X001", `the importer failed: ${error.message ?? error}`, ["this is a bug in vram-wasm; please report it with the file"]));
   } finally {
     try {
