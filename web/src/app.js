@@ -381,9 +381,17 @@ async function takeFiles(files, { toForm }) {
   if (!files || files.length === 0) return;
   document.body.dataset.files = "reading";
   $("import-status").textContent = "Reading…";
-  // Loaded on the first file: the first result does not wait for the file code.
-  const { readFiles, withModel } = await import("./files.js");
-  const result = await readFiles(files, modelNames());
+  let result;
+  let withModel;
+  try {
+    // Loaded on the first file: the first result does not wait for the file code.
+    const code = await import("./files.js");
+    withModel = code.withModel;
+    result = await code.readFiles(files, modelNames());
+  } catch (error) {
+    const message = `the files could not be read: ${error?.message ?? error}`;
+    result = { text: null, model: null, diagnostics: [{ file: files[0].name, code: "X001", severity: "error", message, start: 0, end: 0, at: null, help: [] }] };
+  }
   showFileDiagnostics(result.diagnostics);
   const done = [];
   if (result.text != null) {
