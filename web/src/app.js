@@ -19,6 +19,8 @@ export const CONTEXTS = Array.from({ length: 60 }, (_, i) =>
 export const SESSIONS = Array.from({ length: 56 }, (_, i) => i + 1);
 
 const state = { source: "", check: "", mapDevice: "" };
+/** Models imported from dropped files this session: name -> `model` block. */
+const imported = new Map();
 let lastEvaluation = null;
 let catalogData = null;
 
@@ -39,11 +41,13 @@ function formValues() {
   };
 }
 
-/** The `.vram` text the form describes. */
-export function sourceFromForm(v) {
+/** The `.vram` text the form describes; `models` holds imported model blocks by name. */
+export function sourceFromForm(v, models = new Map()) {
   const lines = ["# Written by the calculator's form; edit freely.", ""];
   let model = v.model;
-  if (model === "custom") {
+  if (models.has(model)) {
+    lines.push(models.get(model).trimEnd(), "");
+  } else if (model === "custom") {
     model = "my-model";
     lines.push(`model my-model "My model" {`);
     for (const [k, n] of v.shape) lines.push(`  ${k.padEnd(8)} ${n}`);
@@ -349,35 +353,135 @@ function renderMapDevices() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Dropped and chosen files: a `.vram` file replaces the text; model files become a `model`
+// block, used by the form (dropped on the form) or by the text's first workload.
 
-function update({ fromForm = false } = {}) {
+function modelNames() {
+  const inSource = [...state.source.matchAll(/^[ \t]*model[ \t]+([\w.-]+)/gm)].map((m) => m[1]);
+  return [...new Set([...(catalogData?.models.map((m) => m.name) ?? []), ...imported.keys(), ...inSource])];
+}
+
+function showFileDiagnostics(diagnostics) {
+  const list = $("file-diagnostics");
+  list.replaceChildren(
+    ...diagnostics.map((d) =>
+      h(
+        "li",
+        { class: `diag ${d.severity}`, "data-code": d.code, "data-file": d.file },
+        h("span", { class: "file" }, d.file),
+        d.at ? ` line ${d.at.line}, column ${d.at.column}` : d.end > d.start ? ` bytes ${d.start}–${d.end}` : "",
+        `: ${d.severity}[${d.code}]: ${d.message}`,
+        d.help.map((text) => h("div", { class: "help" }, `help: ${text}`)),
+      ),
+    ),
+  );
+}
+
+async function takeFiles(files, { toForm }) {
+  if (!files || files.length === 0) return;
+  document.body.dataset.files = "reading";
+  $("import-status").textContent = "Reading…";
+  let result;
+  let withModel;
+  try {
+    // Loaded on the first file: the first result does not wait for the file code.
+    const code = await import("./files.js");
+    withModel = code.withModel;
+    result = await code.readFiles(files, modelNames());
+  } catch (error) {
+    const message = `the files could not be read: ${error?.message ?? error}`;
+    result = { text: null, model: null, diagnostics: [{ file: files[0].name, code: "X001", severity: "error", message, start: 0, end: 0, at: null, help: [] }] };
+  }
+  showFileDiagnostics(result.diagnostics);
+  const done = [];
+  if (result.text != null) {
+    state.source = result.text;
+    state.check = "";
+    state.mapDevice = "";
+    done.push("Opened the .vram file.");
+  }
+  if (result.model) {
+    const { name, vram } = result.model;
+    imported.set(name, vram);
+    const select = $("f-model");
+    select.querySelector(`option[value="${CSS.escape(name)}"]`)?.remove();
+    select.prepend(h("option", { value: name }, `${name} (imported)`));
+    const placed = toForm || result.text != null ? null : withModel(state.source, name, vram);
+    if (placed == null && result.text == null) {
+      select.value = name;
+      state.source = sourceFromForm(formValues(), imported);
+    } else if (placed != null) {
+      state.source = placed;
+    } else {
+      state.source = `${vram}\n${state.source}`;
+    }
+    done.push(`Imported model ${name}.`);
+  }
+  $("import-status").textContent = done.join(" ");
+  if (result.text != null || result.model) {
+    $("source").value = state.source;
+    formFromSource(state.source);
+    schedule();
+  }
+  document.body.dataset.files = result.diagnostics.some((d) => d.severity === "error") ? "problems" : "read";
+}
+
+function acceptDrops(zone, options) {
+  zone.addEventListener("dragover", (e) => {
+    if (![...(e.dataTransfer?.types ?? [])].includes("Files")) return;
+    e.preventDefault();
+    e.stopPropagation();
+    e.dataTransfer.dropEffect = "copy";
+    zone.classList.add("dropping");
+  });
+  zone.addEventListener("dragleave", () => zone.classList.remove("dropping"));
+  zone.addEventListener("drop", (e) => {
+    zone.classList.remove("dropping");
+    if (!e.dataTransfer?.files?.length) return;
+    e.preventDefault();
+    e.stopPropagation();
+    takeFiles(e.dataTransfer.files, options);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function update({ fromForm = false, first = false } = {}) {
+  // The form's lists come from the catalog; the first result does not wait for them.
+  if (!first) loadCatalog();
   if (fromForm) {
-    state.source = sourceFromForm(formValues());
+    state.source = sourceFromForm(formValues(), imported);
     $("source").value = state.source;
   }
   document.body.dataset.ready = "0";
   const evaluation = evaluate(state.source);
+  if (!lastEvaluation) performance.mark("vram:first-evaluate");
   lastEvaluation = evaluation;
   renderGutter(state.source, evaluation.diagnostics);
   renderDiagnostics(evaluation);
   renderChecks(evaluation);
   writeFragment();
   document.body.dataset.status = evaluation.status;
-  // The budget is on screen; the verdicts on every GPU and the fit map follow a frame later,
-  // so typing stays responsive and the first result is not held back by them.
+  // The budget is on screen; the verdicts on every GPU and the fit map follow once the frame
+  // that shows it is painted, so typing stays responsive and the first result is not held
+  // back by them.
   const source = state.source;
-  clearTimeout(later);
-  later = setTimeout(() => {
-    if (source !== state.source) return;
-    renderMapDevices();
-    renderVerdicts(source);
-    renderFitMap(source);
-    document.body.dataset.ready = "1";
-  }, 0);
+  cancelAnimationFrame(later);
+  clearTimeout(laterTask);
+  later = requestAnimationFrame(() => {
+    laterTask = setTimeout(() => {
+      if (source !== state.source) return;
+      loadCatalog();
+      renderMapDevices();
+      renderVerdicts(source);
+      renderFitMap(source);
+      document.body.dataset.ready = "1";
+    }, 0);
+  });
 }
 
+let laterTask = 0;
 let later = 0;
-
 let pending = false;
 function schedule(options) {
   if (pending) return;
@@ -388,31 +492,49 @@ function schedule(options) {
   });
 }
 
-async function main() {
-  await init();
-  performance.mark("vram:wasm-ready");
+/** The workload the form shows before anything is chosen. */
+const DEFAULT_MODEL = "llama3.1-8b";
+const DEFAULT_DEVICE = "h100-sxm-80gb";
+
+/**
+ * The catalog's models and GPUs in the form's lists, once. The first result does not wait for
+ * this: it is evaluated from the form's defaults, and the lists follow after the first paint.
+ */
+function loadCatalog() {
+  if (catalogData) return;
   catalogData = catalog();
+  performance.mark("vram:catalog");
   $("version").textContent = version();
-  $("legend").append(legend());
   $("f-model").replaceChildren(
+    ...[...imported.keys()].map((name) => h("option", { value: name }, `${name} (imported)`)),
     ...catalogData.models.map((m) => h("option", { value: m.name }, m.parameters ? `${m.title} (${(m.parameters / 1e9).toFixed(1)} B params)` : m.title)),
     h("option", { value: "custom" }, "Custom shape…"),
   );
   $("f-device").replaceChildren(
     ...catalogData.devices.map((d) => h("option", { value: d.name }, `${d.title} (${bytes(d.memory)})`)),
   );
-  $("f-model").value = "llama3.1-8b";
-  $("f-device").value = "h100-sxm-80gb";
+  $("f-model").value = DEFAULT_MODEL;
+  $("f-device").value = DEFAULT_DEVICE;
   $("f-example").append(...EXAMPLES.map((name) => h("option", { value: name }, name)));
+  formFromSource(state.source);
+}
 
+async function main() {
+  await init();
+  performance.mark("vram:wasm-ready");
+  $("legend").append(legend());
   if (readFragment()) {
     $("source").value = state.source;
-    formFromSource(state.source);
-    update();
   } else {
     showModeFields();
-    update({ fromForm: true });
+    state.source = sourceFromForm({ ...formValues(), model: DEFAULT_MODEL, device: DEFAULT_DEVICE }, imported);
+    $("source").value = state.source;
   }
+  // The first result: evaluated and rendered before the catalog fills the form's lists.
+  // The first frame with the result in it: its task is queued before the verdicts' and the
+  // fit map's (which `update` also defers to after that frame).
+  requestAnimationFrame(() => setTimeout(() => performance.mark("vram:first-frame"), 0));
+  update({ first: true });
   // The budget of the first workload is in the page now (the bars and the table).
   performance.mark("vram:first-result");
 
@@ -451,6 +573,12 @@ async function main() {
     formFromSource(state.source);
     schedule();
   });
+  acceptDrops($("form"), { toForm: true });
+  acceptDrops(document.querySelector(".text-mode"), { toForm: false });
+  // A file dropped anywhere else is not opened by the browser in place of the page.
+  for (const type of ["dragover", "drop"]) window.addEventListener(type, (e) => e.preventDefault());
+  $("f-import").addEventListener("change", (e) => takeFiles(e.target.files, { toForm: true }).then(() => (e.target.value = "")));
+  $("f-open").addEventListener("change", (e) => takeFiles(e.target.files, { toForm: false }).then(() => (e.target.value = "")));
   $("copy-link").addEventListener("click", async () => {
     writeFragment();
     try {

@@ -4,9 +4,9 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { serve, browser, WEB } from "./harness.js";
+import { serve, browser, ROOT, WEB } from "./harness.js";
 
 const SHOTS = process.env.SCREENSHOT_DIR ?? join(WEB, "artifacts");
 let server;
@@ -196,4 +196,108 @@ test("no request leaves the page's origin", () => {
   assert.ok(seen.length >= 5, `${seen.length} requests`);
   const outside = seen.filter((url) => !url.startsWith(server.origin) && !url.startsWith("data:"));
   assert.deepEqual(outside, []);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Dropped and chosen files (the fixtures of the core's importers).
+
+const FIXTURES = join(ROOT, "crates", "core", "tests", "fixtures", "import");
+
+/** Drops `files` ({ name, bytes }) on `selector` as a person dragging them from a file manager. */
+async function drop(page, selector, files) {
+  const payload = files.map((f) => ({ name: f.name, data: Buffer.from(f.bytes).toString("base64") }));
+  const transfer = await page.evaluateHandle((payload) => {
+    const dt = new DataTransfer();
+    for (const f of payload) {
+      const bytes = Uint8Array.from(atob(f.data), (c) => c.charCodeAt(0));
+      dt.items.add(new File([bytes], f.name));
+    }
+    return dt;
+  }, payload);
+  await page.evaluate(() => delete document.body.dataset.files);
+  await page.dispatchEvent(selector, "dragover", { dataTransfer: transfer });
+  await page.dispatchEvent(selector, "drop", { dataTransfer: transfer });
+  await page.waitForSelector('body[data-files="read"], body[data-files="problems"]', { state: "attached" });
+  await page.waitForSelector('body[data-ready="1"]', { state: "attached" });
+}
+
+const fixture = (name) => ({ name, bytes: readFileSync(join(FIXTURES, name)) });
+
+test("a config.json and its safetensors dropped on the text become a model block", async () => {
+  const { page, errors } = await open("/");
+  await type(page, L4_CHAT);
+  await page.waitForSelector('#checks .gpu[data-device="l4"]');
+  await drop(page, "#source", [fixture("tiny-llama.config.json"), fixture("tiny-llama.safetensors")]);
+  assert.equal(await page.getAttribute("body", "data-files"), "read", await page.textContent("#file-diagnostics"));
+  const text = await page.inputValue("#source");
+  assert.match(text, /^model tiny-llama\b.*\{$/m);
+  assert.match(text, /safetensors header/);
+  // The workload now uses the imported model, and the page evaluated it.
+  assert.match(text, /^ {2}model tiny-llama$/m);
+  assert.doesNotMatch(text, /model llama3\.1-8b/);
+  assert.notEqual(await page.getAttribute("body", "data-status"), "input_errors", await page.textContent("#diagnostics"));
+  await page.waitForSelector('#checks .gpu[data-device="l4"]');
+  assert.match(await page.textContent("#import-status"), /Imported model tiny-llama/);
+  assert.equal(await page.locator("#file-diagnostics li").count(), 0);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test("a GGUF file dropped on the form becomes the form's model", async () => {
+  const { page, errors } = await open("/");
+  await drop(page, "#form", [fixture("tiny-llama-q.gguf")]);
+  assert.equal(await page.getAttribute("body", "data-files"), "read", await page.textContent("#file-diagnostics"));
+  assert.equal(await page.inputValue("#f-model"), "tiny-llama-q");
+  const text = await page.inputValue("#source");
+  assert.match(text, /^model tiny-llama-q\b/m);
+  assert.match(text, /GGUF/);
+  assert.match(text, /^ {2}model tiny-llama-q$/m);
+  assert.notEqual(await page.getAttribute("body", "data-status"), "input_errors", await page.textContent("#diagnostics"));
+  // The form keeps the imported model when another field changes.
+  await page.fill("#f-sessions", "2");
+  await page.waitForFunction(() => document.querySelector("#source").value.includes("sessions 2"));
+  assert.match(await page.inputValue("#source"), /^model tiny-llama-q\b/m);
+  await page.screenshot({ path: join(SHOTS, "imported-model.png"), fullPage: false });
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test("garbage, truncated and wrongly named files give diagnostics and leave the text alone", async () => {
+  const { page, errors } = await open("/");
+  const before = await page.inputValue("#source");
+  const garbage = Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 2654435761) >>> 24));
+  await drop(page, "#source", [{ name: "holiday.png", bytes: garbage }]);
+  assert.equal(await page.getAttribute("body", "data-files"), "problems");
+  assert.match(await page.textContent('#file-diagnostics li[data-code="X002"]'), /holiday\.png is not a file the calculator reads/);
+  const tensors = readFileSync(join(FIXTURES, "tiny-llama.safetensors"));
+  await drop(page, "#source", [
+    { name: "garbage.safetensors", bytes: garbage },
+    { name: "cut.safetensors", bytes: tensors.subarray(0, 100) },
+    { name: "garbage.gguf", bytes: Buffer.concat([Buffer.from("GGUF"), garbage]) },
+    { name: "config.json", bytes: Buffer.from('{\n  "num_hidden_layers": ,\n}') },
+  ]);
+  for (const file of ["garbage.safetensors", "cut.safetensors", "garbage.gguf", "config.json"]) {
+    const item = page.locator(`#file-diagnostics li[data-file="${file}"]`).first();
+    assert.match(await item.getAttribute("data-code"), /^I1\d\d$/, file);
+  }
+  // A JSON file's problem has its line.
+  assert.match(await page.textContent('#file-diagnostics li[data-file="config.json"]'), /line 2, column \d+/);
+  // A .vram file that is not text.
+  await drop(page, "#source", [{ name: "binary.vram", bytes: Buffer.from([0xff, 0xfe, 0x00, 0xc3]) }]);
+  assert.match(await page.textContent('#file-diagnostics li[data-code="X003"]'), /not UTF-8 text/);
+  assert.equal(await page.inputValue("#source"), before);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test("a .vram file chosen with the button replaces the text", async () => {
+  const { page } = await open("/");
+  const path = join(ROOT, "examples", "mistral-7b-fleet.vram");
+  await page.evaluate(() => delete document.body.dataset.files);
+  await page.setInputFiles("#f-open", path);
+  await page.waitForSelector('body[data-files="read"]', { state: "attached" });
+  assert.equal(await page.inputValue("#source"), readFileSync(path, "utf8"));
+  await page.waitForSelector('body[data-ready="1"]', { state: "attached" });
+  assert.ok((await page.locator("#checks article.check").count()) >= 1);
+  await page.close();
 });

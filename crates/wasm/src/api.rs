@@ -5,15 +5,19 @@ use serde::{Deserialize, Serialize};
 use tsify::Tsify;
 use vram_core::eval::grid::{self, Grid};
 
-use crate::budget::{Budget, Bytes, Verdict, mirror};
+use crate::budget::Bytes;
 
 /// The result of `evaluate`: the budget and every diagnostic, as data.
+///
+/// The budget is the core's own value, serialized as the CLI serializes it; its TypeScript
+/// declaration is the mirror in [`crate::budget`], which a test holds to the same JSON.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Tsify)]
 #[tsify(missing_as_null)]
 pub struct Evaluation {
     pub vram_version: String,
     pub status: Status,
-    pub budget: Budget,
+    #[tsify(type = "Budget")]
+    pub budget: vram_core::budget::Budget,
     /// In source order; positions in UTF-16 code units, as browser editors count.
     pub diagnostics: Vec<Diagnostic>,
 }
@@ -118,35 +122,23 @@ pub fn evaluate(source: &str, options: &EvaluateOptions) -> Evaluation {
     } else {
         vram_core::evaluate(source)
     };
-    let mut diagnostics: Vec<Diagnostic> =
+    let diagnostics: Vec<Diagnostic> =
         outcome.diagnostics.iter().map(|d| diagnostic(source, d)).collect();
-    let budget = match mirror::<Budget>(&outcome.budget) {
-        Ok(budget) => budget,
-        // Only a core/mirror mismatch gets here; the round-trip test keeps it unreachable.
-        Err(error) => {
-            diagnostics
-                .push(internal(source, &format!("the budget has an unexpected shape: {error}")));
-            Budget {
-                schema_version: vram_core::budget::SCHEMA_VERSION,
-                checks: Vec::new(),
-                queries: Vec::new(),
-            }
-        }
-    };
+    let status = outcome.status();
     Evaluation {
         vram_version: vram_core::VERSION.to_string(),
-        status: match outcome.status() {
+        status: match status {
             vram_core::Status::Fits => Status::Fits,
             vram_core::Status::DoesNotFit => Status::DoesNotFit,
             vram_core::Status::InputErrors => Status::InputErrors,
         },
-        budget,
+        budget: outcome.budget,
         diagnostics,
     }
 }
 
 /// An error of the adapter itself (not of the user's text), as a diagnostic at the start.
-pub(crate) fn internal(source: &str, message: &str) -> Diagnostic {
+pub fn internal(source: &str, message: &str) -> Diagnostic {
     Diagnostic {
         code: "X001".to_string(),
         severity: Severity::Error,
@@ -300,7 +292,8 @@ pub struct DeviceVerdict {
     pub capacity: Bytes,
     /// The worst device's used memory plus headroom.
     pub required: Bytes,
-    pub verdict: Verdict,
+    #[tsify(type = "Verdict")]
+    pub verdict: vram_core::budget::Verdict,
 }
 
 pub fn verdicts(source: &str, check: &str) -> Verdicts {
@@ -314,7 +307,6 @@ pub fn verdicts(source: &str, check: &str) -> Verdicts {
     let mut devices = Vec::new();
     for device in vram_core::catalog::builtin().devices.values() {
         let Ok(budget) = grid.on_device(&device.name) else { continue };
-        let Ok(verdict) = mirror::<Verdict>(&budget.verdict) else { continue };
         let required = budget.devices.iter().map(|d| d.required.0).max().unwrap_or(0);
         devices.push(DeviceVerdict {
             device: device.name.clone(),
@@ -322,7 +314,7 @@ pub fn verdicts(source: &str, check: &str) -> Verdicts {
             count: u32::try_from(budget.devices.len()).unwrap_or(u32::MAX),
             capacity: device.memory.0,
             required,
-            verdict,
+            verdict: budget.verdict.clone(),
         });
     }
     Verdicts { check: Some(grid.check().id.clone()), devices, error: None }
@@ -378,7 +370,7 @@ mod tests {
         assert_eq!(ok.maps[0].boundary.len(), 2);
         let all = verdicts(source, "w");
         assert_eq!(all.devices.len(), catalog().devices.len());
-        assert!(all.devices.iter().any(|d| matches!(d.verdict, Verdict::Fits { .. })));
-        assert!(all.devices.iter().any(|d| !matches!(d.verdict, Verdict::Fits { .. })));
+        assert!(all.devices.iter().any(|d| d.verdict.fits()));
+        assert!(all.devices.iter().any(|d| !d.verdict.fits()));
     }
 }

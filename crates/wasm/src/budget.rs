@@ -2,10 +2,11 @@
 //! declarations with tsify.
 //!
 //! The core has no wasm or TypeScript dependency (ARCHITECTURE.md), so its types cannot derive
-//! `Tsify` themselves. These mirrors are filled by deserializing the core's own JSON, with
-//! `deny_unknown_fields`: a field the core adds or renames makes the round-trip test
-//! (`tests/round_trip.rs`, every example) fail until the mirror follows, so the generated `.d.ts`
-//! cannot drift from the JSON that the CLI writes.
+//! `Tsify` themselves. The exports send the core's own values (as the CLI's JSON); these
+//! mirrors only declare their types. The round-trip test (`tests/round_trip.rs`, every example)
+//! fills them from the core's JSON with `deny_unknown_fields` and writes them back: a field the
+//! core adds or renames fails it until the mirror follows, so the generated `.d.ts` cannot drift
+//! from the JSON that the CLI writes.
 //!
 //! Byte counts are JavaScript numbers: exact up to 2^53 bytes (8 PiB), far above any device.
 //! A budget beyond that comes back as an error value, never as a rounded number.

@@ -69,6 +69,19 @@ fn a_mistake_comes_back_as_a_diagnostic_at_its_line() {
     let first = &result["diagnostics"][0];
     assert_eq!(first["start"]["line"], 4, "{result}");
     assert_eq!(first["severity"], "error");
+    // Unknown options are a diagnostic, not an exception.
+    let odd: Ts<api::EvaluateOptions> =
+        Ts::new_unchecked(object(&serde_json::json!({"without_catalogue": true})));
+    let complaint = json(vram_wasm::evaluate(source, Some(odd)).js_value());
+    assert!(
+        complaint["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["code"] == "X001"
+                && d["message"].as_str().unwrap().contains("without_catalogue")),
+        "{complaint}"
+    );
     // The options were understood: no complaint about them.
     assert!(result["diagnostics"].as_array().unwrap().iter().all(|d| d["code"] != "X001"));
     assert!(result["diagnostics"][0]["message"].as_str().unwrap().contains("bf17"), "{result}");
@@ -100,9 +113,24 @@ fn hostile_input_never_traps() {
 #[wasm_bindgen_test]
 fn a_malformed_request_is_an_error_value() {
     let source = EXAMPLES.iter().find(|(n, _)| *n == "llama3.1-8b-chat.vram").unwrap().1;
-    for request in
-        [JsValue::from_str("x"), JsValue::NULL, object(&serde_json::json!({"check": "chat-l4"}))]
-    {
+    let fractional = serde_json::json!({
+        "check": "chat-l4", "devices": ["l4"], "contexts": [1.5], "sessions": [1],
+    });
+    let unknown = serde_json::json!({
+        "check": "chat-l4", "devices": [], "contexts": [], "sessions": [], "rows": 3,
+    });
+    let wrong_type = serde_json::json!({
+        "check": 7, "devices": [], "contexts": [], "sessions": [],
+    });
+    for request in [
+        JsValue::from_str("x"),
+        JsValue::NULL,
+        object(&serde_json::json!({"check": "chat-l4"})),
+        object(&serde_json::json!([1, 2])),
+        object(&fractional),
+        object(&unknown),
+        object(&wrong_type),
+    ] {
         let result = json(vram_wasm::fit_map(source, &Ts::new_unchecked(request)).js_value());
         assert!(result["error"].is_string(), "{result}");
         assert!(result["maps"].as_array().unwrap().is_empty());
@@ -130,4 +158,41 @@ fn catalog_and_verdicts() {
     assert_eq!(verdicts["devices"].as_array().unwrap().len(), devices.len());
     let wrong = json(vram_wasm::verdicts(source, "nope").js_value());
     assert!(wrong["error"].is_string());
+}
+
+#[wasm_bindgen_test]
+fn dropped_model_files_cross_the_boundary() {
+    let config = include_bytes!("../../core/tests/fixtures/import/tiny-llama.config.json");
+    let tensors = include_bytes!("../../core/tests/fixtures/import/tiny-llama.safetensors");
+    let mut importer = vram_wasm::JsImporter::new();
+    let step =
+        json(importer.read("tiny-llama.config.json", config, config.len() as f64).js_value());
+    assert_eq!(step["need"], serde_json::Value::Null, "{step}");
+    assert_eq!(step["kind"], "config");
+    // The safetensors file: its 8-byte length first, then exactly its header.
+    let step = json(
+        importer.read("tiny-llama.safetensors", &tensors[..8], tensors.len() as f64).js_value(),
+    );
+    let need = step["need"].as_u64().unwrap();
+    assert!(need > 8 && need < tensors.len() as u64, "{step}");
+    let step = json(
+        importer
+            .read("tiny-llama.safetensors", &tensors[..need as usize], tensors.len() as f64)
+            .js_value(),
+    );
+    assert_eq!(step["need"], serde_json::Value::Null, "{step}");
+    let model = json(importer.finish(vec!["llama3.1-8b".into()]).js_value());
+    assert_eq!(model["name"], "tiny-llama", "{model}");
+    assert!(model["vram"].as_str().unwrap().starts_with("# Imported from"), "{model}");
+    // Hostile lengths from JavaScript: NaN, negative, infinite; garbage bytes.
+    let mut hostile = vram_wasm::JsImporter::new();
+    for length in [f64::NAN, -1.0, f64::INFINITY, 1e300] {
+        let step = json(hostile.read("x.safetensors", &[0xff; 16], length).js_value());
+        assert!(step["need"].is_null() || step["need"].as_u64().unwrap() > 16, "{step}");
+    }
+    let step = json(hostile.read("noise", &[7; 300], 300.0).js_value());
+    assert_eq!(step["diagnostics"][0]["code"], "X002", "{step}");
+    let nothing = json(hostile.finish(Vec::new()).js_value());
+    assert!(nothing["vram"].is_null());
+    assert!(!nothing["diagnostics"].as_array().unwrap().is_empty());
 }

@@ -1,9 +1,10 @@
 //! Build tasks, run as `cargo xtask TASK` (an alias in `.cargo/config.toml`), with no downloads:
 //!
-//! - `web`: the release wasm of `vram-wasm`, its JS glue and `.d.ts` from the wasm-bindgen CLI
-//!   *library* (pinned in Cargo.lock to the exact version of the `wasm-bindgen` crate), shrunk
-//!   by `wasm-opt -Oz` from npm `binaryen` when `web/node_modules` has it, and the page laid
-//!   out in `web/dist/`. Prints the sizes, raw and gzipped.
+//! - `web`: the release wasm of `vram-wasm`, twice (the calculator, and the importers that the
+//!   page loads when a file is first dropped), each with its JS glue and `.d.ts` from the
+//!   wasm-bindgen CLI *library* (pinned in Cargo.lock to the exact version of the `wasm-bindgen`
+//!   crate), shrunk by `wasm-opt -Oz` from npm `binaryen` when `web/node_modules` has it, and
+//!   the page laid out in `web/dist/`. Prints the sizes, raw and gzipped.
 //! - `test-wasm`: the `vram-wasm` tests compiled for wasm32 and run under Node by the
 //!   workspace's own `wasm-bindgen-test-runner` (the second binary of this crate).
 
@@ -43,47 +44,26 @@ fn run(command: &mut Command) -> Result<()> {
     Ok(())
 }
 
+/// The two modules of the page: the calculator, loaded at once, and the importers, loaded
+/// when a model file is first dropped (features of `vram-wasm`).
+const MODULES: [(&str, &str); 2] = [("calc", "vram"), ("import", "vram_import")];
+
 fn web(root: &Path) -> Result<()> {
-    run(Command::new(cargo()).current_dir(root).args([
-        "build",
-        "-p",
-        "vram-wasm",
-        "--lib",
-        "--target",
-        WASM_TARGET,
-        "--profile",
-        "wasm-release",
-        "--locked",
-    ]))?;
     let dist = root.join("web/dist");
     if dist.exists() {
         std::fs::remove_dir_all(&dist)?;
     }
     let pkg = dist.join("pkg");
-    let input = target_dir(root).join(WASM_TARGET).join("wasm-release/vram_wasm.wasm");
-    // The CLI's own entry point, so the output is exactly what `wasm-bindgen` would write.
-    wasm_bindgen_cli::wasm_bindgen::run_cli_with_args([
-        OsString::from("wasm-bindgen"),
-        "--target".into(),
-        "web".into(),
-        "--out-dir".into(),
-        pkg.clone().into(),
-        "--out-name".into(),
-        "vram".into(),
-        input.into(),
-    ])?;
-    let wasm = pkg.join("vram_bg.wasm");
-    let bindgen_size = std::fs::metadata(&wasm)?.len();
     let wasm_opt = std::env::var_os("WASM_OPT")
         .map(PathBuf::from)
-        .or_else(|| Some(root.join("web/node_modules/.bin/wasm-opt")).filter(|p| p.exists()));
-    match wasm_opt {
-        Some(wasm_opt) if std::env::var_os("NO_WASM_OPT").is_none() => {
-            let shrunk = pkg.join("vram_bg.opt.wasm");
-            run(Command::new(wasm_opt).arg("-Oz").arg(&wasm).arg("-o").arg(&shrunk))?;
-            std::fs::rename(&shrunk, &wasm)?;
-        }
-        _ => println!("wasm-opt not found (run `npm ci` in web/): the wasm is not shrunk"),
+        .or_else(|| Some(root.join("web/node_modules/.bin/wasm-opt")).filter(|p| p.exists()))
+        .filter(|_| std::env::var_os("NO_WASM_OPT").is_none());
+    if wasm_opt.is_none() {
+        println!("wasm-opt not found (run `npm ci` in web/): the wasm is not shrunk");
+    }
+    let mut bindgen_sizes = Vec::new();
+    for (feature, name) in MODULES {
+        bindgen_sizes.push(build_module(root, &pkg, feature, name, wasm_opt.as_deref())?);
     }
     copy_dir(&root.join("web/src"), &dist)?;
     copy_dir(&root.join("web/examples"), &dist.join("examples"))?;
@@ -95,15 +75,74 @@ fn web(root: &Path) -> Result<()> {
         }
     }
     println!("web/dist/ laid out; sizes (bytes, raw / gzip -9):");
-    println!("  wasm after wasm-bindgen      {bindgen_size:>9}");
-    let mut total = (0, 0);
-    for file in ["pkg/vram_bg.wasm", "pkg/vram.js"] {
-        let (raw, gzip) = sizes(&dist.join(file))?;
-        total = (total.0 + raw, total.1 + gzip);
-        println!("  {file:<28} {raw:>9} / {gzip:>7}");
+    for ((_, name), size) in MODULES.iter().zip(&bindgen_sizes) {
+        println!("  {name}_bg.wasm after wasm-bindgen {size:>9}");
     }
-    println!("  {:<28} {:>9} / {:>7}", "wasm + JS glue", total.0, total.1);
+    for (index, (_, name)) in MODULES.iter().enumerate() {
+        let mut total = (0, 0);
+        for file in [format!("pkg/{name}_bg.wasm"), format!("pkg/{name}.js")] {
+            let (raw, gzip) = sizes(&dist.join(&file))?;
+            total = (total.0 + raw, total.1 + gzip);
+            println!("  {file:<28} {raw:>9} / {gzip:>7}");
+        }
+        let what = if index == 0 { "first load" } else { "on the first drop" };
+        println!("  {:<28} {:>9} / {:>7}  ({what})", "wasm + JS glue", total.0, total.1);
+    }
     Ok(())
+}
+
+/// Builds `vram-wasm` with only `feature`, generates its glue as `pkg/{name}.js` and shrinks
+/// it; returns the wasm's size after wasm-bindgen.
+fn build_module(
+    root: &Path,
+    pkg: &Path,
+    feature: &str,
+    name: &str,
+    wasm_opt: Option<&Path>,
+) -> Result<u64> {
+    run(Command::new(cargo()).current_dir(root).args([
+        "build",
+        "-p",
+        "vram-wasm",
+        "--lib",
+        "--target",
+        WASM_TARGET,
+        "--profile",
+        "wasm-release",
+        "--no-default-features",
+        "--features",
+        feature,
+        "--locked",
+    ]))?;
+    let input = target_dir(root).join(WASM_TARGET).join("wasm-release/vram_wasm.wasm");
+    // The CLI's own entry point, so the output is exactly what `wasm-bindgen` would write.
+    wasm_bindgen_cli::wasm_bindgen::run_cli_with_args([
+        OsString::from("wasm-bindgen"),
+        "--target".into(),
+        "web".into(),
+        "--out-dir".into(),
+        pkg.into(),
+        "--out-name".into(),
+        name.into(),
+        input.into(),
+    ])?;
+    let wasm = pkg.join(format!("{name}_bg.wasm"));
+    let bindgen_size = std::fs::metadata(&wasm)?.len();
+    if let Some(wasm_opt) = wasm_opt {
+        let shrunk = pkg.join(format!("{name}_bg.opt.wasm"));
+        // -Oz twice reaches a little further than once; the name, producer and debug
+        // sections are dropped (the panic hook prints messages, not symbol names).
+        // `VRAM_WASM_NAMES=1` keeps the function names, to see what is big (twiggy).
+        let names = std::env::var_os("VRAM_WASM_NAMES").is_some();
+        run(Command::new(wasm_opt)
+            .args(["-Oz", "-Oz", "--strip-debug", "--strip-producers"])
+            .args(names.then_some("--debuginfo"))
+            .arg(&wasm)
+            .arg("-o")
+            .arg(&shrunk))?;
+        std::fs::rename(&shrunk, &wasm)?;
+    }
+    Ok(bindgen_size)
 }
 
 /// Raw and `gzip -9` sizes of a file.
