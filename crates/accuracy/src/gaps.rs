@@ -140,6 +140,8 @@ pub mod assume {
          the whole transformer (it keeps norms, embeddings and proj_in/out in bf16)";
     pub const PIPELINE_DEFAULT: &str =
         "a pipeline setting not in the data: the diffusers pipeline's default";
+    pub const SCRIPT_METHOD: &str = "the measurement method, not in the data, read from the \
+         source's published benchmark script: a reading at rest, compared with what stays allocated";
     pub const SOURCE_LABEL: &str =
         "a condition the data leaves open, read from the source's own table labels";
 }

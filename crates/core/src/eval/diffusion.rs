@@ -77,20 +77,22 @@ fn weights(
             format!("{role} fp32 layers: {model}"),
             Category::Persistent,
             product,
-            "transformers `_keep_in_fp32_modules`, which bitsandbytes quantizers keep in fp32",
+            "transformers `_keep_in_fp32_modules`: kept in fp32 by fp16 loads and bitsandbytes quantizers",
         )?);
     }
     Ok(out)
 }
 
 /// The precision of a model's keep-in-fp32 parameters when the rest is stored in `precision`.
-/// bitsandbytes quantizers ask transformers to keep them in fp32 (`use_keep_in_fp32_modules`).
-/// Other cases are left alone: transformers also keeps them in fp32 for fp16 loads, but the
-/// published fp16 pipelines (docs/accuracy.md, S17) do not show it, and quantizers applied after
-/// loading (optimum-quanto) convert them like any other layer.
+/// transformers (and diffusers, for its own models) keep `_keep_in_fp32_modules` in fp32 when a
+/// model is loaded with `torch_dtype=torch.float16` or through a quantizer that asks for it, as
+/// the bitsandbytes ones do (`modeling_utils.py`: `use_keep_in_fp32_modules = ... and
+/// (torch_dtype == torch.float16 or hasattr(hf_quantizer, "use_keep_in_fp32_modules"))`).
+/// A bf16 load converts them like any other layer, and so do quantizers applied after loading
+/// (optimum-quanto, torchao), whose formats are not fp16.
 fn kept_precision(precision: Precision) -> Option<Precision> {
     match precision {
-        Precision::Nf4 | Precision::Nf4Dq | Precision::Fp4 | Precision::Fp4Dq => {
+        Precision::Fp16 | Precision::Nf4 | Precision::Nf4Dq | Precision::Fp4 | Precision::Fp4Dq => {
             Some(Precision::Fp32)
         }
         _ => None,

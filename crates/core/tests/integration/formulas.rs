@@ -608,7 +608,7 @@ fn adafactor_keeps_row_and_column_statistics() {
 }
 
 #[test]
-fn bitsandbytes_keeps_keep_in_fp32_parameters_in_fp32() {
+fn fp16_loads_and_bitsandbytes_keep_keep_in_fp32_parameters_in_fp32() {
     let source = |weights: &str| {
         format!(
             "model t5 {{ params 4_000_000_000; keep_in_fp32 1_000_000_000 }}
@@ -621,9 +621,17 @@ check w on l4"
     // 3 billion parameters in NF4 (4.5 bits each), 1 billion kept in fp32.
     assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 3_000_000_000 * 9 / 16);
     assert_eq!(bytes(&checks[0], 0, "text encoder fp32 layers"), 4_000_000_000);
-    // A 16-bit pipeline stores every parameter alike.
+    // An fp16 load keeps them in fp32 too (transformers `use_keep_in_fp32_modules`):
+    // 3 billion × 2 B + 1 billion × 4 B.
+    let checks = evaluate(&source("fp16"));
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 6_000_000_000);
+    assert_eq!(bytes(&checks[0], 0, "text encoder fp32 layers"), 4_000_000_000);
+    // A bf16 load and a quantizer applied after loading store every parameter alike.
     let checks = evaluate(&source("bf16"));
     assert_eq!(bytes(&checks[0], 0, "text encoder weights"), 8_000_000_000);
+    assert!(checks[0].devices[0].components.iter().all(|c| !c.name.contains("fp32 layers")));
+    let checks = evaluate(&source("fp8"));
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights"), 4_000_000_000);
 }
 
 #[test]
