@@ -12,6 +12,9 @@ use crate::evaluate::Outcome;
 use crate::stats;
 
 /// The rules, stated once for readers of the page (the code that applies them cites them).
+/// What changed in the model since the last figures, written by hand beside the generator.
+const CHANGES: &str = include_str!("changes.md");
+
 const RULES: &str = "\
 ## How a point is compared
 
@@ -91,6 +94,7 @@ pub fn render(run: &Run, points: &[crate::data::Point], data_path: &str) -> Stri
         c.harness_errors
     );
     summary(&mut out, run, points);
+    out.push_str(CHANGES);
     out.push_str(RULES);
     out.push('\n');
     band_widths(&mut out, run);
