@@ -269,7 +269,10 @@ fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
     } else if q.contains("nf4") {
         // diffusers' BitsAndBytesConfig: bnb_4bit_use_double_quant defaults to False.
         "nf4"
-    } else if q.contains("llm.int8") || q.contains("int8_weight_only") || q.contains("int8") {
+    } else if q.contains("llm.int8") {
+        // bitsandbytes' 8-bit loader, which keeps `_keep_in_fp32_modules` (T5's `wo`) in fp32.
+        "int8-bnb"
+    } else if q.contains("int8_weight_only") || q.contains("int8") {
         "int8"
     } else if q.contains("float8") || q.contains("qfloat8") || q.contains("fp8") {
         "fp8"

@@ -87,14 +87,18 @@ fn weights(
 /// transformers (and diffusers, for its own models) keep `_keep_in_fp32_modules` in fp32 when a
 /// model is loaded with `torch_dtype=torch.float16` or through a quantizer that asks for it, as
 /// the bitsandbytes ones do (`modeling_utils.py`: `use_keep_in_fp32_modules = ... and
-/// (torch_dtype == torch.float16 or hasattr(hf_quantizer, "use_keep_in_fp32_modules"))`).
+/// (torch_dtype == torch.float16 or hasattr(hf_quantizer, "use_keep_in_fp32_modules"))`; the
+/// bitsandbytes 4-bit and 8-bit quantizers set `use_keep_in_fp32_modules = True`).
 /// A bf16 load converts them like any other layer, and so do quantizers applied after loading
 /// (optimum-quanto, torchao), whose formats are not fp16.
 fn kept_precision(precision: Precision) -> Option<Precision> {
     match precision {
-        Precision::Fp16 | Precision::Nf4 | Precision::Nf4Dq | Precision::Fp4 | Precision::Fp4Dq => {
-            Some(Precision::Fp32)
-        }
+        Precision::Fp16
+        | Precision::Int8Bnb
+        | Precision::Nf4
+        | Precision::Nf4Dq
+        | Precision::Fp4
+        | Precision::Fp4Dq => Some(Precision::Fp32),
         _ => None,
     }
 }

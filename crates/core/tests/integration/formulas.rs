@@ -621,6 +621,12 @@ check w on l4"
     // 3 billion parameters in NF4 (4.5 bits each), 1 billion kept in fp32.
     assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 3_000_000_000 * 9 / 16);
     assert_eq!(bytes(&checks[0], 0, "text encoder fp32 layers"), 4_000_000_000);
+    // So does bitsandbytes' LLM.int8 loader; torchao's and quanto's int8 convert them.
+    let checks = evaluate(&source("int8-bnb"));
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 3_000_000_000);
+    assert_eq!(bytes(&checks[0], 0, "text encoder fp32 layers"), 4_000_000_000);
+    let checks = evaluate(&source("int8"));
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 4_000_000_000);
     // An fp16 load keeps them in fp32 too (transformers `use_keep_in_fp32_modules`):
     // 3 billion × 2 B + 1 billion × 4 B.
     let checks = evaluate(&source("fp16"));
