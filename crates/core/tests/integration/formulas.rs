@@ -732,3 +732,24 @@ fn the_diffusers_profile_is_pytorchs_context_and_workspaces() {
     assert_eq!(names("diffusers"), names("pytorch"));
     assert!(names("diffusers").iter().any(|(name, _)| name == "CUDA context and kernels"));
 }
+
+#[test]
+fn a_gptq_base_keeps_its_dequantized_fp16_matrices_for_the_backward_pass() {
+    let source = |sequence: u64, checkpointing: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ method lora {{ rank 16; targets all }}; weights gptq-int4; micro_batch 1; sequence {sequence} tokens; checkpointing {checkpointing} }} }}\ncheck w on a100-sxm4-80gb"
+        )
+    };
+    let name = "dequantized GPTQ matrices";
+    // Llama 3.1 8B, per layer: q and o 4096 × 4096, k and v 4096 × 1024, gate, up and down
+    // 4096 × 14336 = 218,103,808 parameters, 2 B each in fp16.
+    let per_layer: u64 = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336;
+    assert_eq!(per_layer, 218_103_808);
+    // Full checkpointing: only the recomputed layer's matrices are alive.
+    assert_eq!(bytes(&evaluate(&source(512, "full"))[0], 0, name), per_layer * 2);
+    // Without it, every layer's stay until its backward pass.
+    assert_eq!(bytes(&evaluate(&source(512, "none"))[0], 0, name), 32 * per_layer * 2);
+    // Under 128 rows AutoGPTQ multiplies in its fused kernel and saves nothing.
+    let short = evaluate(&source(64, "full"));
+    assert!(short[0].devices[0].components.iter().all(|c| !c.name.starts_with(name)));
+}
