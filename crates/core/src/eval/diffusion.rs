@@ -110,8 +110,8 @@ pub(crate) fn components(
     let elem = diffusion.denoiser.weights.companion();
     let guided = if diffusion.cfg { 2 } else { 1 };
     let mut encode = Vec::new();
-    for encoder in &diffusion.text_encoders {
-        encode.extend(weights(program, encoder, diffusion.text_encoder_weights, "text encoder")?);
+    for (encoder, format) in diffusion.text_encoders.iter().zip(&diffusion.text_encoder_weights) {
+        encode.extend(weights(program, encoder, *format, "text encoder")?);
     }
     let mut denoise = Vec::new();
     denoise.extend(weights(

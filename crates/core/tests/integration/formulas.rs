@@ -641,6 +641,21 @@ check w on l4"
 }
 
 #[test]
+fn text_encoders_take_a_format_each() {
+    let checks = evaluate(
+        "model t5 { params 4_000_000_000; keep_in_fp32 1_000_000_000 }
+model clip { params 100_000_000 }
+model dit { params 1_000_000_000 }
+workload w { runtime none; diffusion { denoiser dit; text_encoders t5 clip; weights bf16; text_encoder_weights nf4 bf16; architecture dit; hidden 1024; resolution 512 x 512 } }
+check w on l4",
+    );
+    // T5 in NF4 with its `wo` in fp32; CLIP-L left in bf16.
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 3_000_000_000 * 9 / 16);
+    assert_eq!(bytes(&checks[0], 0, "text encoder fp32 layers: t5"), 4_000_000_000);
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: clip"), 200_000_000);
+}
+
+#[test]
 fn the_optimizer_step_counts_only_what_it_needs_beyond_the_backward_pass() {
     let source = |sharding: &str, sequence: u64| {
         format!(
