@@ -103,6 +103,61 @@ fn kept_precision(precision: Precision) -> Option<Precision> {
     }
 }
 
+/// The denoising step's freed blocks, still reserved while the VAE decodes. PyTorch's caching
+/// allocator keeps freed blocks for reuse and serves a request only from a block at least as
+/// large (blocks are split, never merged across segments; `CUDACachingAllocator.cpp`), so when
+/// the decoder's full-resolution tensors (batch × 2 × base channels × pixels, the input of the
+/// last up-block) are larger than every tensor of a transformer step (its MLP's 4 × hidden per
+/// token), none of the step's blocks serve the decode and they stay reserved beside it: the
+/// reserved peak is the sum of both phases' transients, the allocated peak only the larger.
+/// UNet steps are left out: their largest tensor is not derived here.
+fn stranded_denoise_blocks(
+    diffusion: &Diffusion,
+    denoise_peak: Bytes,
+) -> Result<Option<Component>, Overflow> {
+    if diffusion.denoiser.unet || diffusion.vae.is_none() || denoise_peak == Bytes::ZERO {
+        return Ok(None);
+    }
+    let guided = if diffusion.cfg { 2 } else { 1 };
+    let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;
+    let tokens = latent / 4 + diffusion.text_tokens;
+    let step_largest = Product::new()
+        .times(diffusion.batch, "batch")?
+        .times(guided, "(guidance)")?
+        .times(tokens, "tokens")?
+        .times(4 * diffusion.denoiser.hidden, "MLP width")?
+        .bytes_each(diffusion.denoiser.weights.companion().bytes_per_element(), "")?
+        .value()?;
+    let pixels = if diffusion.vae_tiling {
+        diffusion.width.min(512) * diffusion.height.min(512)
+    } else {
+        diffusion.width * diffusion.height * diffusion.frames
+    };
+    let decode_largest = Product::new()
+        .times(diffusion.batch, "batch")?
+        .times(pixels, "pixels")?
+        .times(2 * diffusion.vae_channels, "channels")?
+        .bytes_each(diffusion.vae_weights.companion().bytes_per_element(), "")?
+        .value()?;
+    if decode_largest <= step_largest {
+        return Ok(None);
+    }
+    Ok(Some(Component {
+        held_by: HeldBy::AllocatorCache,
+        name: "allocator cache (denoising step)".to_string(),
+        category: Category::Workspace,
+        bytes: denoise_peak,
+        provenance: Provenance::Formula,
+        formula: format!(
+            "the denoiser activations' {denoise_peak}, kept reserved: its largest tensor \
+             ({step_largest}) is smaller than the decoder's ({decode_largest})"
+        ),
+        source: Some(
+            "PyTorch CUDACachingAllocator: freed blocks stay reserved and serve only requests they can hold".into(),
+        ),
+    }))
+}
+
 pub(crate) fn components(
     program: &Layered<'_>,
     diffusion: &Diffusion,
@@ -182,6 +237,9 @@ pub(crate) fn components(
             }
             let winner = if decode_peak > denoise_peak { &decode } else { &denoise };
             out.extend(winner.iter().filter(|c| c.category == Category::Intermediate).cloned());
+            if decode_peak > denoise_peak {
+                out.extend(stranded_denoise_blocks(diffusion, denoise_peak)?);
+            }
             Ok(out)
         }
         DiffusionOffload::Model => {

@@ -546,12 +546,25 @@ fn diffusion_pipelines_keep_every_model_and_the_largest_phase() {
     assert!(
         checks[0].devices[0].components.iter().all(|c| !c.name.starts_with("denoiser activations"))
     );
+    // The denoising step's freed blocks (2 × 4352 tokens × 1536 × 10 × 2 B) stay reserved: its
+    // largest tensor (the MLP's 4 × 1536 per token, 107 MB) is smaller than the decoder's
+    // full-resolution input (256 channels × 1024², 512 MiB), so none of them serves the decode.
+    let cache = checks[0].devices[0]
+        .components
+        .iter()
+        .find(|c| c.name == "allocator cache (denoising step)")
+        .expect("the step's blocks are reserved during the decode");
+    assert_eq!(cache.bytes.0, 2 * (4096 + 256) * 1536 * 10 * 2);
+    assert_eq!(cache.held_by, vram_core::budget::HeldBy::AllocatorCache);
+    let views = &checks[0].devices[0].views;
+    assert_eq!(views.reserved.0 - views.allocated.0, cache.bytes.0);
     let tiled = evaluate(&source("; hidden 1536; vae_tiling true"));
     assert_eq!(bytes(&tiled[0], 0, "VAE decode peak"), 512 * 512 * 768 * 2);
     // A wider transformer with a tiled decode: the denoising step is the larger transient.
     let wide = evaluate(&source("; hidden 3072; vae_tiling true"));
     assert_eq!(bytes(&wide[0], 0, "denoiser activations"), 2 * (4096 + 256) * 3072 * 10 * 2);
     assert!(wide[0].devices[0].components.iter().all(|c| c.name != "VAE decode peak"));
+    assert!(wide[0].devices[0].components.iter().all(|c| !c.name.starts_with("allocator cache")));
     // Offloading whole models: only the heaviest phase is on the device.
     let offloaded = evaluate(&source("; hidden 1536; offload model"));
     let names: Vec<&str> =
