@@ -4,7 +4,7 @@
 //! it is reported as [`Outcome::HarnessError`] with the core's diagnostics, and the test suite
 //! fails on it.
 
-use vram_core::budget::{CheckBudget, DeviceBudget};
+use vram_core::budget::{Category, CheckBudget, DeviceBudget, HeldBy};
 
 use crate::data::Point;
 use crate::express::{Expressed, Expression};
@@ -149,6 +149,7 @@ fn compare(check: &CheckBudget, expressed: &Expressed, target: &Target) -> Outco
                 View::Allocated => views[0],
                 View::Reserved => views[1],
                 View::Device => views[2],
+                View::AtRest => combine(&at_rest),
             }
         }
         Target::Component { selector: Selector::KvPool, .. } => match kv_pool(check, scope) {
@@ -190,7 +191,23 @@ fn view_of(device: &DeviceBudget, view: View) -> f64 {
         View::Allocated => device.views.allocated,
         View::Reserved => device.views.reserved,
         View::Device => device.views.device,
+        View::AtRest => return at_rest(device),
     })
+}
+
+/// What stays allocated between runs: persistent tensors and the workspaces PyTorch's caching
+/// allocator keeps for the process (the cuBLAS workspace, allocated through it and kept per
+/// handle and stream).
+fn at_rest(device: &DeviceBudget) -> f64 {
+    device
+        .components
+        .iter()
+        .filter(|c| {
+            c.category == Category::Persistent
+                || (c.category == Category::Workspace && c.held_by == HeldBy::Tensors)
+        })
+        .map(|c| float(c.bytes))
+        .sum()
 }
 
 /// The band of the compared device(s), moved into the compared view. The core states each

@@ -57,8 +57,6 @@ pub mod feature {
          state and training activations; the `diffusion` section describes inference only)";
     pub const VIDEO_DIFFUSION: &str = "video diffusion (CogVideoX: a causal 3D VAE with temporal \
          compression decoding latent frames in batches; `frames` scales latents and pixels only)";
-    pub const ENCODER_PRECISION: &str = "a precision per text encoder (`text_encoder_weights` \
-         applies to every encoder; the source leaves a large one at another precision)";
     pub const ENCODER_DECODER: &str = "encoder-decoder models (T5, mT5, T0)";
     pub const GPT_BIGCODE: &str =
         "GPTBigCode layers: learned position embeddings and biases on every linear layer";
@@ -131,15 +129,14 @@ pub mod assume {
          group scales and zero points (bf16, group 128: +0.25 bit per weight) are not counted";
     pub const GGUF_UNIFORM: &str = "a GGUF transformer written as one ggml type for every weight \
          (the files keep norms, biases and some projections at higher precision)";
-    pub const SMALL_ENCODER_PRECISION: &str = "CLIP-L (123 M parameters) written at the other \
-         encoders' precision although the source leaves it alone or quantizes it alone \
-         (`text_encoder_weights` applies to every encoder): at most 0.17 GiB";
     pub const NOT_MODELLED: &str =
         "a setting the language does not model and the measurement shows to be neutral";
     pub const LAYERWISE_CASTING: &str = "diffusers layerwise casting written as `fp8` weights for \
          the whole transformer (it keeps norms, embeddings and proj_in/out in bf16)";
     pub const PIPELINE_DEFAULT: &str =
         "a pipeline setting not in the data: the diffusers pipeline's default";
+    pub const SCRIPT_METHOD: &str = "the measurement method, not in the data, read from the \
+         source's published benchmark script: a reading at rest, compared with what stays allocated";
     pub const SOURCE_LABEL: &str =
         "a condition the data leaves open, read from the source's own table labels";
 }

@@ -11,6 +11,10 @@
 //! | `nvidia-smi`, `pynvml`, NVML | device |
 //! | not stated (starts with "not stated", or names none of the above) | allocated |
 //!
+//! A source that does not state its method in the data but publishes the script that measured is
+//! read from that script (`script_method`): a reading taken at rest, after the runs, is compared
+//! with the tensors that stay allocated (`View::AtRest`), not with a peak.
+//!
 //! Not stated means allocated, for every point alike: the sources that do not say are framework
 //! READMEs and blog tables printed by Python scripts, and the peak such scripts print is
 //! `torch.cuda.max_memory_allocated()` far more often than anything else (every script in this
@@ -25,6 +29,9 @@ pub enum View {
     Allocated,
     Reserved,
     Device,
+    /// What stays allocated between runs (`torch.cuda.memory_allocated()` read after a run, not
+    /// a peak): persistent tensors and the workspaces PyTorch's allocator keeps (cuBLAS).
+    AtRest,
 }
 
 impl View {
@@ -33,6 +40,7 @@ impl View {
             View::Allocated => "allocated",
             View::Reserved => "reserved",
             View::Device => "device",
+            View::AtRest => "at rest",
         }
     }
 }
@@ -57,6 +65,34 @@ pub fn view_for(method: &str) -> (View, Basis) {
         (View::Device, Basis::Stated)
     } else {
         (View::Allocated, Basis::NotStated)
+    }
+}
+
+/// A measurement method that the data leaves out but the source's published script states.
+#[derive(Clone, Copy, Debug)]
+pub struct ScriptMethod {
+    /// What the script reads, and when.
+    pub reads: &'static str,
+    /// Where the script was read.
+    pub citation: &'static str,
+}
+
+/// The method of a source whose benchmark script is published but not quoted in the data.
+///
+/// S17 (HF blog "Memory-efficient Diffusion Transformers with Quanto and Diffusers") links its
+/// benchmark.py; after the warm-up and timed runs it calls `torch.cuda.empty_cache()` and prints
+/// `torch.cuda.memory_allocated()`: the tensors that stay allocated between runs (the weights and
+/// the cuBLAS workspace), not a peak. Its batch-size-1 and batch-size-4 figures agree to within a
+/// MB, as a reading with no transients must.
+pub fn script_method(source_id: &str) -> Option<ScriptMethod> {
+    match source_id {
+        "S17" => Some(ScriptMethod {
+            reads: "torch.cuda.memory_allocated() after the timed runs and torch.cuda.empty_cache()",
+            citation: "the post's benchmark.py (huggingface.co/datasets/sayakpaul/sample-datasets, \
+                       quanto-exps-2/benchmark.py), read in the copy at ai-compiler-study/quanto \
+                       benchmark.py @85823e2, whose image names match the post's",
+        }),
+        _ => None,
     }
 }
 
@@ -89,5 +125,13 @@ mod tests {
             (View::Allocated, Basis::NotStated)
         );
         assert_eq!(v("benchmark script (not shown)"), (View::Allocated, Basis::NotStated));
+    }
+
+    #[test]
+    fn script_methods_name_what_they_read() {
+        let s17 = script_method("S17").expect("S17 publishes its script");
+        assert!(s17.reads.starts_with("torch.cuda.memory_allocated()"));
+        assert!(s17.citation.contains("benchmark.py"));
+        assert!(script_method("S18").is_none());
     }
 }

@@ -537,7 +537,8 @@ pub struct Workload {
 pub struct Diffusion {
     pub denoiser: Denoiser,
     pub text_encoders: Vec<String>,
-    pub text_encoder_weights: WeightFormat,
+    /// One format per text encoder, in the order of `text_encoders`.
+    pub text_encoder_weights: Vec<WeightFormat>,
     pub vae: Option<String>,
     pub vae_weights: WeightFormat,
     pub width: u64,

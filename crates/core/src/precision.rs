@@ -21,6 +21,11 @@ pub enum Precision {
     /// FP8 with one fp32 scale per 128×128 block (DeepSeek-V3's release): 8 + 32/16384 bits.
     Fp8Block,
     Int8,
+    /// bitsandbytes LLM.int8 (`Linear8bitLt`, transformers `load_in_8bit`): int8 weights and an
+    /// fp32 scale per output row (`SCB`, left out: 4 B per row, < 0.1 % of real layers). The
+    /// bytes of `int8`; the loader differs: it keeps `_keep_in_fp32_modules` in fp32, as the
+    /// 4-bit bitsandbytes formats do (`eval/diffusion.rs`).
+    Int8Bnb,
     /// 8-bit KV cache with an fp32 scale and zero point per token and head (Qwen's
     /// `use_cache_quantization`, vLLM's `int8_per_token_head`): 1 B per element here, the
     /// per-token-head 8 B are added by the KV cache formula.
@@ -146,13 +151,14 @@ const DEFAULT_GROUP: u16 = 128;
 impl Precision {
     /// Names of the fixed formats, for suggestions and help text. GPTQ and AWQ also accept a
     /// group size suffix (`gptq-int4-g64`).
-    pub const NAMES: [&'static str; 29] = [
+    pub const NAMES: [&'static str; 30] = [
         "fp32",
         "fp16",
         "bf16",
         "fp8",
         "fp8-block",
         "int8",
+        "int8-bnb",
         "int4",
         "nf4",
         "nf4-dq",
@@ -186,6 +192,7 @@ impl Precision {
             Precision::Fp8 => "fp8",
             Precision::Fp8Block => "fp8-block",
             Precision::Int8 => "int8",
+            Precision::Int8Bnb => "int8-bnb",
             Precision::Int8Token => "int8-token",
             Precision::Int4 => "int4",
             Precision::Nf4 => "nf4",
@@ -214,6 +221,7 @@ impl Precision {
             "fp8" | "fp8_e4m3" | "fp8_e5m2" => Precision::Fp8,
             "fp8-block" => Precision::Fp8Block,
             "int8" => Precision::Int8,
+            "int8-bnb" | "llm-int8" => Precision::Int8Bnb,
             "int8-token" => Precision::Int8Token,
             "int4" => Precision::Int4,
             "nf4" => Precision::Nf4,
@@ -254,7 +262,9 @@ impl Precision {
         match self {
             Precision::Fp32 => Ratio::int(4),
             Precision::Fp16 | Precision::Bf16 => Ratio::int(2),
-            Precision::Fp8 | Precision::Int8 | Precision::Int8Token => Ratio::ONE,
+            Precision::Fp8 | Precision::Int8 | Precision::Int8Bnb | Precision::Int8Token => {
+                Ratio::ONE
+            }
             // One fp32 scale per 128 × 128 block (DeepSeek-V3 README_WEIGHTS).
             Precision::Fp8Block => bits(8 * 16384 + 32, 16384),
             Precision::Int4 => bits(4, 1),

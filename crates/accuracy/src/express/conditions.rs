@@ -7,7 +7,7 @@ use crate::gpus::{self, Gpu};
 use crate::models::{self, Model};
 use crate::target::{Scope, Selector, Target};
 use crate::units::{self, UnitRule};
-use crate::views;
+use crate::views::{self, Basis, View};
 
 /// The runtime profile a framework runs under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +80,13 @@ impl Cx<'_> {
         };
         let kind = point.measured_kind.as_str();
         if kind == "peak" {
+            if let Some(method) = views::script_method(&point.source_id) {
+                self.assume(
+                    assume::SCRIPT_METHOD,
+                    format!("{}; {}", method.reads, method.citation),
+                );
+                return Some(Target::Peak { view: View::AtRest, basis: Basis::Stated, scope });
+            }
             let (view, basis) = views::view_for(&point.measurement_method);
             Some(Target::Peak { view, basis, scope })
         } else if kind.starts_with("component") {

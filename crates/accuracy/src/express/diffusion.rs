@@ -141,8 +141,14 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     if denoiser != base {
         let _ = writeln!(out, "    denoiser_weights {denoiser}");
     }
-    if encoders != base {
-        let _ = writeln!(out, "    text_encoder_weights {encoders}");
+    if encoders.iter().any(|e| *e != base) {
+        let first = encoders[0];
+        let words = if encoders.iter().all(|e| *e == first) {
+            first.to_string()
+        } else {
+            encoders.join(" ")
+        };
+        let _ = writeln!(out, "    text_encoder_weights {words}");
     }
     out.push_str("    architecture  dit\n");
     let _ = writeln!(out, "    hidden        {}", pipeline.hidden);
@@ -183,11 +189,12 @@ fn offload(cx: &mut Cx<'_>) -> Option<bool> {
     }
 }
 
-/// The base (VAE and unquantized models), denoiser and text encoder precisions.
+/// The base (VAE and unquantized models), denoiser and text encoder precisions (one per
+/// encoder, in the pipeline's order).
 fn precisions(
     cx: &mut Cx<'_>,
     pipeline: &Pipeline,
-) -> Option<(&'static str, &'static str, &'static str)> {
+) -> Option<(&'static str, &'static str, Vec<&'static str>)> {
     let point = cx.point;
     let q = point.quantization.clone().unwrap_or_default().to_lowercase();
     let w = point.weight_precision.clone().unwrap_or_default().to_lowercase();
@@ -201,7 +208,7 @@ fn precisions(
         return None;
     };
     if q.is_empty() || q == "none" {
-        return Some((base, base, base));
+        return Some((base, base, vec![base; pipeline.encoders.len()]));
     }
     let scheme = scheme(cx, &q, &w)?;
     // Which encoders the scheme applies to, from the weight_precision wording.
@@ -220,28 +227,10 @@ fn precisions(
         cx.unreadable("weight_precision", &w);
         return None;
     };
-    // `text_encoder_weights` takes the T5's precision (the largest encoder); another encoder
-    // left at a different precision is an assumption for CLIP-L, a gap for anything larger.
-    let t5 = if quantized.contains(&Encoder::T5) { scheme } else { base };
-    for encoder in &all {
-        let own = if quantized.contains(encoder) { scheme } else { base };
-        if own == t5 {
-            continue;
-        }
-        if *encoder == Encoder::ClipL {
-            cx.assume(
-                assume::SMALL_ENCODER_PRECISION,
-                format!("CLIP-L at {own} in the source, written as {t5}"),
-            );
-        } else {
-            cx.gap(Gap::feature(
-                feature::ENCODER_PRECISION,
-                format!("{} at {own}, T5 at {t5} ({w})", encoder.model()),
-            ));
-            return None;
-        }
-    }
-    Some((base, scheme, t5))
+    // One format per encoder, in the pipeline's order (`text_encoder_weights a b c`).
+    let encoders =
+        all.iter().map(|encoder| if quantized.contains(encoder) { scheme } else { base }).collect();
+    Some((base, scheme, encoders))
 }
 
 /// The language's precision for a quantization scheme, with the assumption it carries.
@@ -269,7 +258,10 @@ fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
     } else if q.contains("nf4") {
         // diffusers' BitsAndBytesConfig: bnb_4bit_use_double_quant defaults to False.
         "nf4"
-    } else if q.contains("llm.int8") || q.contains("int8_weight_only") || q.contains("int8") {
+    } else if q.contains("llm.int8") {
+        // bitsandbytes' 8-bit loader, which keeps `_keep_in_fp32_modules` (T5's `wo`) in fp32.
+        "int8-bnb"
+    } else if q.contains("int8_weight_only") || q.contains("int8") {
         "int8"
     } else if q.contains("float8") || q.contains("qfloat8") || q.contains("fp8") {
         "fp8"

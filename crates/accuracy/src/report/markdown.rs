@@ -12,6 +12,9 @@ use crate::evaluate::Outcome;
 use crate::stats;
 
 /// The rules, stated once for readers of the page (the code that applies them cites them).
+/// What changed in the model since the last figures, written by hand beside the generator.
+const CHANGES: &str = include_str!("changes.md");
+
 const RULES: &str = "\
 ## How a point is compared
 
@@ -27,6 +30,7 @@ The estimate is then read in the same terms as the measurement:
 | `torch.cuda.max_memory_reserved()` | the `reserved` view |
 | `nvidia-smi`, `pynvml`, NVML | the `device` view |
 | a peak whose method is not stated | the `allocated` view (below) |
+| `torch.cuda.memory_allocated()` read after the runs, where the data leaves the method out but the source publishes its script (S17) | the `at rest` view: what stays allocated, persistent tensors and the allocator-held cuBLAS workspace |
 | a runtime log's component (vLLM profiler, llama.cpp buffers) | the matching components: weights = persistent, KV = cache, activations = intermediate, non-PyTorch memory = held by the runtime, the vLLM KV pool = the budget's `kv_pool` |
 | an out-of-memory report | the check must say *does not fit* |
 | the largest run that fitted | the check must say *fits* |
@@ -35,7 +39,10 @@ The estimate is then read in the same terms as the measurement:
   framework READMEs and blog tables printed by Python scripts; the peak such scripts print is
   `torch.cuda.max_memory_allocated()` far more often than anything else, and every script in this
   data set that is shown calls it or `max_memory_reserved()`. A method that starts with \"not
-  stated\" stays not stated even when it guesses at a call.
+  stated\" stays not stated even when it guesses at a call. A source that publishes the script
+  it measured with is read from the script instead (`crates/accuracy/src/views.rs`,
+  `script_method`): S17's benchmark.py prints `torch.cuda.memory_allocated()` after its timed
+  runs, a reading at rest (its batch-1 and batch-4 figures agree to within a MB).
 - **Units.** MiB and GiB as written; `GB` whose base is not stated is read as GiB (2^30 B): the
   scripts behind these tables divide by 1024^3, and the decimal reading is impossible where it can
   be tested (Qwen-7B's bf16 weights alone are 15.44e9 B, above the 15.2 `GB` measured for the
@@ -87,6 +94,7 @@ pub fn render(run: &Run, points: &[crate::data::Point], data_path: &str) -> Stri
         c.harness_errors
     );
     summary(&mut out, run, points);
+    out.push_str(CHANGES);
     out.push_str(RULES);
     out.push('\n');
     band_widths(&mut out, run);

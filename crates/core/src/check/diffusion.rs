@@ -9,6 +9,46 @@ use crate::diagnostic::Diagnostic;
 use crate::hir::{Denoiser, Diffusion, DiffusionOffload};
 use crate::quant::WeightFormat;
 
+/// `text_encoder_weights`: one format for every text encoder, or one per encoder in the order of
+/// `text_encoders` (pipelines often quantize T5 alone). Absent: the pipeline's `weights`.
+fn encoder_formats(
+    fields: &Fields<'_>,
+    encoders: usize,
+    weights: WeightFormat,
+) -> Option<Vec<WeightFormat>> {
+    let Some(field) = fields.get("text_encoder_weights") else {
+        return Some(vec![weights; encoders]);
+    };
+    let mut formats = Vec::with_capacity(field.values.len());
+    for word in fields.words(field) {
+        let Some(format) = WeightFormat::from_name(&word.name) else {
+            let mut names: Vec<&str> = crate::precision::Precision::NAMES.to_vec();
+            names.extend(crate::quant::Preset::ALL.iter().map(|p| p.name()));
+            fields.word_in(field, word, &names);
+            return None;
+        };
+        formats.push(format);
+    }
+    if formats.len() != field.values.len() {
+        return None;
+    }
+    if let [format] = formats.as_slice() {
+        return Some(vec![*format; encoders]);
+    }
+    if formats.len() != encoders {
+        fields.push(Diagnostic::error(
+            "E013",
+            field.span,
+            format!(
+                "`text_encoder_weights` takes one format, or one per text encoder ({encoders} here); it has {}",
+                formats.len()
+            ),
+        ));
+        return None;
+    }
+    Some(formats)
+}
+
 pub(super) fn diffusion(
     block: &Block,
     scope: &Scope<'_>,
@@ -55,7 +95,7 @@ pub(super) fn diffusion(
         .weight_format("weights")
         .unwrap_or(WeightFormat::Uniform(crate::precision::Precision::Bf16));
     let denoiser_weights = fields.weight_format("denoiser_weights").unwrap_or(weights);
-    let text_encoder_weights = fields.weight_format("text_encoder_weights").unwrap_or(weights);
+    let text_encoder_weights = encoder_formats(&fields, text_encoders.len(), weights);
     let architecture = fields.choice("architecture", &["dit", "unet"]).map(|(w, _)| w == "unet");
     if !fields.has("architecture") {
         fields.missing("architecture", "architecture dit");
@@ -81,6 +121,7 @@ pub(super) fn diffusion(
     let ok = found.is_empty();
     diagnostics.extend(found);
     let (width, height) = resolution?;
+    let text_encoder_weights = text_encoder_weights?;
     let denoiser = Denoiser {
         model: denoiser_model?,
         unet: architecture?,

@@ -45,14 +45,14 @@ pub fn measured_margins(basis: BandBasis) -> (u64, u64) {
     }
 }
 
-// Fitted with `vram-accuracy --fit-bands` over 30 inference, 81 training and 26 diffusion peaks
+// Fitted with `vram-accuracy --fit-bands` over 30 inference, 90 training and 27 diffusion peaks
 // (profiles 2026.11; see measured_margins).
 const INFERENCE_BELOW: u64 = 40;
 const INFERENCE_ABOVE: u64 = 140;
-const TRAINING_BELOW: u64 = 40;
+const TRAINING_BELOW: u64 = 60;
 const TRAINING_ABOVE: u64 = 350;
-const DIFFUSION_BELOW: u64 = 250;
-const DIFFUSION_ABOVE: u64 = 670;
+const DIFFUSION_BELOW: u64 = 0;
+const DIFFUSION_ABOVE: u64 = 600;
 
 /// The band around `used`: on each side, the wider of the components' own uncertainty and the
 /// measured spread of the workload kind.

@@ -77,24 +77,85 @@ fn weights(
             format!("{role} fp32 layers: {model}"),
             Category::Persistent,
             product,
-            "transformers `_keep_in_fp32_modules`, which bitsandbytes quantizers keep in fp32",
+            "transformers `_keep_in_fp32_modules`: kept in fp32 by fp16 loads and bitsandbytes quantizers",
         )?);
     }
     Ok(out)
 }
 
 /// The precision of a model's keep-in-fp32 parameters when the rest is stored in `precision`.
-/// bitsandbytes quantizers ask transformers to keep them in fp32 (`use_keep_in_fp32_modules`).
-/// Other cases are left alone: transformers also keeps them in fp32 for fp16 loads, but the
-/// published fp16 pipelines (docs/accuracy.md, S17) do not show it, and quantizers applied after
-/// loading (optimum-quanto) convert them like any other layer.
+/// transformers (and diffusers, for its own models) keep `_keep_in_fp32_modules` in fp32 when a
+/// model is loaded with `torch_dtype=torch.float16` or through a quantizer that asks for it, as
+/// the bitsandbytes ones do (`modeling_utils.py`: `use_keep_in_fp32_modules = ... and
+/// (torch_dtype == torch.float16 or hasattr(hf_quantizer, "use_keep_in_fp32_modules"))`; the
+/// bitsandbytes 4-bit and 8-bit quantizers set `use_keep_in_fp32_modules = True`).
+/// A bf16 load converts them like any other layer, and so do quantizers applied after loading
+/// (optimum-quanto, torchao), whose formats are not fp16.
 fn kept_precision(precision: Precision) -> Option<Precision> {
     match precision {
-        Precision::Nf4 | Precision::Nf4Dq | Precision::Fp4 | Precision::Fp4Dq => {
-            Some(Precision::Fp32)
-        }
+        Precision::Fp16
+        | Precision::Int8Bnb
+        | Precision::Nf4
+        | Precision::Nf4Dq
+        | Precision::Fp4
+        | Precision::Fp4Dq => Some(Precision::Fp32),
         _ => None,
     }
+}
+
+/// The denoising step's freed blocks, still reserved while the VAE decodes. PyTorch's caching
+/// allocator keeps freed blocks for reuse and serves a request only from a block at least as
+/// large (blocks are split, never merged across segments; `CUDACachingAllocator.cpp`), so when
+/// the decoder's full-resolution tensors (batch × 2 × base channels × pixels, the input of the
+/// last up-block) are larger than every tensor of a transformer step (its MLP's 4 × hidden per
+/// token), none of the step's blocks serve the decode and they stay reserved beside it: the
+/// reserved peak is the sum of both phases' transients, the allocated peak only the larger.
+/// UNet steps are left out: their largest tensor is not derived here.
+fn stranded_denoise_blocks(
+    diffusion: &Diffusion,
+    denoise_peak: Bytes,
+) -> Result<Option<Component>, Overflow> {
+    if diffusion.denoiser.unet || diffusion.vae.is_none() || denoise_peak == Bytes::ZERO {
+        return Ok(None);
+    }
+    let guided = if diffusion.cfg { 2 } else { 1 };
+    let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;
+    let tokens = latent / 4 + diffusion.text_tokens;
+    let step_largest = Product::new()
+        .times(diffusion.batch, "batch")?
+        .times(guided, "(guidance)")?
+        .times(tokens, "tokens")?
+        .times(4 * diffusion.denoiser.hidden, "MLP width")?
+        .bytes_each(diffusion.denoiser.weights.companion().bytes_per_element(), "")?
+        .value()?;
+    let pixels = if diffusion.vae_tiling {
+        diffusion.width.min(512) * diffusion.height.min(512)
+    } else {
+        diffusion.width * diffusion.height * diffusion.frames
+    };
+    let decode_largest = Product::new()
+        .times(diffusion.batch, "batch")?
+        .times(pixels, "pixels")?
+        .times(2 * diffusion.vae_channels, "channels")?
+        .bytes_each(diffusion.vae_weights.companion().bytes_per_element(), "")?
+        .value()?;
+    if decode_largest <= step_largest {
+        return Ok(None);
+    }
+    Ok(Some(Component {
+        held_by: HeldBy::AllocatorCache,
+        name: "allocator cache (denoising step)".to_string(),
+        category: Category::Workspace,
+        bytes: denoise_peak,
+        provenance: Provenance::Formula,
+        formula: format!(
+            "the denoiser activations' {denoise_peak}, kept reserved: its largest tensor \
+             ({step_largest}) is smaller than the decoder's ({decode_largest})"
+        ),
+        source: Some(
+            "PyTorch CUDACachingAllocator: freed blocks stay reserved and serve only requests they can hold".into(),
+        ),
+    }))
 }
 
 pub(crate) fn components(
@@ -104,8 +165,8 @@ pub(crate) fn components(
     let elem = diffusion.denoiser.weights.companion();
     let guided = if diffusion.cfg { 2 } else { 1 };
     let mut encode = Vec::new();
-    for encoder in &diffusion.text_encoders {
-        encode.extend(weights(program, encoder, diffusion.text_encoder_weights, "text encoder")?);
+    for (encoder, format) in diffusion.text_encoders.iter().zip(&diffusion.text_encoder_weights) {
+        encode.extend(weights(program, encoder, *format, "text encoder")?);
     }
     let mut denoise = Vec::new();
     denoise.extend(weights(
@@ -176,6 +237,9 @@ pub(crate) fn components(
             }
             let winner = if decode_peak > denoise_peak { &decode } else { &denoise };
             out.extend(winner.iter().filter(|c| c.category == Category::Intermediate).cloned());
+            if decode_peak > denoise_peak {
+                out.extend(stranded_denoise_blocks(diffusion, denoise_peak)?);
+            }
             Ok(out)
         }
         DiffusionOffload::Model => {

@@ -497,8 +497,8 @@ fn missing_features(workload: &Workload, device: &Device) -> Vec<(Precision, Fea
         }
     }
     if let Some(pipeline) = &workload.diffusion {
-        for format in
-            [pipeline.denoiser.weights, pipeline.text_encoder_weights, pipeline.vae_weights]
+        let encoders = pipeline.text_encoder_weights.iter().copied();
+        for format in [pipeline.denoiser.weights, pipeline.vae_weights].into_iter().chain(encoders)
         {
             if let crate::quant::WeightFormat::Uniform(p) = format {
                 used.push(p);

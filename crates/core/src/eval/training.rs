@@ -425,8 +425,60 @@ pub(crate) fn components(
         });
     }
     components.extend(activations(shape, placement, training)?);
+    components.extend(saved_dequantized_weights(shape, placement, training)?);
     components.extend(optimizer_step(&components, &step)?);
     Ok(components)
+}
+
+/// A GPTQ base dequantizes each matrix to fp16 (its scales' type) in the forward pass once the
+/// input has at least `kernel_switch_threshold` (128) rows, and multiplies with a plain
+/// `torch.matmul(x, weights)`, which autograd makes keep the fp16 matrix for the input's
+/// gradient (AutoGPTQ `qlinear_cuda_old.py` / `qlinear_cuda.py` `forward`; training must use these
+/// kernels, as the exllama ones have no backward). Every layer's matrices stay dequantized until
+/// its backward pass; with full checkpointing only the recomputed layer's do. Shorter inputs take
+/// the fused kernel path, which saves nothing.
+fn saved_dequantized_weights(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Option<Component>, Overflow> {
+    const KERNEL_SWITCH_THRESHOLD: u64 = 128;
+    if !matches!(training.weights, Precision::Gptq { .. })
+        || training.sequence.saturating_mul(training.micro_batch) < KERNEL_SWITCH_THRESHOLD
+    {
+        return Ok(None);
+    }
+    let first = placement.first_layer;
+    let largest = (first..first + placement.layers)
+        .map(|layer| {
+            params::layer_matrices(shape, layer, placement.tensor).iter().map(|(_, n)| n).sum()
+        })
+        .max()
+        .unwrap_or(0u64);
+    let layers = match training.checkpointing {
+        Checkpointing::Full => 1,
+        Checkpointing::None | Checkpointing::Selective => {
+            let in_flight = placement.stages - placement.stage;
+            placement.layers.checked_mul(in_flight).ok_or(Overflow)?
+        }
+    };
+    let fp16 = Precision::Fp16;
+    let product = Product::new()
+        .times(layers, "layers kept")?
+        .times(largest, "matrix params per layer")?
+        .bytes_each(fp16.bytes_per_element(), fp16.name())?;
+    let (bytes, formula) = product.finish()?;
+    Ok(Some(Component {
+        held_by: HeldBy::Tensors,
+        name: "dequantized GPTQ matrices (saved for backward)".to_string(),
+        category: Category::Intermediate,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: Some(
+            "AutoGPTQ QuantLinear (cuda, cuda-old) forward: fp16 dequantization and torch.matmul above kernel_switch_threshold = 128 rows".into(),
+        ),
+    }))
 }
 
 /// The optimizer step runs after the backward pass has freed its activations, so the device

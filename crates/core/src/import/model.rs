@@ -122,7 +122,7 @@ impl Quantization {
                     kind.clone()
                 }
             }
-            Quantization::Bnb8 => "int8".to_string(),
+            Quantization::Bnb8 => "int8-bnb".to_string(),
             Quantization::Other { name } => name_of(name),
         }
     }

@@ -546,12 +546,25 @@ fn diffusion_pipelines_keep_every_model_and_the_largest_phase() {
     assert!(
         checks[0].devices[0].components.iter().all(|c| !c.name.starts_with("denoiser activations"))
     );
+    // The denoising step's freed blocks (2 × 4352 tokens × 1536 × 10 × 2 B) stay reserved: its
+    // largest tensor (the MLP's 4 × 1536 per token, 107 MB) is smaller than the decoder's
+    // full-resolution input (256 channels × 1024², 512 MiB), so none of them serves the decode.
+    let cache = checks[0].devices[0]
+        .components
+        .iter()
+        .find(|c| c.name == "allocator cache (denoising step)")
+        .expect("the step's blocks are reserved during the decode");
+    assert_eq!(cache.bytes.0, 2 * (4096 + 256) * 1536 * 10 * 2);
+    assert_eq!(cache.held_by, vram_core::budget::HeldBy::AllocatorCache);
+    let views = &checks[0].devices[0].views;
+    assert_eq!(views.reserved.0 - views.allocated.0, cache.bytes.0);
     let tiled = evaluate(&source("; hidden 1536; vae_tiling true"));
     assert_eq!(bytes(&tiled[0], 0, "VAE decode peak"), 512 * 512 * 768 * 2);
     // A wider transformer with a tiled decode: the denoising step is the larger transient.
     let wide = evaluate(&source("; hidden 3072; vae_tiling true"));
     assert_eq!(bytes(&wide[0], 0, "denoiser activations"), 2 * (4096 + 256) * 3072 * 10 * 2);
     assert!(wide[0].devices[0].components.iter().all(|c| c.name != "VAE decode peak"));
+    assert!(wide[0].devices[0].components.iter().all(|c| !c.name.starts_with("allocator cache")));
     // Offloading whole models: only the heaviest phase is on the device.
     let offloaded = evaluate(&source("; hidden 1536; offload model"));
     let names: Vec<&str> =
@@ -608,7 +621,7 @@ fn adafactor_keeps_row_and_column_statistics() {
 }
 
 #[test]
-fn bitsandbytes_keeps_keep_in_fp32_parameters_in_fp32() {
+fn fp16_loads_and_bitsandbytes_keep_keep_in_fp32_parameters_in_fp32() {
     let source = |weights: &str| {
         format!(
             "model t5 {{ params 4_000_000_000; keep_in_fp32 1_000_000_000 }}
@@ -621,9 +634,38 @@ check w on l4"
     // 3 billion parameters in NF4 (4.5 bits each), 1 billion kept in fp32.
     assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 3_000_000_000 * 9 / 16);
     assert_eq!(bytes(&checks[0], 0, "text encoder fp32 layers"), 4_000_000_000);
-    // A 16-bit pipeline stores every parameter alike.
+    // So does bitsandbytes' LLM.int8 loader; torchao's and quanto's int8 convert them.
+    let checks = evaluate(&source("int8-bnb"));
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 3_000_000_000);
+    assert_eq!(bytes(&checks[0], 0, "text encoder fp32 layers"), 4_000_000_000);
+    let checks = evaluate(&source("int8"));
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 4_000_000_000);
+    // An fp16 load keeps them in fp32 too (transformers `use_keep_in_fp32_modules`):
+    // 3 billion × 2 B + 1 billion × 4 B.
+    let checks = evaluate(&source("fp16"));
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 6_000_000_000);
+    assert_eq!(bytes(&checks[0], 0, "text encoder fp32 layers"), 4_000_000_000);
+    // A bf16 load and a quantizer applied after loading store every parameter alike.
     let checks = evaluate(&source("bf16"));
     assert_eq!(bytes(&checks[0], 0, "text encoder weights"), 8_000_000_000);
+    assert!(checks[0].devices[0].components.iter().all(|c| !c.name.contains("fp32 layers")));
+    let checks = evaluate(&source("fp8"));
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights"), 4_000_000_000);
+}
+
+#[test]
+fn text_encoders_take_a_format_each() {
+    let checks = evaluate(
+        "model t5 { params 4_000_000_000; keep_in_fp32 1_000_000_000 }
+model clip { params 100_000_000 }
+model dit { params 1_000_000_000 }
+workload w { runtime none; diffusion { denoiser dit; text_encoders t5 clip; weights bf16; text_encoder_weights nf4 bf16; architecture dit; hidden 1024; resolution 512 x 512 } }
+check w on l4",
+    );
+    // T5 in NF4 with its `wo` in fp32; CLIP-L left in bf16.
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 3_000_000_000 * 9 / 16);
+    assert_eq!(bytes(&checks[0], 0, "text encoder fp32 layers: t5"), 4_000_000_000);
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: clip"), 200_000_000);
 }
 
 #[test]
@@ -717,4 +759,25 @@ fn the_diffusers_profile_is_pytorchs_context_and_workspaces() {
     };
     assert_eq!(names("diffusers"), names("pytorch"));
     assert!(names("diffusers").iter().any(|(name, _)| name == "CUDA context and kernels"));
+}
+
+#[test]
+fn a_gptq_base_keeps_its_dequantized_fp16_matrices_for_the_backward_pass() {
+    let source = |sequence: u64, checkpointing: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ method lora {{ rank 16; targets all }}; weights gptq-int4; micro_batch 1; sequence {sequence} tokens; checkpointing {checkpointing} }} }}\ncheck w on a100-sxm4-80gb"
+        )
+    };
+    let name = "dequantized GPTQ matrices";
+    // Llama 3.1 8B, per layer: q and o 4096 × 4096, k and v 4096 × 1024, gate, up and down
+    // 4096 × 14336 = 218,103,808 parameters, 2 B each in fp16.
+    let per_layer: u64 = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336;
+    assert_eq!(per_layer, 218_103_808);
+    // Full checkpointing: only the recomputed layer's matrices are alive.
+    assert_eq!(bytes(&evaluate(&source(512, "full"))[0], 0, name), per_layer * 2);
+    // Without it, every layer's stay until its backward pass.
+    assert_eq!(bytes(&evaluate(&source(512, "none"))[0], 0, name), 32 * per_layer * 2);
+    // Under 128 rows AutoGPTQ multiplies in its fused kernel and saves nothing.
+    let short = evaluate(&source(64, "full"));
+    assert!(short[0].devices[0].components.iter().all(|c| !c.name.starts_with(name)));
 }
