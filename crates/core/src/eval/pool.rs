@@ -55,14 +55,43 @@ pub(crate) fn fill(
             "DOMAIN.md §3.6: vLLM gpu_worker available KV memory and get_num_blocks".into(),
         ),
     };
-    // A pool too small for the sessions leaves the needed cache in the budget, so the verdict
-    // shows by how much it falls short.
+    let needed = Product::new().times(needed_tokens, "tokens")?.times(per_token.0, "B")?;
+    let needed_formula = needed.terms();
+    let needed = needed.value()?;
+    let mut held = format!(" (vLLM's pool holds ");
+    write_thousands(&mut held, tokens);
+    held.push_str(" tokens)");
     if tokens >= needed_tokens {
         match kv_index {
             Some(i) => components[i] = pool,
             None => components.push(pool),
         }
+    } else {
+        // A pool too small for the sessions: the budget carries the cache they need, so the
+        // verdict shows by how much it falls short; and never less than the pool itself, as
+        // vLLM takes its whole share anyway (a budget must not shrink when sessions outgrow it).
+        let floor = needed.max(Bytes(available));
+        match kv_index {
+            Some(i) if components[i].bytes >= floor => components[i].formula.push_str(&held),
+            slot => {
+                let mut formula = format!("{needed_formula} = {needed}");
+                if floor > needed {
+                    formula.push_str(", at least the pool's ");
+                    formula.push_str(&Bytes(available).human());
+                }
+                formula.push_str(&held);
+                let kv = Component {
+                    name: "KV cache (more than vLLM's pool)".to_string(),
+                    bytes: floor,
+                    formula,
+                    ..pool
+                };
+                match slot {
+                    Some(i) => components[i] = kv,
+                    None => components.push(kv),
+                }
+            }
+        }
     }
-    let needed = Product::new().times(needed_tokens, "tokens")?.times(per_token.0, "B")?.value()?;
     Ok(KvPool { fraction: format!("{percent} %"), bytes, tokens, needed_tokens, needed })
 }

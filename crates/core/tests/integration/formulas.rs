@@ -357,6 +357,9 @@ fn vllm_fills_its_share_of_the_device_with_kv_blocks() {
         checks[0].verdict,
         Verdict::Over { over: vram_core::bytes::Bytes(64 * 8192 * 131_072 - pool.bytes.0) }
     );
+    // ...and the budget carries the cache the sessions need, in the pool's units.
+    assert_eq!(bytes(&checks[0], 0, "KV cache"), 64 * 8192 * 131_072);
+    assert!(checks[0].devices[0].used.0 > share);
 }
 
 #[test]
