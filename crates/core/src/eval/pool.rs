@@ -58,7 +58,7 @@ pub(crate) fn fill(
     let needed = Product::new().times(needed_tokens, "tokens")?.times(per_token.0, "B")?;
     let needed_formula = needed.terms();
     let needed = needed.value()?;
-    let mut held = format!(" (vLLM's pool holds ");
+    let mut held = String::from(" (vLLM's pool holds ");
     write_thousands(&mut held, tokens);
     held.push_str(" tokens)");
     if tokens >= needed_tokens {
