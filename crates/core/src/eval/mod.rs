@@ -83,7 +83,7 @@ pub(crate) fn evaluate_check(
     let Some(workload) = program.workload(&spec.workload) else { return Ok(None) };
     let others: Vec<&Workload> = spec.also.iter().filter_map(|w| program.workload(w)).collect();
     let mut reuse = Reuse::default();
-    let Some(Ranks { devices: ranks, notes }) =
+    let Some(Ranks { devices: ranks, mut held, notes }) =
         rank_devices(program, spec, workload, &others, &mut reuse, diagnostics)?
     else {
         return Ok(None);
@@ -91,9 +91,18 @@ pub(crate) fn evaluate_check(
     let split = spec.split;
     let (t, p, d) = (u64::from(split.tensor), u64::from(split.pipeline), u64::from(split.data));
     let mut devices = Vec::with_capacity(ranks.len());
-    for ranked in ranks {
-        let Ranked { rank, stage, device, components, kv_pool, used, headroom, required, verdict } =
-            ranked;
+    // Each device gets its own copy of what it holds; the last one to hold it takes it.
+    let mut last_use = vec![0; held.len()];
+    for (i, ranked) in ranks.iter().enumerate() {
+        last_use[ranked.held] = i;
+    }
+    for (i, ranked) in ranks.into_iter().enumerate() {
+        let Ranked { rank, stage, device, held: index, used, headroom, required, verdict } = ranked;
+        let (components, kv_pool) = if last_use[index] == i {
+            std::mem::take(&mut held[index])
+        } else {
+            held[index].clone()
+        };
         let role = format!(
             "tensor rank {} of {t}, pipeline stage {} of {p}, replica {} of {d}",
             rank % t,
@@ -181,15 +190,15 @@ pub(crate) fn evaluate_fit(
     let _bytes_only = calc::BytesOnly::enter();
     let Some(workload) = program.workload(&spec.workload) else { return Ok(None) };
     let others: Vec<&Workload> = spec.also.iter().filter_map(|w| program.workload(w)).collect();
-    let Some(Ranks { devices: ranks, .. }) =
+    let Some(Ranks { devices: ranks, held, .. }) =
         rank_devices(program, spec, workload, &others, reuse, &mut Vec::new())?
     else {
         return Ok(None);
     };
     let host = match machine_of(program, spec) {
         Some(_) => {
-            let persistent =
-                persistent_bytes(spec, ranks.iter().map(|r| r.components.as_slice()), true)?;
+            let components = ranks.iter().map(|r| held[r.held].0.as_slice());
+            let persistent = persistent_bytes(spec, components, true)?;
             host_report(program, spec, workload, &others, persistent)?
         }
         None => None,
@@ -199,7 +208,7 @@ pub(crate) fn evaluate_fit(
         .map(|r| DeviceFit {
             used: r.used,
             required: r.required,
-            kv_pool: r.kv_pool,
+            kv_pool: held[r.held].1.clone(),
             verdict: r.verdict,
         })
         .collect();
@@ -221,6 +230,8 @@ pub(crate) struct Reuse {
     runtime: Vec<(RuntimeKey, Vec<Component>)>,
     /// By headroom rule name and device name.
     headrooms: Vec<((String, String), (Bytes, String))>,
+    /// KV bytes of one token, by model, placement and cache precision.
+    kv_per_token: Vec<((String, Placement, Precision), Bytes)>,
 }
 
 /// What a workload's weight components depend on, besides its model's declaration.
@@ -242,6 +253,26 @@ struct RuntimeKey {
 }
 
 impl Reuse {
+    /// The KV bytes of one token of `model` at `placement` in `precision`.
+    fn kv_per_token(
+        &mut self,
+        model: &str,
+        placement: &Placement,
+        precision: Precision,
+        compute: impl FnOnce() -> Result<Bytes, Overflow>,
+    ) -> Result<Bytes, Overflow> {
+        let found = self
+            .kv_per_token
+            .iter()
+            .find(|((m, at, p), _)| m == model && at == placement && *p == precision);
+        if let Some((_, bytes)) = found {
+            return Ok(*bytes);
+        }
+        let bytes = compute()?;
+        self.kv_per_token.push(((model.to_string(), placement.clone(), precision), bytes));
+        Ok(bytes)
+    }
+
     /// The headroom rule `name` keeps on `device`, and how.
     fn headroom(
         &mut self,
@@ -295,8 +326,8 @@ struct Ranked<'p> {
     rank: u64,
     stage: u64,
     device: &'p Device,
-    components: Vec<Component>,
-    kv_pool: Option<KvPool>,
+    /// What it holds: an index into [`Ranks::held`].
+    held: usize,
     used: Bytes,
     headroom: (Bytes, String),
     required: Bytes,
@@ -306,6 +337,8 @@ struct Ranked<'p> {
 /// Every device of a check, in rank order, and the check's notes.
 struct Ranks<'p> {
     devices: Vec<Ranked<'p>>,
+    /// What devices hold, once per device kind and pipeline stage.
+    held: Vec<Held>,
     /// None in bytes-only mode.
     notes: Vec<String>,
 }
@@ -326,7 +359,8 @@ fn rank_devices<'p>(
     let mut notes = Vec::new();
     let mut ranks: Vec<Ranked<'p>> = Vec::with_capacity(spec.devices.len());
     let mut reported_capability: Vec<&str> = Vec::new();
-    let mut cache: Vec<((&str, u64), Held)> = Vec::new();
+    let mut held: Vec<Held> = Vec::new();
+    let mut held_by: Vec<(&str, u64)> = Vec::new();
     if let (Some(inference), true, true) = (&workload.inference, d > 1, writing) {
         notes.push(format!(
             "{} sessions are spread over {d} data-parallel replicas: {} on each",
@@ -337,7 +371,10 @@ fn rank_devices<'p>(
     let model = workload.model.as_ref().and_then(|m| program.model(m));
     let shape = model.and_then(|m| m.shape.as_ref());
     let stored = model.and_then(|m| m.stored.as_ref());
-    let plan = shape.and_then(|s| sharing::stage_plan(program, spec, s.layers));
+    // One stage without declared layers holds every layer: no plan needed.
+    let plan = shape
+        .filter(|_| p > 1 || spec.stage_layers.is_some())
+        .and_then(|s| sharing::stage_plan(program, spec, s.layers));
     if let Some(plan) = plan.as_ref().filter(|plan| {
         writing
             && shape.is_some_and(|s| plan.iter().any(|(_, n)| *n != stage_layers(s.layers, p, 0)))
@@ -356,13 +393,20 @@ fn rank_devices<'p>(
         let stage = (rank / t) % p;
         // Ranks on the same device kind and pipeline stage hold the same things: compute once.
         let key = (device_name.as_str(), stage);
-        let (components, kv_pool) = memo(&mut cache, key, || {
+        let index = if let Some(index) = held_by.iter().position(|k| *k == key) {
+            index
+        } else {
             let placement = sharing::placement(shape, split, stage, plan.as_ref());
-            let held = device_components_reusing(
+            let own = device_components_reusing(
                 program, workload, shape, stored, device, &placement, split, reuse,
             )?;
-            sharing::with_co_resident(program, workload, others, held, device, stage, split)
-        })?;
+            held.push(sharing::with_co_resident(
+                program, workload, others, own, device, stage, split,
+            )?);
+            held_by.push(key);
+            held.len() - 1
+        };
+        let (components, kv_pool) = &held[index];
         let used = calc::sum(components.iter().map(|c| c.bytes))?;
         let headroom = reuse.headroom(program, headroom_name, device)?;
         let required = calc::add(used, headroom.0)?;
@@ -389,19 +433,9 @@ fn rank_devices<'p>(
         } else {
             Verdict::Over { over: Bytes(required.0 - device.memory.0) }
         };
-        ranks.push(Ranked {
-            rank,
-            stage,
-            device,
-            components,
-            kv_pool,
-            used,
-            headroom,
-            required,
-            verdict,
-        });
+        ranks.push(Ranked { rank, stage, device, held: index, used, headroom, required, verdict });
     }
-    Ok(Some(Ranks { devices: ranks, notes }))
+    Ok(Some(Ranks { devices: ranks, held, notes }))
 }
 
 /// The persistent bytes (weights) of one replica's devices, which the host holds a copy of;
@@ -467,20 +501,6 @@ fn views(components: &[Component]) -> Result<Views, Overflow> {
     Ok(Views { allocated, reserved, device })
 }
 
-/// The value cached under `key`, computing and caching it on first use.
-fn memo<K: PartialEq, V: Clone, E>(
-    cache: &mut Vec<(K, V)>,
-    key: K,
-    compute: impl FnOnce() -> Result<V, E>,
-) -> Result<V, E> {
-    if let Some((_, value)) = cache.iter().find(|(k, _)| *k == key) {
-        return Ok(value.clone());
-    }
-    let value = compute()?;
-    cache.push((key, value.clone()));
-    Ok(value)
-}
-
 /// What a device holds: its components, and the KV pool when the runtime sizes one.
 type Held = (Vec<Component>, Option<KvPool>);
 
@@ -514,7 +534,7 @@ fn device_components_reusing(
     reuse: &mut Reuse,
 ) -> Result<Held, Overflow> {
     let (t, p, d) = (u64::from(split.tensor), u64::from(split.pipeline), u64::from(split.data));
-    let mut components = Vec::new();
+    let mut components = Vec::with_capacity(16);
     let mut pool_request = None;
     let mut peers = t * p;
     if let (Some(inference), Some(shape)) = (&workload.inference, shape) {
@@ -614,7 +634,10 @@ fn device_components_reusing(
             let (num, den) = pool::DEFAULT_FRACTION;
             let fraction =
                 inference.memory_fraction.unwrap_or(Ratio::new(num, den).ok_or(Overflow)?);
-            let per_token = llm::kv_cache(shape, placement, inference.kv_cache, 1, 1, 1)?.bytes;
+            let model = workload.model.as_deref().unwrap_or_default();
+            let per_token = reuse.kv_per_token(model, placement, inference.kv_cache, || {
+                Ok(llm::kv_cache(shape, placement, inference.kv_cache, 1, 1, 1)?.bytes)
+            })?;
             let needed_tokens =
                 div_ceil(inference.context, block).checked_mul(block * sessions).ok_or(Overflow)?;
             pool_request = Some((fraction, per_token, needed_tokens));
@@ -765,14 +788,23 @@ fn headroom_for(headroom: &Headroom, device: &Device) -> Result<(Bytes, String),
 /// The first precision the workload computes or stores in that needs a feature the device
 /// lacks, and that feature.
 fn first_missing_feature(workload: &Workload, device: &Device) -> Option<(Precision, Feature)> {
-    let mut used = Vec::new();
+    let mut first = None;
+    // Called with each precision in order; keeps the first the device cannot run.
+    let mut used = |precision: Precision| {
+        if first.is_none() {
+            first = precision
+                .required_feature()
+                .filter(|f| !device.supports(*f))
+                .map(|f| (precision, f));
+        }
+    };
     if let Some(inference) = &workload.inference {
         if let crate::quant::WeightFormat::Uniform(weights) = inference.weights {
-            used.push(weights);
+            used(weights);
         }
-        used.push(inference.activations);
+        used(inference.activations);
         if inference.kv_cache == Precision::Bf16 {
-            used.push(Precision::Bf16);
+            used(Precision::Bf16);
         }
     }
     if let Some(pipeline) = &workload.diffusion {
@@ -780,20 +812,20 @@ fn first_missing_feature(workload: &Workload, device: &Device) -> Option<(Precis
             [pipeline.denoiser.weights, pipeline.text_encoder_weights, pipeline.vae_weights]
         {
             if let crate::quant::WeightFormat::Uniform(p) = format {
-                used.push(p);
+                used(p);
             }
-            used.push(format.companion());
+            used(format.companion());
         }
     }
     if let Some(training) = &workload.training {
-        used.extend([training.weights, training.weights.companion(), training.gradients]);
+        for precision in [training.weights, training.weights.companion(), training.gradients] {
+            used(precision);
+        }
         if let crate::hir::Method::Lora { dtype, .. } = &training.method {
-            used.push(*dtype);
+            used(*dtype);
         }
     }
-    used.into_iter().find_map(|precision| {
-        precision.required_feature().filter(|f| !device.supports(*f)).map(|f| (precision, f))
-    })
+    first
 }
 
 fn capability_diagnostic(
