@@ -223,7 +223,8 @@ pub(crate) fn evaluate_fit(
 /// What evaluations of one program keep from one to the next: the parts of a device's budget
 /// that do not depend on the values a planner or a fit map changes (the weights, the runtime's
 /// constants, the headroom), each under a key of everything it does depend on besides the
-/// program's declarations. Entries made in bytes-only mode carry no text.
+/// program's declarations. Components are kept in bytes-only mode only, without their text; a
+/// full evaluation uses a fresh one and keeps only the headroom (devices of one kind).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Reuse {
     weights: Vec<(WeightsKey, Vec<Component>)>,
@@ -302,18 +303,22 @@ impl Reuse {
         into: &mut Vec<Component>,
         compute: impl FnOnce() -> Result<Vec<Component>, Overflow>,
     ) -> Result<(), Overflow> {
+        if calc::writing() {
+            // A full evaluation is made once: copying formulas into a cache would cost more
+            // than it saves.
+            into.extend(compute()?);
+            return Ok(());
+        }
         if let Some((_, found)) = cache.iter().find(|(k, _)| is(k)) {
             into.extend(found.iter().cloned());
             return Ok(());
         }
         let mut computed = compute()?;
-        if !calc::writing() {
-            // Nothing reads a component's name or source in bytes-only mode (the llama.cpp
-            // embedding has been found by name inside `compute`): copies stay allocation-free.
-            for component in &mut computed {
-                component.name = String::new();
-                component.source = None;
-            }
+        // Nothing reads a component's name or source in bytes-only mode (the llama.cpp
+        // embedding has been found by name inside `compute`): copies stay allocation-free.
+        for component in &mut computed {
+            component.name = String::new();
+            component.source = None;
         }
         into.extend(computed.iter().cloned());
         cache.push((key(), computed));
