@@ -48,7 +48,9 @@ impl Drop for BytesOnly {
 }
 
 /// `format!` for text that only explains bytes (formulas, provenance): an empty string, with
-/// the arguments not even evaluated, while a [`BytesOnly`] guard is alive.
+/// the arguments not even evaluated, while a [`BytesOnly`] guard is alive. So the arguments
+/// must compute nothing the bytes depend on and nothing that can fail (no `?`): both modes must
+/// give the same bytes and the same overflows (`crates/core/src/plan/exact.rs` checks it).
 macro_rules! formula {
     ($($arg:tt)*) => {
         if $crate::eval::calc::writing() { format!($($arg)*) } else { String::new() }
