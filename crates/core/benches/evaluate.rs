@@ -18,6 +18,11 @@ fn main() {
         })
         .collect();
     examples.sort();
+    // `cargo bench -p vram-core --bench evaluate -- NAME` times only the examples whose file
+    // name contains NAME.
+    if let Some(filter) = std::env::args().skip(1).find(|a| !a.starts_with('-')) {
+        examples.retain(|(name, _)| name.contains(&filter));
+    }
     let _ = vram_core::catalog::builtin();
     println!("{:<36} {:>12} {:>12} {:>10}", "example", "mean µs", "min µs", "runs");
     let mut total = Duration::ZERO;

@@ -5,7 +5,9 @@
 //! Parsing and checking the file each time would cost most of a full evaluation, so a [`Grid`]
 //! is built once from a checked program and one of its checks; every point then runs the same
 //! evaluator as [`super::evaluate`] (this module has no memory arithmetic of its own) on the
-//! check's workload with only `context` and `sessions` changed.
+//! check's workload with only `context` and `sessions` changed, in its bytes-only mode: the same
+//! bytes and verdicts without formulas, reusing each device's weights, runtime and headroom from
+//! the points before.
 //!
 //! A budget grows with both the context and the sessions, so the cells that fit in a row (one
 //! context) are a prefix of the session values, and that prefix never grows from one context to
@@ -228,7 +230,11 @@ impl Grid {
         if let Some(workload) = self.merged.workloads.get(&spec.workload) {
             own.workloads.insert(spec.workload.clone(), workload.clone());
         }
-        Ok(Probe { layered: Layered { own, base: &self.merged }, spec })
+        Ok(Probe {
+            layered: Layered { own, base: &self.merged },
+            spec,
+            reuse: super::Reuse::default(),
+        })
     }
 }
 
@@ -237,14 +243,13 @@ impl Grid {
 struct Probe<'a> {
     layered: Layered<'a>,
     spec: CheckSpec,
+    /// What the points keep from one evaluation to the next (weights, runtime, headroom).
+    reuse: super::Reuse,
 }
 
 impl Probe<'_> {
-    fn budget(
-        &mut self,
-        context: u64,
-        sessions: u64,
-    ) -> Result<Option<CheckBudget>, super::Overflow> {
+    /// Sets the workload's context and sessions; false when it has no inference block.
+    fn set(&mut self, context: u64, sessions: u64) -> bool {
         let Some(inference) = self
             .layered
             .own
@@ -252,12 +257,32 @@ impl Probe<'_> {
             .get_mut(&self.spec.workload)
             .and_then(|w| w.inference.as_mut())
         else {
-            return Ok(None);
+            return false;
         };
         inference.context = context;
         inference.sessions = sessions;
-        let mut diagnostics = Vec::new();
-        super::evaluate_check(&self.layered, &self.spec, &mut diagnostics)
+        true
+    }
+
+    /// The full budget at one point.
+    fn budget(
+        &mut self,
+        context: u64,
+        sessions: u64,
+    ) -> Result<Option<CheckBudget>, super::Overflow> {
+        if !self.set(context, sessions) {
+            return Ok(None);
+        }
+        super::evaluate_check(&self.layered, &self.spec, &mut Vec::new())
+    }
+
+    /// The verdict at one point: the full budget's, computed without its formulas.
+    fn verdict(&mut self, context: u64, sessions: u64) -> Result<Option<Verdict>, super::Overflow> {
+        if !self.set(context, sessions) {
+            return Ok(None);
+        }
+        let fit = super::evaluate_fit(&self.layered, &self.spec, &mut self.reuse)?;
+        Ok(fit.map(|fit| fit.verdict))
     }
 }
 
@@ -272,11 +297,9 @@ struct Search<'s, 'a> {
 impl Search<'_, '_> {
     fn point(&mut self, row: usize, column: usize) -> Point {
         self.map.evaluations += 1;
-        match self.probe.budget(self.contexts[row], self.sessions[column]) {
-            Ok(Some(CheckBudget { verdict: Verdict::Fits { .. }, .. })) => Point::Fits,
-            Ok(Some(CheckBudget { verdict: Verdict::Unsupported { reason }, .. })) => {
-                Point::Unsupported(reason)
-            }
+        match self.probe.verdict(self.contexts[row], self.sessions[column]) {
+            Ok(Some(Verdict::Fits { .. })) => Point::Fits,
+            Ok(Some(Verdict::Unsupported { reason })) => Point::Unsupported(reason),
             // A budget beyond 64-bit byte counts fits no device.
             Ok(Some(_) | None) | Err(super::Overflow) => Point::Over,
         }

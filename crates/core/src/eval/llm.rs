@@ -3,7 +3,7 @@
 //! tensor parallel), §4 (logits and intermediates), §1.7 (tensors that stay unquantized).
 
 use super::Placement;
-use super::calc::{Overflow, Product, div_ceil};
+use super::calc::{Overflow, Product, div_ceil, formula};
 use super::params;
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
@@ -58,7 +58,7 @@ pub(crate) fn weights(
             };
             product.bytes_each(precision.bytes_per_element(), precision.name())?.finish()?.1
         } else {
-            format!("{} = {total}", terms.join(" + "))
+            formula!("{} = {total}", terms.join(" + "))
         };
         components.push(component(format!("{label}: layer matrices"), category, total, formula));
     }
@@ -171,7 +171,7 @@ pub(crate) fn kv_cache(
         total = super::calc::add(total, scales.value()?)?;
         terms.push(scales.terms());
     }
-    let formula = format!("{} = {total}", terms.join(" + "));
+    let formula = formula!("{} = {total}", terms.join(" + "));
     Ok(Component {
         held_by: HeldBy::Tensors,
         name: "KV cache".to_string(),
@@ -244,7 +244,7 @@ pub(crate) fn forward_step(
             .times(heads, "heads")?
             .bytes_each(per_score, "2 scores + fp32 softmax")?;
         attention_bytes = super::calc::add(attention_bytes, scores.value()?)?;
-        attention_formula = format!("{attention_formula} + {}", scores.terms());
+        attention_formula = formula!("{attention_formula} + {}", scores.terms());
     }
     let mlp_tensors = match shape.mlp {
         Mlp::Gated => 3,
@@ -269,7 +269,7 @@ pub(crate) fn forward_step(
         .bytes_each(Ratio::int(4), "fp32")?;
     let logits_bytes = logits.value()?;
     let peak = attention_bytes.max(mlp_bytes).max(logits_bytes);
-    let formula = format!(
+    let formula = formula!(
         "max(attention {} = {}; MLP {} = {}; logits {} = {}) = {peak}",
         attention_formula,
         attention_bytes.human(),

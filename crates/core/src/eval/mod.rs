@@ -19,7 +19,7 @@ mod sharing;
 mod training;
 
 pub(crate) use calc::Overflow;
-use calc::div_ceil;
+use calc::{div_ceil, formula};
 
 use crate::budget::{
     BandBasis, Budget, Capacity, CheckBudget, Component, DeviceBudget, HeadroomReport, HeldBy,
@@ -81,87 +81,36 @@ pub(crate) fn evaluate_check(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<Option<CheckBudget>, Overflow> {
     let Some(workload) = program.workload(&spec.workload) else { return Ok(None) };
-    let headroom_name = spec.headroom.as_deref().unwrap_or("default");
-    let headroom = program.headroom(headroom_name).cloned().unwrap_or_else(Headroom::builtin);
+    let others: Vec<&Workload> = spec.also.iter().filter_map(|w| program.workload(w)).collect();
+    let mut reuse = Reuse::default();
+    let Some(Ranks { devices: ranks, mut held, notes }) =
+        rank_devices(program, spec, workload, &others, &mut reuse, diagnostics)?
+    else {
+        return Ok(None);
+    };
     let split = spec.split;
     let (t, p, d) = (u64::from(split.tensor), u64::from(split.pipeline), u64::from(split.data));
-    let mut notes = Vec::new();
-    let mut devices = Vec::new();
-    let mut reported_capability = Vec::new();
-    let mut cache: Vec<((&str, u64), Held)> = Vec::new();
-    let mut headrooms: Vec<(&str, (Bytes, String))> = Vec::new();
-    if let (Some(inference), true) = (&workload.inference, d > 1) {
-        notes.push(format!(
-            "{} sessions are spread over {d} data-parallel replicas: {} on each",
-            inference.sessions,
-            div_ceil(inference.sessions, d)
-        ));
+    let mut devices = Vec::with_capacity(ranks.len());
+    // Each device gets its own copy of what it holds; the last one to hold it takes it.
+    let mut last_use = vec![0; held.len()];
+    for (i, ranked) in ranks.iter().enumerate() {
+        last_use[ranked.held] = i;
     }
-    let others: Vec<&Workload> = spec.also.iter().filter_map(|w| program.workload(w)).collect();
-    let model = workload.model.as_ref().and_then(|m| program.model(m));
-    let shape = model.and_then(|m| m.shape.as_ref());
-    let stored = model.and_then(|m| m.stored.as_ref());
-    let plan = shape.and_then(|s| sharing::stage_plan(program, spec, s.layers));
-    if let Some(plan) = plan.as_ref().filter(|plan| {
-        shape.is_some_and(|s| plan.iter().any(|(_, n)| *n != stage_layers(s.layers, p, 0)))
-            && spec.devices.windows(2).any(|w| w[0] != w[1])
-            && spec.stage_layers.is_none()
-    }) {
-        let layers: Vec<String> = plan.iter().map(|(_, n)| n.to_string()).collect();
-        notes.push(format!(
-            "pipeline stages on GPUs of different sizes: layers divided in proportion to memory ({})",
-            layers.join(" / ")
-        ));
-    }
-    for (rank, device_name) in spec.devices.iter().enumerate() {
-        let Some(device) = program.device(device_name) else { return Ok(None) };
-        let rank = rank as u64;
-        let stage = (rank / t) % p;
-        let placement = sharing::placement(shape, split, stage, plan.as_ref());
+    for (i, ranked) in ranks.into_iter().enumerate() {
+        let Ranked { rank, stage, device, held: index, used, headroom, required, verdict } = ranked;
+        let (components, kv_pool) = if last_use[index] == i {
+            std::mem::take(&mut held[index])
+        } else {
+            held[index].clone()
+        };
         let role = format!(
             "tensor rank {} of {t}, pipeline stage {} of {p}, replica {} of {d}",
             rank % t,
             stage + 1,
             rank / (t * p) + 1
         );
-        // Ranks on the same device kind and pipeline stage hold the same things: compute once.
-        let key = (device_name.as_str(), stage);
-        let (components, kv_pool) = memo(&mut cache, key, || {
-            let held =
-                device_components(program, workload, shape, stored, device, &placement, split)?;
-            sharing::with_co_resident(program, workload, &others, held, device, stage, split)
-        })?;
-
-        let used = calc::sum(components.iter().map(|c| c.bytes))?;
         let views = views(&components)?;
         let band = band::band(&components, used, band_basis(workload))?;
-        let (headroom_bytes, headroom_rule) =
-            memo(&mut headrooms, device_name.as_str(), || headroom_for(&headroom, device))?;
-        let required = calc::add(used, headroom_bytes)?;
-        let mut missing = missing_features(workload, device);
-        for other in &others {
-            missing.extend(missing_features(other, device));
-        }
-        let verdict = if let Some((precision, feature)) = missing.first() {
-            if !reported_capability.contains(device_name) {
-                reported_capability.push(device_name.clone());
-                diagnostics.push(capability_diagnostic(spec, device, *precision, *feature));
-            }
-            Verdict::Unsupported {
-                reason: format!(
-                    "{} has no {} support (needed by {precision})",
-                    device.display_name(),
-                    feature.name()
-                ),
-            }
-        } else if let Some(pool) = kv_pool.as_ref().filter(|pool| pool.tokens < pool.needed_tokens)
-        {
-            Verdict::Over { over: Bytes(pool.needed.0.saturating_sub(pool.bytes.0)) }
-        } else if required <= device.memory {
-            Verdict::Fits { free: Bytes(device.memory.0 - required.0) }
-        } else {
-            Verdict::Over { over: Bytes(required.0 - device.memory.0) }
-        };
         devices.push(DeviceBudget {
             index: u32::try_from(rank).unwrap_or(u32::MAX),
             device: device.name.clone(),
@@ -179,29 +128,18 @@ pub(crate) fn evaluate_check(
             used,
             views,
             band,
-            headroom: HeadroomReport { bytes: headroom_bytes, rule: headroom_rule },
+            headroom: HeadroomReport { bytes: headroom.0, rule: headroom.1 },
             required,
             kv_pool,
             verdict,
         });
     }
-    let host = match spec.machine.as_deref().and_then(|m| program.machine(m)) {
-        Some(machine) => {
-            let replica = usize::try_from(t * p).unwrap_or(usize::MAX);
-            let persistent = calc::sum(
-                devices
-                    .iter()
-                    .take(replica)
-                    .flat_map(|d| d.components.iter())
-                    .filter(|c| c.category == crate::budget::Category::Persistent)
-                    .map(|c| c.bytes),
-            )?;
-            let all: Vec<&Workload> =
-                std::iter::once(workload).chain(others.iter().copied()).collect();
-            Some(host::host(program, machine, &all, persistent, spec.devices.len() as u64)?)
-        }
-        None => None,
-    };
+    let persistent = persistent_bytes(
+        spec,
+        devices.iter().map(|d| d.components.as_slice()),
+        machine_of(program, spec).is_some(),
+    )?;
+    let host = host_report(program, spec, workload, &others, persistent)?;
     let host_verdicts = host.iter().flat_map(|h| [&h.ram.verdict, &h.disk.verdict]).flatten();
     let Some(verdict) = Verdict::worst(devices.iter().map(|d| &d.verdict).chain(host_verdicts))
     else {
@@ -219,6 +157,329 @@ pub(crate) fn evaluate_check(
         suggestions: Vec::new(),
         host,
     }))
+}
+
+/// What a bytes-only evaluation gives: each device's bytes and verdict, and the check's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CheckFit {
+    pub devices: Vec<DeviceFit>,
+    /// The worst device's verdict, or the host's when its RAM or disk is short.
+    pub verdict: Verdict,
+}
+
+/// One device of a [`CheckFit`]: the same numbers as its [`DeviceBudget`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DeviceFit {
+    pub used: Bytes,
+    pub required: Bytes,
+    /// The KV pool's bytes and tokens; its `fraction` text is left empty.
+    pub kv_pool: Option<KvPool>,
+    pub verdict: Verdict,
+}
+
+/// The bytes and verdicts of [`evaluate_check`], exactly, without writing any formula, name
+/// or note, and reusing from earlier calls with the same `reuse` what the changed values do not
+/// touch. For the planner's probes and the fit map's cells, which need only whether it fits
+/// and by how much. `reuse` must only ever see one program: callers change a workload's numbers
+/// and a check's devices and split between calls, never the models, devices or headroom rules.
+pub(crate) fn evaluate_fit(
+    program: &Layered<'_>,
+    spec: &CheckSpec,
+    reuse: &mut Reuse,
+) -> Result<Option<CheckFit>, Overflow> {
+    let _bytes_only = calc::BytesOnly::enter();
+    let Some(workload) = program.workload(&spec.workload) else { return Ok(None) };
+    let others: Vec<&Workload> = spec.also.iter().filter_map(|w| program.workload(w)).collect();
+    let Some(Ranks { devices: ranks, held, .. }) =
+        rank_devices(program, spec, workload, &others, reuse, &mut Vec::new())?
+    else {
+        return Ok(None);
+    };
+    let host = match machine_of(program, spec) {
+        Some(_) => {
+            let components = ranks.iter().map(|r| held[r.held].0.as_slice());
+            let persistent = persistent_bytes(spec, components, true)?;
+            host_report(program, spec, workload, &others, persistent)?
+        }
+        None => None,
+    };
+    let devices: Vec<DeviceFit> = ranks
+        .into_iter()
+        .map(|r| DeviceFit {
+            used: r.used,
+            required: r.required,
+            kv_pool: held[r.held].1.clone(),
+            verdict: r.verdict,
+        })
+        .collect();
+    let host_verdicts = host.iter().flat_map(|h| [&h.ram.verdict, &h.disk.verdict]).flatten();
+    let Some(verdict) = Verdict::worst(devices.iter().map(|d| &d.verdict).chain(host_verdicts))
+    else {
+        return Ok(None);
+    };
+    Ok(Some(CheckFit { devices, verdict }))
+}
+
+/// What evaluations of one program keep from one to the next: the parts of a device's budget
+/// that do not depend on the values a planner or a fit map changes (the weights, the runtime's
+/// constants, the headroom), each under a key of everything it does depend on besides the
+/// program's declarations. Components are kept in bytes-only mode only, without their text; a
+/// full evaluation uses a fresh one and keeps only the headroom (devices of one kind).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Reuse {
+    weights: Vec<(WeightsKey, Vec<Component>)>,
+    runtime: Vec<(RuntimeKey, Vec<Component>)>,
+    /// By headroom rule name and device name.
+    headrooms: Vec<((String, String), (Bytes, String))>,
+    /// KV bytes of one token, by model, placement and cache precision.
+    kv_per_token: Vec<((String, Placement, Precision), Bytes)>,
+}
+
+/// What a workload's weight components depend on, besides its model's declaration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct WeightsKey {
+    model: String,
+    format: crate::quant::WeightFormat,
+    placement: Placement,
+    runtime: Runtime,
+}
+
+/// What the runtime's components depend on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct RuntimeKey {
+    runtime: Runtime,
+    arch: crate::hir::Arch,
+    peers: u64,
+    eager_modules: bool,
+}
+
+impl Reuse {
+    /// The KV bytes of one token of `model` at `placement` in `precision`.
+    fn kv_per_token(
+        &mut self,
+        model: &str,
+        placement: &Placement,
+        precision: Precision,
+        compute: impl FnOnce() -> Result<Bytes, Overflow>,
+    ) -> Result<Bytes, Overflow> {
+        let found = self
+            .kv_per_token
+            .iter()
+            .find(|((m, at, p), _)| m == model && at == placement && *p == precision);
+        if let Some((_, bytes)) = found {
+            return Ok(*bytes);
+        }
+        let bytes = compute()?;
+        self.kv_per_token.push(((model.to_string(), placement.clone(), precision), bytes));
+        Ok(bytes)
+    }
+
+    /// The headroom rule `name` keeps on `device`, and how.
+    fn headroom(
+        &mut self,
+        program: &Layered<'_>,
+        name: &str,
+        device: &Device,
+    ) -> Result<(Bytes, String), Overflow> {
+        let found =
+            self.headrooms.iter().find(|((rule, on), _)| rule == name && *on == device.name);
+        if let Some((_, found)) = found {
+            return Ok(found.clone());
+        }
+        let computed = match program.headroom(name) {
+            Some(rule) => headroom_for(rule, device)?,
+            None => headroom_for(&Headroom::builtin(), device)?,
+        };
+        self.headrooms.push(((name.to_string(), device.name.clone()), computed.clone()));
+        Ok(computed)
+    }
+
+    /// Appends the components cached under the key `is` accepts, computing them first (and
+    /// caching them under `key()`) when there are none.
+    fn components<K>(
+        cache: &mut Vec<(K, Vec<Component>)>,
+        is: impl Fn(&K) -> bool,
+        key: impl FnOnce() -> K,
+        into: &mut Vec<Component>,
+        compute: impl FnOnce() -> Result<Vec<Component>, Overflow>,
+    ) -> Result<(), Overflow> {
+        if calc::writing() {
+            // A full evaluation is made once: copying formulas into a cache would cost more
+            // than it saves.
+            into.extend(compute()?);
+            return Ok(());
+        }
+        if let Some((_, found)) = cache.iter().find(|(k, _)| is(k)) {
+            into.extend(found.iter().cloned());
+            return Ok(());
+        }
+        let mut computed = compute()?;
+        // Nothing reads a component's name or source in bytes-only mode (the llama.cpp
+        // embedding has been found by name inside `compute`): copies stay allocation-free.
+        for component in &mut computed {
+            component.name = String::new();
+            component.source = None;
+        }
+        into.extend(computed.iter().cloned());
+        cache.push((key(), computed));
+        Ok(())
+    }
+}
+
+/// One device of a check with its bytes and verdict, before it is written up.
+struct Ranked<'p> {
+    rank: u64,
+    stage: u64,
+    device: &'p Device,
+    /// What it holds: an index into [`Ranks::held`].
+    held: usize,
+    used: Bytes,
+    headroom: (Bytes, String),
+    required: Bytes,
+    verdict: Verdict,
+}
+
+/// Every device of a check, in rank order, and the check's notes.
+struct Ranks<'p> {
+    devices: Vec<Ranked<'p>>,
+    /// What devices hold, once per device kind and pipeline stage.
+    held: Vec<Held>,
+    /// None in bytes-only mode.
+    notes: Vec<String>,
+}
+
+/// Every device of a check and its notes; `None` when a device is missing.
+fn rank_devices<'p>(
+    program: &'p Layered<'_>,
+    spec: &CheckSpec,
+    workload: &Workload,
+    others: &[&Workload],
+    reuse: &mut Reuse,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Option<Ranks<'p>>, Overflow> {
+    let headroom_name = spec.headroom.as_deref().unwrap_or("default");
+    let split = spec.split;
+    let (t, p, d) = (u64::from(split.tensor), u64::from(split.pipeline), u64::from(split.data));
+    let writing = calc::writing();
+    let mut notes = Vec::new();
+    let mut ranks: Vec<Ranked<'p>> = Vec::with_capacity(spec.devices.len());
+    let mut reported_capability: Vec<&str> = Vec::new();
+    let mut held: Vec<Held> = Vec::new();
+    let mut held_by: Vec<(&str, u64)> = Vec::new();
+    if let (Some(inference), true, true) = (&workload.inference, d > 1, writing) {
+        notes.push(format!(
+            "{} sessions are spread over {d} data-parallel replicas: {} on each",
+            inference.sessions,
+            div_ceil(inference.sessions, d)
+        ));
+    }
+    let model = workload.model.as_ref().and_then(|m| program.model(m));
+    let shape = model.and_then(|m| m.shape.as_ref());
+    let stored = model.and_then(|m| m.stored.as_ref());
+    // One stage without declared layers holds every layer: no plan needed.
+    let plan = shape
+        .filter(|_| p > 1 || spec.stage_layers.is_some())
+        .and_then(|s| sharing::stage_plan(program, spec, s.layers));
+    if let Some(plan) = plan.as_ref().filter(|plan| {
+        writing
+            && shape.is_some_and(|s| plan.iter().any(|(_, n)| *n != stage_layers(s.layers, p, 0)))
+            && spec.devices.windows(2).any(|w| w[0] != w[1])
+            && spec.stage_layers.is_none()
+    }) {
+        let layers: Vec<String> = plan.iter().map(|(_, n)| n.to_string()).collect();
+        notes.push(format!(
+            "pipeline stages on GPUs of different sizes: layers divided in proportion to memory ({})",
+            layers.join(" / ")
+        ));
+    }
+    for (rank, device_name) in spec.devices.iter().enumerate() {
+        let Some(device) = program.device(device_name) else { return Ok(None) };
+        let rank = rank as u64;
+        let stage = (rank / t) % p;
+        // Ranks on the same device kind and pipeline stage hold the same things: compute once.
+        let key = (device_name.as_str(), stage);
+        let index = if let Some(index) = held_by.iter().position(|k| *k == key) {
+            index
+        } else {
+            let placement = sharing::placement(shape, split, stage, plan.as_ref());
+            let own = device_components_reusing(
+                program, workload, shape, stored, device, &placement, split, reuse,
+            )?;
+            held.push(sharing::with_co_resident(
+                program, workload, others, own, device, stage, split,
+            )?);
+            held_by.push(key);
+            held.len() - 1
+        };
+        let (components, kv_pool) = &held[index];
+        let used = calc::sum(components.iter().map(|c| c.bytes))?;
+        let headroom = reuse.headroom(program, headroom_name, device)?;
+        let required = calc::add(used, headroom.0)?;
+        let missing = std::iter::once(workload)
+            .chain(others.iter().copied())
+            .find_map(|w| first_missing_feature(w, device));
+        let verdict = if let Some((precision, feature)) = missing {
+            if writing && !reported_capability.contains(&device_name.as_str()) {
+                reported_capability.push(device_name);
+                diagnostics.push(capability_diagnostic(spec, device, precision, feature));
+            }
+            Verdict::Unsupported {
+                reason: format!(
+                    "{} has no {} support (needed by {precision})",
+                    device.display_name(),
+                    feature.name()
+                ),
+            }
+        } else if let Some(pool) = kv_pool.as_ref().filter(|pool| pool.tokens < pool.needed_tokens)
+        {
+            Verdict::Over { over: Bytes(pool.needed.0.saturating_sub(pool.bytes.0)) }
+        } else if required <= device.memory {
+            Verdict::Fits { free: Bytes(device.memory.0 - required.0) }
+        } else {
+            Verdict::Over { over: Bytes(required.0 - device.memory.0) }
+        };
+        ranks.push(Ranked { rank, stage, device, held: index, used, headroom, required, verdict });
+    }
+    Ok(Some(Ranks { devices: ranks, held, notes }))
+}
+
+/// The persistent bytes (weights) of one replica's devices, which the host holds a copy of;
+/// zero when the check names no machine.
+fn persistent_bytes<'c>(
+    spec: &CheckSpec,
+    devices: impl Iterator<Item = &'c [Component]>,
+    on_machine: bool,
+) -> Result<Bytes, Overflow> {
+    if !on_machine {
+        return Ok(Bytes::ZERO);
+    }
+    let replica = usize::try_from(u64::from(spec.split.tensor) * u64::from(spec.split.pipeline))
+        .unwrap_or(usize::MAX);
+    calc::sum(
+        devices
+            .take(replica)
+            .flatten()
+            .filter(|c| c.category == crate::budget::Category::Persistent)
+            .map(|c| c.bytes),
+    )
+}
+
+/// The machine the check runs on, when it names one.
+fn machine_of<'p>(program: &'p Layered<'_>, spec: &CheckSpec) -> Option<&'p crate::hir::Machine> {
+    spec.machine.as_deref().and_then(|m| program.machine(m))
+}
+
+/// The host's RAM and disk lines, when the check names a machine.
+fn host_report(
+    program: &Layered<'_>,
+    spec: &CheckSpec,
+    workload: &Workload,
+    others: &[&Workload],
+    persistent: Bytes,
+) -> Result<Option<crate::budget::HostBudget>, Overflow> {
+    let Some(machine) = machine_of(program, spec) else { return Ok(None) };
+    let all: Vec<&Workload> = std::iter::once(workload).chain(others.iter().copied()).collect();
+    Ok(Some(host::host(program, machine, &all, persistent, spec.devices.len() as u64)?))
 }
 
 /// Which measurements say how far the truth may be from a workload's estimate.
@@ -245,20 +506,6 @@ fn views(components: &[Component]) -> Result<Views, Overflow> {
     Ok(Views { allocated, reserved, device })
 }
 
-/// The value cached under `key`, computing and caching it on first use.
-fn memo<K: PartialEq, V: Clone, E>(
-    cache: &mut Vec<(K, V)>,
-    key: K,
-    compute: impl FnOnce() -> Result<V, E>,
-) -> Result<V, E> {
-    if let Some((_, value)) = cache.iter().find(|(k, _)| *k == key) {
-        return Ok(value.clone());
-    }
-    let value = compute()?;
-    cache.push((key, value.clone()));
-    Ok(value)
-}
-
 /// What a device holds: its components, and the KV pool when the runtime sizes one.
 type Held = (Vec<Component>, Option<KvPool>);
 
@@ -272,33 +519,48 @@ fn device_components(
     placement: &Placement,
     split: crate::hir::Split,
 ) -> Result<Held, Overflow> {
+    let mut reuse = Reuse::default();
+    device_components_reusing(
+        program, workload, shape, stored, device, placement, split, &mut reuse,
+    )
+}
+
+/// [`device_components`], taking the weights and the runtime's components from `reuse` when an
+/// earlier evaluation of the same program computed them.
+#[allow(clippy::too_many_arguments, reason = "the device's whole context, as device_components")]
+fn device_components_reusing(
+    program: &Layered<'_>,
+    workload: &Workload,
+    shape: Option<&crate::hir::Shape>,
+    stored: Option<&crate::hir::Stored>,
+    device: &Device,
+    placement: &Placement,
+    split: crate::hir::Split,
+    reuse: &mut Reuse,
+) -> Result<Held, Overflow> {
     let (t, p, d) = (u64::from(split.tensor), u64::from(split.pipeline), u64::from(split.data));
-    let mut components = Vec::new();
+    let mut components = Vec::with_capacity(16);
     let mut pool_request = None;
     let mut peers = t * p;
     if let (Some(inference), Some(shape)) = (&workload.inference, shape) {
-        match stored.filter(|stored| stored.format == inference.weights) {
-            Some(stored) => components.push(stored_weights(shape, placement, stored)?),
-            None => components.extend(llm::weights(
-                shape,
-                placement,
-                inference.weights,
-                crate::budget::Category::Persistent,
-                "weights",
-            )?),
-        }
-        if workload.runtime == Runtime::LlamaCpp {
-            // llama.cpp keeps the token embedding in host memory (its load log lists
-            // `token_embd` in the CPU buffer): shown, at zero bytes on the device.
-            for component in components.iter_mut().filter(|c| c.name.ends_with(": embedding")) {
-                component.formula = format!(
-                    "{}, kept in host memory by llama.cpp: 0 B on the device",
-                    component.formula
-                );
-                component.name.push_str(" (host memory)");
-                component.bytes = Bytes::ZERO;
-            }
-        }
+        let model = workload.model.as_deref().unwrap_or_default();
+        Reuse::components(
+            &mut reuse.weights,
+            |k| {
+                k.model == model
+                    && k.format == inference.weights
+                    && k.placement == *placement
+                    && k.runtime == workload.runtime
+            },
+            || WeightsKey {
+                model: model.to_string(),
+                format: inference.weights,
+                placement: placement.clone(),
+                runtime: workload.runtime.clone(),
+            },
+            &mut components,
+            || weight_components(shape, stored, placement, inference.weights, &workload.runtime),
+        )?;
         let sessions = div_ceil(inference.sessions, d);
         // vLLM pages the cache in blocks of 16 tokens (`CacheConfig.DEFAULT_BLOCK_SIZE`).
         let block = if workload.runtime == Runtime::Vllm { 16 } else { 1 };
@@ -321,15 +583,16 @@ fn device_components(
                     let layers = placement.layers.max(1);
                     Some((
                         Bytes(kv.bytes.0.div_ceil(layers)),
-                        format!(
+                        formula!(
                             "{} ÷ {layers} layers: one layer's cache copied by torch.cat",
                             kv.bytes
                         ),
                     ))
                 }
-                crate::hir::CacheLayout::Tuple => {
-                    Some((kv.bytes, format!("{}: the previous step's whole tuple cache", kv.bytes)))
-                }
+                crate::hir::CacheLayout::Tuple => Some((
+                    kv.bytes,
+                    formula!("{}: the previous step's whole tuple cache", kv.bytes),
+                )),
             };
             if let Some((bytes, formula)) = copy {
                 components.push(Component {
@@ -338,7 +601,7 @@ fn device_components(
                     category: crate::budget::Category::Intermediate,
                     bytes,
                     provenance: Provenance::Formula,
-                    formula: format!("{formula} = {bytes}"),
+                    formula: formula!("{formula} = {bytes}"),
                     source: Some("transformers DynamicCache.update concatenates per layer; legacy tuple caches keep the whole previous cache".into()),
                 });
             }
@@ -376,7 +639,10 @@ fn device_components(
             let (num, den) = pool::DEFAULT_FRACTION;
             let fraction =
                 inference.memory_fraction.unwrap_or(Ratio::new(num, den).ok_or(Overflow)?);
-            let per_token = llm::kv_cache(shape, placement, inference.kv_cache, 1, 1, 1)?.bytes;
+            let model = workload.model.as_deref().unwrap_or_default();
+            let per_token = reuse.kv_per_token(model, placement, inference.kv_cache, || {
+                Ok(llm::kv_cache(shape, placement, inference.kv_cache, 1, 1, 1)?.bytes)
+            })?;
             let needed_tokens =
                 div_ceil(inference.context, block).checked_mul(block * sessions).ok_or(Overflow)?;
             pool_request = Some((fraction, per_token, needed_tokens));
@@ -389,12 +655,19 @@ fn device_components(
         peers *= d;
         components.extend(training::components(shape, placement, training, d)?);
     }
-    components.extend(runtime::components(
-        &workload.runtime,
-        &device.arch,
+    let key = RuntimeKey {
+        runtime: workload.runtime.clone(),
+        arch: device.arch.clone(),
         peers,
-        workload.eager_modules,
-    ));
+        eager_modules: workload.eager_modules,
+    };
+    Reuse::components(
+        &mut reuse.runtime,
+        |k| *k == key,
+        || key.clone(),
+        &mut components,
+        || Ok(runtime::components(&workload.runtime, &device.arch, peers, workload.eager_modules)),
+    )?;
     // vLLM fills what its own tensors and the runtime leave of its share with KV blocks.
     let kv_pool = match pool_request {
         Some((fraction, per_token, needed)) => {
@@ -403,6 +676,36 @@ fn device_components(
         None => None,
     };
     Ok((with_custom(components, workload), kv_pool))
+}
+
+/// The weights one device holds: the checkpoint's stored bytes when the workload runs it in
+/// its stored format, else computed from the shape.
+fn weight_components(
+    shape: &crate::hir::Shape,
+    stored: Option<&crate::hir::Stored>,
+    placement: &Placement,
+    format: crate::quant::WeightFormat,
+    runtime: &Runtime,
+) -> Result<Vec<Component>, Overflow> {
+    let mut components = match stored.filter(|stored| stored.format == format) {
+        Some(stored) => vec![stored_weights(shape, placement, stored)?],
+        None => {
+            llm::weights(shape, placement, format, crate::budget::Category::Persistent, "weights")?
+        }
+    };
+    if *runtime == Runtime::LlamaCpp {
+        // llama.cpp keeps the token embedding in host memory (its load log lists
+        // `token_embd` in the CPU buffer): shown, at zero bytes on the device.
+        for component in components.iter_mut().filter(|c| c.name.ends_with(": embedding")) {
+            component.formula = formula!(
+                "{}, kept in host memory by llama.cpp: 0 B on the device",
+                component.formula
+            );
+            component.name.push_str(" (host memory)");
+            component.bytes = Bytes::ZERO;
+        }
+    }
+    Ok(components)
 }
 
 /// The checkpoint's own weight bytes, read from its headers, for this device's share of the
@@ -416,14 +719,14 @@ fn stored_weights(
     let here = params::device_parameter_count(shape, placement).ok_or(Overflow)?;
     let whole = here >= total;
     let (bytes, formula) = if whole {
-        (stored.bytes, format!("{} as stored (checkpoint headers)", stored.bytes))
+        (stored.bytes, formula!("{} as stored (checkpoint headers)", stored.bytes))
     } else {
         let fraction = Ratio::new(i128::from(here), i128::from(total.max(1))).ok_or(Overflow)?;
         let exact = Ratio::int(i128::from(stored.bytes.0)).checked_mul(fraction).ok_or(Overflow)?;
         let bytes = Bytes::from_ratio_ceil(exact).ok_or(Overflow)?;
         (
             bytes,
-            format!(
+            formula!(
                 "{} as stored × {here} of {total} params on this device = {bytes}",
                 stored.bytes
             ),
@@ -449,7 +752,7 @@ fn with_custom(mut components: Vec<Component>, workload: &Workload) -> Vec<Compo
         bytes: c.bytes,
         provenance: c.provenance,
         formula: if c.provenance == Provenance::Exact {
-            format!("{} = {}", c.formula, c.bytes)
+            formula!("{} = {}", c.formula, c.bytes)
         } else {
             c.formula.clone()
         },
@@ -462,15 +765,18 @@ fn with_custom(mut components: Vec<Component>, workload: &Workload) -> Vec<Compo
 fn headroom_for(headroom: &Headroom, device: &Device) -> Result<(Bytes, String), Overflow> {
     let (rule, scope) = match headroom.per_arch.get(&device.arch) {
         Some(rule) => {
-            (rule, format!(" (headroom `{}`, {} rule)", headroom.name, device.arch.name()))
+            (rule, formula!(" (headroom `{}`, {} rule)", headroom.name, device.arch.name()))
         }
-        None => (&headroom.general, format!(" (headroom `{}`)", headroom.name)),
+        None => (&headroom.general, formula!(" (headroom `{}`)", headroom.name)),
     };
     let fraction =
         Ratio::int(i128::from(device.memory.0)).checked_mul(rule.keep).ok_or(Overflow)?;
     let fraction = Bytes::from_ratio_ceil(fraction).ok_or(Overflow)?;
     let percent = rule.keep.checked_mul(Ratio::int(100)).ok_or(Overflow)?;
     let bytes = fraction.max(rule.at_least);
+    if !calc::writing() {
+        return Ok((bytes, String::new()));
+    }
     let which = if fraction >= rule.at_least {
         format!(
             "keep {percent} % of {} = {}, at least {}",
@@ -484,16 +790,26 @@ fn headroom_for(headroom: &Headroom, device: &Device) -> Result<(Bytes, String),
     Ok((bytes, format!("{which}{scope}")))
 }
 
-/// Precisions the workload computes or stores in that need a feature the device lacks.
-fn missing_features(workload: &Workload, device: &Device) -> Vec<(Precision, Feature)> {
-    let mut used = Vec::new();
+/// The first precision the workload computes or stores in that needs a feature the device
+/// lacks, and that feature.
+fn first_missing_feature(workload: &Workload, device: &Device) -> Option<(Precision, Feature)> {
+    let mut first = None;
+    // Called with each precision in order; keeps the first the device cannot run.
+    let mut used = |precision: Precision| {
+        if first.is_none() {
+            first = precision
+                .required_feature()
+                .filter(|f| !device.supports(*f))
+                .map(|f| (precision, f));
+        }
+    };
     if let Some(inference) = &workload.inference {
         if let crate::quant::WeightFormat::Uniform(weights) = inference.weights {
-            used.push(weights);
+            used(weights);
         }
-        used.push(inference.activations);
+        used(inference.activations);
         if inference.kv_cache == Precision::Bf16 {
-            used.push(Precision::Bf16);
+            used(Precision::Bf16);
         }
     }
     if let Some(pipeline) = &workload.diffusion {
@@ -501,27 +817,20 @@ fn missing_features(workload: &Workload, device: &Device) -> Vec<(Precision, Fea
         for format in [pipeline.denoiser.weights, pipeline.vae_weights].into_iter().chain(encoders)
         {
             if let crate::quant::WeightFormat::Uniform(p) = format {
-                used.push(p);
+                used(p);
             }
-            used.push(format.companion());
+            used(format.companion());
         }
     }
     if let Some(training) = &workload.training {
-        used.extend([training.weights, training.weights.companion(), training.gradients]);
+        for precision in [training.weights, training.weights.companion(), training.gradients] {
+            used(precision);
+        }
         if let crate::hir::Method::Lora { dtype, .. } = &training.method {
-            used.push(*dtype);
+            used(*dtype);
         }
     }
-    let mut missing = Vec::new();
-    for precision in used {
-        if let Some(feature) = precision.required_feature()
-            && !device.supports(feature)
-            && !missing.iter().any(|(_, f)| *f == feature)
-        {
-            missing.push((precision, feature));
-        }
-    }
-    missing
+    first
 }
 
 fn capability_diagnostic(

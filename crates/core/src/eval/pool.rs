@@ -5,7 +5,7 @@
 //! activations of a profiling step and the memory outside PyTorch (`gpu_worker.py`, DOMAIN.md
 //! §3.6); the pool is cut into blocks of 16 tokens per layer (`kv_cache_utils.get_num_blocks`).
 
-use super::calc::{self, Overflow, Product};
+use super::calc::{self, Overflow, Product, formula};
 use crate::budget::{Category, Component, HeldBy, KvPool, Provenance};
 use crate::bytes::{Bytes, write_thousands};
 use crate::ratio::Ratio;
@@ -36,14 +36,16 @@ pub(crate) fn fill(
     let bytes = Bytes(tokens / 16 * per_block);
     let percent = fraction.checked_mul(Ratio::int(100)).ok_or(Overflow)?;
     let mut formula =
-        format!("{percent} % × {} − {} (everything else) = ", capacity.human(), others.human());
-    formula.push_str(&Bytes(available).human());
-    formula.push_str(", in blocks of 16 tokens × ");
-    write_thousands(&mut formula, per_token.0);
-    formula.push_str(" B: ");
-    write_thousands(&mut formula, tokens);
-    formula.push_str(" tokens = ");
-    formula.push_str(&bytes.to_string());
+        formula!("{percent} % × {} − {} (everything else) = ", capacity.human(), others.human());
+    if calc::writing() {
+        formula.push_str(&Bytes(available).human());
+        formula.push_str(", in blocks of 16 tokens × ");
+        write_thousands(&mut formula, per_token.0);
+        formula.push_str(" B: ");
+        write_thousands(&mut formula, tokens);
+        formula.push_str(" tokens = ");
+        formula.push_str(&bytes.to_string());
+    }
     let pool = Component {
         held_by: HeldBy::Tensors,
         name: "KV cache pool (vLLM)".to_string(),
@@ -58,9 +60,12 @@ pub(crate) fn fill(
     let needed = Product::new().times(needed_tokens, "tokens")?.times(per_token.0, "B")?;
     let needed_formula = needed.terms();
     let needed = needed.value()?;
-    let mut held = String::from(" (vLLM's pool holds ");
-    write_thousands(&mut held, tokens);
-    held.push_str(" tokens)");
+    let mut held = String::new();
+    if calc::writing() {
+        held.push_str(" (vLLM's pool holds ");
+        write_thousands(&mut held, tokens);
+        held.push_str(" tokens)");
+    }
     if tokens >= needed_tokens {
         match kv_index {
             Some(i) => components[i] = pool,
@@ -74,12 +79,14 @@ pub(crate) fn fill(
         match kv_index {
             Some(i) if components[i].bytes >= floor => components[i].formula.push_str(&held),
             slot => {
-                let mut formula = format!("{needed_formula} = {needed}");
-                if floor > needed {
-                    formula.push_str(", at least the pool's ");
-                    formula.push_str(&Bytes(available).human());
+                let mut formula = formula!("{needed_formula} = {needed}");
+                if calc::writing() {
+                    if floor > needed {
+                        formula.push_str(", at least the pool's ");
+                        formula.push_str(&Bytes(available).human());
+                    }
+                    formula.push_str(&held);
                 }
-                formula.push_str(&held);
                 let kv = Component {
                     name: "KV cache (more than vLLM's pool)".to_string(),
                     bytes: floor,
@@ -93,5 +100,5 @@ pub(crate) fn fill(
             }
         }
     }
-    Ok(KvPool { fraction: format!("{percent} %"), bytes, tokens, needed_tokens, needed })
+    Ok(KvPool { fraction: formula!("{percent} %"), bytes, tokens, needed_tokens, needed })
 }

@@ -3,6 +3,7 @@
 //! Each profile is a list of assumed constants with their source (DOMAIN.md §6). They are
 //! assumptions, not measurements: the probe's reports (`observed`) replace them.
 
+use super::calc::formula;
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::{Bytes, MIB};
 use crate::hir::{Arch, Runtime};
@@ -36,7 +37,7 @@ fn assumed(name: &str, held_by: HeldBy, bytes: Bytes, formula: String, source: &
 
 /// `500.00 MiB = 524,288,000 B (profiles 2026.11)`.
 fn profile_formula(bytes: Bytes) -> String {
-    format!("{} = {bytes} (profiles {PROFILES_VERSION})", bytes.human())
+    formula!("{} = {bytes} (profiles {PROFILES_VERSION})", bytes.human())
 }
 
 /// cuBLAS workspace per stream as PyTorch sizes it: `:4096:2:16:8` (8 MiB + 128 KiB) by default,
@@ -69,7 +70,7 @@ fn nccl(peers: u64) -> Option<Component> {
     let (bytes, formula) = match peers {
         0 | 1 => return None,
         2 => (Bytes(358_612_992), "2 ranks: 358,612,992 B".to_string()),
-        n => (Bytes(411_041_792), format!("{n} ranks: 411,041,792 B")),
+        n => (Bytes(411_041_792), formula!("{n} ranks: 411,041,792 B")),
     };
     Some(assumed(
         "NCCL buffers",
@@ -142,7 +143,7 @@ pub(crate) fn components(
                         category: Category::Workspace,
                         bytes,
                         provenance: Provenance::Exact,
-                        formula: format!("{bytes} as declared"),
+                        formula: formula!("{bytes} as declared"),
                         source: None,
                     });
                 }

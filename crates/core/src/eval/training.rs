@@ -3,7 +3,7 @@
 //! al. 2022 adapted to gated MLPs and grouped-query attention), §5.4 (LoRA).
 
 use super::Placement;
-use super::calc::{Overflow, Product, div_ceil};
+use super::calc::{Overflow, Product, div_ceil, formula};
 use super::{llm, params};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::hir::{
@@ -134,7 +134,7 @@ fn optimizer_state(
         _ => training.master.unwrap_or(updated).bytes_per_element(),
     };
     let per_param = per_state.checked_mul(Ratio::int(i128::from(states))).ok_or(Overflow)?;
-    let label_states = format!("{states} {} states", training.optimizer.name());
+    let label_states = formula!("{states} {} states", training.optimizer.name());
     let (bytes, formula) = sharded(params, label, per_param, label_states, ways)?;
     let source = "DOMAIN.md §5.1: AdamW keeps two moments per parameter, in the updated parameter's precision (8-bit AdamW: 1 B + an fp32 absmax per 256), SGD with momentum one";
     Ok(Some(state(name, (bytes, formula), source)))
@@ -164,7 +164,7 @@ fn step_transient(
     if training.deepspeed {
         let a = training.activations.bytes_per_element();
         let per_param = a.checked_add(Ratio::int(4)).ok_or(Overflow)?;
-        let what = format!("flat {} gradients + their fp32 copy", training.activations.name());
+        let what = formula!("flat {} gradients + their fp32 copy", training.activations.name());
         if training.sharding == Sharding::Zero3 {
             // ZeRO-3 steps one sub-group of at most `sub_group_size` (1e9) elements at a time.
             let partition = div_ceil(params, ways);
@@ -180,7 +180,7 @@ fn step_transient(
         && training.sharding == Sharding::None
     {
         let per_state = training.master.unwrap_or(updated);
-        let what = format!("{} sqrt of the second moment", per_state.name());
+        let what = formula!("{} sqrt of the second moment", per_state.name());
         return sharded(params, label, per_state.bytes_per_element(), what, 1).map(Some);
     }
     Ok(None)
@@ -325,7 +325,7 @@ pub(crate) fn components(
         Method::Lora { rank, targets, dtype, save } => {
             let adapter_params = lora_params(shape, placement, *rank, targets)?;
             let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
-            let label = format!("adapter params (rank {rank}, {})", names.join(" "));
+            let label = formula!("adapter params (rank {rank}, {})", names.join(" "));
             let weights = Product::new()
                 .times(adapter_params, label)?
                 .bytes_each(dtype.bytes_per_element(), dtype.name())?;
@@ -498,8 +498,8 @@ fn optimizer_step(
     let held = if let [(_, formula)] = step {
         formula.clone()
     } else {
-        let terms: Vec<String> = step.iter().map(|(_, f)| format!("({f})")).collect();
-        format!("{} = {needed}", terms.join(" + "))
+        let terms: Vec<String> = step.iter().map(|(_, f)| formula!("({f})")).collect();
+        formula!("{} = {needed}", terms.join(" + "))
     };
     let beyond = crate::bytes::Bytes(needed.0 - backward.0);
     Ok(Some(Component {
@@ -508,7 +508,7 @@ fn optimizer_step(
         category: Category::Intermediate,
         bytes: beyond,
         provenance: Provenance::Formula,
-        formula: format!(
+        formula: formula!(
             "{held}, less the backward pass's intermediates ({backward}) freed before the step = {beyond}"
         ),
         source: Some(
@@ -576,7 +576,7 @@ fn activations(
                 .times(in_flight, "micro-batches in flight")?
                 .bytes_each(
                     Ratio::int(i128::from(per_layer_bytes.0)),
-                    format!("per layer: {}", per_layer.terms()),
+                    formula!("per layer: {}", per_layer.terms()),
                 )?;
             total.finish()?
         }
@@ -592,7 +592,7 @@ fn activations(
             let bytes = super::calc::add(inputs.value()?, per_layer_bytes)?;
             (
                 bytes,
-                format!(
+                formula!(
                     "checkpoints {} + one recomputed layer {} = {bytes}",
                     inputs.terms(),
                     per_layer.terms()

@@ -7,6 +7,8 @@
 //! ([`search`]) are bisections over a monotone "fits" (guided by the evaluator's margin), never
 //! scans, and every answer is proven by its own probes: it fits, and one step beyond does not.
 
+#[cfg(test)]
+mod exact;
 pub mod machines;
 pub mod query;
 pub mod search;
@@ -14,7 +16,7 @@ pub mod suggest;
 #[cfg(test)]
 mod tests;
 
-use crate::budget::{CheckBudget, SplitReport, Verdict};
+use crate::budget::{SplitReport, Verdict};
 use crate::eval::{self, Overflow};
 use crate::hir::{CheckSpec, Layered, Runtime, Shape, Split, Workload};
 use crate::precision::Precision;
@@ -125,6 +127,8 @@ pub struct Planner<'p> {
     work: Layered<'p>,
     spec: CheckSpec,
     original: Workload,
+    /// What the probes keep from one evaluation to the next (weights, runtime, headroom).
+    reuse: eval::Reuse,
 }
 
 impl<'p> Planner<'p> {
@@ -134,7 +138,12 @@ impl<'p> Planner<'p> {
         let mut own = program.own.clone();
         own.checks.clear();
         own.workloads.insert(original.name.clone(), original.clone());
-        Some(Planner { work: Layered { own, base: program.base }, spec: spec.clone(), original })
+        Some(Planner {
+            work: Layered { own, base: program.base },
+            spec: spec.clone(),
+            original,
+            reuse: eval::Reuse::default(),
+        })
     }
 
     /// The workload as declared.
@@ -210,12 +219,13 @@ impl<'p> Planner<'p> {
         }
     }
 
-    /// Evaluates the check as it stands now.
-    pub(crate) fn evaluate(&self) -> Result<Option<CheckBudget>, Overflow> {
-        eval::evaluate_check(&self.work, &self.spec, &mut Vec::new())
+    /// The bytes and verdicts of the check as it stands now: exactly those of a full
+    /// evaluation, without its formulas.
+    fn evaluate(&mut self) -> Result<Option<eval::CheckFit>, Overflow> {
+        eval::evaluate_fit(&self.work, &self.spec, &mut self.reuse)
     }
 
-    fn verdict(&self) -> Result<Verdict, Stop> {
+    fn verdict(&mut self) -> Result<Verdict, Stop> {
         match self.evaluate() {
             Ok(Some(budget)) => Ok(budget.verdict),
             Ok(None) => Err(Stop::Unsupported),
@@ -226,11 +236,11 @@ impl<'p> Planner<'p> {
     }
 
     /// The verdict of the check as declared.
-    pub fn declared_verdict(&self) -> Result<Verdict, Stop> {
+    pub fn declared_verdict(&mut self) -> Result<Verdict, Stop> {
         self.verdict()
     }
 
-    fn probe(&self) -> Result<(Probe, Verdict), Stop> {
+    fn probe(&mut self) -> Result<(Probe, Verdict), Stop> {
         let budget = match self.evaluate() {
             Ok(Some(budget)) => budget,
             Ok(None) => return Err(Stop::Unsupported),

@@ -64,7 +64,8 @@ pub fn largest<E>(
             (Some((l, _)), Some((h, _))) if h - l <= 1 => return Ok(Boundary::Largest(l)),
             (Some((l, ml)), Some((h, mh))) => {
                 // Interpolate while that keeps halving the bracket; otherwise bisect once.
-                let halved = h - l <= width / 2;
+                // A midpoint leaves ceil(width / 2): that counts as halved.
+                let halved = h - l <= width.div_ceil(2);
                 width = h - l;
                 let mid = l + (h - l) / 2;
                 if halved { secant_between((l, ml), (h, mh)).unwrap_or(mid) } else { mid }
