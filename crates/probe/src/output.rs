@@ -383,7 +383,7 @@ fn compare_table(c: &vram_probe::compare::Comparison) -> String {
         "duration",
         format!("{:.1} s", c.a.duration_ms / 1000.0),
         format!("{:.1} s", c.b.duration_ms / 1000.0),
-        format!("{:+.1} s", c.duration_delta_ms / 1000.0)
+        format!("{} s", signed(c.duration_delta_ms / 1000.0, 1))
     );
     let errors = |r: &vram_probe::compare::RunSummary| {
         format!("{} failed, {} OOM", r.failed_commands, r.oom_lines)
@@ -398,7 +398,7 @@ fn compare_table(c: &vram_probe::compare::Comparison) -> String {
                 q.metric,
                 format!("{:.4}", q.a),
                 format!("{:.4}", q.b),
-                format!("{:+.4} ({})", q.delta, q.change)
+                format!("{} ({})", signed(q.delta, 4), q.change)
             );
         }
         None => {
@@ -454,4 +454,26 @@ pub(crate) fn verify(
         }
     }
     if v.pass { exit::OK } else { exit::FAILED }
+}
+
+/// `value` with an explicit sign at `decimals` places, except that what rounds to zero is
+/// written `0.0`: a difference of -0.02 s is no change, not "-0.0 s".
+fn signed(value: f64, decimals: usize) -> String {
+    let text = format!("{value:+.decimals$}");
+    if text[1..].bytes().all(|b| b == b'0' || b == b'.') { text[1..].to_string() } else { text }
+}
+
+#[cfg(test)]
+mod signed_tests {
+    use super::signed;
+
+    #[test]
+    fn differences_that_round_to_zero_carry_no_sign() {
+        assert_eq!(signed(-0.02, 1), "0.0");
+        assert_eq!(signed(0.04, 1), "0.0");
+        assert_eq!(signed(-0.0, 4), "0.0000");
+        assert_eq!(signed(-0.06, 1), "-0.1");
+        assert_eq!(signed(2.25, 1), "+2.2");
+        assert_eq!(signed(0.00005, 4), "+0.0001");
+    }
 }
