@@ -1,0 +1,372 @@
+//! What one device holds: the weights of its share of the model, the workload's caches,
+//! intermediates and training state, the runtime's workspaces, and any components written by
+//! hand; and [`Reuse`], what evaluations of one program keep from one to the next.
+
+use super::calc::{self, Overflow, div_ceil, formula};
+use super::{Placement, diffusion, headroom_for, llm, params, pool, runtime, training};
+use crate::budget::{Component, HeldBy, KvPool, Provenance};
+use crate::bytes::{Bytes, GIB};
+use crate::hir::{Device, Headroom, Layered, Runtime, Workload};
+use crate::precision::Precision;
+use crate::ratio::Ratio;
+
+/// What a device holds: its components, and the KV pool when the runtime sizes one.
+pub(super) type Held = (Vec<Component>, Option<KvPool>);
+
+/// Everything one device holds for `workload` at `placement`.
+pub(super) fn device_components(
+    program: &Layered<'_>,
+    workload: &Workload,
+    shape: Option<&crate::hir::Shape>,
+    stored: Option<&crate::hir::Stored>,
+    device: &Device,
+    placement: &Placement,
+    split: crate::hir::Split,
+) -> Result<Held, Overflow> {
+    let mut reuse = Reuse::default();
+    device_components_reusing(
+        program, workload, shape, stored, device, placement, split, &mut reuse,
+    )
+}
+
+/// [`device_components`], taking the weights and the runtime's components from `reuse` when an
+/// earlier evaluation of the same program computed them.
+#[allow(clippy::too_many_arguments, reason = "the device's whole context, as device_components")]
+pub(super) fn device_components_reusing(
+    program: &Layered<'_>,
+    workload: &Workload,
+    shape: Option<&crate::hir::Shape>,
+    stored: Option<&crate::hir::Stored>,
+    device: &Device,
+    placement: &Placement,
+    split: crate::hir::Split,
+    reuse: &mut Reuse,
+) -> Result<Held, Overflow> {
+    let (t, p, d) = (u64::from(split.tensor), u64::from(split.pipeline), u64::from(split.data));
+    let mut components = Vec::with_capacity(16);
+    let mut pool_request = None;
+    let mut peers = t * p;
+    if let (Some(inference), Some(shape)) = (&workload.inference, shape) {
+        let model = workload.model.as_deref().unwrap_or_default();
+        Reuse::components(
+            &mut reuse.weights,
+            |k| {
+                k.model == model
+                    && k.format == inference.weights
+                    && k.placement == *placement
+                    && k.runtime == workload.runtime
+            },
+            || WeightsKey {
+                model: model.to_string(),
+                format: inference.weights,
+                placement: placement.clone(),
+                runtime: workload.runtime.clone(),
+            },
+            &mut components,
+            || weight_components(shape, stored, placement, inference.weights, &workload.runtime),
+        )?;
+        let sessions = div_ceil(inference.sessions, d);
+        // vLLM pages the cache in blocks of 16 tokens (`CacheConfig.DEFAULT_BLOCK_SIZE`).
+        let block = if workload.runtime == Runtime::Vllm { 16 } else { 1 };
+        components.push(llm::kv_cache(
+            shape,
+            placement,
+            inference.kv_cache,
+            inference.context,
+            sessions,
+            block,
+        )?);
+        let layout = inference.cache_layout.unwrap_or(match workload.runtime {
+            Runtime::PyTorch | Runtime::Diffusers => crate::hir::CacheLayout::Concatenated,
+            _ => crate::hir::CacheLayout::Preallocated,
+        });
+        if let Some(kv) = components.iter().find(|c| c.category == crate::budget::Category::Cache) {
+            let copy = match layout {
+                crate::hir::CacheLayout::Preallocated => None,
+                crate::hir::CacheLayout::Concatenated => {
+                    let layers = placement.layers.max(1);
+                    Some((
+                        Bytes(kv.bytes.0.div_ceil(layers)),
+                        formula!(
+                            "{} ÷ {layers} layers: one layer's cache copied by torch.cat",
+                            kv.bytes
+                        ),
+                    ))
+                }
+                crate::hir::CacheLayout::Tuple => Some((
+                    kv.bytes,
+                    formula!("{}: the previous step's whole tuple cache", kv.bytes),
+                )),
+            };
+            if let Some((bytes, formula)) = copy {
+                components.push(Component {
+                    held_by: HeldBy::Tensors,
+                    name: "KV cache: previous copy while growing".to_string(),
+                    category: crate::budget::Category::Intermediate,
+                    bytes,
+                    provenance: Provenance::Formula,
+                    formula: formula!("{formula} = {bytes}"),
+                    source: Some("transformers DynamicCache.update concatenates per layer; legacy tuple caches keep the whole previous cache".into()),
+                });
+            }
+        }
+        let all_prompts = inference.context.checked_mul(sessions).ok_or(Overflow)?;
+        // vLLM's engine defaults (`EngineArgs.get_batch_defaults`, DOMAIN.md §4.4): larger
+        // batches on GPUs of 70 GiB or more other than the A100.
+        let large = device.memory.0 >= 70 * GIB && device.arch != crate::hir::Arch::Ampere;
+        let (tokens, rows) = match workload.runtime {
+            // vLLM profiles one dummy step of max_num_batched_tokens, and its sampler
+            // pre-allocates logits for max_num_seqs requests, whatever the sessions (§4.1).
+            Runtime::Vllm => {
+                let chunk = inference.prefill_chunk.unwrap_or(if large { 8192 } else { 2048 });
+                let max_num_seqs = if large { 1024 } else { 256 };
+                (chunk, max_num_seqs.min(chunk))
+            }
+            // llama.cpp's physical batch (-ub) default; its compute buffer is reserved for the
+            // logits of every token in the batch.
+            Runtime::LlamaCpp => {
+                let tokens = inference.prefill_chunk.unwrap_or(512).min(all_prompts);
+                (tokens, tokens)
+            }
+            _ => (inference.prefill_chunk.unwrap_or(all_prompts).min(all_prompts), sessions),
+        };
+        let step = llm::Step {
+            tokens,
+            sequences: rows,
+            key_length: inference.context,
+            logits: inference.logits,
+            attention: inference.attention,
+            precision: inference.activations,
+        };
+        components.extend(llm::forward_step(shape, placement, &step)?);
+        if workload.runtime == Runtime::Vllm {
+            let (num, den) = pool::DEFAULT_FRACTION;
+            let fraction =
+                inference.memory_fraction.unwrap_or(Ratio::new(num, den).ok_or(Overflow)?);
+            let model = workload.model.as_deref().unwrap_or_default();
+            let per_token = reuse.kv_per_token(model, placement, inference.kv_cache, || {
+                Ok(llm::kv_cache(shape, placement, inference.kv_cache, 1, 1, 1)?.bytes)
+            })?;
+            let needed_tokens =
+                div_ceil(inference.context, block).checked_mul(block * sessions).ok_or(Overflow)?;
+            pool_request = Some((fraction, per_token, needed_tokens));
+        }
+    }
+    if let Some(pipeline) = &workload.diffusion {
+        components.extend(diffusion::components(program, pipeline)?);
+    }
+    if let (Some(training), Some(shape)) = (&workload.training, shape) {
+        peers *= d;
+        components.extend(training::components(shape, placement, training, d)?);
+    }
+    let key = RuntimeKey {
+        runtime: workload.runtime.clone(),
+        arch: device.arch.clone(),
+        peers,
+        eager_modules: workload.eager_modules,
+    };
+    Reuse::components(
+        &mut reuse.runtime,
+        |k| *k == key,
+        || key.clone(),
+        &mut components,
+        || Ok(runtime::components(&workload.runtime, &device.arch, peers, workload.eager_modules)),
+    )?;
+    // vLLM fills what its own tensors and the runtime leave of its share with KV blocks.
+    let kv_pool = match pool_request {
+        Some((fraction, per_token, needed)) => {
+            Some(pool::fill(&mut components, device.memory, fraction, per_token, needed)?)
+        }
+        None => None,
+    };
+    Ok((with_custom(components, workload), kv_pool))
+}
+
+/// The weights one device holds: the checkpoint's stored bytes when the workload runs it in
+/// its stored format, else computed from the shape.
+fn weight_components(
+    shape: &crate::hir::Shape,
+    stored: Option<&crate::hir::Stored>,
+    placement: &Placement,
+    format: crate::quant::WeightFormat,
+    runtime: &Runtime,
+) -> Result<Vec<Component>, Overflow> {
+    let mut components = match stored.filter(|stored| stored.format == format) {
+        Some(stored) => vec![stored_weights(shape, placement, stored)?],
+        None => {
+            llm::weights(shape, placement, format, crate::budget::Category::Persistent, "weights")?
+        }
+    };
+    if *runtime == Runtime::LlamaCpp {
+        // llama.cpp keeps the token embedding in host memory (its load log lists
+        // `token_embd` in the CPU buffer): shown, at zero bytes on the device.
+        for component in components.iter_mut().filter(|c| c.name.ends_with(": embedding")) {
+            component.formula = formula!(
+                "{}, kept in host memory by llama.cpp: 0 B on the device",
+                component.formula
+            );
+            component.name.push_str(" (host memory)");
+            component.bytes = Bytes::ZERO;
+        }
+    }
+    Ok(components)
+}
+
+/// The checkpoint's own weight bytes, read from its headers, for this device's share of the
+/// parameters: exact on one device, divided by parameter share under a split.
+fn stored_weights(
+    shape: &crate::hir::Shape,
+    placement: &Placement,
+    stored: &crate::hir::Stored,
+) -> Result<Component, Overflow> {
+    let total = params::parameter_count(shape).ok_or(Overflow)?;
+    let here = params::device_parameter_count(shape, placement).ok_or(Overflow)?;
+    let whole = here >= total;
+    let (bytes, formula) = if whole {
+        (stored.bytes, formula!("{} as stored (checkpoint headers)", stored.bytes))
+    } else {
+        let fraction = Ratio::new(i128::from(here), i128::from(total.max(1))).ok_or(Overflow)?;
+        let exact = Ratio::int(i128::from(stored.bytes.0)).checked_mul(fraction).ok_or(Overflow)?;
+        let bytes = Bytes::from_ratio_ceil(exact).ok_or(Overflow)?;
+        (
+            bytes,
+            formula!(
+                "{} as stored × {here} of {total} params on this device = {bytes}",
+                stored.bytes
+            ),
+        )
+    };
+    Ok(Component {
+        held_by: HeldBy::Tensors,
+        name: format!("weights ({}, as stored)", stored.format.name()),
+        category: crate::budget::Category::Persistent,
+        bytes,
+        provenance: if whole { Provenance::Exact } else { Provenance::Formula },
+        formula,
+        source: Some("the checkpoint's safetensors or GGUF headers".into()),
+    })
+}
+
+/// Adds the components written by hand in the workload.
+fn with_custom(mut components: Vec<Component>, workload: &Workload) -> Vec<Component> {
+    components.extend(workload.components.iter().map(|c| Component {
+        held_by: HeldBy::Tensors,
+        name: c.name.clone(),
+        category: c.category,
+        bytes: c.bytes,
+        provenance: c.provenance,
+        formula: if c.provenance == Provenance::Exact {
+            formula!("{} = {}", c.formula, c.bytes)
+        } else {
+            c.formula.clone()
+        },
+        source: None,
+    }));
+    components
+}
+
+/// What evaluations of one program keep from one to the next: the parts of a device's budget
+/// that do not depend on the values a planner or a fit map changes (the weights, the runtime's
+/// constants, the headroom), each under a key of everything it does depend on besides the
+/// program's declarations. Components are kept in bytes-only mode only, without their text; a
+/// full evaluation uses a fresh one and keeps only the headroom (devices of one kind).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Reuse {
+    weights: Vec<(WeightsKey, Vec<Component>)>,
+    runtime: Vec<(RuntimeKey, Vec<Component>)>,
+    /// By headroom rule name and device name.
+    headrooms: Vec<((String, String), (Bytes, String))>,
+    /// KV bytes of one token, by model, placement and cache precision.
+    kv_per_token: Vec<((String, Placement, Precision), Bytes)>,
+}
+
+/// What a workload's weight components depend on, besides its model's declaration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct WeightsKey {
+    model: String,
+    format: crate::quant::WeightFormat,
+    placement: Placement,
+    runtime: Runtime,
+}
+
+/// What the runtime's components depend on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct RuntimeKey {
+    runtime: Runtime,
+    arch: crate::hir::Arch,
+    peers: u64,
+    eager_modules: bool,
+}
+
+impl Reuse {
+    /// The KV bytes of one token of `model` at `placement` in `precision`.
+    fn kv_per_token(
+        &mut self,
+        model: &str,
+        placement: &Placement,
+        precision: Precision,
+        compute: impl FnOnce() -> Result<Bytes, Overflow>,
+    ) -> Result<Bytes, Overflow> {
+        let found = self
+            .kv_per_token
+            .iter()
+            .find(|((m, at, p), _)| m == model && at == placement && *p == precision);
+        if let Some((_, bytes)) = found {
+            return Ok(*bytes);
+        }
+        let bytes = compute()?;
+        self.kv_per_token.push(((model.to_string(), placement.clone(), precision), bytes));
+        Ok(bytes)
+    }
+
+    /// The headroom rule `name` keeps on `device`, and how.
+    pub(super) fn headroom(
+        &mut self,
+        program: &Layered<'_>,
+        name: &str,
+        device: &Device,
+    ) -> Result<(Bytes, String), Overflow> {
+        let found =
+            self.headrooms.iter().find(|((rule, on), _)| rule == name && *on == device.name);
+        if let Some((_, found)) = found {
+            return Ok(found.clone());
+        }
+        let computed = match program.headroom(name) {
+            Some(rule) => headroom_for(rule, device)?,
+            None => headroom_for(&Headroom::builtin(), device)?,
+        };
+        self.headrooms.push(((name.to_string(), device.name.clone()), computed.clone()));
+        Ok(computed)
+    }
+
+    /// Appends the components cached under the key `is` accepts, computing them first (and
+    /// caching them under `key()`) when there are none.
+    fn components<K>(
+        cache: &mut Vec<(K, Vec<Component>)>,
+        is: impl Fn(&K) -> bool,
+        key: impl FnOnce() -> K,
+        into: &mut Vec<Component>,
+        compute: impl FnOnce() -> Result<Vec<Component>, Overflow>,
+    ) -> Result<(), Overflow> {
+        if calc::writing() {
+            // A full evaluation is made once: copying formulas into a cache would cost more
+            // than it saves.
+            into.extend(compute()?);
+            return Ok(());
+        }
+        if let Some((_, found)) = cache.iter().find(|(k, _)| is(k)) {
+            into.extend(found.iter().cloned());
+            return Ok(());
+        }
+        let mut computed = compute()?;
+        // Nothing reads a component's name or source in bytes-only mode (the llama.cpp
+        // embedding has been found by name inside `compute`): copies stay allocation-free.
+        for component in &mut computed {
+            component.name = String::new();
+            component.source = None;
+        }
+        into.extend(computed.iter().cloned());
+        cache.push((key(), computed));
+        Ok(())
+    }
+}
