@@ -100,20 +100,25 @@ fn build_module(
     name: &str,
     wasm_opt: Option<&Path>,
 ) -> Result<u64> {
-    run(Command::new(cargo()).current_dir(root).args([
-        "build",
-        "-p",
-        "vram-wasm",
-        "--lib",
-        "--target",
-        WASM_TARGET,
-        "--profile",
-        "wasm-release",
-        "--no-default-features",
-        "--features",
-        feature,
-        "--locked",
-    ]))?;
+    let prefixes = local_prefixes(root);
+    run(Command::new(cargo())
+        .current_dir(root)
+        .args([
+            "build",
+            "-p",
+            "vram-wasm",
+            "--lib",
+            "--target",
+            WASM_TARGET,
+            "--profile",
+            "wasm-release",
+            "--no-default-features",
+            "--features",
+            feature,
+            "--locked",
+            "--config",
+        ])
+        .arg(remap_config(&prefixes)))?;
     let input = target_dir(root).join(WASM_TARGET).join("wasm-release/vram_wasm.wasm");
     // The CLI's own entry point, so the output is exactly what `wasm-bindgen` would write.
     wasm_bindgen_cli::wasm_bindgen::run_cli_with_args([
@@ -142,7 +147,38 @@ fn build_module(
             .arg(&shrunk))?;
         std::fs::rename(&shrunk, &wasm)?;
     }
+    let module = std::fs::read(&wasm)?;
+    for prefix in &prefixes {
+        let prefix = prefix.to_string_lossy();
+        if module.windows(prefix.len()).any(|w| w == prefix.as_bytes()) {
+            bail!("{} names a path of this machine: {prefix}", wasm.display());
+        }
+    }
     Ok(bindgen_size)
+}
+
+/// Folders of this machine whose paths must not ship in the page's modules: panic locations
+/// name their source files, which rustc writes with absolute paths unless they are remapped.
+fn local_prefixes(root: &Path) -> Vec<PathBuf> {
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
+    let cargo_home = cargo_home.and_then(|path| path.canonicalize().ok());
+    [Some(root.to_path_buf()), cargo_home].into_iter().flatten().collect()
+}
+
+/// A `--config` value remapping `prefixes` (the repository to `.`, cargo's home to `cargo`) in
+/// the wasm target's builds only, so host builds and their caches are untouched.
+fn remap_config(prefixes: &[PathBuf]) -> String {
+    let flags: Vec<String> = prefixes
+        .iter()
+        .zip([".", "cargo"])
+        .map(|(from, to)| {
+            let flag = format!("--remap-path-prefix={}={to}", from.to_string_lossy());
+            format!("\"{}\"", flag.replace('\\', "\\\\").replace('"', "\\\""))
+        })
+        .collect();
+    format!("target.{WASM_TARGET}.rustflags=[{}]", flags.join(", "))
 }
 
 /// Raw and `gzip -9` sizes of a file.
