@@ -19,6 +19,9 @@ const INDENT: &str = "  ";
 
 /// Formats `source`, or returns its syntax errors (a file that does not parse is left alone).
 pub fn format(source: &str) -> Result<String, Vec<Diagnostic>> {
+    // The grammar ends a line at `\n`, `\r\n` or a lone `\r`; the printer looks for `\n`, so a
+    // lone `\r` becomes `\n` first: one byte for one, so every span stays where it was.
+    let source = &*lone_carriage_returns_as_newlines(source);
     let (file, diagnostics) = crate::syntax::parse(source);
     let errors: Vec<Diagnostic> = diagnostics.into_iter().filter(Diagnostic::is_error).collect();
     if !errors.is_empty() {
@@ -47,6 +50,18 @@ pub fn format(source: &str) -> Result<String, Vec<Diagnostic>> {
     }
     printer.leading_comments(u32::MAX, 0);
     Ok(printer.out)
+}
+
+fn lone_carriage_returns_as_newlines(source: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = source.as_bytes();
+    let lone = |i: usize| bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n');
+    if !(0..bytes.len()).any(lone) {
+        return source.into();
+    }
+    let normalized: Vec<u8> =
+        (0..bytes.len()).map(|i| if lone(i) { b'\n' } else { bytes[i] }).collect();
+    // Only one ASCII byte was replaced by another, so the text is still UTF-8.
+    String::from_utf8(normalized).map_or_else(|_| source.into(), Into::into)
 }
 
 /// A comment: its byte range, and whether code precedes it on its line.
@@ -78,20 +93,21 @@ fn comments(source: &str) -> Vec<Comment> {
             match c {
                 _ if escaped => escaped = false,
                 '\\' => escaped = true,
-                '"' | '\n' => in_string = false,
+                '"' | '\n' | '\r' => in_string = false,
                 _ => {}
             }
             continue;
         }
         match c {
             '#' => {
-                let end = source[offset..].find('\n').map_or(source.len(), |n| offset + n);
+                // The grammar ends a comment at `\n` or `\r` (a lone `\r` ends a line too).
+                let end = source[offset..].find(['\n', '\r']).map_or(source.len(), |n| offset + n);
                 found.push(Comment { span: Span::new(offset, end), trailing: line_has_code });
                 while chars.peek().is_some_and(|(o, _)| *o < end) {
                     chars.next();
                 }
             }
-            '\n' => line_has_code = false,
+            '\n' | '\r' => line_has_code = false,
             '"' => {
                 in_string = true;
                 line_has_code = true;

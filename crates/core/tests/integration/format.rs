@@ -80,3 +80,20 @@ fn value_columns_line_up_only_in_rows_of_one_shape() {
     assert!(formatted.contains("    resolution    1024 x 1024\n"), "{formatted}");
     assert!(formatted.contains("    text_encoders t5-xxl-encoder clip-l-text\n"), "{formatted}");
 }
+
+/// Found by the `evaluate` fuzz target: the grammar ends a comment (and a line) at a lone `\r`,
+/// while the formatter read the comment up to the next `\n`, swallowing the `}` after it into
+/// the comment it printed, so its output did not parse.
+#[test]
+fn a_lone_carriage_return_ends_a_comment_as_in_the_grammar() {
+    let source = "model my{\nrs 15e10\n  h#\rad#\rads}\n";
+    let once = vram_core::format::format(source).expect("parses");
+    assert_eq!(once, "model my {\n  rs 15e10\n  h   #\n  ad  #\n  ads\n}\n");
+    assert_eq!(shape(&once), shape(source), "formatting changed the tree");
+    assert_eq!(vram_core::format::format(&once).expect("parses"), once);
+    let crlf = "model my {\r\n  layers 32  # note\r\n}\r\n";
+    assert_eq!(
+        vram_core::format::format(crlf).expect("parses"),
+        "model my {\n  layers 32  # note\n}\n"
+    );
+}
