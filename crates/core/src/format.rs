@@ -93,21 +93,20 @@ fn comments(source: &str) -> Vec<Comment> {
             match c {
                 _ if escaped => escaped = false,
                 '\\' => escaped = true,
-                '"' | '\n' | '\r' => in_string = false,
+                '"' | '\n' => in_string = false,
                 _ => {}
             }
             continue;
         }
         match c {
             '#' => {
-                // The grammar ends a comment at `\n` or `\r` (a lone `\r` ends a line too).
-                let end = source[offset..].find(['\n', '\r']).map_or(source.len(), |n| offset + n);
+                let end = source[offset..].find('\n').map_or(source.len(), |n| offset + n);
                 found.push(Comment { span: Span::new(offset, end), trailing: line_has_code });
                 while chars.peek().is_some_and(|(o, _)| *o < end) {
                     chars.next();
                 }
             }
-            '\n' | '\r' => line_has_code = false,
+            '\n' => line_has_code = false,
             '"' => {
                 in_string = true;
                 line_has_code = true;

@@ -20,7 +20,7 @@ fn fixtures() -> Vec<PathBuf> {
 }
 
 /// The syntax tree's debug form without byte offsets, which formatting is allowed to move.
-fn shape(source: &str) -> String {
+pub(crate) fn shape(source: &str) -> String {
     let (file, _) = vram_core::syntax::parse(source);
     let debug = format!("{file:?}");
     let mut out = String::with_capacity(debug.len());

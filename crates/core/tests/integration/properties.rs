@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use vram_core::budget::Budget;
+
+use crate::format::shape;
 use vram_core::{Outcome, Status};
 
 const CASES: u32 = 16;
@@ -263,21 +265,6 @@ fn required_is_used_plus_headroom() {
         }
         Ok(true)
     });
-}
-
-/// The syntax tree's debug form without byte offsets.
-fn shape(source: &str) -> String {
-    let (file, _) = vram_core::syntax::parse(source);
-    let debug = format!("{file:?}");
-    let mut out = String::with_capacity(debug.len());
-    let mut rest = debug.as_str();
-    while let Some(at) = rest.find("Span { start: ") {
-        out.push_str(&rest[..at]);
-        let end = rest[at..].find('}').map_or(rest.len(), |n| at + n + 1);
-        rest = &rest[end..];
-    }
-    out.push_str(rest);
-    out
 }
 
 /// A source in a free layout: random blank space, `;` separators and comments around the same
