@@ -318,6 +318,9 @@ pub(crate) fn run_table(report: &vram_probe::report::RunReport, out: &std::path:
     for r in &report.reasons {
         let _ = writeln!(s, "  - {r}");
     }
+    for note in &report.notes {
+        let _ = writeln!(s, "  note: {note}");
+    }
     let _ = writeln!(s, "report: {}", out.display());
     s
 }

@@ -39,6 +39,10 @@ pub struct RunReport {
     pub verdict: String,
     /// Why it failed (empty on a pass).
     pub reasons: Vec<String>,
+    /// What the reader should know that does not fail the run (a figure the platform never gives,
+    /// and what is reported instead).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Software versions: what produced and what ran.
@@ -137,6 +141,11 @@ pub struct DeviceRun {
     /// Framework, process and device views side by side, per command that reported a view.
     pub views: Vec<Views>,
     pub gaps: Vec<Gap>,
+    /// Why NVML's process list failed on every sample, if it did (some platforms never give
+    /// one): the per-process figures are then unavailable for the whole run, and the device view
+    /// over the baseline is the measurement. Not a gap in the peak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_list_unavailable: Option<String>,
 }
 
 /// The three views of one command's memory on one device, and what lies between them.

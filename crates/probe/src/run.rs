@@ -227,6 +227,7 @@ pub fn run(
     });
 
     let mut reasons = reasons(&reports, &device_runs, caught, check.as_ref());
+    let notes = notes(&device_runs);
     if let Reading::Unavailable { unavailable } = &device_count {
         reasons
             .insert(0, format!("NVML could not count the GPUs ({unavailable}): none was sampled"));
@@ -277,6 +278,7 @@ pub fn run(
         check,
         verdict: if reasons.is_empty() { "pass" } else { "fail" }.to_string(),
         reasons,
+        notes,
     })
 }
 
@@ -578,7 +580,25 @@ fn device_run(
         },
         views,
         gaps: samples.gaps.clone(),
+        process_list_unavailable: samples.process_list_error.clone(),
     }
+}
+
+/// What does not fail the run but changes what its figures mean.
+fn notes(devices: &[DeviceRun]) -> Vec<String> {
+    devices
+        .iter()
+        .filter(|d| d.peak_used.known().is_some())
+        .filter_map(|d| {
+            let why = d.process_list_unavailable.as_ref()?;
+            Some(format!(
+                "GPU {}: NVML's process list failed on every sample ({why}): no per-process \
+                 figures; the device's peak over the baseline is the measurement, and it includes \
+                 any other process's growth",
+                d.index
+            ))
+        })
+        .collect()
 }
 
 fn signed(bytes: u64) -> i64 {
@@ -617,12 +637,25 @@ fn reasons(
         }
     }
     for d in devices {
-        let failed: u64 = d.gaps.iter().map(|g| g.failed_samples).sum();
+        let (list_gaps, memory_gaps): (Vec<&sampler::Gap>, Vec<&sampler::Gap>) =
+            d.gaps.iter().partition(|g| g.call == sampler::CALL_PROCESSES);
+        let failed: u64 = memory_gaps.iter().map(|g| g.failed_samples).sum();
         if failed > 0 {
             reasons.push(format!(
                 "GPU {}: {failed} samples missing in {} gap(s) (NVML errors); the peak may be missed",
                 d.index,
-                d.gaps.len()
+                memory_gaps.len()
+            ));
+        }
+        // A process list the platform never gives is a note (see `notes`); one that failed only
+        // at times may have missed a command's peak.
+        let failed: u64 = list_gaps.iter().map(|g| g.failed_samples).sum();
+        if failed > 0 && d.process_list_unavailable.is_none() {
+            reasons.push(format!(
+                "GPU {}: {failed} process-list samples missing in {} gap(s) (NVML errors); the \
+                 commands' peaks may be missed",
+                d.index,
+                list_gaps.len()
             ));
         }
     }

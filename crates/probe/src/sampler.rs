@@ -189,7 +189,7 @@ pub struct Sampled {
 }
 
 const CALL_MEMORY: &str = "nvmlDeviceGetMemoryInfo_v2";
-const CALL_PROCESSES: &str = "nvmlDeviceGetComputeRunningProcesses_v3";
+pub(crate) const CALL_PROCESSES: &str = "nvmlDeviceGetComputeRunningProcesses_v3";
 
 impl DeviceSamples {
     /// A device that could not be sampled at all: `gap` covers the whole run.
