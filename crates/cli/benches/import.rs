@@ -3,16 +3,14 @@
 //! Run with `cargo bench -p vram --bench import`. The checkpoint is made at run time in a
 //! temporary folder: a Llama-shaped header (31 layers of hidden 5120, BF16) written at the start
 //! of a sparse file extended with `File::set_len`, so it takes no disk space. The benchmark
-//! times the CLI's own reading code (`src/import/read.rs`) and the core's import, in process,
+//! times the reading code (`crates/files/src/read.rs`) and the core's import, in process,
 //! then the whole `vram import --format json` command as a process, and prints the bytes read.
 //! Target (issue 4): well under 10 ms.
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its figures")]
 #![allow(clippy::cast_precision_loss, reason = "sizes are shown in GB with two decimals")]
 
-#[allow(dead_code, unreachable_pub, reason = "the benchmark uses part of the CLI's module")]
-#[path = "../src/import/read.rs"]
-mod read;
+use vram_files::read;
 
 use std::fmt::Write as _;
 use std::fs::File;
@@ -99,7 +97,7 @@ fn main() {
     std::fs::remove_dir_all(&dir).expect("removes the checkpoint");
 }
 
-/// Times the CLI's reading code and the core's import; returns the bytes read and the figures.
+/// Times the reading code and the core's import; returns the bytes read and the figures.
 fn time_in_process(path: &Path) -> (u64, String) {
     let once = || {
         let loaded = read::load(path).expect("the checkpoint loads");

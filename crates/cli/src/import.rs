@@ -2,19 +2,17 @@
 //! or GGUF headers, or a checkpoint folder), printed as a `model` block or as JSON with the
 //! bytes that were read.
 
-pub(crate) mod read;
-
 use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::Serialize;
 use vram_core::diagnostic::{Diagnostic, Severity};
 use vram_core::import::{ImportedModel, Problem, name_of};
-use vram_core::span::{LineCol, Span};
+use vram_core::span::LineCol;
 
 use crate::Colors;
 use crate::args::ImportFormat;
-use read::{FileRead, LoadError, Loaded};
+use vram_files::read::{self, FileRead, LoadError, Loaded};
 
 const EXIT_OK: u8 = 0;
 const EXIT_INPUT_ERRORS: u8 = 2;
@@ -52,21 +50,6 @@ struct Located {
     end: u32,
     at: Option<LineCol>,
     help: Vec<String>,
-}
-
-/// Reads and imports the checkpoint at `path` for a model's `from "{name}"`.
-pub(crate) fn load_model(path: &Path, name: &str) -> Result<ImportedModel, Vec<Problem>> {
-    match read::load(path) {
-        Ok(loaded) => loaded.checkpoint.import(),
-        Err(LoadError::Io(message)) => Err(vec![Problem {
-            file: name.to_string(),
-            diagnostic: Diagnostic::error("E023", Span::default(), message),
-        }]),
-        Err(LoadError::Invalid { file, diagnostics }) => Err(diagnostics
-            .into_iter()
-            .map(|diagnostic| Problem { file: file.name.clone(), diagnostic })
-            .collect()),
-    }
 }
 
 pub(crate) fn run(path: &Path, format: ImportFormat, name: Option<&str>, colors: Colors) -> u8 {

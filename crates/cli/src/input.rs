@@ -22,12 +22,7 @@ pub(crate) fn evaluate_over(
     input: &Input,
     catalog: &vram_core::hir::Program,
 ) -> vram_core::Outcome {
-    let mut imports = vram_core::import::Imports::new();
-    for path in vram_core::import_paths(&input.text) {
-        let found = crate::import::load_model(&input.dir.join(&path), &path);
-        imports.insert(path, found);
-    }
-    vram_core::evaluate_with_imports(&input.text, catalog, &imports)
+    vram_files::evaluate(&input.text, &input.dir, catalog)
 }
 
 /// Reads `path` (or standard input for `-`), reporting a failure on standard error.

@@ -19,17 +19,13 @@ pub struct Plan {
     pub outcome: vram_core::Outcome,
 }
 
-/// Reads and evaluates `path`; errors are rendered diagnostics or an IO message.
+/// Reads and evaluates `path`, with the model files its `from "path"`s name (read relative to
+/// its folder, as `vram check` does); errors are rendered diagnostics or an IO message.
 pub fn load(path: &std::path::Path) -> Result<Plan, String> {
     let name = path.display().to_string();
     let source = std::fs::read_to_string(path).map_err(|e| format!("cannot read {name}: {e}"))?;
-    if !vram_core::import_paths(&source).is_empty() {
-        return Err(format!(
-            "{name} imports model files with `from \"...\"`; the probe reads self-contained files \
-             only: write the model's fields out (`vram import PATH` prints them)"
-        ));
-    }
-    let outcome = vram_core::evaluate(&source);
+    let dir = path.parent().unwrap_or_else(|| std::path::Path::new(""));
+    let outcome = vram_files::evaluate(&source, dir, vram_core::catalog::builtin());
     let errors: Vec<_> =
         outcome.diagnostics.iter().filter(|d| d.is_error() && d.code != "E040").cloned().collect();
     if !errors.is_empty() {

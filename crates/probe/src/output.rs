@@ -425,7 +425,9 @@ pub(crate) fn verify(
             return exit::USAGE;
         }
     };
-    let (what, declared) = match vram_probe::verify::declared(&source, machine) {
+    let dir = file.parent().unwrap_or_else(|| std::path::Path::new(""));
+    let imports = vram_files::imports(&source, dir);
+    let (what, declared) = match vram_probe::verify::declared(&source, &imports, machine) {
         Ok(found) => found,
         Err(error) => {
             eprintln!("error: {}: {error}", file.display());

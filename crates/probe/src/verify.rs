@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 use vram_core::hir::{Device, Layered};
+use vram_core::import::Imports;
 use vram_core::precision::Feature;
 
 use crate::nvml::DeviceInfo;
@@ -36,10 +37,16 @@ pub struct Verification {
     pub pass: bool,
 }
 
-/// The declared GPUs of `source`: `(what they are, one device per GPU)`.
-pub fn declared(source: &str, machine: Option<&str>) -> Result<(String, Vec<Device>), String> {
+/// The declared GPUs of `source`: `(what they are, one device per GPU)`. `imports` holds the
+/// model files its `from "path"`s name (`vram_files::imports`).
+pub fn declared(
+    source: &str,
+    imports: &Imports,
+    machine: Option<&str>,
+) -> Result<(String, Vec<Device>), String> {
     let (file, mut diagnostics) = vram_core::syntax::parse(source);
-    let (layered, found) = vram_core::check::check(&file, vram_core::catalog::builtin(), false);
+    let (layered, found) =
+        vram_core::check::check_with_imports(&file, vram_core::catalog::builtin(), false, imports);
     diagnostics.extend(found);
     if let Some(error) = diagnostics.iter().find(|d| d.is_error()) {
         return Err(format!(
@@ -59,7 +66,7 @@ pub fn declared(source: &str, machine: Option<&str>) -> Result<(String, Vec<Devi
         let devices = expand(&layered, &machine.gpus)?;
         return Ok((format!("machine {name}"), devices));
     }
-    let outcome = vram_core::evaluate(source);
+    let outcome = vram_core::evaluate_with_imports(source, vram_core::catalog::builtin(), imports);
     let check = outcome.budget.checks.first().ok_or_else(|| {
         "the file declares no machine and no check: name one with --machine".to_string()
     })?;

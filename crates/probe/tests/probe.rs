@@ -364,6 +364,67 @@ fn check_holds_the_peak_against_the_estimate_and_headroom() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("no check matches `nope`"));
 }
 
+/// A plan that reads its model from a config.json beside it, as a repository keeps them.
+const IMPORTING_PLAN: &str = r#"
+model qwen3 "Qwen3 8B" {
+  from "models/qwen3-8b/config.json"
+}
+
+workload chat "Chat" {
+  model qwen3
+  inference {
+    weights  bf16
+    context  4096 tokens
+    sessions 2
+  }
+}
+
+check chat on h100-sxm-80gb
+"#;
+
+#[test]
+fn check_and_verify_read_the_model_files_a_plan_imports() {
+    let dir = tmp("importing-plan");
+    let models = dir.join("models/qwen3-8b");
+    std::fs::create_dir_all(&models).unwrap();
+    let config = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../core/tests/fixtures/import/configs/Qwen-Qwen3-8B.json");
+    std::fs::copy(&config, models.join("config.json")).unwrap();
+    let plan = dir.join("plan.vram");
+    std::fs::write(&plan, IMPORTING_PLAN).unwrap();
+
+    // The estimate is the one `vram check` makes with the same file read.
+    let expected = vram_files::evaluate(IMPORTING_PLAN, &dir, vram_core::catalog::builtin());
+    assert!(expected.diagnostics.iter().all(|d| !d.is_error()), "{:?}", expected.diagnostics);
+    let estimate = expected.budget.checks[0].devices[0].used.0;
+    let machine = json!({"devices": [h100(
+        &json!([[0, GIB], [50, 18 * GIB]]),
+        &json!([{"pid": "child:0", "used": [[0, GIB], [50, 17 * GIB]]}])
+    )]});
+    let (code, report, output) =
+        run("importing-check", &machine, &["--check", "chat", plan.to_str().unwrap()], &["true"]);
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(report["check"]["devices"][0]["estimate"], estimate);
+
+    let output = probe(&scenario("importing-verify", &machine)).arg("verify").arg(&plan).output();
+    let output = output.unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(text.contains("check target h100-sxm-80gb"), "{text}");
+
+    // A missing model file is the core's E023 at the `from`, not an IO error of the probe.
+    std::fs::remove_file(models.join("config.json")).unwrap();
+    let output = probe(&scenario("importing-missing", &machine))
+        .args(["run", "--check", "chat"])
+        .arg(&plan)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("E023") && stderr.contains("plan.vram:3:8"), "{stderr}");
+}
+
 fn python_helper_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python")
 }

@@ -1,4 +1,5 @@
-//! Finding a checkpoint's files and reading only their headers, for `vram import`.
+//! Finding a checkpoint's files and reading only their headers (`vram import`, and the model
+//! files a workload's `from "path"`s name).
 //!
 //! A safetensors file is read in two reads: its 8-byte length, then exactly the JSON header.
 //! A GGUF file is read from a 16 KiB prefix that doubles until the metadata and tensor infos
@@ -18,27 +19,27 @@ const GGUF_FIRST_READ: u64 = 16 << 10;
 
 /// One file that was read: how many of its bytes.
 #[derive(Clone, Debug, serde::Serialize)]
-pub(crate) struct FileRead {
-    pub(crate) path: PathBuf,
+pub struct FileRead {
+    pub path: PathBuf,
     /// The name the checkpoint uses for it (an index names its shards by file name).
-    pub(crate) name: String,
-    pub(crate) bytes_read: u64,
-    pub(crate) file_size: u64,
+    pub name: String,
+    pub bytes_read: u64,
+    pub file_size: u64,
     /// The file's text, for JSON files, so diagnostics can show the line.
     #[serde(skip)]
-    pub(crate) text: Option<String>,
+    pub text: Option<String>,
 }
 
 /// A checkpoint's parsed files.
 #[derive(Debug)]
-pub(crate) struct Loaded {
-    pub(crate) checkpoint: Checkpoint,
-    pub(crate) files: Vec<FileRead>,
+pub struct Loaded {
+    pub checkpoint: Checkpoint,
+    pub files: Vec<FileRead>,
 }
 
 /// Why a checkpoint could not be read.
 #[derive(Debug)]
-pub(crate) enum LoadError {
+pub enum LoadError {
     /// The file system said no, or the path holds no checkpoint.
     Io(String),
     /// A file's header is malformed; spans are byte ranges into that file.
@@ -47,7 +48,7 @@ pub(crate) enum LoadError {
 
 /// Reads the checkpoint at `path`: a config.json, a `.safetensors` or `.gguf` file, a
 /// `model.safetensors.index.json`, or a folder holding some of them.
-pub(crate) fn load(path: &Path) -> Result<Loaded, LoadError> {
+pub fn load(path: &Path) -> Result<Loaded, LoadError> {
     let mut loaded = Loaded { checkpoint: Checkpoint::default(), files: Vec::new() };
     if path.is_dir() {
         load_folder(path, &mut loaded)?;
@@ -213,7 +214,7 @@ fn read_sharded(index_path: &Path, loaded: &mut Loaded) -> Result<(), LoadError>
     Ok(())
 }
 
-pub(crate) fn read_safetensors(path: &Path, loaded: &mut Loaded) -> Result<(), LoadError> {
+pub fn read_safetensors(path: &Path, loaded: &mut Loaded) -> Result<(), LoadError> {
     let (header, read) = read_header(path, 8, false, safetensors::parse_header)?;
     loaded.checkpoint.safetensors.push((read.name.clone(), header));
     loaded.files.push(read);
@@ -258,7 +259,7 @@ fn split_part(path: &Path) -> Option<u32> {
 
 /// Reads the start of `path`, first `first` bytes, then as many as `parse` asks for (doubling
 /// at least, when `double`), until the header parses or fails.
-pub(crate) fn read_header<T>(
+pub fn read_header<T>(
     path: &Path,
     first: u64,
     double: bool,
