@@ -105,15 +105,8 @@ impl Lowerer {
         }
         let workload = workload.expect("a check names its workload");
         let target = target.expect("a check has a target");
-        let end = headroom
-            .as_ref()
-            .map(|h| h.span)
-            .or_else(|| stage_layers.last().map(Expr::span))
-            .or_else(|| split.last().map(|p: &SplitPart| p.degree.span()))
-            .unwrap_or(match &target {
-                Target::Count(count) => count.span,
-                Target::Named(name) => name.span,
-            });
+        let end = last_part(headroom.as_ref(), &stage_layers, &split, Some(&target))
+            .expect("a check has a target");
         let span = Span { start: span.start, end: end.end };
         Check { title, workload, also, target, split, stage_layers, headroom, span }
     }
@@ -142,17 +135,7 @@ impl Lowerer {
         }
         let goal = goal.expect("a find has a goal");
         let workload = workload.expect("a find names its workload");
-        let end = headroom
-            .as_ref()
-            .map(|h| h.span)
-            .or_else(|| stage_layers.last().map(Expr::span))
-            .or_else(|| split.last().map(|p: &SplitPart| p.degree.span()))
-            .or_else(|| {
-                target.as_ref().map(|t| match t {
-                    Target::Count(count) => count.span,
-                    Target::Named(name) => name.span,
-                })
-            })
+        let end = last_part(headroom.as_ref(), &stage_layers, &split, target.as_ref())
             .unwrap_or(workload.span);
         let span = Span { start: span.start, end: end.end };
         Find { goal, workload, target, split, stage_layers, headroom, span }
@@ -429,6 +412,26 @@ pub(crate) fn parse_number(raw: &str) -> Result<Ratio, String> {
             .ok_or_else(too_big)?;
     }
     Ok(value)
+}
+
+/// The span of the last part a `check` or `find` wrote, in the order the grammar puts them:
+/// headroom, then stage layers, then the split, then the target.
+fn last_part(
+    headroom: Option<&Ident>,
+    stage_layers: &[Expr],
+    split: &[SplitPart],
+    target: Option<&Target>,
+) -> Option<Span> {
+    headroom
+        .map(|h| h.span)
+        .or_else(|| stage_layers.last().map(Expr::span))
+        .or_else(|| split.last().map(|p| p.degree.span()))
+        .or_else(|| {
+            target.map(|t| match t {
+                Target::Count(count) => count.span,
+                Target::Named(name) => name.span,
+            })
+        })
 }
 
 #[cfg(test)]
