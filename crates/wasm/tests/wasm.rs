@@ -97,7 +97,7 @@ fn hostile_input_never_traps() {
         // 9 PiB is beyond 2^53: it cannot be a JavaScript number, and must not be rounded.
         format!(
             "workload w {{ components {{ {} }} }}\ncheck w on l4\n",
-            (0..9).map(|i| format!("c{i} 1 PiB persistent\n")).collect::<String>()
+            (0..9).fold(String::new(), |lines, i| lines + &format!("c{i} 1 PiB persistent\n"))
         ),
         "workload w { model llama3.1-8b inference { weights bf16 context 99999999999999999999999 tokens } }".to_string(),
     ];
@@ -137,7 +137,7 @@ fn a_malformed_request_is_an_error_value() {
     }
     let request = serde_json::json!({
         "check": "chat-l4", "devices": ["l4", "h100-sxm-80gb"],
-        "contexts": [1024, 8192, 131072], "sessions": [1, 4, 16, 64],
+        "contexts": [1024, 8192, 131_072], "sessions": [1, 4, 16, 64],
     });
     let result = json(vram_wasm::fit_map(source, &Ts::new_unchecked(object(&request))).js_value());
     assert_eq!(result["error"], serde_json::Value::Null, "{result}");
@@ -164,22 +164,19 @@ fn catalog_and_verdicts() {
 fn dropped_model_files_cross_the_boundary() {
     let config = include_bytes!("../../core/tests/fixtures/import/tiny-llama.config.json");
     let tensors = include_bytes!("../../core/tests/fixtures/import/tiny-llama.safetensors");
+    // The file sizes JavaScript passes are numbers: these are small enough to be exact.
+    let size = |bytes: &[u8]| f64::from(u32::try_from(bytes.len()).expect("a small fixture"));
     let mut importer = vram_wasm::JsImporter::new();
-    let step =
-        json(importer.read("tiny-llama.config.json", config, config.len() as f64).js_value());
+    let step = json(importer.read("tiny-llama.config.json", config, size(config)).js_value());
     assert_eq!(step["need"], serde_json::Value::Null, "{step}");
     assert_eq!(step["kind"], "config");
     // The safetensors file: its 8-byte length first, then exactly its header.
-    let step = json(
-        importer.read("tiny-llama.safetensors", &tensors[..8], tensors.len() as f64).js_value(),
-    );
-    let need = step["need"].as_u64().unwrap();
-    assert!(need > 8 && need < tensors.len() as u64, "{step}");
-    let step = json(
-        importer
-            .read("tiny-llama.safetensors", &tensors[..need as usize], tensors.len() as f64)
-            .js_value(),
-    );
+    let step =
+        json(importer.read("tiny-llama.safetensors", &tensors[..8], size(tensors)).js_value());
+    let need = usize::try_from(step["need"].as_u64().unwrap()).unwrap();
+    assert!(need > 8 && need < tensors.len(), "{step}");
+    let step =
+        json(importer.read("tiny-llama.safetensors", &tensors[..need], size(tensors)).js_value());
     assert_eq!(step["need"], serde_json::Value::Null, "{step}");
     let model = json(importer.finish(vec!["llama3.1-8b".into()]).js_value());
     assert_eq!(model["name"], "tiny-llama", "{model}");
