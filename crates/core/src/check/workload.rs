@@ -67,8 +67,9 @@ pub(super) fn workload(
     let diffusion = diffusion_field.and_then(|field| section(field, &fields)).and_then(|block| {
         super::diffusion::diffusion(block, scope, training_field.is_some(), &mut diagnostics)
     });
-    let denoiser =
-        diffusion_field.map(|field| denoiser_precision(field, diffusion.as_ref(), &fields));
+    let denoiser = diffusion_field
+        .filter(|_| training_field.is_some())
+        .map(|field| denoiser_precision(field, diffusion.as_ref(), &fields));
     let training = training_field.and_then(|field| {
         section(field, &fields)
             .map(|block| super::training::training(block, denoiser, &mut diagnostics))

@@ -218,7 +218,9 @@ fn activations(
         }
         BlockLayout::Unet { channel_mult, layers_per_block, .. } => {
             let levels = unet_levels(diffusion, channel_mult, *layers_per_block)?;
-            unet_activations(diffusion, blocks, &levels, training).map(|c| vec![c])
+            let mut out = vec![unet_activations(diffusion, blocks, &levels, training)?];
+            out.extend(softmax_backward(diffusion, blocks, &levels, training)?);
+            Ok(out)
         }
     }
 }
@@ -370,4 +372,44 @@ fn unet_activations(
             "derived from diffusers ResnetBlock2D and BasicTransformerBlock (tensors autograd keeps); eval/diffusion_training.rs".into(),
         ),
     })
+}
+
+/// The backward pass through an eager attention's softmax holds, beside the probabilities it
+/// kept, the gradient arriving for them (from the product with V) and the gradient it computes
+/// for the scores (`softmax_backward_data`: dS = P ⊙ (dP − Σ dP ⊙ P)), both score-sized and in
+/// fp32 (autocast runs softmax in fp32). The first attention differentiated at the largest
+/// level is the peak, while the rest of the stored activations are still alive.
+fn softmax_backward(
+    diffusion: &Diffusion,
+    blocks: &DenoiserBlocks,
+    levels: &[Level],
+    training: &Training,
+) -> Result<Option<Component>, Overflow> {
+    let Some(level) = levels.iter().filter(|l| l.transformers > 0).max_by_key(|l| l.positions)
+    else {
+        return Ok(None);
+    };
+    if training.attention != Attention::Eager {
+        return Ok(None);
+    }
+    let keys = level.positions.checked_add(diffusion.text_tokens).ok_or(Overflow)?;
+    let product = Product::new()
+        .times(2, "gradients (probabilities, scores)")?
+        .times(diffusion.batch, "batch")?
+        .times(blocks.heads, "heads")?
+        .times(level.positions, "queries")?
+        .times(keys, "keys (positions + text tokens)")?
+        .bytes_each(Ratio::int(4), "fp32")?;
+    let (bytes, formula) = product.finish()?;
+    Ok(Some(Component {
+        held_by: HeldBy::Tensors,
+        name: "eager attention backward (softmax gradients)".to_string(),
+        category: Category::Intermediate,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: Some(
+            "derived: PyTorch softmax backward (grad_output and grad_input beside the saved output)".into(),
+        ),
+    }))
 }

@@ -94,6 +94,12 @@ fn eager_unet_attention_keeps_its_probabilities() {
     let difference = component(&eager[0], "denoiser activations (UNet)")
         - component(&fused[0], "denoiser activations (UNet)");
     assert_eq!(difference, expected);
+    // Differentiating the first level-0 attention holds two fp32 score-sized gradients.
+    assert_eq!(
+        component(&eager[0], "eager attention backward (softmax gradients)"),
+        2 * 8 * 4096 * (4096 + 77) * 4
+    );
+    assert!(names(&fused[0]).iter().all(|n| !n.starts_with("eager attention backward")));
 }
 
 #[test]
@@ -170,6 +176,12 @@ fn settings_a_trained_pipeline_cannot_have_are_diagnostics() {
     let with_model =
         sd("", "method lora { rank 4 }").replace(" runtime none", " runtime none\n model unet");
     assert!(codes(&with_model).contains(&"E013".to_string()));
+    // A GGUF mix samples, but cannot be trained.
+    let gguf = flux("; denoiser_weights q4_1", "method lora { rank 4 }");
+    assert!(codes(&gguf).contains(&"E013".to_string()));
+    let sampled = gguf.replace(" training { method lora { rank 4 } }\n", "");
+    assert!(!sampled.contains("training"));
+    assert!(codes(&sampled).is_empty(), "{:?}", codes(&sampled));
     // Full fine-tuning of a 4-bit denoiser.
     assert!(codes(&flux("; denoiser_weights nf4", "method full")).contains(&"E013".to_string()));
 }
