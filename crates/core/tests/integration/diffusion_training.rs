@@ -185,3 +185,20 @@ fn settings_a_trained_pipeline_cannot_have_are_diagnostics() {
     // Full fine-tuning of a 4-bit denoiser.
     assert!(codes(&flux("; denoiser_weights nf4", "method full")).contains(&"E013".to_string()));
 }
+
+#[test]
+fn the_largest_batch_of_a_trained_pipeline_is_its_diffusion_batch() {
+    // `find max batch` searches the diffusion batch; a trained pipeline has no sequence.
+    let lora = sd("", "method lora { rank 4 }").replace("a100-sxm4-80gb", "rtx-4090");
+    let with_context = format!("{lora}\nfind max context for w on rtx-4090");
+    assert_eq!(codes(&with_context).len(), 1, "{:?}", codes(&with_context));
+    let outcome = vram_core::evaluate(&format!("{lora}\nfind max batch for w on rtx-4090"));
+    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
+    let found = outcome.budget.queries[0].value.expect("a batch fits");
+    // Checked independently: the file written with that batch fits, one more does not.
+    let fits = |batch: u64| {
+        let checks = evaluate(&lora.replace("512 x 512", &format!("512 x 512; batch {batch}")));
+        matches!(checks[0].verdict, vram_core::budget::Verdict::Fits { .. })
+    };
+    assert!(found > 1 && fits(found) && !fits(found + 1), "{found}");
+}
