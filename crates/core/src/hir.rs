@@ -481,7 +481,10 @@ pub struct Training {
     pub master: Option<Precision>,
     pub gradients: Precision,
     pub optimizer: Optimizer,
+    /// Samples per step; a trained denoiser's is its diffusion section's `batch` (this stays 1).
     pub micro_batch: u64,
+    /// Tokens per sample; 0 for a trained denoiser, whose positions its diffusion section's
+    /// resolution gives.
     pub sequence: u64,
     pub checkpointing: Checkpointing,
     pub attention: Attention,

@@ -147,10 +147,21 @@ fn adapters(
     let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
     Ok(Adapters {
         params: rank.checked_mul(per_rank).ok_or(Overflow)?,
-        label: formula!("adapter params (rank {rank} × {per_rank}, {})", names.join(" ")),
+        label: formula!(
+            "adapter params (rank {rank} × {}, {})",
+            thousands(per_rank),
+            names.join(" ")
+        ),
         dtype,
         factored: None,
     })
+}
+
+/// `99,648` for 99648, as formulas write numbers.
+fn thousands(value: u64) -> String {
+    let mut out = String::new();
+    crate::bytes::write_thousands(&mut out, value);
+    out
 }
 
 /// One level of a UNet: its positions per sample, channels, and blocks.
