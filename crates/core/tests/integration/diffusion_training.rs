@@ -48,8 +48,8 @@ fn sd_unet_lora_rank_4_on_every_attention_projection() {
     // Per transformer block of c channels: self-attention q, k, v, o of c × c (2c each) and
     // cross-attention q, o (2c each) and k, v reading 768 (768 + c each): 14c + 1536 per rank.
     // Five blocks at 320, five at 640, five at 1280 and the mid block's one at 1280:
-    // 5 × 6016 + 5 × 10496 + 6 × 19456 = 199,296 per rank; rank 4: 797,184, the count diffusers'
-    // text-to-image LoRA example prints for SD 1.x.
+    // 5 × 6016 + 5 × 10496 + 6 × 19456 = 199,296 per rank; rank 4: 797,184 (computed by hand
+    // from the layout above).
     let checks = evaluate(&sd("", "method lora { rank 4 }"));
     assert_eq!(component(&checks[0], "LoRA adapters"), 797_184 * 4);
     assert_eq!(component(&checks[0], "adapter gradients"), 797_184 * 4);
