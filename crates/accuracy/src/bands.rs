@@ -37,7 +37,9 @@ pub struct Fit {
 pub fn basis_of(workload: &str) -> Option<BandBasis> {
     match workload {
         "llm_inference" => Some(BandBasis::Inference),
-        w if w.starts_with("training") => Some(BandBasis::Training),
+        // A trained denoiser is a training workload in the core (its band basis follows the
+        // `training` section), whatever the pipeline.
+        w if w.starts_with("training") || w == "diffusion_training" => Some(BandBasis::Training),
         w if w.starts_with("diffusion") => Some(BandBasis::Diffusion),
         _ => None,
     }

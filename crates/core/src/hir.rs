@@ -481,7 +481,10 @@ pub struct Training {
     pub master: Option<Precision>,
     pub gradients: Precision,
     pub optimizer: Optimizer,
+    /// Samples per step; a trained denoiser's is its diffusion section's `batch` (this stays 1).
     pub micro_batch: u64,
+    /// Tokens per sample; 0 for a trained denoiser, whose positions its diffusion section's
+    /// resolution gives.
     pub sequence: u64,
     pub checkpointing: Checkpointing,
     pub attention: Attention,
@@ -563,6 +566,29 @@ pub struct Denoiser {
     /// Hidden size (transformer) or base channel count (UNet).
     pub hidden: u64,
     pub weights: WeightFormat,
+    /// The blocks a training step stores activations for and LoRA adapts; written only for
+    /// training (inference sizes one block from `hidden`).
+    pub blocks: Option<DenoiserBlocks>,
+}
+
+/// The block structure of a denoiser, as its configuration states it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DenoiserBlocks {
+    /// Attention heads of every attention layer (diffusers `num_attention_heads`; SD 1.x's UNet
+    /// has 8 at every level).
+    pub heads: u64,
+    pub layout: BlockLayout,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BlockLayout {
+    /// `layers` transformer blocks over every token (latent patches and text).
+    Transformer { layers: u64 },
+    /// A UNet (SD 1.x/2.x layout, diffusers `UNet2DConditionModel` with `CrossAttnDownBlock2D`
+    /// levels and a plain deepest level): level `i` has `hidden × channel_mult[i]` channels at
+    /// the latent resolution halved `i` times, `layers_per_block` ResNet (and transformer)
+    /// blocks going down, one more coming up, and a mid block at the deepest level.
+    Unet { channel_mult: Vec<u64>, layers_per_block: u64, cross_attention_dim: u64 },
 }
 
 /// diffusers' offloading: `Model` moves whole components to the GPU one at a time

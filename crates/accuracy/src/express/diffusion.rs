@@ -164,7 +164,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
 }
 
 /// The image size, `1024x1024` in the source's wording.
-fn resolution(cx: &mut Cx<'_>) -> Option<(u64, u64)> {
+pub(super) fn resolution(cx: &mut Cx<'_>) -> Option<(u64, u64)> {
     let text = cx.point.image_or_video.clone().unwrap_or_default();
     let found = text.split(|c: char| !(c.is_ascii_digit() || c == 'x')).find_map(|word| {
         let (w, h) = word.split_once('x')?;

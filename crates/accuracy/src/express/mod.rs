@@ -9,13 +9,14 @@
 
 mod conditions;
 mod diffusion;
+mod diffusion_training;
 mod inference;
 mod training;
 
 use std::fmt::Write as _;
 
 use crate::data::Point;
-use crate::gaps::{Assumption, Gap, data, feature};
+use crate::gaps::{Assumption, Gap, data};
 use crate::target::Target;
 use crate::units::UnitRule;
 
@@ -83,10 +84,7 @@ pub fn express(point: &Point) -> Expression {
     let mut model = None;
     let body = match kind {
         "diffusion_inference" => diffusion::body(&mut cx),
-        "diffusion_training" => {
-            cx.gap(Gap::feature(feature::DIFFUSION_TRAINING, format!("{}: {kind}", point.model)));
-            None
-        }
+        "diffusion_training" => diffusion_training::body(&mut cx),
         "runtime_overhead" => Some(runtime_only_body()),
         "llm_inference" | "llm_weights_load" => {
             model = cx.model();

@@ -223,7 +223,7 @@ fn states(
 }
 
 /// `r=64` or `rank 4`.
-fn rank(lower: &str) -> Option<u64> {
+pub(super) fn rank(lower: &str) -> Option<u64> {
     ["r=", "rank "].iter().find_map(|key| {
         let start = lower.find(key)? + key.len();
         crate::data::leading_number(&lower[start..])

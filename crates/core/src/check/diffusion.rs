@@ -1,12 +1,15 @@
 //! Checking `diffusion` sections: a pipeline of a denoiser, text encoders and a VAE, each a
-//! model declared by its parameter count, with the image size, batch and guidance.
+//! model declared by its parameter count, with the image size, batch and guidance. Next to a
+//! `training` section the same pipeline is trained: the denoiser's block structure is then
+//! required (its activations and LoRA adapters come from it), and settings that only inference
+//! has (guidance, model offload, VAE tiling) are refused.
 
 use super::Scope;
 use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
 use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
-use crate::hir::{Denoiser, Diffusion, DiffusionOffload};
+use crate::hir::{BlockLayout, Denoiser, DenoiserBlocks, Diffusion, DiffusionOffload};
 use crate::quant::WeightFormat;
 
 /// `text_encoder_weights`: one format for every text encoder, or one per encoder in the order of
@@ -49,9 +52,103 @@ fn encoder_formats(
     Some(formats)
 }
 
+/// The denoiser's block structure, read when the pipeline is trained (`unet`: the architecture,
+/// when it was readable). The fields of the other architecture are refused.
+fn blocks(fields: &Fields<'_>, unet: Option<bool>, training: bool) -> Option<DenoiserBlocks> {
+    let unet = unet?;
+    let (own, other): (&[&str], &[&str]) = if unet {
+        (&["channel_mult", "layers_per_block", "cross_attention_dim"], &["layers"])
+    } else {
+        (&["layers"], &["channel_mult", "layers_per_block", "cross_attention_dim"])
+    };
+    let architecture = if unet { "a UNet" } else { "a transformer denoiser" };
+    for key in other {
+        if let Some(field) = fields.get(key) {
+            fields.push(Diagnostic::error(
+                "E013",
+                field.key.span,
+                format!("`{key}` does not describe {architecture}"),
+            ));
+        }
+    }
+    let heads = fields.whole("heads", Dim::Count, 1, 4096, "24");
+    let layers = fields.whole("layers", Dim::Count, 1, 4096, "57");
+    let layers_per_block = fields.whole("layers_per_block", Dim::Count, 1, 64, "2");
+    let cross = fields.whole("cross_attention_dim", Dim::Count, 1, 1 << 16, "768");
+    let mult = fields.get("channel_mult").and_then(|field| channel_mult(fields, field));
+    if !training {
+        return None;
+    }
+    let examples = [
+        ("heads", "heads 24"),
+        ("layers", "layers 57"),
+        ("channel_mult", "channel_mult 1 2 4 4"),
+        ("layers_per_block", "layers_per_block 2"),
+        ("cross_attention_dim", "cross_attention_dim 768"),
+    ];
+    for (key, example) in examples {
+        if (key == "heads" || own.contains(&key)) && !fields.has(key) {
+            fields.missing(key, example);
+        }
+    }
+    let layout = if unet {
+        BlockLayout::Unet {
+            channel_mult: mult?,
+            layers_per_block: layers_per_block?,
+            cross_attention_dim: cross?,
+        }
+    } else {
+        BlockLayout::Transformer { layers: layers? }
+    };
+    Some(DenoiserBlocks { heads: heads?, layout })
+}
+
+/// `channel_mult 1 2 4 4`: the channel multiplier of each UNet level, at most 8 levels.
+fn channel_mult(fields: &Fields<'_>, field: &crate::ast::Field) -> Option<Vec<u64>> {
+    let mut mult = Vec::new();
+    for value in &field.values {
+        let crate::ast::Value::Expr(expr) = value else {
+            fields.push(Diagnostic::error(
+                "E013",
+                value.span(),
+                "`channel_mult` takes whole numbers, such as `channel_mult 1 2 4 4`",
+            ));
+            return None;
+        };
+        let quantity = match super::quantity::evaluate(expr) {
+            Ok(q) if q.dim == Dim::Count => q,
+            Ok(q) => {
+                fields.push(Diagnostic::error(
+                    "E005",
+                    expr.span(),
+                    format!("`channel_mult` needs counts, but this is {}", q.dim),
+                ));
+                return None;
+            }
+            Err(diagnostic) => {
+                fields.push(diagnostic);
+                return None;
+            }
+        };
+        mult.push(fields.check_whole("channel_mult", quantity.value, expr.span(), 1, 64)?);
+    }
+    if !(1..=8).contains(&mult.len()) {
+        fields.push(Diagnostic::error(
+            "E013",
+            field.span,
+            format!("`channel_mult` takes 1 to 8 levels; it has {}", mult.len()),
+        ));
+        return None;
+    }
+    Some(mult)
+}
+
+/// Checks a `diffusion` section; `training`: the workload also has a `training` section, so the
+/// pipeline is trained rather than sampled.
 pub(super) fn diffusion(
     block: &Block,
     scope: &Scope<'_>,
+    training: bool,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<Diffusion> {
     const KNOWN: &[(&str, Repeat)] = &[
@@ -71,6 +168,11 @@ pub(super) fn diffusion(
         ("vae_channels", Repeat::Once),
         ("vae_tiling", Repeat::Once),
         ("offload", Repeat::Once),
+        ("heads", Repeat::Once),
+        ("layers", Repeat::Once),
+        ("channel_mult", Repeat::Once),
+        ("layers_per_block", Repeat::Once),
+        ("cross_attention_dim", Repeat::Once),
     ];
     let fields = Fields::new("a diffusion section", block, KNOWN);
     let model = |ident: &crate::ast::Ident| match scope.expect(ident, &[DeclarationKind::Model]) {
@@ -111,12 +213,30 @@ pub(super) fn diffusion(
     }
     let frames = fields.whole("frames", Dim::Count, 1, 4096, "13").unwrap_or(1);
     let batch = fields.whole("batch", Dim::Count, 1, 4096, "1").unwrap_or(1);
-    let cfg = fields.boolean("cfg").unwrap_or(true);
+    // Training runs the denoiser once per step on its batch (captions dropped at random stand in
+    // for the unconditional branch); guidance and model offload belong to sampling, and tiling to
+    // the decoder, which a training step does not run.
+    if training {
+        for key in ["cfg", "offload", "vae_tiling"] {
+            if let Some(field) = fields.get(key) {
+                fields.push(
+                    Diagnostic::error(
+                        "E013",
+                        field.key.span,
+                        format!("`{key}` is an inference setting; this pipeline is trained"),
+                    )
+                    .with_help(format!("remove `{key}`, or the `training` section")),
+                );
+            }
+        }
+    }
+    let cfg = fields.boolean("cfg").unwrap_or(!training);
     let text_tokens =
         fields.whole("text_tokens", Dim::Tokens, 0, 100_000, "512 tokens").unwrap_or(77);
     let vae_channels = fields.whole("vae_channels", Dim::Count, 1, 4096, "128").unwrap_or(128);
     let vae_tiling = fields.boolean("vae_tiling").unwrap_or(false);
     let offload = fields.choice("offload", &["none", "model"]).map(|(w, _)| w == "model");
+    let blocks = blocks(&fields, architecture, training);
     let found = fields.finish();
     let ok = found.is_empty();
     diagnostics.extend(found);
@@ -127,6 +247,7 @@ pub(super) fn diffusion(
         unet: architecture?,
         hidden: hidden?,
         weights: denoiser_weights,
+        blocks,
     };
     ok.then(|| Diffusion {
         denoiser,

@@ -201,7 +201,10 @@ fn goal_words(goal: &Goal) -> String {
 fn not_applicable(goal: &Goal, w: &Workload) -> Option<String> {
     let has = match goal {
         Goal::Max(Knob::Sessions) | Goal::Precision => w.inference.is_some(),
-        Goal::Max(Knob::Context) => w.inference.is_some() || w.training.is_some(),
+        // A trained denoiser's positions come from its resolution, not a sequence.
+        Goal::Max(Knob::Context) => {
+            w.inference.is_some() || (w.training.is_some() && w.diffusion.is_none())
+        }
         Goal::Max(Knob::Batch) => w.training.is_some() || w.diffusion.is_some(),
         Goal::MinDevices(_) | Goal::Machines => true,
     };
@@ -221,7 +224,7 @@ fn applicable_help(w: &Workload) -> String {
     if w.inference.is_some() {
         goals.extend(["max sessions", "max context", "precision"]);
     }
-    if w.training.is_some() {
+    if w.training.is_some() && w.diffusion.is_none() {
         goals.extend(["max batch", "max context"]);
     }
     if w.diffusion.is_some() {

@@ -1,5 +1,7 @@
 //! Checking `training` sections: method (full or LoRA), precisions, optimizer, batch,
-//! checkpointing and sharding.
+//! checkpointing and sharding. Beside a `diffusion` section the section trains the pipeline's
+//! denoiser: its weights, batch and positions are the pipeline's, so the fields that state them
+//! for a language model are refused.
 
 use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
@@ -13,7 +15,25 @@ use crate::precision::Precision;
 /// The longest sequence accepted: 100 million tokens.
 const MAX_TOKENS: u64 = 100_000_000;
 
-pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Training> {
+/// The fields that say what the `diffusion` section already says (or what is not modelled for a
+/// denoiser), with the reason given when one is written.
+const NOT_FOR_A_DENOISER: &[(&str, &str)] = &[
+    ("weights", "the denoiser's weights are the diffusion section's `denoiser_weights`"),
+    ("sequence", "a denoiser's tokens come from the diffusion section's `resolution`"),
+    ("micro_batch", "a denoiser's batch is the diffusion section's `batch`"),
+    ("sequence_parallel", "sequence parallelism is not modelled for a denoiser"),
+    ("sharding", "sharded training is not modelled for a denoiser"),
+    ("offload", "offloaded training is not modelled for a denoiser"),
+    ("bucket_elements", "DeepSpeed buckets are not modelled for a denoiser"),
+];
+
+/// Checks a `training` section. `denoiser`: the workload trains a diffusion pipeline's
+/// denoiser, stored in this precision.
+pub(super) fn training(
+    block: &Block,
+    denoiser: Option<Precision>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Training> {
     const KNOWN: &[(&str, Repeat)] = &[
         ("method", Repeat::Once),
         ("weights", Repeat::Once),
@@ -33,12 +53,31 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
         ("foreach", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
-    let method = fields
-        .get("method")
-        .map_or(Some(Method::Full), |field| method(field, &fields, diagnostics));
-    let weights = fields.precision("weights");
+    if denoiser.is_some() {
+        for (key, why) in NOT_FOR_A_DENOISER {
+            if let Some(field) = fields.get(key) {
+                fields.push(Diagnostic::error("E013", field.key.span, format!("`{key}`: {why}")));
+            }
+        }
+    }
+    let method = fields.get("method").map_or(Some(Method::Full), |field| {
+        method(field, &fields, denoiser.is_some(), diagnostics)
+    });
+    let weights = denoiser.or_else(|| fields.precision("weights"));
     if weights.is_none() {
         fields.missing("weights", "weights bf16");
+    }
+    if let (Some(Method::Full), Some(p)) = (&method, denoiser.filter(|p| !p.is_float_compute())) {
+        let span =
+            block.fields.iter().find(|f| f.key.name == "method").map_or(block.span, |f| f.span);
+        fields.push(
+            Diagnostic::error(
+                "E013",
+                span,
+                format!("full fine-tuning updates every weight, which {} cannot store", p.name()),
+            )
+            .with_help("train LoRA adapters on a quantized denoiser: `method lora { rank 16 }`"),
+        );
     }
     let names: Vec<&str> = Precision::NAMES.iter().copied().chain(["none"]).collect();
     let master = fields.choice("master", &names).map(|(w, _)| Precision::from_name(w));
@@ -83,7 +122,12 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
     // already held; only `micro_batch` sizes the activations.
     fields.whole("gradient_accumulation", Dim::Count, 1, 1_000_000, "8");
     let micro_batch = fields.whole("micro_batch", Dim::Count, 1, 1_000_000, "4");
-    let sequence = fields.whole("sequence", Dim::Tokens, 1, MAX_TOKENS, "2048 tokens");
+    // A denoiser's positions are the diffusion section's; 0 marks the field unused.
+    let sequence = if denoiser.is_some() {
+        Some(0)
+    } else {
+        fields.whole("sequence", Dim::Tokens, 1, MAX_TOKENS, "2048 tokens")
+    };
     if sequence.is_none() {
         fields.missing("sequence", "sequence 2048 tokens");
     }
@@ -128,7 +172,17 @@ pub(super) fn training(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Opti
     })
 }
 
-fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>) -> Option<Method> {
+/// The LoRA targets a denoiser has: the attention projections (diffusers' `to_q`, `to_k`,
+/// `to_v`, `to_out.0`).
+const DENOISER_TARGETS: [LoraTarget; 4] =
+    [LoraTarget::Q, LoraTarget::K, LoraTarget::V, LoraTarget::O];
+
+fn method(
+    field: &Field,
+    fields: &Fields<'_>,
+    denoiser: bool,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Method> {
     let [Value::Word(word)] = field.values.as_slice() else {
         fields.push(Diagnostic::error(
             "E013",
@@ -160,17 +214,22 @@ fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>)
             );
         }
         let mut targets = Vec::new();
-        let names: Vec<&str> = LoraTarget::ALL.iter().map(|t| t.name()).chain(["all"]).collect();
+        let adaptable: &[LoraTarget] = if denoiser { &DENOISER_TARGETS } else { &LoraTarget::ALL };
+        let names: Vec<&str> = adaptable.iter().map(|t| t.name()).chain(["all"]).collect();
         if let Some(targets_field) = inner.get("targets") {
             for word in inner.words(targets_field) {
                 match inner.word_in(targets_field, word, &names) {
-                    Some("all") => targets.extend(LoraTarget::ALL),
+                    Some("all") => targets.extend(adaptable),
                     Some(name) => {
-                        targets.extend(LoraTarget::ALL.into_iter().filter(|t| t.name() == name));
+                        targets.extend(adaptable.iter().filter(|t| t.name() == name));
                     }
                     None => {}
                 }
             }
+        } else if denoiser {
+            // diffusers' LoRA training scripts adapt every attention projection
+            // (`target_modules=["to_k", "to_q", "to_v", "to_out.0"]`).
+            targets.extend(DENOISER_TARGETS);
         } else {
             // PEFT's default for Llama-style models adapts the attention query and value.
             targets.extend([LoraTarget::Q, LoraTarget::V]);
@@ -179,7 +238,14 @@ fn method(field: &Field, fields: &Fields<'_>, diagnostics: &mut Vec<Diagnostic>)
         targets.dedup();
         let dtype = inner.precision("dtype");
         let mut save = Vec::new();
-        if let Some(save_field) = inner.get("modules_to_save") {
+        let save_field = inner.get("modules_to_save");
+        if let (true, Some(save_field)) = (denoiser, save_field) {
+            inner.push(Diagnostic::error(
+                "E013",
+                save_field.key.span,
+                "`modules_to_save` names a language model's embeddings and head; a denoiser has neither",
+            ));
+        } else if let Some(save_field) = save_field {
             for word in inner.words(save_field) {
                 match inner.word_in(save_field, word, &["embeddings", "head"]) {
                     Some("embeddings") => save.push(Saved::Embeddings),

@@ -62,15 +62,36 @@ pub(super) fn workload(
     }
     let inference = inference_field
         .and_then(|field| section(field, &fields).map(|block| inference(block, &mut diagnostics)));
+    // A `training` section beside a `diffusion` one trains the pipeline's denoiser.
+    let diffusion_field = fields.get("diffusion");
+    let diffusion = diffusion_field.and_then(|field| section(field, &fields)).and_then(|block| {
+        super::diffusion::diffusion(block, scope, training_field.is_some(), &mut diagnostics)
+    });
+    let denoiser = diffusion_field
+        .filter(|_| training_field.is_some())
+        .map(|field| denoiser_precision(field, diffusion.as_ref(), &fields));
     let training = training_field.and_then(|field| {
-        section(field, &fields).map(|block| super::training::training(block, &mut diagnostics))
+        section(field, &fields)
+            .map(|block| super::training::training(block, denoiser, &mut diagnostics))
     });
     let components = fields
         .get("components")
         .and_then(|field| section(field, &fields))
         .map(|block| components(block, &mut diagnostics));
 
-    let needs_model = inference_field.is_some() || training_field.is_some();
+    let needs_model =
+        inference_field.is_some() || (training_field.is_some() && diffusion_field.is_none());
+    let model_field = decl.body.fields.iter().find(|f| f.key.name == "model");
+    if let (Some(model), Some(_), Some(_)) = (model_field, training_field, diffusion_field) {
+        fields.push(
+            Diagnostic::error(
+                "E013",
+                model.key.span,
+                "a trained pipeline's model is the diffusion section's `denoiser`",
+            )
+            .with_help("remove `model`"),
+        );
+    }
     if needs_model && !fields.has("model") {
         fields.missing("model", "model llama3.1-8b");
     }
@@ -79,10 +100,6 @@ pub(super) fn workload(
         .and_then(|field| section(field, &fields))
         .map(|block| super::scene::scene(block, &mut diagnostics));
     let eager_modules = fields.choice("cuda_module_loading", &["lazy", "eager"]);
-    let diffusion = fields
-        .get("diffusion")
-        .and_then(|field| section(field, &fields))
-        .and_then(|block| super::diffusion::diffusion(block, scope, &mut diagnostics));
     if !needs_model && !fields.has("components") && !fields.has("scene") && !fields.has("diffusion")
     {
         fields.push(
@@ -132,6 +149,31 @@ pub(super) fn workload(
         _ => None,
     };
     (workload, diagnostics)
+}
+
+/// The precision a trained denoiser is stored in: its format, when the pipeline checked and the
+/// format is one precision for every tensor; else bf16 as a stand-in (the workload is dropped for
+/// its diffusion errors, or for the one reported here).
+fn denoiser_precision(
+    field: &Field,
+    diffusion: Option<&crate::hir::Diffusion>,
+    fields: &Fields<'_>,
+) -> crate::precision::Precision {
+    match diffusion.map(|d| d.denoiser.weights) {
+        Some(crate::quant::WeightFormat::Uniform(precision)) => precision,
+        Some(crate::quant::WeightFormat::Preset(preset)) => {
+            fields.push(Diagnostic::error(
+                "E013",
+                field.key.span,
+                format!(
+                    "a trained denoiser needs one precision for every weight; `{}` mixes several",
+                    preset.name()
+                ),
+            ));
+            crate::precision::Precision::Bf16
+        }
+        None => crate::precision::Precision::Bf16,
+    }
 }
 
 /// The block of a section field such as `inference { ... }`.

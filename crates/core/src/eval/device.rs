@@ -3,7 +3,9 @@
 //! hand; and [`Reuse`], what evaluations of one program keep from one to the next.
 
 use super::calc::{self, Overflow, div_ceil, formula};
-use super::{Placement, diffusion, headroom_for, llm, params, pool, runtime, training};
+use super::{
+    Placement, diffusion, diffusion_training, headroom_for, llm, params, pool, runtime, training,
+};
 use crate::budget::{Component, HeldBy, KvPool, Provenance};
 use crate::bytes::{Bytes, GIB};
 use crate::hir::{Device, Headroom, Layered, Runtime, Workload};
@@ -152,10 +154,14 @@ pub(super) fn device_components_reusing(
             pool_request = Some((fraction, per_token, needed_tokens));
         }
     }
-    if let Some(pipeline) = &workload.diffusion {
-        components.extend(diffusion::components(program, pipeline)?);
+    match (&workload.diffusion, &workload.training) {
+        (Some(pipeline), Some(training)) => {
+            components.extend(diffusion_training::components(program, pipeline, training)?);
+        }
+        (Some(pipeline), None) => components.extend(diffusion::components(program, pipeline)?),
+        (None, _) => {}
     }
-    if let (Some(training), Some(shape)) = (&workload.training, shape) {
+    if let (Some(training), Some(shape), None) = (&workload.training, shape, &workload.diffusion) {
         peers *= d;
         components.extend(training::components(shape, placement, training, d)?);
     }

@@ -41,16 +41,22 @@ fn formula(
     })
 }
 
-fn weights(
+/// A pipeline model's parameter count: the one declared, or its shape's.
+pub(super) fn parameter_count(program: &Layered<'_>, model: &str) -> Option<u64> {
+    let found = program.model(model)?;
+    found.params.or_else(|| found.shape.as_ref().and_then(crate::eval::parameter_count))
+}
+
+/// A pipeline model's weights, `role` naming it: the parameters in `format`, and the ones its
+/// loader keeps in fp32 (see [`kept_precision`]).
+pub(super) fn weights(
     program: &Layered<'_>,
     model: &str,
     format: WeightFormat,
     role: &str,
 ) -> Result<Vec<Component>, Overflow> {
     let Some(found) = program.model(model) else { return Ok(Vec::new()) };
-    let Some(params) =
-        found.params.or_else(|| found.shape.as_ref().and_then(crate::eval::parameter_count))
-    else {
+    let Some(params) = parameter_count(program, model) else {
         return Ok(Vec::new());
     };
     let precision = format.matrix(crate::quant::Matrix::Up, 0, 1, 1);

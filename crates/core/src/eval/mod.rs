@@ -7,6 +7,7 @@ mod band;
 mod calc;
 mod device;
 mod diffusion;
+mod diffusion_training;
 mod fit;
 pub mod grid;
 mod host;

@@ -67,7 +67,11 @@ fn lora_shapes(
     Ok((params, factored))
 }
 
-fn state(name: &str, bytes_formula: (crate::bytes::Bytes, String), source: &str) -> Component {
+pub(super) fn state(
+    name: &str,
+    bytes_formula: (crate::bytes::Bytes, String),
+    source: &str,
+) -> Component {
     Component {
         held_by: HeldBy::Tensors,
         name: name.to_string(),
@@ -86,7 +90,7 @@ fn divisor(training: &Training, covered_from: Sharding, data: u64) -> u64 {
 }
 
 /// `params` values of `precision`, divided over `ways` data ranks when sharded.
-fn sharded(
+pub(super) fn sharded(
     params: u64,
     label: impl Into<std::borrow::Cow<'static, str>>,
     per_element: Ratio,
@@ -151,7 +155,7 @@ const SUB_GROUP_SIZE: u64 = 1_000_000_000;
 ///   (`stage_1_and_2.py`: `flatten(averaged_gradients[i]).to(fp32)`), holding both at once.
 /// - PyTorch's foreach AdamW holds one state-sized temporary, the square root of the second
 ///   moment (`torch/optim/adamw.py`, `_multi_tensor_adamw`: `_foreach_sqrt(exp_avg_sqs)`).
-fn step_transient(
+pub(super) fn step_transient(
     params: u64,
     label: &'static str,
     training: &Training,
@@ -189,7 +193,7 @@ fn step_transient(
 /// Master copy, gradients and optimizer state of `params` trained parameters, each divided over
 /// the data ranks its sharding stage covers; master and optimizer stay on the host when
 /// offloaded.
-fn trained_states(
+pub(super) fn trained_states(
     prefix: &str,
     params: u64,
     label: &'static str,
@@ -292,21 +296,7 @@ pub(crate) fn components(
             base_label,
         )?);
     }
-    if training.weights == Precision::Fp32 && training.activations != Precision::Fp32 {
-        // Autocast keeps 16-bit copies of the fp32 weights it casts (HF model_memory_anatomy:
-        // "6 bytes per parameter" for weights under mixed precision).
-        let a = training.activations;
-        let copies =
-            Product::new().times(params, "params")?.bytes_each(a.bytes_per_element(), a.name())?;
-        components.push(Component {
-            category: Category::Intermediate,
-            ..state(
-                "16-bit weight copies (autocast)",
-                copies.finish()?,
-                "DOMAIN.md §5.1: HF model_memory_anatomy, mixed precision weights",
-            )
-        });
-    }
+    components.extend(autocast_copies(params, training)?);
     let master_ways = divisor(training, Sharding::Zero1, data);
     let mut step = Vec::new();
     match &training.method {
@@ -326,42 +316,9 @@ pub(crate) fn components(
             let adapter_params = lora_params(shape, placement, *rank, targets)?;
             let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
             let label = formula!("adapter params (rank {rank}, {})", names.join(" "));
-            let weights = Product::new()
-                .times(adapter_params, label)?
-                .bytes_each(dtype.bytes_per_element(), dtype.name())?;
-            components.push(state(
-                "LoRA adapters",
-                weights.finish()?,
-                "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)",
-            ));
-            let gradient_ways = divisor(training, Sharding::Zero2, data);
-            let figures = sharded(
-                adapter_params,
-                "adapter params",
-                dtype.bytes_per_element(),
-                dtype.name(),
-                gradient_ways,
-            )?;
-            components.push(state("adapter gradients", figures, "DOMAIN.md §5.4"));
-            step.extend(step_transient(
-                adapter_params,
-                "adapter params",
-                training,
-                *dtype,
-                master_ways,
-            )?);
-            if training.offload == Offload::None {
-                let ways = divisor(training, Sharding::Zero1, data);
-                components.extend(optimizer_state(
-                    "adapter optimizer state",
-                    adapter_params,
-                    "adapter params",
-                    training,
-                    ways,
-                    *dtype,
-                    lora_shapes(shape, placement, *rank, targets).ok().map(|(_, f)| f),
-                )?);
-            }
+            let factored = lora_shapes(shape, placement, *rank, targets).ok().map(|(_, f)| f);
+            let adapters = Adapters { params: adapter_params, label, dtype: *dtype, factored };
+            components.extend(adapter_states(&adapters, training, data, &mut step)?);
             // PEFT `modules_to_save`: whole modules trained next to the adapters, as a
             // trainable copy of the module with its own gradients and optimizer state.
             let ends = params::ends(shape, placement);
@@ -430,6 +387,76 @@ pub(crate) fn components(
     Ok(components)
 }
 
+/// Autocast keeps 16-bit copies of the fp32 weights it casts (HF model_memory_anatomy: "6 bytes
+/// per parameter" for weights under mixed precision); none when weights and activations share
+/// a precision.
+pub(super) fn autocast_copies(
+    params: u64,
+    training: &Training,
+) -> Result<Option<Component>, Overflow> {
+    if training.weights != Precision::Fp32 || training.activations == Precision::Fp32 {
+        return Ok(None);
+    }
+    let a = training.activations;
+    let copies =
+        Product::new().times(params, "params")?.bytes_each(a.bytes_per_element(), a.name())?;
+    Ok(Some(Component {
+        category: Category::Intermediate,
+        ..state(
+            "16-bit weight copies (autocast)",
+            copies.finish()?,
+            "DOMAIN.md §5.1: HF model_memory_anatomy, mixed precision weights",
+        )
+    }))
+}
+
+/// LoRA adapters on this device: their count (with its formula label), precision and, for a
+/// factored optimizer, their row and column count.
+pub(super) struct Adapters {
+    pub(super) params: u64,
+    pub(super) label: String,
+    pub(super) dtype: Precision,
+    pub(super) factored: Option<u64>,
+}
+
+/// The adapters, their gradients and their optimizer state; what the optimizer step needs of
+/// its own goes to `step`.
+pub(super) fn adapter_states(
+    adapters: &Adapters,
+    training: &Training,
+    data: u64,
+    step: &mut Vec<(crate::bytes::Bytes, String)>,
+) -> Result<Vec<Component>, Overflow> {
+    let Adapters { params, dtype, .. } = *adapters;
+    let mut components = Vec::new();
+    let weights = Product::new()
+        .times(params, adapters.label.clone())?
+        .bytes_each(dtype.bytes_per_element(), dtype.name())?;
+    components.push(state(
+        "LoRA adapters",
+        weights.finish()?,
+        "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)",
+    ));
+    let gradient_ways = divisor(training, Sharding::Zero2, data);
+    let figures =
+        sharded(params, "adapter params", dtype.bytes_per_element(), dtype.name(), gradient_ways)?;
+    components.push(state("adapter gradients", figures, "DOMAIN.md §5.4"));
+    let master_ways = divisor(training, Sharding::Zero1, data);
+    step.extend(step_transient(params, "adapter params", training, dtype, master_ways)?);
+    if training.offload == Offload::None {
+        components.extend(optimizer_state(
+            "adapter optimizer state",
+            params,
+            "adapter params",
+            training,
+            master_ways,
+            dtype,
+            adapters.factored,
+        )?);
+    }
+    Ok(components)
+}
+
 /// A GPTQ base dequantizes each matrix to fp16 (its scales' type) in the forward pass once the
 /// input has at least `kernel_switch_threshold` (128) rows, and multiplies with a plain
 /// `torch.matmul(x, weights)`, which autograd makes keep the fp16 matrix for the input's
@@ -484,7 +511,7 @@ fn saved_dequantized_weights(
 /// The optimizer step runs after the backward pass has freed its activations, so the device
 /// holds the larger of the two phases' transients: the step is counted only for what it needs
 /// beyond the backward pass's intermediates.
-fn optimizer_step(
+pub(super) fn optimizer_step(
     components: &[Component],
     step: &[(crate::bytes::Bytes, String)],
 ) -> Result<Option<Component>, Overflow> {
@@ -556,7 +583,7 @@ fn layer_activation_formula(
         .bytes_each(elem, training.activations.name())
 }
 
-fn activations(
+pub(super) fn activations(
     shape: &Shape,
     placement: &Placement,
     training: &Training,

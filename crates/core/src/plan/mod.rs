@@ -166,16 +166,15 @@ impl<'p> Planner<'p> {
         let w = &self.original;
         match knob {
             Knob::Sessions => w.inference.as_ref().map(|i| i.sessions),
-            Knob::Context => w
-                .inference
-                .as_ref()
-                .map(|i| i.context)
-                .or_else(|| w.training.as_ref().map(|t| t.sequence)),
+            // A trained pipeline's batch and positions are its diffusion section's.
+            Knob::Context => w.inference.as_ref().map(|i| i.context).or_else(|| {
+                w.training.as_ref().filter(|_| w.diffusion.is_none()).map(|t| t.sequence)
+            }),
             Knob::Batch => w
-                .training
+                .diffusion
                 .as_ref()
-                .map(|t| t.micro_batch)
-                .or_else(|| w.diffusion.as_ref().map(|d| d.batch)),
+                .map(|d| d.batch)
+                .or_else(|| w.training.as_ref().map(|t| t.micro_batch)),
         }
     }
 
@@ -205,15 +204,15 @@ impl<'p> Planner<'p> {
             Knob::Context => {
                 if let Some(i) = w.inference.as_mut() {
                     i.context = value;
-                } else if let Some(t) = w.training.as_mut() {
+                } else if let (Some(t), None) = (w.training.as_mut(), &w.diffusion) {
                     t.sequence = value;
                 }
             }
             Knob::Batch => {
-                if let Some(t) = w.training.as_mut() {
-                    t.micro_batch = value;
-                } else if let Some(d) = w.diffusion.as_mut() {
+                if let Some(d) = w.diffusion.as_mut() {
                     d.batch = value;
+                } else if let Some(t) = w.training.as_mut() {
+                    t.micro_batch = value;
                 }
             }
         }

@@ -1,0 +1,426 @@
+//! Training a diffusion pipeline's denoiser: the frozen text encoders and VAE that are loaded,
+//! the denoiser's weights, its training state (full fine-tuning or LoRA, through the language
+//! model path's own functions in `training.rs`) and the activations one step stores, from the
+//! denoiser's block structure.
+//!
+//! The step encodes the images and prompts without gradients before the denoiser runs (their
+//! transients are freed before its forward pass and are not counted); the denoiser runs once per
+//! step on its batch (no guidance batch). Text encoders and a VAE left out of the `diffusion`
+//! section are not loaded (latents and embeddings computed beforehand).
+//!
+//! Activations [derived from the block structure; DOMAIN.md §5.3 for transformer blocks]:
+//! - transformer (DiT/MMDiT): each block stores what a pre-norm transformer layer stores
+//!   (`training::activations`, Korthikanti et al. adapted), with multi-head attention and a
+//!   plain GELU MLP of 4 × hidden (DiT `mlp_ratio` 4; FLUX.1 `mlp_ratio` 4.0), over the latent
+//!   patches (2 × 2 after the VAE's 8× downsampling) and the text tokens;
+//! - UNet: per level, every ResNet and transformer block stores the inputs of its operations
+//!   (see [`RESNET_TENSORS`], [`TRANSFORMER_TENSORS`]) at that level's positions and channels;
+//!   eager attention adds its probabilities. Full checkpointing (diffusers
+//!   `enable_gradient_checkpointing`, one checkpoint per ResNet and transformer block) keeps each
+//!   block's input and recomputes the largest block in the backward pass.
+
+use super::calc::{self, Overflow, Product, formula};
+use super::training::{self as llm_training, Adapters};
+use super::{Placement, diffusion};
+use crate::budget::{Category, Component, HeldBy, Provenance};
+use crate::bytes::Bytes;
+use crate::hir::{
+    Attention, AttentionKind, Biases, BlockLayout, Checkpointing, DenoiserBlocks, Diffusion,
+    LoraTarget, Method, Mlp, Norm, Output, Shape, Training,
+};
+use crate::ratio::Ratio;
+
+/// A DiT block's MLP width over its hidden size (DiT, Peebles and Xie 2023, `mlp_ratio=4.0`;
+/// FLUX.1 `mlp_ratio` 4.0 in its published configuration).
+const DIT_MLP_RATIO: u64 = 4;
+
+/// Tensors of `c` channels a UNet ResNet block stores per position (diffusers `ResnetBlock2D`):
+/// GroupNorm 1's input, SiLU's input, conv 1's input, GroupNorm 2's input, SiLU's input and
+/// conv 2's input; autograd keeps each operation's input. Coming up, the input is the
+/// concatenated skip connection, about twice the channels: see [`UP_RESNET_TENSORS`].
+const RESNET_TENSORS: u64 = 6;
+
+/// A ResNet block coming up: its first three tensors have the concatenated skip channels
+/// (about 2c: the previous level's output and the skip of the same level), 3 × 2c + 3c.
+const UP_RESNET_TENSORS: u64 = 9;
+
+/// Tensors of `c` channels a UNet transformer block (diffusers `Transformer2DModel` with one
+/// `BasicTransformerBlock`) stores per position: GroupNorm input and output (proj_in's input);
+/// self-attention: LayerNorm input and output, q, k, v, attention output (to_out's input);
+/// cross-attention: LayerNorm input and output, q, attention output; feed-forward: LayerNorm
+/// input and output, GEGLU projection (8c: value and gate), GELU output (4c) and product (4c);
+/// proj_out's input. 2 + 6 + 4 + 18 + 1 = 31.
+const TRANSFORMER_TENSORS: u64 = 31;
+
+pub(crate) fn components(
+    program: &crate::hir::Layered<'_>,
+    diffusion: &Diffusion,
+    training: &Training,
+) -> Result<Vec<Component>, Overflow> {
+    let mut components = Vec::new();
+    for (encoder, format) in diffusion.text_encoders.iter().zip(&diffusion.text_encoder_weights) {
+        components.extend(diffusion::weights(program, encoder, *format, "frozen text encoder")?);
+    }
+    if let Some(vae) = &diffusion.vae {
+        components.extend(diffusion::weights(program, vae, diffusion.vae_weights, "frozen VAE")?);
+    }
+    let denoiser = &diffusion.denoiser;
+    let role = match training.method {
+        Method::Full => "denoiser",
+        Method::Lora { .. } => "frozen denoiser",
+    };
+    components.extend(diffusion::weights(program, &denoiser.model, denoiser.weights, role)?);
+    let (Some(params), Some(blocks)) =
+        (diffusion::parameter_count(program, &denoiser.model), &denoiser.blocks)
+    else {
+        return Ok(components);
+    };
+    components.extend(llm_training::autocast_copies(params, training)?);
+    let mut step = Vec::new();
+    match &training.method {
+        Method::Full => {
+            step.extend(llm_training::step_transient(
+                params,
+                "params",
+                training,
+                training.weights,
+                1,
+            )?);
+            components.extend(llm_training::trained_states(
+                "",
+                params,
+                "params",
+                training,
+                1,
+                training.weights,
+                None,
+            )?);
+        }
+        Method::Lora { rank, targets, dtype, .. } => {
+            let adapters = adapters(diffusion, blocks, *rank, targets, *dtype)?;
+            components.extend(llm_training::adapter_states(&adapters, training, 1, &mut step)?);
+        }
+    }
+    components.extend(activations(diffusion, blocks, training)?);
+    components.extend(llm_training::optimizer_step(&components, &step)?);
+    Ok(components)
+}
+
+/// The denoiser's LoRA adapters: `rank × (in + out)` per adapted projection (PEFT `lora_A`,
+/// `lora_B`). A transformer block's projections are hidden × hidden; a UNet transformer block
+/// has a self-attention (c × c) and a cross-attention whose keys and values read the text
+/// encoder's `cross_attention_dim`.
+fn adapters(
+    diffusion: &Diffusion,
+    blocks: &DenoiserBlocks,
+    rank: u64,
+    targets: &[LoraTarget],
+    dtype: crate::precision::Precision,
+) -> Result<Adapters, Overflow> {
+    let hidden = diffusion.denoiser.hidden;
+    let per_rank = match &blocks.layout {
+        BlockLayout::Transformer { layers } => {
+            let per_block = (targets.len() as u64).checked_mul(2 * hidden).ok_or(Overflow)?;
+            layers.checked_mul(per_block).ok_or(Overflow)?
+        }
+        BlockLayout::Unet { channel_mult, layers_per_block, cross_attention_dim } => {
+            let mut sum = 0u64;
+            for level in unet_levels(diffusion, channel_mult, *layers_per_block)? {
+                let c = level.channels;
+                let mut per_block = 0u64;
+                for target in targets {
+                    let cross_input = if matches!(target, LoraTarget::K | LoraTarget::V) {
+                        *cross_attention_dim
+                    } else {
+                        c
+                    };
+                    per_block += 2 * c + cross_input + c;
+                }
+                sum = per_block
+                    .checked_mul(level.transformers)
+                    .and_then(|n| sum.checked_add(n))
+                    .ok_or(Overflow)?;
+            }
+            sum
+        }
+    };
+    let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
+    Ok(Adapters {
+        params: rank.checked_mul(per_rank).ok_or(Overflow)?,
+        label: formula!(
+            "adapter params (rank {rank} × {}, {})",
+            thousands(per_rank),
+            names.join(" ")
+        ),
+        dtype,
+        factored: None,
+    })
+}
+
+/// `99,648` for 99648, as formulas write numbers.
+fn thousands(value: u64) -> String {
+    let mut out = String::new();
+    crate::bytes::write_thousands(&mut out, value);
+    out
+}
+
+/// One level of a UNet: its positions per sample, channels, and blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Level {
+    width: u64,
+    height: u64,
+    positions: u64,
+    channels: u64,
+    /// ResNet blocks going down and in the mid block.
+    resnets_down: u64,
+    /// ResNet blocks coming up (their input has the concatenated skip).
+    resnets_up: u64,
+    transformers: u64,
+}
+
+/// The levels of an SD 1.x/2.x UNet: level `i` at the latent resolution halved `i` times
+/// (stride-2 convolutions round up), `layers_per_block` blocks going down and one more coming
+/// up; attention at every level but the deepest, whose mid block has two ResNets around one
+/// transformer (diffusers `UNetMidBlock2DCrossAttn`).
+fn unet_levels(
+    diffusion: &Diffusion,
+    channel_mult: &[u64],
+    layers_per_block: u64,
+) -> Result<Vec<Level>, Overflow> {
+    let (mut w, mut h) = (diffusion.width.div_ceil(8), diffusion.height.div_ceil(8));
+    let last = channel_mult.len() - 1;
+    let mut levels = Vec::with_capacity(channel_mult.len());
+    for (i, mult) in channel_mult.iter().enumerate() {
+        let deepest = i == last;
+        let per_direction = if deepest { 0 } else { 2 * layers_per_block + 1 };
+        levels.push(Level {
+            width: w,
+            height: h,
+            positions: w
+                .checked_mul(h)
+                .and_then(|n| n.checked_mul(diffusion.frames))
+                .ok_or(Overflow)?,
+            channels: diffusion.denoiser.hidden.checked_mul(*mult).ok_or(Overflow)?,
+            resnets_down: layers_per_block + if deepest { 2 } else { 0 },
+            resnets_up: layers_per_block + 1,
+            transformers: if deepest { 1 } else { per_direction },
+        });
+        (w, h) = (w.div_ceil(2), h.div_ceil(2));
+    }
+    Ok(levels)
+}
+
+/// Bytes of eager attention probabilities per score: the fp32 softmax output and, when the
+/// activations are 16-bit, its cast copy that the product with V keeps (as for a language model,
+/// `training.rs`).
+fn per_score(training: &Training) -> Result<Ratio, Overflow> {
+    let e = training.activations.bytes_per_element();
+    if e < Ratio::int(4) { Ratio::int(4).checked_add(e).ok_or(Overflow) } else { Ok(Ratio::int(4)) }
+}
+
+fn activations(
+    diffusion: &Diffusion,
+    blocks: &DenoiserBlocks,
+    training: &Training,
+) -> Result<Vec<Component>, Overflow> {
+    match &blocks.layout {
+        BlockLayout::Transformer { layers } => {
+            transformer_activations(diffusion, blocks, *layers, training)
+        }
+        BlockLayout::Unet { channel_mult, layers_per_block, .. } => {
+            let levels = unet_levels(diffusion, channel_mult, *layers_per_block)?;
+            let mut out = vec![unet_activations(diffusion, blocks, &levels, training)?];
+            out.extend(softmax_backward(diffusion, blocks, &levels, training)?);
+            Ok(out)
+        }
+    }
+}
+
+/// A transformer denoiser's blocks as the layers of a language model without a vocabulary,
+/// through the language model's own activation formula.
+fn transformer_activations(
+    diffusion: &Diffusion,
+    blocks: &DenoiserBlocks,
+    layers: u64,
+    training: &Training,
+) -> Result<Vec<Component>, Overflow> {
+    let hidden = diffusion.denoiser.hidden;
+    let heads = blocks.heads;
+    let shape = Shape {
+        layers,
+        hidden,
+        ffn: DIT_MLP_RATIO * hidden,
+        heads,
+        kv_heads: heads,
+        head_dim: hidden / heads,
+        vocab: 0,
+        tied_embeddings: false,
+        biases: Biases::All,
+        norm: Norm::Layer,
+        positions: 0,
+        output: Output::None,
+        dropout: false,
+        mlp: Mlp::Plain,
+        attention: AttentionKind::Standard,
+        moe: None,
+        window: None,
+    };
+    let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;
+    let tokens = (latent / 4).checked_add(diffusion.text_tokens).ok_or(Overflow)?;
+    let placement = Placement { tensor: 1, stage: 0, stages: 1, first_layer: 0, layers };
+    let step = Training { sequence: tokens, micro_batch: diffusion.batch, ..training.clone() };
+    let mut out = llm_training::activations(&shape, &placement, &step)?;
+    for component in &mut out {
+        component.name = format!("denoiser {}", component.name);
+        component.source = Some(format!(
+            "{}; tokens = latent patches (W/16 × H/16) + text tokens; a DiT block as a layer with a 4h GELU MLP",
+            component.source.as_deref().unwrap_or_default()
+        ));
+    }
+    Ok(out)
+}
+
+/// A UNet's stored activations over its levels; with full checkpointing, every block's input
+/// and the largest block recomputed.
+fn unet_activations(
+    diffusion: &Diffusion,
+    blocks: &DenoiserBlocks,
+    levels: &[Level],
+    training: &Training,
+) -> Result<Component, Overflow> {
+    let elem = training.activations;
+    let e = elem.bytes_per_element();
+    let batch = diffusion.batch;
+    let eager = training.attention == Attention::Eager;
+    let scores_per_block = |level: &Level| -> Result<Bytes, Overflow> {
+        if !eager || level.transformers == 0 {
+            return Ok(Bytes::ZERO);
+        }
+        // Self-attention over the level's positions, cross-attention over the text tokens.
+        let keys = level.positions.checked_add(diffusion.text_tokens).ok_or(Overflow)?;
+        Product::new()
+            .times(batch, "batch")?
+            .times(blocks.heads, "heads")?
+            .times(level.positions, "queries")?
+            .times(keys, "keys")?
+            .bytes_each(per_score(training)?, "")?
+            .value()
+    };
+    let mut terms = Vec::new();
+    let mut total = Bytes::ZERO;
+    let mut largest_block = Bytes::ZERO;
+    let mut largest_text = String::new();
+    for (i, level) in levels.iter().enumerate() {
+        let tensors_per_position = match training.checkpointing {
+            Checkpointing::Full => level.resnets_down + level.resnets_up + level.transformers,
+            Checkpointing::None | Checkpointing::Selective => {
+                RESNET_TENSORS * level.resnets_down
+                    + UP_RESNET_TENSORS * level.resnets_up
+                    + TRANSFORMER_TENSORS * level.transformers
+            }
+        };
+        let stored = Product::new()
+            .times(batch, "batch")?
+            .times(level.positions, "positions")?
+            .times(level.channels, "channels")?
+            .times(tensors_per_position, "tensors")?
+            .bytes_each(e, elem.name())?
+            .value()?;
+        let scores = scores_per_block(level)?;
+        let level_scores = if training.checkpointing == Checkpointing::None {
+            Bytes(scores.0.checked_mul(level.transformers).ok_or(Overflow)?)
+        } else {
+            Bytes::ZERO
+        };
+        let level_bytes = calc::add(stored, level_scores)?;
+        total = calc::add(total, level_bytes)?;
+        let scores_text = if level_scores > Bytes::ZERO {
+            formula!(" + {} blocks' eager probabilities {level_scores}", level.transformers)
+        } else {
+            String::new()
+        };
+        terms.push(formula!(
+            "level {i} ({} × {} positions × {} ch × {tensors_per_position} tensors) {stored}{scores_text}",
+            level.width,
+            level.height,
+            level.channels,
+        ));
+        if training.checkpointing == Checkpointing::Full {
+            // The block recomputed in the backward pass holds all its tensors (and scores).
+            let (tensors, label) = if level.transformers > 0 {
+                (TRANSFORMER_TENSORS, "transformer block")
+            } else {
+                (UP_RESNET_TENSORS, "ResNet block")
+            };
+            let block = Product::new()
+                .times(batch, "batch")?
+                .times(level.positions, "positions")?
+                .times(level.channels * tensors, "")?
+                .bytes_each(e, "")?
+                .value()?;
+            let block = calc::add(block, scores)?;
+            if block > largest_block {
+                largest_block = block;
+                largest_text = formula!("level {i} {label} recomputed {block}");
+            }
+        }
+    }
+    let bytes = calc::add(total, largest_block)?;
+    let checkpoints =
+        if training.checkpointing == Checkpointing::Full { "block inputs: " } else { "" };
+    let mut text = formula!("{checkpoints}{} (batch {batch}, {})", terms.join(" + "), elem.name());
+    if largest_block > Bytes::ZERO {
+        text = formula!("{text} + {largest_text}");
+    }
+    Ok(Component {
+        held_by: HeldBy::Tensors,
+        name: "denoiser activations (UNet)".to_string(),
+        category: Category::Intermediate,
+        bytes,
+        provenance: Provenance::Formula,
+        formula: formula!("{text} = {bytes}"),
+        source: Some(
+            "derived from diffusers ResnetBlock2D and BasicTransformerBlock (tensors autograd keeps); eval/diffusion_training.rs".into(),
+        ),
+    })
+}
+
+/// The backward pass through an eager attention's softmax holds, beside the probabilities it
+/// kept, the gradient arriving for them (from the product with V) and the gradient it computes
+/// for the scores (`softmax_backward_data`: dS = P ⊙ (dP − Σ dP ⊙ P)), both score-sized and in
+/// fp32 (autocast runs softmax in fp32). The first attention differentiated at the largest
+/// level is the peak, while the rest of the stored activations are still alive.
+fn softmax_backward(
+    diffusion: &Diffusion,
+    blocks: &DenoiserBlocks,
+    levels: &[Level],
+    training: &Training,
+) -> Result<Option<Component>, Overflow> {
+    let Some(level) = levels.iter().filter(|l| l.transformers > 0).max_by_key(|l| l.positions)
+    else {
+        return Ok(None);
+    };
+    if training.attention != Attention::Eager {
+        return Ok(None);
+    }
+    let keys = level.positions.checked_add(diffusion.text_tokens).ok_or(Overflow)?;
+    let product = Product::new()
+        .times(2, "gradients (probabilities, scores)")?
+        .times(diffusion.batch, "batch")?
+        .times(blocks.heads, "heads")?
+        .times(level.positions, "queries")?
+        .times(keys, "keys (positions + text tokens)")?
+        .bytes_each(Ratio::int(4), "fp32")?;
+    let (bytes, formula) = product.finish()?;
+    Ok(Some(Component {
+        held_by: HeldBy::Tensors,
+        name: "eager attention backward (softmax gradients)".to_string(),
+        category: Category::Intermediate,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: Some(
+            "derived: PyTorch softmax backward (grad_output and grad_input beside the saved output)".into(),
+        ),
+    }))
+}
