@@ -636,42 +636,8 @@ pub(super) fn activations(
         formula,
         source: Some(source.to_string()),
     });
-    // Selective recomputation (Korthikanti et al.) recomputes attention instead of storing scores.
-    if training.attention == Attention::Eager && training.checkpointing == Checkpointing::None {
-        // The softmax runs in fp32 (autocast's fp32 list; transformers' eager attention asks for
-        // `dtype=float32`) and keeps its output for backward; a 16-bit run casts it back, and the
-        // matmul with V keeps that copy. Attention dropout keeps a one-byte mask and its output
-        // (Korthikanti et al.). DOMAIN.md §4.2.
-        let e = elem.bytes_per_element();
-        let mut per_score = Ratio::int(4);
-        let mut kept = "fp32 softmax".to_string();
-        if e < Ratio::int(4) {
-            per_score = per_score.checked_add(e).ok_or(Overflow)?;
-            kept = format!("{kept} + its {} copy", elem.name());
-        }
-        if shape.dropout {
-            per_score = per_score
-                .checked_add(e)
-                .and_then(|p| p.checked_add(Ratio::int(1)))
-                .ok_or(Overflow)?;
-            kept = format!("{kept} + dropout output and 1 B mask");
-        }
-        let scores = Product::new()
-            .times(placement.layers, "layers")?
-            .times(training.micro_batch, "micro_batch")?
-            .times(shape.heads / placement.tensor, "heads")?
-            .times(training.sequence, "queries")?
-            .times(training.sequence, "keys")?
-            .bytes_each(per_score, kept)?;
-        components.push(Component {
-            held_by: HeldBy::Tensors,
-            name: "attention scores (eager)".to_string(),
-            category: Category::Intermediate,
-            bytes: scores.value()?,
-            provenance: Provenance::Formula,
-            formula: scores.finish()?.1,
-            source: Some("DOMAIN.md §4.2: eager attention materializes batch × heads × s²".into()),
-        });
+    if training.attention == Attention::Eager {
+        components.extend(eager_attention(shape, placement, training)?);
     }
     if placement.stage + 1 == placement.stages && shape.output == crate::hir::Output::Lm {
         // The cross-entropy path at its peak, per logit: in the backward pass the fp32
@@ -701,4 +667,76 @@ pub(super) fn activations(
         });
     }
     Ok(components)
+}
+
+/// What an eager (unfused) attention materializes at the training peak, batch × heads × s²
+/// per layer. Stored for every layer without recomputation; with selective or full
+/// recomputation, only for the one layer whose attention is recomputed in the backward pass.
+/// And in the backward pass of one layer's attention, beside the probabilities it kept, the
+/// gradient arriving for them and the one computed for the scores (`softmax_backward_data`:
+/// dS = P ⊙ (dP − Σ dP ⊙ P)), both score-sized and in fp32 (the softmax runs in fp32).
+fn eager_attention(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Vec<Component>, Overflow> {
+    let elem = training.activations;
+    // The softmax runs in fp32 (autocast's fp32 list; transformers' eager attention asks for
+    // `dtype=float32`) and keeps its output for backward; a 16-bit run casts it back, and the
+    // matmul with V keeps that copy. Attention dropout keeps a one-byte mask and its output
+    // (Korthikanti et al.). DOMAIN.md §4.2.
+    let e = elem.bytes_per_element();
+    let mut per_score = Ratio::int(4);
+    let mut kept = "fp32 softmax".to_string();
+    if e < Ratio::int(4) {
+        per_score = per_score.checked_add(e).ok_or(Overflow)?;
+        kept = format!("{kept} + its {} copy", elem.name());
+    }
+    if shape.dropout {
+        per_score =
+            per_score.checked_add(e).and_then(|p| p.checked_add(Ratio::int(1))).ok_or(Overflow)?;
+        kept = format!("{kept} + dropout output and 1 B mask");
+    }
+    let (layers, which) = match training.checkpointing {
+        Checkpointing::None => (placement.layers, "layers"),
+        Checkpointing::Selective | Checkpointing::Full => (1, "recomputed layer"),
+    };
+    let heads = shape.heads / placement.tensor;
+    let scores = Product::new()
+        .times(layers, which)?
+        .times(training.micro_batch, "micro_batch")?
+        .times(heads, "heads")?
+        .times(training.sequence, "queries")?
+        .times(training.sequence, "keys")?
+        .bytes_each(per_score, kept)?;
+    let gradients = Product::new()
+        .times(2, "gradients (probabilities, scores)")?
+        .times(training.micro_batch, "micro_batch")?
+        .times(heads, "heads")?
+        .times(training.sequence, "queries")?
+        .times(training.sequence, "keys")?
+        .bytes_each(Ratio::int(4), "fp32")?;
+    let (gradient_bytes, gradient_formula) = gradients.finish()?;
+    Ok(vec![
+        Component {
+            held_by: HeldBy::Tensors,
+            name: "attention scores (eager)".to_string(),
+            category: Category::Intermediate,
+            bytes: scores.value()?,
+            provenance: Provenance::Formula,
+            formula: scores.finish()?.1,
+            source: Some("DOMAIN.md §4.2: eager attention materializes batch × heads × s²".into()),
+        },
+        Component {
+            held_by: HeldBy::Tensors,
+            name: "eager attention backward (softmax gradients)".to_string(),
+            category: Category::Intermediate,
+            bytes: gradient_bytes,
+            provenance: Provenance::Formula,
+            formula: gradient_formula,
+            source: Some(
+                "derived: PyTorch softmax backward (grad_output and grad_input beside the saved output)".into(),
+            ),
+        },
+    ])
 }

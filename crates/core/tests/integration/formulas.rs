@@ -732,6 +732,31 @@ check w on l4"
 }
 
 #[test]
+fn eager_attention_backward_holds_two_fp32_score_gradients_and_recomputes_one_layer() {
+    let source = |checkpointing: &str| {
+        format!(
+            "model enc {{ layers 2; hidden 1024; ffn 4096; heads 16; vocab 30522; mlp plain }}
+workload w {{ model enc; runtime none; training {{ weights bf16; micro_batch 4; sequence 512 tokens; attention eager; checkpointing {checkpointing} }} }}
+check w on l4"
+        )
+    };
+    // micro_batch × heads × queries × keys of one layer.
+    let per_layer = 4 * 16 * 512 * 512;
+    // Without recomputation every layer keeps its scores (fp32 softmax + bf16 copy, 6 B); one
+    // layer's backward adds the probabilities' and the scores' fp32 gradients (2 × 4 B).
+    let checks = evaluate(&source("none"));
+    assert_eq!(bytes(&checks[0], 0, "attention scores"), 2 * per_layer * 6);
+    assert_eq!(bytes(&checks[0], 0, "eager attention backward"), 2 * per_layer * 4);
+    // Recomputation materializes the scores of the one layer it recomputes, then the same
+    // gradients.
+    for mode in ["selective", "full"] {
+        let checks = evaluate(&source(mode));
+        assert_eq!(bytes(&checks[0], 0, "attention scores"), per_layer * 6, "{mode}");
+        assert_eq!(bytes(&checks[0], 0, "eager attention backward"), 2 * per_layer * 4, "{mode}");
+    }
+}
+
+#[test]
 fn dropout_masks_add_two_bytes_of_hidden_per_token_and_layer() {
     let source = |dropout: bool| {
         format!(
