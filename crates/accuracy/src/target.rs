@@ -34,7 +34,9 @@ pub enum Selector {
     KvCache,
     /// The KV pool a runtime pre-allocates (the budget's `kv_pool`, where the core reports one).
     KvPool,
-    /// Activations and temporaries of a forward step (intermediate components).
+    /// Activations and temporaries of a forward step (intermediate components), as the rise of
+    /// the allocator's peak over the loaded weights: with the workspaces the first step
+    /// allocates through the allocator (PyTorch's cuBLAS workspace, made at the first matmul).
     Intermediates,
     /// Memory outside the framework's allocator: CUDA context, NCCL (held by the runtime).
     OutsideAllocator,
@@ -60,7 +62,11 @@ impl Selector {
         match self {
             Selector::Weights => persistent,
             Selector::KvCache | Selector::KvPool => component.category == Category::Cache,
-            Selector::Intermediates => component.category == Category::Intermediate,
+            Selector::Intermediates => {
+                component.category == Category::Intermediate
+                    || (component.category == Category::Workspace
+                        && component.held_by == HeldBy::Tensors)
+            }
             Selector::OutsideAllocator => runtime,
             Selector::WeightsAndOutside => persistent || runtime,
         }
