@@ -100,3 +100,34 @@ impl Scope {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vram_core::budget::Provenance;
+    use vram_core::bytes::Bytes;
+
+    fn component(category: Category, held_by: HeldBy) -> Component {
+        Component {
+            held_by,
+            category,
+            name: String::new(),
+            bytes: Bytes(1),
+            provenance: Provenance::Assumed,
+            formula: String::new(),
+            source: None,
+        }
+    }
+
+    #[test]
+    fn activations_count_what_the_allocator_holds_for_the_step() {
+        let activations = Selector::Intermediates;
+        assert!(activations.includes(&component(Category::Intermediate, HeldBy::Tensors)));
+        // The cuBLAS workspace is allocated through the allocator at the first matmul, so it is
+        // part of the peak's rise over the loaded weights; the CUDA context is not.
+        assert!(activations.includes(&component(Category::Workspace, HeldBy::Tensors)));
+        assert!(!activations.includes(&component(Category::Workspace, HeldBy::Runtime)));
+        assert!(!activations.includes(&component(Category::Workspace, HeldBy::AllocatorCache)));
+        assert!(!activations.includes(&component(Category::Persistent, HeldBy::Tensors)));
+    }
+}
