@@ -218,8 +218,10 @@ pub(crate) struct Step {
 /// afterwards the masks, softmax and cumulative sum (4 + 4 + 1 + 1 + 4) are fewer bytes.
 ///
 /// vLLM samples its profile run's rows with `top_p 0.99, top_k vocab - 1` in V0
-/// (`ModelRunner.profile_run`, "to reflect the accurate memory usage") and with dummy top-k and
-/// top-p in V1 (`_dummy_sampler_run`), both through `logits.sort(dim=-1)`.
+/// (`ModelRunner.profile_run`, "to reflect the accurate memory usage") and with `top_p 0.9,
+/// top_k vocab - 1` in V1 (`GPUModelRunner._dummy_sampler_run`), both through
+/// `logits.sort(dim=-1)`. (The newer V1 runner notes that its dummy sampler "may skip top_k,
+/// top_p", which would take this peak out of its profile but not out of serving.)
 pub(crate) const SORTING_SAMPLER_BYTES: u64 = 4 + 4 + 8 + 8 + 4 + 8;
 
 /// The sampler's peak over the hidden states: `rows` rows of logits in the model's precision
