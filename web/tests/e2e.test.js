@@ -53,7 +53,7 @@ const L4_CHAT = `workload chat "Llama 3.1 8B on an L4" {
   inference {
     weights bf16
     context 8192 tokens
-    sessions 4
+    sessions 3
   }
 }
 check chat on l4
@@ -74,7 +74,7 @@ test("typing a workload shows its bars, table, verdicts and fit map", async () =
   assert.match(table, /formula/);
   // The form follows the text.
   assert.equal(await page.inputValue("#f-device"), "l4");
-  assert.equal(await page.inputValue("#f-sessions"), "4");
+  assert.equal(await page.inputValue("#f-sessions"), "3");
   // A verdict for every catalog GPU; the map has both fitting and failing cells.
   assert.ok((await page.locator("#verdicts tbody tr").count()) >= 30);
   const fitting = Number(await page.getAttribute("#fitmap", "data-fitting"));
@@ -133,15 +133,15 @@ test("user text is shown as text, and the page's policy forbids inline script", 
 
 test("a permalink restores the state", async () => {
   const { page } = await open("/");
-  await type(page, L4_CHAT.replace("sessions 4", "sessions 3"));
+  await type(page, L4_CHAT.replace("sessions 3", "sessions 2"));
   await page.waitForSelector('#checks .gpu[data-device="l4"]');
   await page.selectOption("#f-mapdevice", "a10");
   await page.waitForFunction(() => location.hash.includes("gpu=a10"));
   const url = page.url();
   await page.close();
   const again = await open(url.slice(server.origin.length));
-  assert.equal(await again.page.inputValue("#source"), L4_CHAT.replace("sessions 4", "sessions 3"));
-  assert.equal(await again.page.inputValue("#f-sessions"), "3");
+  assert.equal(await again.page.inputValue("#source"), L4_CHAT.replace("sessions 3", "sessions 2"));
+  assert.equal(await again.page.inputValue("#f-sessions"), "2");
   assert.equal(await again.page.inputValue("#f-mapdevice"), "a10");
   await again.page.waitForSelector('#checks .gpu[data-device="l4"]');
   await again.page.close();

@@ -34,7 +34,9 @@ pub enum Selector {
     KvCache,
     /// The KV pool a runtime pre-allocates (the budget's `kv_pool`, where the core reports one).
     KvPool,
-    /// Activations and temporaries of a forward step (intermediate components).
+    /// Activations and temporaries of a forward step (intermediate components), as the rise of
+    /// the allocator's peak over the loaded weights: with the workspaces the first step
+    /// allocates through the allocator (PyTorch's cuBLAS workspace, made at the first matmul).
     Intermediates,
     /// Memory outside the framework's allocator: CUDA context, NCCL (held by the runtime).
     OutsideAllocator,
@@ -60,7 +62,11 @@ impl Selector {
         match self {
             Selector::Weights => persistent,
             Selector::KvCache | Selector::KvPool => component.category == Category::Cache,
-            Selector::Intermediates => component.category == Category::Intermediate,
+            Selector::Intermediates => {
+                component.category == Category::Intermediate
+                    || (component.category == Category::Workspace
+                        && component.held_by == HeldBy::Tensors)
+            }
             Selector::OutsideAllocator => runtime,
             Selector::WeightsAndOutside => persistent || runtime,
         }
@@ -92,5 +98,36 @@ impl Scope {
             Scope::EachDevice => "",
             Scope::SumOfDevices => ", sum of GPUs",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vram_core::budget::Provenance;
+    use vram_core::bytes::Bytes;
+
+    fn component(category: Category, held_by: HeldBy) -> Component {
+        Component {
+            held_by,
+            category,
+            name: String::new(),
+            bytes: Bytes(1),
+            provenance: Provenance::Assumed,
+            formula: String::new(),
+            source: None,
+        }
+    }
+
+    #[test]
+    fn activations_count_what_the_allocator_holds_for_the_step() {
+        let activations = Selector::Intermediates;
+        assert!(activations.includes(&component(Category::Intermediate, HeldBy::Tensors)));
+        // The cuBLAS workspace is allocated through the allocator at the first matmul, so it is
+        // part of the peak's rise over the loaded weights; the CUDA context is not.
+        assert!(activations.includes(&component(Category::Workspace, HeldBy::Tensors)));
+        assert!(!activations.includes(&component(Category::Workspace, HeldBy::Runtime)));
+        assert!(!activations.includes(&component(Category::Workspace, HeldBy::AllocatorCache)));
+        assert!(!activations.includes(&component(Category::Persistent, HeldBy::Tensors)));
     }
 }

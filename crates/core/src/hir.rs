@@ -326,6 +326,9 @@ pub struct Inference {
     pub sessions: u64,
     /// Tokens in one forward step, over all sequences; `None` leaves it to the runtime.
     pub prefill_chunk: Option<u64>,
+    /// The most sequences one step schedules (vLLM `max_num_seqs`), which sizes the logits a
+    /// pooling runtime samples in its profile run; `None` leaves it to the runtime.
+    pub max_sequences: Option<u64>,
     pub logits: Logits,
     pub attention: Attention,
     /// The share of the device a pooling runtime (vLLM) takes; `None`: the runtime's default.

@@ -15,7 +15,7 @@ use crate::gaps::{Gap, assume, data, feature};
 use crate::models::Family;
 use crate::target::Selector;
 
-/// vLLM's default `max_num_seqs` (engine arguments, v0.6).
+/// vLLM's default `max_num_seqs` in its V0 engine (`SchedulerConfig`, v0.5-v0.6), on every GPU.
 const VLLM_MAX_NUM_SEQS: u64 = 256;
 
 /// The section's lines, or `None` when a gap stops it.
@@ -46,6 +46,14 @@ pub(super) fn body(
     let _ = writeln!(out, "    sessions {sessions}");
     if let Some(prefill) = prefill {
         let _ = writeln!(out, "    prefill_chunk {prefill} tokens");
+    }
+    if runtime == Runtime::Vllm {
+        // The points' engines are V0 (v0.5-v0.6), whose max_num_seqs defaulted to 256 on every
+        // GPU; the language's default is V1's, 1024 on large GPUs.
+        let _ = writeln!(
+            out,
+            "    max_sequences {VLLM_MAX_NUM_SEQS}  # vLLM V0 engine default max_num_seqs"
+        );
     }
     if logits_for_every_position(cx, runtime) {
         out.push_str(

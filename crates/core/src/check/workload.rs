@@ -252,6 +252,7 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
         ("context", Repeat::Once),
         ("sessions", Repeat::Once),
         ("prefill_chunk", Repeat::Once),
+        ("max_sequences", Repeat::Once),
         ("logits", Repeat::Once),
         ("attention", Repeat::Once),
         ("memory_fraction", Repeat::Once),
@@ -270,6 +271,7 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
     }
     let sessions = fields.whole("sessions", Dim::Count, 1, 1_000_000, "16");
     let prefill_chunk = fields.whole("prefill_chunk", Dim::Tokens, 1, MAX_TOKENS, "2048 tokens");
+    let max_sequences = fields.whole("max_sequences", Dim::Count, 1, 1_000_000, "256");
     let logits = fields
         .choice("logits", &["last", "all"])
         .map(|(w, _)| if w == "all" { Logits::All } else { Logits::Last });
@@ -304,6 +306,7 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
         context,
         sessions: sessions.unwrap_or(1),
         prefill_chunk,
+        max_sequences,
         logits: logits.unwrap_or(Logits::Last),
         attention: attention.unwrap_or(Attention::Fused),
         memory_fraction,

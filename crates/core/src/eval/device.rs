@@ -117,11 +117,12 @@ pub(super) fn device_components_reusing(
         // batches on GPUs of 70 GiB or more other than the A100.
         let large = device.memory.0 >= 70 * GIB && device.arch != crate::hir::Arch::Ampere;
         let (tokens, rows) = match workload.runtime {
-            // vLLM profiles one dummy step of max_num_batched_tokens, and its sampler
-            // pre-allocates logits for max_num_seqs requests, whatever the sessions (§4.1).
+            // vLLM profiles one dummy step of max_num_batched_tokens over max_num_seqs
+            // sequences and samples one row per sequence, whatever the sessions (§4.1).
             Runtime::Vllm => {
                 let chunk = inference.prefill_chunk.unwrap_or(if large { 8192 } else { 2048 });
-                let max_num_seqs = if large { 1024 } else { 256 };
+                let max_num_seqs =
+                    inference.max_sequences.unwrap_or(if large { 1024 } else { 256 });
                 (chunk, max_num_seqs.min(chunk))
             }
             // llama.cpp's physical batch (-ub) default; its compute buffer is reserved for the
@@ -139,6 +140,7 @@ pub(super) fn device_components_reusing(
             logits: inference.logits,
             attention: inference.attention,
             precision: inference.activations,
+            sorting_sampler: workload.runtime == Runtime::Vllm,
         };
         components.extend(llm::forward_step(shape, placement, &step)?);
         if workload.runtime == Runtime::Vllm {

@@ -204,6 +204,49 @@ pub(crate) struct Step {
     pub logits: Logits,
     pub attention: Attention,
     pub precision: Precision,
+    /// The step ends in a sampler that applies top-k and top-p by sorting every row's
+    /// vocabulary, as vLLM's profile run does ([`SORTING_SAMPLER_BYTES`]).
+    pub sorting_sampler: bool,
+}
+
+/// Bytes per vocabulary entry of one sampled row while a sorting sampler sorts it, besides the
+/// logits in the model's precision that the caller still holds: the fp32 copy the sampler
+/// works on (4), the sort's outputs, values (4) and int64 indices (8), the int64 index input
+/// PyTorch fills for a segmented sort (8, `Sort.cu` `segmented_sort_pairs`), and CUB's
+/// alternate key and value buffers (4 + 8: `DeviceSegmentedRadixSort::SortPairs` without
+/// double buffers allocates them in its temporary storage). The sort is the sampler's peak:
+/// afterwards the masks, softmax and cumulative sum (4 + 4 + 1 + 1 + 4) are fewer bytes.
+///
+/// vLLM samples its profile run's rows with `top_p 0.99, top_k vocab - 1` in V0
+/// (`ModelRunner.profile_run`, "to reflect the accurate memory usage") and with `top_p 0.9,
+/// top_k vocab - 1` in V1 (`GPUModelRunner._dummy_sampler_run`), both through
+/// `logits.sort(dim=-1)`. (The newer V1 runner notes that its dummy sampler "may skip top_k,
+/// top_p", which would take this peak out of its profile but not out of serving.)
+pub(crate) const SORTING_SAMPLER_BYTES: u64 = 4 + 4 + 8 + 8 + 4 + 8;
+
+/// The sampler's peak over the hidden states: `rows` rows of logits in the model's precision
+/// and [`SORTING_SAMPLER_BYTES`] per entry while they are sorted. After the last layer only its
+/// output is alive, not the residual beside it, so one of the two hidden-state tensors
+/// (`hidden_bytes` / 2) is taken off.
+fn sorting_sampler(
+    rows: u64,
+    shape: &Shape,
+    step: &Step,
+    hidden_bytes: Bytes,
+) -> Result<(Bytes, String), Overflow> {
+    let per_entry = step
+        .precision
+        .bytes_per_element()
+        .checked_add(Ratio::int(i128::from(SORTING_SAMPLER_BYTES)))
+        .ok_or(Overflow)?;
+    let sampler = Product::new()
+        .times(rows, "rows")?
+        .times(shape.vocab, "vocab")?
+        .bytes_each(per_entry, formula!("logits {} + sort", step.precision.name()))?;
+    let residual = Bytes(hidden_bytes.0 / 2);
+    let bytes = Bytes(sampler.value()?.0.saturating_sub(residual.0));
+    let formula = formula!("sampler {} − {residual} (residual freed)", sampler.terms());
+    Ok((bytes, formula))
 }
 
 /// Hidden states that stay alive through the step (the residual and the normed input), and
@@ -262,20 +305,25 @@ pub(crate) fn forward_step(
         Logits::Last => step.sequences.min(step.tokens),
         Logits::All => step.tokens,
     };
-    // Logits are upcast to fp32 for sampling or the loss (DOMAIN.md §4.1).
-    let logits = Product::new()
-        .times(if last { logit_rows } else { 0 }, "rows")?
-        .times(shape.vocab, "vocab")?
-        .bytes_each(Ratio::int(4), "fp32")?;
-    let logits_bytes = logits.value()?;
+    let rows = if last { logit_rows } else { 0 };
+    let (logits_bytes, logits_formula) = if step.sorting_sampler {
+        sorting_sampler(rows, shape, step, hidden_bytes)?
+    } else {
+        // Logits are upcast to fp32 for sampling or the loss (DOMAIN.md §4.1).
+        let logits = Product::new()
+            .times(rows, "rows")?
+            .times(shape.vocab, "vocab")?
+            .bytes_each(Ratio::int(4), "fp32")?;
+        (logits.value()?, formula!("logits {}", logits.terms()))
+    };
     let peak = attention_bytes.max(mlp_bytes).max(logits_bytes);
     let formula = formula!(
-        "max(attention {} = {}; MLP {} = {}; logits {} = {}) = {peak}",
+        "max(attention {} = {}; MLP {} = {}; {} = {}) = {peak}",
         attention_formula,
         attention_bytes.human(),
         mlp.terms(),
         mlp_bytes.human(),
-        logits.terms(),
+        logits_formula,
         logits_bytes.human(),
     );
     Ok(vec![
@@ -295,10 +343,13 @@ pub(crate) fn forward_step(
             bytes: peak,
             provenance: Provenance::Formula,
             formula,
-            source: Some(
+            source: Some(if step.sorting_sampler {
+                "DOMAIN.md §4.1-4.3: activations are freed layer by layer; vLLM's profile run samples its rows with top-k and top-p (V0 ModelRunner.profile_run, V1 _dummy_sampler_run), sorting each row (PyTorch Sort.cu segmented_sort_pairs over CUB)"
+                    .into()
+            } else {
                 "DOMAIN.md §4.1-4.3: activations are freed layer by layer; logits upcast to fp32"
-                    .into(),
-            ),
+                    .into()
+            }),
         },
     ])
 }

@@ -327,6 +327,32 @@ fn eight_bit_adam_keeps_two_bytes_and_block_scales_per_parameter() {
 }
 
 #[test]
+fn vllms_profile_run_peaks_while_its_sampler_sorts_the_vocabulary() {
+    let source = |split: &str, max_sequences: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime vllm; inference {{ weights bf16; context 8192 tokens; sessions 1{max_sequences} }} }}\ncheck w on {split}"
+        )
+    };
+    // Llama 3.1 8B, 8192 tokens over 256 sequences: one row of 128,256 logits per sequence,
+    // 2 B (bf16 logits) + 4 (fp32 copy) + 4 + 8 (sorted values, int64 indices) + 8 (int64
+    // index input) + 4 + 8 (CUB's alternate buffers) = 38 B per entry, less the residual
+    // (8192 × 4096 × 2 B) freed after the last layer.
+    let sampler = 256 * 128_256 * 38 - 8192 * 4096 * 2;
+    assert_eq!(sampler, 1_180_565_504);
+    let hidden = 2 * 8192 * 4096 * 2;
+    for split in ["h100-sxm-80gb", "2 x h100-sxm-80gb split tensor 2"] {
+        let checks = evaluate(&source(split, "; max_sequences 256"));
+        // The sampled rows are not divided by tensor parallelism (vLLM gathers the logits),
+        // so one and two GPUs peak alike; the sort outweighs the MLP (3 × 8192 × 14,336 × 2 B).
+        assert_eq!(bytes(&checks[0], 0, "forward-step peak"), sampler, "{split}");
+        assert_eq!(bytes(&checks[0], 0, "hidden states"), hidden);
+    }
+    // Without max_sequences, vLLM's default for an 80 GB H100: 1024 sequences.
+    let checks = evaluate(&source("h100-sxm-80gb", ""));
+    assert_eq!(bytes(&checks[0], 0, "forward-step peak"), 1024 * 128_256 * 38 - 8192 * 4096 * 2);
+}
+
+#[test]
 fn vllm_fills_its_share_of_the_device_with_kv_blocks() {
     let source = |sessions: u64| {
         format!(
