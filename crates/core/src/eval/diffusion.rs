@@ -13,8 +13,9 @@
 //!   (a ResNet block's input, norms and convolution outputs, the attention block's projections);
 //! - VAE decoder: the first ResNet block at full resolution holds its 2c-channel input, its
 //!   GroupNorm output and its SiLU output at once: 6c per pixel (`vae_decode.rs` replays every
-//!   tensor of the decoder and finds no larger moment); tiling decodes 512 × 512 tiles
-//!   (diffusers' `tile_sample_min_size`).
+//!   tensor of the decoder and finds no larger moment); a tiled decode holds one tile's
+//!   (diffusers' `tile_sample_min_size`, the VAE config's `sample_size`: 1024 for the SDXL, SD3
+//!   and FLUX autoencoders, 512 for SD 1.x's).
 //!
 //! Reserved view: the caching allocator keeps every freed block, so after the decode it holds
 //! the denoising step's blocks and each decoder stage's segments (`decode_cache`).
@@ -129,11 +130,12 @@ fn transformer_step_tensors(diffusion: &Diffusion) -> Result<[Bytes; 4], Overflo
     Ok([narrow, narrow, wide, wide])
 }
 
-/// The decoder's shape: a tiled decode runs it on one 512 × 512 tile at a time (diffusers'
-/// `tile_sample_min_size`), frames decode as a batch of images.
+/// The decoder's shape: a tiled decode runs it on one tile at a time (diffusers'
+/// `tiled_decode`, tiles of `tile_sample_min_size` pixels, clipped by the image; an image no
+/// larger than a tile is decoded whole), frames decode as a batch of images.
 fn decoder_shape(diffusion: &Diffusion) -> DecoderShape {
-    let (height, width, images) = if diffusion.vae_tiling {
-        (diffusion.height.min(512), diffusion.width.min(512), diffusion.batch)
+    let (height, width, images) = if let Some(tile) = diffusion.vae_tile {
+        (diffusion.height.min(tile), diffusion.width.min(tile), diffusion.batch)
     } else {
         (diffusion.height, diffusion.width, diffusion.batch.saturating_mul(diffusion.frames))
     };
@@ -248,15 +250,18 @@ pub(crate) fn components(
     let mut decode = Vec::new();
     if let Some(vae) = &diffusion.vae {
         decode.extend(weights(program, vae, diffusion.vae_weights, "VAE")?);
-        let pixels = if diffusion.vae_tiling {
-            (diffusion.width.min(512)) * (diffusion.height.min(512))
+        let pixels = if let Some(tile) = diffusion.vae_tile {
+            diffusion.width.min(tile) * diffusion.height.min(tile)
         } else {
             diffusion.width * diffusion.height * diffusion.frames
         };
         let vae_elem = diffusion.vae_weights.companion();
         let product = Product::new()
             .times(diffusion.batch, "batch")?
-            .times(pixels, if diffusion.vae_tiling { "pixels of a 512² tile" } else { "pixels" })?
+            .times(
+                pixels,
+                if diffusion.vae_tile.is_some() { "pixels of a tile" } else { "pixels" },
+            )?
             .times(3, "tensors (input, GroupNorm, SiLU)")?
             .times(2 * diffusion.vae_channels, "(2 × base channels)")?
             .bytes_each(vae_elem.bytes_per_element(), vae_elem.name())?;

@@ -566,12 +566,16 @@ fn diffusion_pipelines_keep_every_model_and_the_largest_phase() {
     assert_eq!(cache.held_by, vram_core::budget::HeldBy::AllocatorCache);
     let views = &checks[0].devices[0].views;
     assert_eq!(views.reserved.0 - views.allocated.0, cache.bytes.0);
-    let tiled = evaluate(&source("; hidden 1536; vae_tiling true"));
+    // diffusers tiles at the VAE config's `sample_size`, 1024 for this autoencoder family by
+    // default: a 1024² image is no larger than one tile and decodes whole.
+    let whole = evaluate(&source("; hidden 1536; vae_tiling true"));
+    assert_eq!(bytes(&whole[0], 0, "VAE decode peak"), 1024 * 1024 * 768 * 2);
+    let tiled = evaluate(&source("; hidden 1536; vae_tiling true; vae_tile 512"));
     assert_eq!(bytes(&tiled[0], 0, "VAE decode peak"), 512 * 512 * 768 * 2);
     // A wider transformer with a tiled decode: the denoising step is the larger transient. Its
     // blocks (2 × 52 + 2 × 204 MiB) serve every tensor of a 512² tile but the third 128 MiB one
     // (the two 204 MiB blocks hold one each), which adds a 128 MiB segment beside the 2 MiB one.
-    let wide = evaluate(&source("; hidden 3072; vae_tiling true"));
+    let wide = evaluate(&source("; hidden 3072; vae_tiling true; vae_tile 512"));
     let step = 2 * (4096 + 256) * 3072 * 10 * 2;
     assert_eq!(bytes(&wide[0], 0, "denoiser activations"), step);
     assert!(wide[0].devices[0].components.iter().all(|c| c.name != "VAE decode peak"));
