@@ -18,10 +18,13 @@
 //!   and FLUX autoencoders, 512 for SD 1.x's).
 //!
 //! Reserved view: the caching allocator keeps every freed block, so after the decode it holds
-//! the denoising step's blocks and each decoder stage's segments (`decode_cache`).
+//! the denoising step's blocks and each decoder stage's segments (`decode_cache`). What else is
+//! resident at the decode is small and left out: the latents (16 × 128² × 2 B = 512 KiB for
+//! FLUX at 1024², a small-pool block) and the text embeddings (512 × 4096 × 2 B = 4 MiB for
+//! T5-XXL, one 20 MiB segment).
 
 use super::allocator::CachingAllocator;
-use super::calc::{self, Overflow, Product};
+use super::calc::{self, Overflow, Product, formula};
 use super::vae_decode::{self, DecoderShape};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
@@ -177,7 +180,7 @@ fn decode_cache(
         return Ok(None);
     };
     let cached = match step {
-        Some(step) => format!(
+        Some(step) => formula!(
             "the denoising step's freed blocks ({}, {}, {}, {}), then ",
             step[0], step[1], step[2], step[3]
         ),
@@ -189,7 +192,7 @@ fn decode_cache(
         category: Category::Workspace,
         bytes: Bytes(extra),
         provenance: Provenance::Formula,
-        formula: format!(
+        formula: formula!(
             "{reserved} reserved by replaying {cached}the decoder's tensors from {} × {} latents \
              to {} × {} pixels through the caching allocator, less the {allocated_peak} the \
              largest phase holds live",
