@@ -182,7 +182,10 @@ fn decode_cache(
     let cached = match step {
         Some(step) => formula!(
             "the denoising step's freed blocks ({}, {}, {}, {}), then ",
-            step[0], step[1], step[2], step[3]
+            step[0],
+            step[1],
+            step[2],
+            step[3]
         ),
         None => String::new(),
     };

@@ -12,7 +12,7 @@
 //!   (`attention_head_dim` = 4c = 512), another ResNet block. PyTorch's SDPA runs it with the
 //!   memory-efficient kernel, which takes any head size that is a multiple of 8
 //!   (`sdp_utils.cpp` `check_head_dim_size_mem_efficient`; flash stops at 256), so the scores
-//!   are never materialised: its tensors are latent-sized;
+//!   are never materialised: its tensors are latent-sized, with an fp32 output accumulator;
 //! - four up blocks with 4c, 4c, 2c and c channels, each `layers_per_block + 1` = 3 ResNet
 //!   blocks, the first three followed by a nearest 2× upsample and a 3 × 3 convolution (no fp32
 //!   round trip for bf16 since diffusers 0.31 on PyTorch 2.1 or later, PR #9480);
@@ -68,6 +68,10 @@ struct Replay<'a> {
 
 impl Replay<'_> {
     fn tensor(&mut self, channels: u64, plane: Plane) -> Result<Tensor, Overflow> {
+        self.elements(channels, plane, self.shape.element)
+    }
+
+    fn elements(&mut self, channels: u64, plane: Plane, each: Ratio) -> Result<Tensor, Overflow> {
         let count = self
             .shape
             .images
@@ -75,7 +79,7 @@ impl Replay<'_> {
             .and_then(|n| n.checked_mul(plane.height))
             .and_then(|n| n.checked_mul(plane.width))
             .ok_or(Overflow)?;
-        let bytes = Bytes::for_elements(count, self.shape.element).ok_or(Overflow)?;
+        let bytes = Bytes::for_elements(count, each).ok_or(Overflow)?;
         self.alloc.alloc(bytes)
     }
 
@@ -112,10 +116,12 @@ impl Replay<'_> {
         let value = self.tensor(channels, at)?;
         self.alloc.free(norm);
         let attended = self.tensor(channels, at)?;
-        // The memory-efficient kernel's log-sum-exp: one fp32 value per position.
-        let positions = at.height.checked_mul(at.width).ok_or(Overflow)?;
-        let lse = self.alloc.alloc(Bytes(positions.checked_mul(4).ok_or(Overflow)?))?;
-        for tensor in [query, key, value, lse] {
+        // The kernel for head sizes above its key block (kMaxK 65,536) accumulates the output in
+        // fp32: `_efficient_attention_forward` allocates `output_accum`, [batch, positions,
+        // heads, head size] in float32, beside the output (kNeedsOutputAccumulatorBuffer). Its
+        // log-sum-exp is empty without gradients.
+        let accumulator = self.elements(channels, at, Ratio::int(4))?;
+        for tensor in [query, key, value, accumulator] {
             self.alloc.free(tensor);
         }
         let projected = self.tensor(channels, at)?;
@@ -208,9 +214,9 @@ mod tests {
         //   then hold the 256-channel tensors two to a block;
         // - 256², 512 channels (64 MiB): a ResNet block's end, input, conv2 output, sum and
         //   quotient: 4 × 64 MiB;
-        // - 128², 512 channels (16 MiB): the attention's input, norm, q, k and v: 5 × 16 MiB;
-        // - the attention's log-sum-exp (64 KiB): one 2 MiB small-pool segment.
-        let stages = 3 * 512 + 3 * 256 + 4 * 64 + 5 * 16 + 2;
+        // - 128², 512 channels (16 MiB): the attention's input, norm, q, k and v, 5 × 16 MiB, then
+        //   its fp32 output accumulator, 32 MiB, which no 16 MiB block holds.
+        let stages = 3 * 512 + 3 * 256 + 4 * 64 + 5 * 16 + 32;
         assert_eq!(alloc.peak_reserved().0, stages * MIB);
     }
 
