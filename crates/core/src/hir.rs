@@ -557,7 +557,8 @@ pub struct Diffusion {
     pub text_tokens: u64,
     /// The VAE decoder's base channel count (128 for the SD, SDXL, SD3 and FLUX autoencoders).
     pub vae_channels: u64,
-    pub vae_tiling: bool,
+    /// The tile edge in pixels when the decode is tiled (`enable_tiling`), else none.
+    pub vae_tile: Option<u64>,
     pub offload: DiffusionOffload,
 }
 

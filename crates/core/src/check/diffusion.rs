@@ -167,6 +167,7 @@ pub(super) fn diffusion(
         ("text_tokens", Repeat::Once),
         ("vae_channels", Repeat::Once),
         ("vae_tiling", Repeat::Once),
+        ("vae_tile", Repeat::Once),
         ("offload", Repeat::Once),
         ("heads", Repeat::Once),
         ("layers", Repeat::Once),
@@ -235,6 +236,9 @@ pub(super) fn diffusion(
         fields.whole("text_tokens", Dim::Tokens, 0, 100_000, "512 tokens").unwrap_or(77);
     let vae_channels = fields.whole("vae_channels", Dim::Count, 1, 4096, "128").unwrap_or(128);
     let vae_tiling = fields.boolean("vae_tiling").unwrap_or(false);
+    // diffusers' AutoencoderKL tiles at its config's `sample_size`: 1024 for the SDXL, SD3 and
+    // FLUX autoencoders, 512 for SD 1.x's.
+    let vae_tile = fields.whole("vae_tile", Dim::Count, 8, 1 << 16, "1024").unwrap_or(1024);
     let offload = fields.choice("offload", &["none", "model"]).map(|(w, _)| w == "model");
     let blocks = blocks(&fields, architecture, training);
     let found = fields.finish();
@@ -262,7 +266,7 @@ pub(super) fn diffusion(
         cfg,
         text_tokens,
         vae_channels,
-        vae_tiling,
+        vae_tile: vae_tiling.then_some(vae_tile),
         offload: if offload == Some(true) {
             DiffusionOffload::Model
         } else {

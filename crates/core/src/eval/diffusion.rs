@@ -11,11 +11,21 @@
 //!   input and output (8h), 10 × tokens × hidden elements;
 //! - UNet denoiser: at the latent resolution with its base channels, the same 10 per position
 //!   (a ResNet block's input, norms and convolution outputs, the attention block's projections);
-//! - VAE decoder: the last upsampling hands 2c channels to the full-resolution stage, whose first
-//!   ResNet holds its input and norm output (2 × 2c) and its convolution output and residual
-//!   (2 × c): 6c per pixel; tiling decodes 512 × 512 tiles (diffusers' `tile_sample_min_size`).
+//! - VAE decoder: the first ResNet block at full resolution holds its 2c-channel input, its
+//!   GroupNorm output and its SiLU output at once: 6c per pixel (`vae_decode.rs` replays every
+//!   tensor of the decoder and finds no larger moment); a tiled decode holds one tile's
+//!   (diffusers' `tile_sample_min_size`, the VAE config's `sample_size`: 1024 for the SDXL, SD3
+//!   and FLUX autoencoders, 512 for SD 1.x's).
+//!
+//! Reserved view: the caching allocator keeps every freed block, so after the decode it holds
+//! the denoising step's blocks and each decoder stage's segments (`decode_cache`). What else is
+//! resident at the decode is small and left out: the latents (16 × 128² × 2 B = 512 KiB for
+//! FLUX at 1024², a small-pool block) and the text embeddings (512 × 4096 × 2 B = 4 MiB for
+//! T5-XXL, one 20 MiB segment).
 
-use super::calc::{self, Overflow, Product};
+use super::allocator::CachingAllocator;
+use super::calc::{self, Overflow, Product, formula};
+use super::vae_decode::{self, DecoderShape};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
 use crate::hir::{Diffusion, DiffusionOffload, Layered};
@@ -109,57 +119,101 @@ fn kept_precision(precision: Precision) -> Option<Precision> {
     }
 }
 
-/// The denoising step's freed blocks, still reserved while the VAE decodes. PyTorch's caching
-/// allocator keeps freed blocks for reuse and serves a request only from a block at least as
-/// large (blocks are split, never merged across segments; `CUDACachingAllocator.cpp`), so when
-/// the decoder's full-resolution tensors (batch × 2 × base channels × pixels, the input of the
-/// last up-block) are larger than every tensor of a transformer step (its MLP's 4 × hidden per
-/// token), none of the step's blocks serve the decode and they stay reserved beside it: the
-/// reserved peak is the sum of both phases' transients, the allocated peak only the larger.
-/// UNet steps are left out: their largest tensor is not derived here.
-fn stranded_denoise_blocks(
-    diffusion: &Diffusion,
-    denoise_peak: Bytes,
-) -> Result<Option<Component>, Overflow> {
-    if diffusion.denoiser.unet || diffusion.vae.is_none() || denoise_peak == Bytes::ZERO {
-        return Ok(None);
-    }
+/// The tensors one transformer step holds at its peak, as the activation formula counts them:
+/// the residual and its norm (hidden each) and the MLP's input and output (4 × hidden each), per
+/// token of the guided batch.
+fn transformer_step_tensors(diffusion: &Diffusion) -> Result<[Bytes; 4], Overflow> {
     let guided = if diffusion.cfg { 2 } else { 1 };
     let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;
     let tokens = latent / 4 + diffusion.text_tokens;
-    let step_largest = Product::new()
-        .times(diffusion.batch, "batch")?
-        .times(guided, "(guidance)")?
-        .times(tokens, "tokens")?
-        .times(4 * diffusion.denoiser.hidden, "MLP width")?
-        .bytes_each(diffusion.denoiser.weights.companion().bytes_per_element(), "")?
-        .value()?;
-    let pixels = if diffusion.vae_tiling {
-        diffusion.width.min(512) * diffusion.height.min(512)
-    } else {
-        diffusion.width * diffusion.height * diffusion.frames
+    let width = |factor: u64| {
+        Product::new()
+            .times(diffusion.batch, "batch")?
+            .times(guided, "(guidance)")?
+            .times(tokens, "tokens")?
+            .times(factor * diffusion.denoiser.hidden, "width")?
+            .bytes_each(diffusion.denoiser.weights.companion().bytes_per_element(), "")?
+            .value()
     };
-    let decode_largest = Product::new()
-        .times(diffusion.batch, "batch")?
-        .times(pixels, "pixels")?
-        .times(2 * diffusion.vae_channels, "channels")?
-        .bytes_each(diffusion.vae_weights.companion().bytes_per_element(), "")?
-        .value()?;
-    if decode_largest <= step_largest {
+    let (narrow, wide) = (width(1)?, width(4)?);
+    Ok([narrow, narrow, wide, wide])
+}
+
+/// The decoder's shape: a tiled decode runs it on one tile at a time (diffusers'
+/// `tiled_decode`, tiles of `tile_sample_min_size` pixels, clipped by the image; an image no
+/// larger than a tile is decoded whole), frames decode as a batch of images.
+fn decoder_shape(diffusion: &Diffusion) -> DecoderShape {
+    let (height, width, images) = if let Some(tile) = diffusion.vae_tile {
+        (diffusion.height.min(tile), diffusion.width.min(tile), diffusion.batch)
+    } else {
+        (diffusion.height, diffusion.width, diffusion.batch.saturating_mul(diffusion.frames))
+    };
+    DecoderShape {
+        images,
+        height,
+        width,
+        base_channels: diffusion.vae_channels,
+        element: diffusion.vae_weights.companion().bytes_per_element(),
+    }
+}
+
+/// What the caching allocator holds beyond the largest phase's live tensors once the decode
+/// has run: the denoising step's freed blocks (a transformer step's tensors; a UNet step's are
+/// not derived and left out) stay cached, serve the decoder's tensors they can hold, and every
+/// decoder stage whose tensors no cached block holds adds segments of its own
+/// (`allocator.rs`, `vae_decode.rs`). The allocated view never sees it.
+fn decode_cache(
+    diffusion: &Diffusion,
+    allocated_peak: Bytes,
+) -> Result<Option<Component>, Overflow> {
+    if diffusion.vae.is_none() {
         return Ok(None);
     }
+    let mut alloc = CachingAllocator::new();
+    let step =
+        if diffusion.denoiser.unet { None } else { Some(transformer_step_tensors(diffusion)?) };
+    if let Some(step) = step {
+        let held: Vec<_> =
+            step.iter().map(|bytes| alloc.alloc(*bytes)).collect::<Result<_, _>>()?;
+        for tensor in held {
+            alloc.free(tensor);
+        }
+    }
+    let shape = decoder_shape(diffusion);
+    vae_decode::replay(&mut alloc, &shape)?;
+    let reserved = alloc.peak_reserved();
+    let Some(extra) = reserved.0.checked_sub(allocated_peak.0).filter(|extra| *extra > 0) else {
+        return Ok(None);
+    };
+    let cached = match step {
+        Some(step) => formula!(
+            "the denoising step's freed blocks ({}, {}, {}, {}), then ",
+            step[0],
+            step[1],
+            step[2],
+            step[3]
+        ),
+        None => String::new(),
+    };
     Ok(Some(Component {
         held_by: HeldBy::AllocatorCache,
-        name: "allocator cache (denoising step)".to_string(),
+        name: "allocator cache (denoising step and VAE decode stages)".to_string(),
         category: Category::Workspace,
-        bytes: denoise_peak,
+        bytes: Bytes(extra),
         provenance: Provenance::Formula,
-        formula: format!(
-            "the denoiser activations' {denoise_peak}, kept reserved: its largest tensor \
-             ({step_largest}) is smaller than the decoder's ({decode_largest})"
+        formula: formula!(
+            "{reserved} reserved by replaying {cached}the decoder's tensors from {} × {} latents \
+             to {} × {} pixels through the caching allocator, less the {allocated_peak} the \
+             largest phase holds live",
+            shape.height / vae_decode::SPATIAL_FACTOR,
+            shape.width / vae_decode::SPATIAL_FACTOR,
+            shape.height,
+            shape.width,
         ),
         source: Some(
-            "PyTorch CUDACachingAllocator: freed blocks stay reserved and serve only requests they can hold".into(),
+            "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
+             segments); diffusers AutoencoderKL Decoder (vae_decode.rs)"
+                .into(),
         ),
     }))
 }
@@ -208,22 +262,26 @@ pub(crate) fn components(
     let mut decode = Vec::new();
     if let Some(vae) = &diffusion.vae {
         decode.extend(weights(program, vae, diffusion.vae_weights, "VAE")?);
-        let pixels = if diffusion.vae_tiling {
-            (diffusion.width.min(512)) * (diffusion.height.min(512))
+        let pixels = if let Some(tile) = diffusion.vae_tile {
+            diffusion.width.min(tile) * diffusion.height.min(tile)
         } else {
             diffusion.width * diffusion.height * diffusion.frames
         };
         let vae_elem = diffusion.vae_weights.companion();
         let product = Product::new()
             .times(diffusion.batch, "batch")?
-            .times(pixels, if diffusion.vae_tiling { "pixels of a 512² tile" } else { "pixels" })?
-            .times(6 * diffusion.vae_channels, "(6 × base channels)")?
+            .times(
+                pixels,
+                if diffusion.vae_tile.is_some() { "pixels of a tile" } else { "pixels" },
+            )?
+            .times(3, "tensors (input, GroupNorm, SiLU)")?
+            .times(2 * diffusion.vae_channels, "(2 × base channels)")?
             .bytes_each(vae_elem.bytes_per_element(), vae_elem.name())?;
         decode.push(formula(
             "VAE decode peak".into(),
             Category::Intermediate,
             product,
-            "DOMAIN.md §7.1: decoding at full resolution is frequently the peak",
+            "diffusers AutoencoderKL Decoder: the first full-resolution ResnetBlock2D (vae_decode.rs)",
         )?);
     }
     let total = |phase: &[Component]| calc::sum(phase.iter().map(|c| c.bytes));
@@ -243,9 +301,7 @@ pub(crate) fn components(
             }
             let winner = if decode_peak > denoise_peak { &decode } else { &denoise };
             out.extend(winner.iter().filter(|c| c.category == Category::Intermediate).cloned());
-            if decode_peak > denoise_peak {
-                out.extend(stranded_denoise_blocks(diffusion, denoise_peak)?);
-            }
+            out.extend(decode_cache(diffusion, decode_peak.max(denoise_peak))?);
             Ok(out)
         }
         DiffusionOffload::Model => {

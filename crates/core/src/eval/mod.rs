@@ -3,6 +3,7 @@
 //! Devices are never pooled. Each rank gets a [`Placement`] (its tensor shard, its pipeline
 //! stage and layers, its data-parallel replica) and its own components, headroom and verdict.
 
+mod allocator;
 mod band;
 mod calc;
 mod device;
@@ -20,6 +21,7 @@ pub use params::parameter_count;
 mod runtime;
 mod sharing;
 mod training;
+mod vae_decode;
 
 pub(crate) use calc::Overflow;
 use calc::{div_ceil, formula};

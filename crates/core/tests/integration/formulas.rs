@@ -569,31 +569,44 @@ fn diffusion_pipelines_keep_every_model_and_the_largest_phase() {
     assert_eq!(bytes(&checks[0], 0, "denoiser weights"), 4_000_000_000);
     assert_eq!(bytes(&checks[0], 0, "text encoder weights"), 2_000_000_000);
     assert_eq!(bytes(&checks[0], 0, "VAE weights"), 160_000_000);
-    // The VAE decode at full resolution (6 × 128 channels per pixel) outweighs one transformer
-    // block over 2 × (4096 + 256) tokens (classifier-free guidance doubles the batch).
+    // The VAE decode at full resolution (its first full-resolution ResNet block's input, GroupNorm
+    // and SiLU outputs, 3 × 256 channels per pixel) outweighs one transformer block over
+    // 2 × (4096 + 256) tokens (classifier-free guidance doubles the batch).
     assert_eq!(bytes(&checks[0], 0, "VAE decode peak"), 1024 * 1024 * 768 * 2);
     assert!(
         checks[0].devices[0].components.iter().all(|c| !c.name.starts_with("denoiser activations"))
     );
-    // The denoising step's freed blocks (2 × 4352 tokens × 1536 × 10 × 2 B) stay reserved: its
-    // largest tensor (the MLP's 4 × 1536 per token, 107 MB) is smaller than the decoder's
-    // full-resolution input (256 channels × 1024², 512 MiB), so none of them serves the decode.
+    // The reserved view replays the caching allocator. The step's freed blocks (2 × 25.5 MiB,
+    // 2 × 102 MiB: 26 + 26 + 102 + 102 MiB of segments, rounded to 2 MiB) stay cached and serve
+    // the decoder's 16 MiB tensors at 128², the attention's 32 MiB fp32 accumulator and two of
+    // the four 64 MiB tensors at 256²; the other two add 2 × 64 MiB, the 512² stage 3 × 256 MiB
+    // and the full-resolution stage 3 × 512 MiB: 2,688 MiB reserved, of which the decode's
+    // 1,536 MiB are live tensors.
     let cache = checks[0].devices[0]
         .components
         .iter()
-        .find(|c| c.name == "allocator cache (denoising step)")
-        .expect("the step's blocks are reserved during the decode");
-    assert_eq!(cache.bytes.0, 2 * (4096 + 256) * 1536 * 10 * 2);
+        .find(|c| c.name.starts_with("allocator cache"))
+        .expect("the step's blocks and the decoder's stages are reserved");
+    let mib = 1 << 20;
+    assert_eq!(cache.bytes.0, (256 + 128 + 768 + 1536 - 1536) * mib);
     assert_eq!(cache.held_by, vram_core::budget::HeldBy::AllocatorCache);
     let views = &checks[0].devices[0].views;
     assert_eq!(views.reserved.0 - views.allocated.0, cache.bytes.0);
-    let tiled = evaluate(&source("; hidden 1536; vae_tiling true"));
+    // diffusers tiles at the VAE config's `sample_size`, 1024 for this autoencoder family by
+    // default: a 1024² image is no larger than one tile and decodes whole.
+    let whole = evaluate(&source("; hidden 1536; vae_tiling true"));
+    assert_eq!(bytes(&whole[0], 0, "VAE decode peak"), 1024 * 1024 * 768 * 2);
+    let tiled = evaluate(&source("; hidden 1536; vae_tiling true; vae_tile 512"));
     assert_eq!(bytes(&tiled[0], 0, "VAE decode peak"), 512 * 512 * 768 * 2);
-    // A wider transformer with a tiled decode: the denoising step is the larger transient.
-    let wide = evaluate(&source("; hidden 3072; vae_tiling true"));
-    assert_eq!(bytes(&wide[0], 0, "denoiser activations"), 2 * (4096 + 256) * 3072 * 10 * 2);
+    // A wider transformer with a tiled decode: the denoising step is the larger transient. Its
+    // blocks (2 × 52 + 2 × 204 MiB) serve every tensor of a 512² tile but the third 128 MiB one
+    // (the two 204 MiB blocks hold one each), which adds a 128 MiB segment.
+    let wide = evaluate(&source("; hidden 3072; vae_tiling true; vae_tile 512"));
+    let step = 2 * (4096 + 256) * 3072 * 10 * 2;
+    assert_eq!(bytes(&wide[0], 0, "denoiser activations"), step);
     assert!(wide[0].devices[0].components.iter().all(|c| c.name != "VAE decode peak"));
-    assert!(wide[0].devices[0].components.iter().all(|c| !c.name.starts_with("allocator cache")));
+    let cache = bytes(&wide[0], 0, "allocator cache");
+    assert_eq!(cache, (2 * 52 + 2 * 204 + 128) * mib - step);
     // Offloading whole models: only the heaviest phase is on the device.
     let offloaded = evaluate(&source("; hidden 1536; offload model"));
     let names: Vec<&str> =

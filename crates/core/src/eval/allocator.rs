@@ -1,0 +1,224 @@
+//! A replay of PyTorch's CUDA caching allocator over a known sequence of tensors: what a phase
+//! whose tensors change size leaves reserved (the VAE decoder's resolution stages).
+//!
+//! The rules replayed (`c10/cuda/CUDACachingAllocator.cpp`, constants in
+//! `c10/core/CachingAllocator.h`, PyTorch 2.x, default `PYTORCH_CUDA_ALLOC_CONF`):
+//! - every request rounds up to a multiple of 512 B (`kMinBlockSize`);
+//! - a request of at most 1 MiB (`kSmallSize`) comes from the small pool, whose segments are
+//!   2 MiB (`kSmallBuffer`); a larger one from the large pool, whose new segments are 20 MiB
+//!   (`kLargeBuffer`) below 10 MiB (`kMinLargeAlloc`) and the request rounded up to 2 MiB
+//!   (`kRoundLarge`) otherwise;
+//! - a request takes the smallest free cached block of its pool that holds it (best fit; with
+//!   `max_split_size` unset any larger block may serve), and the block is split when what
+//!   remains exceeds 1 MiB (large pool) or is at least 512 B (small pool);
+//! - a freed block merges with free neighbours of its own segment, never across segments, and
+//!   segments are never returned (no `empty_cache`; the out-of-memory retry that frees cached
+//!   segments does not happen on a device with room).
+//!
+//! One stream: the pipelines replayed here run on the default stream.
+
+use super::calc::Overflow;
+use crate::bytes::{Bytes, MIB};
+
+const MIN_BLOCK: u64 = 512;
+const SMALL_SIZE: u64 = MIB;
+const SMALL_BUFFER: u64 = 2 * MIB;
+const LARGE_BUFFER: u64 = 20 * MIB;
+const MIN_LARGE_ALLOC: u64 = 10 * MIB;
+const ROUND_LARGE: u64 = 2 * MIB;
+
+/// A live tensor's block; given back to [`CachingAllocator::free`] exactly once.
+#[must_use]
+pub(crate) struct Tensor(u64);
+
+struct Block {
+    id: u64,
+    size: u64,
+    live: bool,
+}
+
+struct Segment {
+    small: bool,
+    blocks: Vec<Block>,
+}
+
+#[derive(Default)]
+pub(crate) struct CachingAllocator {
+    segments: Vec<Segment>,
+    next_id: u64,
+    allocated: u64,
+    reserved: u64,
+    peak_allocated: u64,
+    peak_reserved: u64,
+}
+
+fn round_up(size: u64, to: u64) -> Result<u64, Overflow> {
+    size.div_ceil(to).checked_mul(to).ok_or(Overflow)
+}
+
+/// The size of the segment `cudaMalloc`ed for a request no cached block holds.
+fn segment_size(size: u64) -> Result<u64, Overflow> {
+    if size <= SMALL_SIZE {
+        Ok(SMALL_BUFFER)
+    } else if size < MIN_LARGE_ALLOC {
+        Ok(LARGE_BUFFER)
+    } else {
+        round_up(size, ROUND_LARGE)
+    }
+}
+
+impl CachingAllocator {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// The highest sum of live blocks (`max_memory_allocated`, which counts blocks, so rounded).
+    #[cfg(test)]
+    pub(crate) fn peak_allocated(&self) -> Bytes {
+        Bytes(self.peak_allocated)
+    }
+
+    /// The highest sum of segments (`max_memory_reserved`).
+    pub(crate) fn peak_reserved(&self) -> Bytes {
+        Bytes(self.peak_reserved)
+    }
+
+    pub(crate) fn alloc(&mut self, bytes: Bytes) -> Result<Tensor, Overflow> {
+        let size = round_up(bytes.0.max(1), MIN_BLOCK)?;
+        let small = size <= SMALL_SIZE;
+        let (segment, index) = if let Some(found) = self.best_fit(small, size) {
+            found
+        } else {
+            let grown = segment_size(size)?;
+            self.reserved = self.reserved.checked_add(grown).ok_or(Overflow)?;
+            self.peak_reserved = self.peak_reserved.max(self.reserved);
+            let id = self.fresh_id();
+            self.segments
+                .push(Segment { small, blocks: vec![Block { id, size: grown, live: false }] });
+            (self.segments.len() - 1, 0)
+        };
+        let remaining = self.segments[segment].blocks[index].size - size;
+        let split = if small { remaining >= MIN_BLOCK } else { remaining > SMALL_SIZE };
+        if split {
+            let id = self.fresh_id();
+            let blocks = &mut self.segments[segment].blocks;
+            blocks[index].size = size;
+            blocks.insert(index + 1, Block { id, size: remaining, live: false });
+        }
+        let block = &mut self.segments[segment].blocks[index];
+        block.live = true;
+        self.allocated = self.allocated.checked_add(block.size).ok_or(Overflow)?;
+        self.peak_allocated = self.peak_allocated.max(self.allocated);
+        Ok(Tensor(block.id))
+    }
+
+    #[allow(clippy::needless_pass_by_value, reason = "taking the handle ends it: no double free")]
+    pub(crate) fn free(&mut self, tensor: Tensor) {
+        let Tensor(id) = tensor;
+        for segment in &mut self.segments {
+            let Some(index) = segment.blocks.iter().position(|b| b.id == id) else {
+                continue;
+            };
+            segment.blocks[index].live = false;
+            self.allocated -= segment.blocks[index].size;
+            let blocks = &mut segment.blocks;
+            if blocks.get(index + 1).is_some_and(|b| !b.live) {
+                let next = blocks.remove(index + 1);
+                blocks[index].size += next.size;
+            }
+            if index > 0 && !blocks[index - 1].live {
+                let this = blocks.remove(index);
+                blocks[index - 1].size += this.size;
+            }
+            return;
+        }
+    }
+
+    fn fresh_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// The smallest free block of the pool that holds `size`; the first such in segment order
+    /// (the allocator's tie-break is the address, which creation order stands in for).
+    fn best_fit(&self, small: bool, size: u64) -> Option<(usize, usize)> {
+        let mut best: Option<(u64, usize, usize)> = None;
+        for (s, segment) in self.segments.iter().enumerate().filter(|(_, s)| s.small == small) {
+            for (b, block) in segment.blocks.iter().enumerate() {
+                if !block.live
+                    && block.size >= size
+                    && best.is_none_or(|(least, ..)| block.size < least)
+                {
+                    best = Some((block.size, s, b));
+                }
+            }
+        }
+        best.map(|(_, s, b)| (s, b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mib(n: u64) -> Bytes {
+        Bytes(n * MIB)
+    }
+
+    #[test]
+    fn segments_are_rounded_by_request_size() {
+        let mut cache = CachingAllocator::new();
+        let tensor = cache.alloc(Bytes(100)).unwrap();
+        // 100 B rounds to 512 B, from a 2 MiB small-pool segment.
+        assert_eq!((cache.peak_allocated(), cache.peak_reserved()), (Bytes(512), mib(2)));
+        cache.free(tensor);
+        let tensor = cache.alloc(mib(3)).unwrap();
+        // 3 MiB: a 20 MiB large segment; what remains (17 MiB) stays cached beside it.
+        assert_eq!(cache.peak_reserved(), mib(22));
+        cache.free(tensor);
+        let _t = cache.alloc(Bytes(27 * MIB + 1)).unwrap();
+        // Above 10 MiB: rounded up to 2 MiB, 28 MiB; the 20 MiB block cannot hold it.
+        assert_eq!(cache.peak_reserved(), mib(50));
+    }
+
+    #[test]
+    fn freed_blocks_serve_smaller_requests_but_never_merge_across_segments() {
+        let mut cache = CachingAllocator::new();
+        let first = cache.alloc(mib(256)).unwrap();
+        let second = cache.alloc(mib(256)).unwrap();
+        cache.free(first);
+        cache.free(second);
+        // Two free 256 MiB segments hold 512 MiB together but no 512 MiB block.
+        let whole = cache.alloc(mib(512)).unwrap();
+        assert_eq!(cache.peak_reserved(), mib(1024));
+        // A 100 MiB request splits a cached 256 MiB block instead of growing the cache.
+        let part = cache.alloc(mib(100)).unwrap();
+        assert_eq!(cache.peak_reserved(), mib(1024));
+        assert_eq!(cache.peak_allocated(), mib(612));
+        cache.free(part);
+        cache.free(whole);
+        // The split halves merged again: a 256 MiB request fits without a new segment.
+        let _again = cache.alloc(mib(256)).unwrap();
+        let _and_again = cache.alloc(mib(256)).unwrap();
+        assert_eq!(cache.peak_reserved(), mib(1024));
+    }
+
+    #[test]
+    fn best_fit_takes_the_smallest_block_that_holds_the_request() {
+        let mut cache = CachingAllocator::new();
+        let large = cache.alloc(mib(64)).unwrap();
+        let little = cache.alloc(mib(16)).unwrap();
+        cache.free(large);
+        cache.free(little);
+        // 12 MiB goes into the 16 MiB block, leaving the 64 MiB block whole for a 60 MiB one.
+        let _twelve = cache.alloc(mib(12)).unwrap();
+        let _sixty = cache.alloc(mib(60)).unwrap();
+        assert_eq!(cache.peak_reserved(), mib(80));
+    }
+
+    #[test]
+    fn overflow_is_an_error() {
+        let mut cache = CachingAllocator::new();
+        assert!(cache.alloc(Bytes(u64::MAX)).is_err());
+    }
+}
