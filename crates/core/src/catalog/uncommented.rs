@@ -15,11 +15,12 @@ macro_rules! uncommented {
 }
 pub(crate) use uncommented;
 
-/// Calls `keep` on every byte of `text` that is not part of a comment, in order. A comment runs
-/// from a `#` outside a string to the line break, which is kept; a string runs from `"` to the
-/// next `"` not escaped by `\` (the grammar's `string` rule). Written as one loop over bytes
-/// because it runs in `const` evaluation, where closures and iterators are not available: the
-/// two functions below call it with an array to fill or none.
+/// Copies the bytes of `text` that are not part of a comment into `out`, as far as it reaches,
+/// and returns how many there are. A comment runs from a `#` outside a string to the line
+/// break, which is kept; a string runs from `"` to the next `"` not escaped by `\` (the
+/// grammar's `string` rule). One loop over bytes because it runs in `const` evaluation, where
+/// closures and iterators are not available: the two functions below call it with an array to
+/// fill, or with none to count.
 const fn scan(text: &str, out: &mut [u8]) -> usize {
     let text = text.as_bytes();
     let (mut at, mut kept) = (0, 0);
