@@ -159,7 +159,10 @@ function renderGutter(source, diagnostics) {
     const mark = marks.get(line);
     gutter.append(mark ? h("span", { class: mark, "data-line": line }, String(line)) : String(line), "\n");
   }
-  gutter.scrollTop = $("source").scrollTop;
+  // In the next frame: reading the text box's scroll position here would force a layout of
+  // the whole page in the middle of rendering the result (on the first load, before anything
+  // has been laid out), and the bars and table would then be laid out again.
+  requestAnimationFrame(() => (gutter.scrollTop = $("source").scrollTop));
 }
 
 function renderDiagnostics(evaluation) {

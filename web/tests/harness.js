@@ -51,12 +51,12 @@ export const CHROMIUM_ARGS = [
 ];
 
 /** Debian's chromium with a fresh profile directory. */
-export async function browser() {
+export async function browser(extra = []) {
   const profile = mkdtempSync(join(tmpdir(), "vram-chromium-"));
   return chromium.launchPersistentContext(profile, {
     executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
     headless: true,
-    args: CHROMIUM_ARGS,
+    args: [...CHROMIUM_ARGS, ...extra],
     viewport: { width: 1280, height: 900 },
   });
 }

@@ -23,6 +23,21 @@ fn main() {
     if let Some(filter) = std::env::args().skip(1).find(|a| !a.starts_with('-')) {
         examples.retain(|(name, _)| name.contains(&filter));
     }
+    // The first evaluation builds the catalog (parse and check of its files): in the browser,
+    // on every page load, before the first result.
+    for (what, sources) in [
+        ("catalog build, as parsed (no comments)", vram_core::catalog::PARSED),
+        ("catalog build, with its comments", vram_core::catalog::SOURCES),
+    ] {
+        let (mean, best, runs) = time(|| {
+            std::hint::black_box(vram_core::catalog::build_from(std::hint::black_box(&sources)));
+        });
+        println!(
+            "{what:<40} mean {:>8.1} µs, min {:>8.1} µs, {runs} runs",
+            micros(mean),
+            micros(best)
+        );
+    }
     let _ = vram_core::catalog::builtin();
     println!("{:<36} {:>12} {:>12} {:>10}", "example", "mean µs", "min µs", "runs");
     let mut total = Duration::ZERO;
@@ -46,6 +61,22 @@ fn main() {
     }
     let count = u32::try_from(examples.len()).unwrap_or(1).max(1);
     println!("{:<36} {:>12.1}", "mean over examples", micros(total / count));
+}
+
+/// Runs `work` for a quarter second after a warm-up: the mean, the fastest run and the count.
+fn time(mut work: impl FnMut()) -> (Duration, Duration, u32) {
+    for _ in 0..5 {
+        work();
+    }
+    let (mut runs, mut best) = (0u32, Duration::MAX);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(250) {
+        let t = Instant::now();
+        work();
+        best = best.min(t.elapsed());
+        runs += 1;
+    }
+    (start.elapsed() / runs.max(1), best, runs)
 }
 
 fn micros(duration: Duration) -> f64 {

@@ -62,6 +62,13 @@ impl Diagnostic {
         self
     }
 
+    /// Puts `diagnostics` in source order (by primary span); those at one place keep the order
+    /// in which they were found. One function for every pass, so that the web page's module
+    /// carries one copy of the sort.
+    pub fn sort_by_position(diagnostics: &mut [Diagnostic]) {
+        diagnostics.sort_by_key(|d| (d.primary.start, d.primary.end));
+    }
+
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }

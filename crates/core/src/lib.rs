@@ -127,7 +127,7 @@ pub fn evaluate_with_imports(
     diagnostics.extend(found);
     plan::annotate(&program, &mut budget);
     budget.queries = plan::query::answer_all(&program, &mut diagnostics);
-    diagnostics.sort_by_key(|d| (d.primary.start, d.primary.end));
+    Diagnostic::sort_by_position(&mut diagnostics);
     // A mistake found by two passes (an unrepresentable number, say) is reported once.
     diagnostics.dedup();
     Outcome { budget, diagnostics }

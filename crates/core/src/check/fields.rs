@@ -496,10 +496,11 @@ pub fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
 }
 
 /// Edit distance counting an adjacent swap as one edit (`modle` is one from `model`),
-/// case-insensitive (so `gib` suggests `GiB`).
+/// case-insensitive (so `gib` suggests `GiB`). The candidates are names and keywords, which
+/// are ASCII, so against them it equals the distance between the `str::to_lowercase` forms
+/// (tested), without Unicode's case tables (about 16 KB of the web page's module).
 pub fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.to_lowercase().chars().collect();
-    let b: Vec<char> = b.to_lowercase().chars().collect();
+    let (a, b) = (case_folded(a), case_folded(b));
     let width = b.len() + 1;
     let mut d = vec![0usize; (a.len() + 1) * width];
     for i in 0..=a.len() {
@@ -523,6 +524,21 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     d[a.len() * width + b.len()]
 }
 
+/// `text`'s characters with ASCII letters in lowercase. Outside ASCII, only the Kelvin sign and
+/// `İ` have a lowercase form with ASCII in it (`k`, and `i` with a combining dot); any other
+/// character is kept as it is, since no case of it can equal an ASCII character.
+fn case_folded(text: &str) -> Vec<char> {
+    let mut folded = Vec::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\u{212A}' => folded.push('k'),
+            '\u{130}' => folded.extend(['i', '\u{307}']),
+            c => folded.push(c.to_ascii_lowercase()),
+        }
+    }
+    folded
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,5 +551,40 @@ mod tests {
         assert_eq!(edit_distance("gib", "GiB"), 0);
         assert_eq!(edit_distance("modle", "model"), 1);
         assert_eq!(edit_distance("", "abc"), 3);
+    }
+
+    #[test]
+    fn case_folding_agrees_with_unicode_lowercase_against_ascii_names() {
+        let words = [
+            "GiB",
+            "Model",
+            "\u{212A}iB",
+            "\u{130}nference",
+            "İİ",
+            "ΜODEL",
+            "Σσς",
+            "straße",
+            "ﬁeld",
+            "modèle",
+            "MODLE",
+            "",
+            "😀k",
+            "DEVİCE",
+            "weıghts",
+        ];
+        let names = ["gib", "model", "kib", "inference", "device", "weights", "field", "i"];
+        for word in words {
+            for name in names {
+                assert_eq!(
+                    edit_distance(word, name),
+                    edit_distance(&word.to_lowercase(), &name.to_lowercase()),
+                    "{word} / {name}"
+                );
+                let lowered: Vec<char> = word.to_lowercase().chars().collect();
+                assert_eq!(case_folded(&word.to_lowercase()), lowered, "{word}");
+            }
+        }
+        assert_eq!(edit_distance("\u{212A}iB", "kib"), 0);
+        assert_eq!(edit_distance("\u{130}", "i"), 1);
     }
 }

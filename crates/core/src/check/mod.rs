@@ -274,7 +274,7 @@ pub fn check_with_imports<'a>(
         diagnostics.extend(found);
         program.own.queries.extend(spec);
     }
-    diagnostics.sort_by_key(|d| (d.primary.start, d.primary.end));
+    Diagnostic::sort_by_position(&mut diagnostics);
     (program, diagnostics)
 }
 

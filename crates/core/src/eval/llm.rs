@@ -35,7 +35,8 @@ pub(crate) fn weights(
             }
         }
     }
-    by_precision.sort();
+    // One entry per precision, so an unstable sort gives the same order.
+    by_precision.sort_unstable();
     let mut components = Vec::new();
     let mut total = Bytes::ZERO;
     let mut terms = Vec::new();

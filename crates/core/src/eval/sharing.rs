@@ -73,7 +73,8 @@ fn proportional(layers: u64, weights: &[u64]) -> Vec<u64> {
     let given: u64 = counts.iter().map(|c| c.0).sum();
     let mut left = layers.saturating_sub(given);
     let mut order: Vec<usize> = (0..counts.len()).collect();
-    order.sort_by(|a, b| counts[*b].1.cmp(&counts[*a].1).then(a.cmp(b)));
+    // Ties are broken by index, so an unstable sort gives the same order.
+    order.sort_unstable_by(|a, b| counts[*b].1.cmp(&counts[*a].1).then(a.cmp(b)));
     for i in order {
         if left == 0 {
             break;

@@ -7,6 +7,25 @@ fn catalog_has_no_diagnostics_and_at_least_30_devices() {
     assert!(program.devices.len() >= 30, "{} devices", program.devices.len());
 }
 
+/// The catalog is parsed without its comments: the same declarations as the commented files.
+#[test]
+fn the_parsed_catalog_is_the_catalog_without_its_comments() {
+    for ((name, source), (parsed_name, parsed)) in
+        vram_core::catalog::SOURCES.into_iter().zip(vram_core::catalog::PARSED)
+    {
+        assert_eq!(name, parsed_name);
+        assert!(source.contains('#') && !parsed.contains('#'), "{name}: comments left");
+        assert!(
+            parsed.len() < source.len() * 3 / 4,
+            "{name}: {} of {}",
+            parsed.len(),
+            source.len()
+        );
+        assert_eq!(parsed.lines().count(), source.lines().count(), "{name}: lines moved");
+        assert_eq!(crate::format::shape(parsed), crate::format::shape(source), "{name}");
+    }
+}
+
 /// The facts file sits beside the repository (`../shared/data/gpus.json`), as it does in CI.
 #[test]
 fn device_memory_matches_the_reported_totals() {
