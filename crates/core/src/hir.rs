@@ -286,6 +286,10 @@ pub struct Model {
     /// Parameters that loaders leave out of quantization and of fp16 (transformers
     /// `_keep_in_fp32_modules`, such as T5's feed-forward output `wo`).
     pub keep_in_fp32: Option<u64>,
+    /// Parameters in modules that diffusers' `enable_layerwise_casting` skips by name (norms,
+    /// with the AdaLN modulation linears inside them, position and patch embeddings,
+    /// `proj_in`/`proj_out`): they stay 16-bit under `fp8-layerwise`.
+    pub layerwise_skip: Option<u64>,
     /// The stored weights, as an importer read them from the checkpoint's headers.
     pub stored: Option<Stored>,
     pub span: Span,

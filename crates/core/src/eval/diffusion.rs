@@ -76,8 +76,13 @@ pub(super) fn weights(
         (Some(kept), Some(p)) => (kept.min(params), p),
         _ => (0, precision),
     };
+    // diffusers' layerwise casting leaves the modules its name patterns match at the load dtype.
+    let skipped = match (precision, found.layerwise_skip) {
+        (Precision::Fp8Layerwise, Some(skipped)) => skipped.min(params - kept),
+        _ => 0,
+    };
     let product = Product::new()
-        .times(params - kept, "params")?
+        .times(params - kept - skipped, "params")?
         .bytes_each(precision.bytes_per_element(), precision.name())?;
     let mut out = vec![formula(
         format!("{role} weights: {model}"),
@@ -94,6 +99,20 @@ pub(super) fn weights(
             Category::Persistent,
             product,
             "transformers `_keep_in_fp32_modules`: kept in fp32 by fp16 loads and bitsandbytes quantizers",
+        )?);
+    }
+    if skipped > 0 {
+        let kept_16 = precision.companion();
+        let product = Product::new()
+            .times(skipped, "params")?
+            .bytes_each(kept_16.bytes_per_element(), kept_16.name())?;
+        out.push(formula(
+            format!("{role} layers layerwise casting skips: {model}"),
+            Category::Persistent,
+            product,
+            "diffusers `apply_layerwise_casting`: modules whose names match \
+             DEFAULT_SKIP_MODULES_PATTERN (pos_embed, patch_embed, norm, ^proj_in$, ^proj_out$) \
+             are not cast",
         )?);
     }
     Ok(out)

@@ -696,6 +696,36 @@ check w on l4"
 }
 
 #[test]
+fn layerwise_casting_keeps_the_modules_it_skips_16_bit() {
+    let source = |weights: &str| {
+        format!(
+            "model dit {{ params 1_000_000_000; layerwise_skip 300_000_000 }}
+workload w {{ runtime none; diffusion {{ denoiser dit; weights bf16; denoiser_weights {weights}; architecture dit; hidden 1024; resolution 512 x 512 }} }}
+check w on l4"
+        )
+    };
+    // 700 million cast parameters at 1 B, 300 million skipped ones at 2 B (bf16).
+    let checks = evaluate(&source("fp8-layerwise"));
+    assert_eq!(bytes(&checks[0], 0, "denoiser weights: dit"), 700_000_000);
+    assert_eq!(bytes(&checks[0], 0, "denoiser layers layerwise casting skips: dit"), 600_000_000);
+    // A quantizer that converts every linear layer (torchao float8_weight_only) skips nothing.
+    let checks = evaluate(&source("fp8"));
+    assert_eq!(bytes(&checks[0], 0, "denoiser weights: dit"), 1_000_000_000);
+    assert!(checks[0].devices[0].components.iter().all(|c| !c.name.contains("skips")));
+}
+
+#[test]
+fn grouped_int4_counts_its_scales_and_zeros() {
+    let checks = evaluate(
+        "model dit { params 1_024_000_000 }
+workload w { runtime none; diffusion { denoiser dit; weights bf16; denoiser_weights int4-g128; architecture dit; hidden 1024; resolution 512 x 512 } }
+check w on l4",
+    );
+    // 1,024,000,000 × (4 + 32/128) bits / 8 = 1,024,000,000 × 17/32 B.
+    assert_eq!(bytes(&checks[0], 0, "denoiser weights: dit"), 544_000_000);
+}
+
+#[test]
 fn text_encoders_take_a_format_each() {
     let checks = evaluate(
         "model t5 { params 4_000_000_000; keep_in_fp32 1_000_000_000 }
