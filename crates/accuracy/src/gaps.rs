@@ -123,10 +123,6 @@ pub mod assume {
         "a storage format written as the language's format of the same bytes (within 0.1 %)";
     pub const TUPLE_CACHE: &str = "Qwen v1 remote code keeps legacy tuple KV caches \
          (`cache_layout tuple`): the whole previous cache is alive at the end of a decode step";
-    pub const LOAD_QUANTIZER_SKIPS: &str = "a T5 quantized at load by transformers' torchao or \
-         quanto quantizer written as converted whole: those quantizers add `_keep_in_fp32_modules` \
-         (`wo`, 1.01 B parameters) to `modules_to_not_convert` and convert only `nn.Linear`, so \
-         `wo` and the 131.6 M-parameter embedding may stay bf16 (not modelled)";
     pub const GGUF_UNIFORM: &str = "a GGUF transformer written as one ggml type for every weight \
          (the files keep norms, biases and some projections at higher precision)";
     pub const NOT_MODELLED: &str =

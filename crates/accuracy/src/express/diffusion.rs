@@ -159,6 +159,13 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     if offload {
         out.push_str("    offload       model\n");
     }
+    // S18 quantizes while loading, through diffusers' PipelineQuantizationConfig; its layerwise
+    // casting is applied to the loaded transformer.
+    let quantized = denoiser != base || encoders.iter().any(|e| *e != base);
+    let cast = cx.point.quantization.as_deref().unwrap_or_default().contains("layerwise_casting");
+    if cx.point.framework.contains("PipelineQuantizationConfig") && quantized && !cast {
+        out.push_str("    quantize_on_load true\n");
+    }
     out.push_str("  }\n");
     Some(out)
 }
@@ -227,13 +234,6 @@ fn precisions(
         cx.unreadable("weight_precision", &w);
         return None;
     };
-    let at_load = point.framework.contains("PipelineQuantizationConfig");
-    if at_load
-        && quantized.contains(&Encoder::T5)
-        && (q.contains("torchao") || q.contains("quanto"))
-    {
-        cx.assume(assume::LOAD_QUANTIZER_SKIPS, format!("T5 in {scheme}"));
-    }
     // One format per encoder, in the pipeline's order (`text_encoder_weights a b c`).
     let encoders =
         all.iter().map(|encoder| if quantized.contains(encoder) { scheme } else { base }).collect();
