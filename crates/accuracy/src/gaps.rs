@@ -123,14 +123,10 @@ pub mod assume {
         "a storage format written as the language's format of the same bytes (within 0.1 %)";
     pub const TUPLE_CACHE: &str = "Qwen v1 remote code keeps legacy tuple KV caches \
          (`cache_layout tuple`): the whole previous cache is alive at the end of a decode step";
-    pub const GROUP_SCALES: &str = "group-wise int4 written as `int4` (packed, no scales): the \
-         group scales and zero points (bf16, group 128: +0.25 bit per weight) are not counted";
     pub const GGUF_UNIFORM: &str = "a GGUF transformer written as one ggml type for every weight \
          (the files keep norms, biases and some projections at higher precision)";
     pub const NOT_MODELLED: &str =
         "a setting the language does not model and the measurement shows to be neutral";
-    pub const LAYERWISE_CASTING: &str = "diffusers layerwise casting written as `fp8` weights for \
-         the whole transformer (it keeps norms, embeddings and proj_in/out in bf16)";
     pub const PIPELINE_DEFAULT: &str =
         "a pipeline setting not in the data: the diffusers pipeline's default";
     pub const SCRIPT_METHOD: &str = "the measurement method, not in the data, read from the \

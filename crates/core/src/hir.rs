@@ -286,6 +286,13 @@ pub struct Model {
     /// Parameters that loaders leave out of quantization and of fp16 (transformers
     /// `_keep_in_fp32_modules`, such as T5's feed-forward output `wo`).
     pub keep_in_fp32: Option<u64>,
+    /// Parameters in modules that diffusers' `enable_layerwise_casting` skips by name (norms,
+    /// with the AdaLN modulation linears inside them, position and patch embeddings,
+    /// `proj_in`/`proj_out`): they stay 16-bit under `fp8-layerwise`.
+    pub layerwise_skip: Option<u64>,
+    /// Parameters outside linear layers (embeddings, norms), which weight-only quantizers leave
+    /// at the load dtype.
+    pub outside_linear: Option<u64>,
     /// The stored weights, as an importer read them from the checkpoint's headers.
     pub stored: Option<Stored>,
     pub span: Span,
@@ -560,6 +567,9 @@ pub struct Diffusion {
     /// The tile edge in pixels when the decode is tiled (`enable_tiling`), else none.
     pub vae_tile: Option<u64>,
     pub offload: DiffusionOffload,
+    /// The quantized formats were applied while loading (diffusers `PipelineQuantizationConfig`,
+    /// `from_pretrained(quantization_config=...)`) rather than to loaded models.
+    pub quantize_on_load: bool,
 }
 
 #[derive(Clone, Debug)]

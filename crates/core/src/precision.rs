@@ -18,6 +18,10 @@ pub enum Precision {
     Bf16,
     /// FP8 (E4M3 or E5M2), one byte per element, per-tensor scale.
     Fp8,
+    /// FP8 storage by diffusers' `enable_layerwise_casting`: one byte per element, no scale;
+    /// each layer is cast to the compute dtype as it runs, so no FP8 hardware is needed. The
+    /// modules its name patterns skip stay 16-bit (a model's `layerwise_skip`).
+    Fp8Layerwise,
     /// FP8 with one fp32 scale per 128×128 block (DeepSeek-V3's release): 8 + 32/16384 bits.
     Fp8Block,
     Int8,
@@ -32,6 +36,12 @@ pub enum Precision {
     Int8Token,
     /// Packed 4-bit integers without scales (ggml/aiconfigurator `int4_wo`).
     Int4,
+    /// Packed 4-bit integers with a 16-bit scale and a 16-bit zero point per `group` inputs:
+    /// torchao `int4_weight_only` (tinygemm layout, `group_size` 128, bf16 scales and zeros) and
+    /// optimum-quanto `qint4` (group 128, scale and shift in the weight's dtype).
+    Int4Grouped {
+        group: u16,
+    },
     /// bitsandbytes NF4: 4 bits + an fp32 absmax per 64-element block = 4.5 bits.
     Nf4,
     /// NF4 with double quantization (QLoRA): absmax as 8-bit codes + one fp32 per 256 blocks.
@@ -151,15 +161,17 @@ const DEFAULT_GROUP: u16 = 128;
 impl Precision {
     /// Names of the fixed formats, for suggestions and help text. GPTQ and AWQ also accept a
     /// group size suffix (`gptq-int4-g64`).
-    pub const NAMES: [&'static str; 30] = [
+    pub const NAMES: [&'static str; 32] = [
         "fp32",
         "fp16",
         "bf16",
         "fp8",
         "fp8-block",
+        "fp8-layerwise",
         "int8",
         "int8-bnb",
         "int4",
+        "int4-g128",
         "nf4",
         "nf4-dq",
         "fp4",
@@ -191,6 +203,7 @@ impl Precision {
             Precision::Bf16 => "bf16",
             Precision::Fp8 => "fp8",
             Precision::Fp8Block => "fp8-block",
+            Precision::Fp8Layerwise => "fp8-layerwise",
             Precision::Int8 => "int8",
             Precision::Int8Bnb => "int8-bnb",
             Precision::Int8Token => "int8-token",
@@ -210,6 +223,7 @@ impl Precision {
             }
             Precision::Awq { group } if group == DEFAULT_GROUP => "awq-int4",
             Precision::Awq { group } => return Cow::Owned(format!("awq-int4-g{group}")),
+            Precision::Int4Grouped { group } => return Cow::Owned(format!("int4-g{group}")),
         })
     }
 
@@ -220,6 +234,7 @@ impl Precision {
             "bf16" | "bfloat16" => Precision::Bf16,
             "fp8" | "fp8_e4m3" | "fp8_e5m2" => Precision::Fp8,
             "fp8-block" => Precision::Fp8Block,
+            "fp8-layerwise" => Precision::Fp8Layerwise,
             "int8" => Precision::Int8,
             "int8-bnb" | "llm-int8" => Precision::Int8Bnb,
             "int8-token" => Precision::Int8Token,
@@ -247,6 +262,8 @@ impl Precision {
             None => (name, DEFAULT_GROUP),
         };
         match base {
+            // Plain `int4` is the format without scales; the grouped one needs its suffix.
+            "int4" if name != base => Some(Precision::Int4Grouped { group }),
             "awq-int4" => Some(Precision::Awq { group }),
             "gptq-int2" => Some(Precision::Gptq { bits: 2, group }),
             "gptq-int3" => Some(Precision::Gptq { bits: 3, group }),
@@ -262,12 +279,21 @@ impl Precision {
         match self {
             Precision::Fp32 => Ratio::int(4),
             Precision::Fp16 | Precision::Bf16 => Ratio::int(2),
-            Precision::Fp8 | Precision::Int8 | Precision::Int8Bnb | Precision::Int8Token => {
-                Ratio::ONE
-            }
+            Precision::Fp8
+            | Precision::Fp8Layerwise
+            | Precision::Int8
+            | Precision::Int8Bnb
+            | Precision::Int8Token => Ratio::ONE,
             // One fp32 scale per 128 × 128 block (DeepSeek-V3 README_WEIGHTS).
             Precision::Fp8Block => bits(8 * 16384 + 32, 16384),
             Precision::Int4 => bits(4, 1),
+            // 4 bits + a 16-bit scale and a 16-bit zero per group: torchao's tinygemm layout
+            // keeps them as bf16 pairs (`scale_and_zero`, zero point dtype bf16 outside the CPU
+            // layout), quanto's `MaxOptimizer` returns scale and shift in the weight's dtype.
+            Precision::Int4Grouped { group } => {
+                let g = i128::from(group);
+                bits(4 * g + 32, g)
+            }
             // 4 bits + a 32-bit absmax per 64-element block (bitsandbytes `quantize_4bit`).
             Precision::Nf4 | Precision::Fp4 => bits(4 * 64 + 32, 64),
             // Double quantization: the absmax becomes an 8-bit code per block, plus one fp32
@@ -307,7 +333,7 @@ impl Precision {
     pub fn companion(self) -> Precision {
         match self {
             p if p.is_float_compute() => p,
-            Precision::Fp8 | Precision::Fp8Block => Precision::Bf16,
+            Precision::Fp8 | Precision::Fp8Block | Precision::Fp8Layerwise => Precision::Bf16,
             _ => Precision::Fp16,
         }
     }
@@ -362,6 +388,16 @@ mod tests {
         assert_eq!(bits(Precision::from_name("gptq-int4-g64").unwrap()).to_string(), "4.3125");
         assert_eq!(bits(Precision::from_name("awq-int4-g32").unwrap()).to_string(), "4.625");
         assert_eq!(Precision::from_name("gptq-int4-g7"), None);
+    }
+
+    #[test]
+    fn grouped_int4_pays_for_a_16_bit_scale_and_zero_per_group() {
+        // torchao int4_weight_only / quanto qint4, group 128: 4 + (16 + 16)/128 = 4.25 bits.
+        assert_eq!(bits(Precision::from_name("int4-g128").unwrap()).to_string(), "4.25");
+        // group 64: 4 + 32/64 = 4.5 bits.
+        assert_eq!(bits(Precision::from_name("int4-g64").unwrap()).to_string(), "4.5");
+        assert_eq!(Precision::from_name("int4"), Some(Precision::Int4));
+        assert_eq!(Precision::from_name("int4-g64").unwrap().name(), "int4-g64");
     }
 
     #[test]

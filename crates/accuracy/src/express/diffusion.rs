@@ -159,6 +159,13 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     if offload {
         out.push_str("    offload       model\n");
     }
+    // S18 quantizes while loading, through diffusers' PipelineQuantizationConfig; its layerwise
+    // casting is applied to the loaded transformer.
+    let quantized = denoiser != base || encoders.iter().any(|e| *e != base);
+    let cast = cx.point.quantization.as_deref().unwrap_or_default().contains("layerwise_casting");
+    if cx.point.framework.contains("PipelineQuantizationConfig") && quantized && !cast {
+        out.push_str("    quantize_on_load true\n");
+    }
     out.push_str("  }\n");
     Some(out)
 }
@@ -249,12 +256,8 @@ fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
         );
         ggml
     } else if q.contains("layerwise_casting") {
-        cx.assume(
-            assume::LAYERWISE_CASTING,
-            "enable_layerwise_casting stores fp8 but skips norms, embeddings and proj_in/out \
-             (kept bf16); each layer is upcast to bf16 as it runs",
-        );
-        "fp8"
+        // The skipped modules are the denoiser's `layerwise_skip` (models.vram).
+        "fp8-layerwise"
     } else if q.contains("nf4") {
         // diffusers' BitsAndBytesConfig: bnb_4bit_use_double_quant defaults to False.
         "nf4"
@@ -266,9 +269,9 @@ fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
     } else if q.contains("float8") || q.contains("qfloat8") || q.contains("fp8") {
         "fp8"
     } else if q.contains("int4_weight_only") || q.contains("int4") {
-        let who = if q.contains("torchao") { "torchao int4_weight_only" } else { "quanto qint4" };
-        cx.assume(assume::GROUP_SCALES, who);
-        "int4"
+        // torchao int4_weight_only (group_size 128, bf16 scale and zero) and quanto qint4
+        // (group 128, scale and shift in the weight's bf16): 4.25 bits per weight.
+        "int4-g128"
     } else {
         cx.unreadable("quantization", q);
         return None;

@@ -169,6 +169,7 @@ pub(super) fn diffusion(
         ("vae_tiling", Repeat::Once),
         ("vae_tile", Repeat::Once),
         ("offload", Repeat::Once),
+        ("quantize_on_load", Repeat::Once),
         ("heads", Repeat::Once),
         ("layers", Repeat::Once),
         ("channel_mult", Repeat::Once),
@@ -240,6 +241,7 @@ pub(super) fn diffusion(
     // FLUX autoencoders, 512 for SD 1.x's.
     let vae_tile = fields.whole("vae_tile", Dim::Count, 8, 1 << 16, "1024").unwrap_or(1024);
     let offload = fields.choice("offload", &["none", "model"]).map(|(w, _)| w == "model");
+    let quantize_on_load = fields.boolean("quantize_on_load").unwrap_or(false);
     let blocks = blocks(&fields, architecture, training);
     let found = fields.finish();
     let ok = found.is_empty();
@@ -272,5 +274,6 @@ pub(super) fn diffusion(
         } else {
             DiffusionOffload::None
         },
+        quantize_on_load,
     })
 }

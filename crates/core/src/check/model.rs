@@ -13,6 +13,8 @@ use crate::quant::WeightFormat;
 const KNOWN: &[(&str, Repeat)] = &[
     ("params", Repeat::Once),
     ("keep_in_fp32", Repeat::Once),
+    ("layerwise_skip", Repeat::Once),
+    ("outside_linear", Repeat::Once),
     ("layers", Repeat::Once),
     ("hidden", Repeat::Once),
     ("ffn", Repeat::Once),
@@ -83,6 +85,10 @@ pub(super) fn model(
     };
     let keep_in_fp32 =
         fields.whole("keep_in_fp32", Dim::Count, 1, 1_000_000_000_000_000, "1 billion");
+    let layerwise_skip =
+        fields.whole("layerwise_skip", Dim::Count, 1, 1_000_000_000_000_000, "3 billion");
+    let outside_linear =
+        fields.whole("outside_linear", Dim::Count, 1, 1_000_000_000_000_000, "131_799_040");
     let stored = stored(&fields);
     let mut diagnostics = fields.finish();
     if let (Some(declared), Some(shape)) = (params, &shape)
@@ -106,6 +112,8 @@ pub(super) fn model(
         shape,
         params,
         keep_in_fp32,
+        layerwise_skip,
+        outside_linear,
         stored,
         span: decl.span,
     });

@@ -57,10 +57,12 @@ pub(super) fn parameter_count(program: &Layered<'_>, model: &str) -> Option<u64>
     found.params.or_else(|| found.shape.as_ref().and_then(crate::eval::parameter_count))
 }
 
-/// A pipeline model's weights, `role` naming it: the parameters in `format`, and the ones its
-/// loader keeps in fp32 (see [`kept_precision`]).
+/// A pipeline model's weights, `role` naming it: the parameters in `format`; the ones its loader
+/// keeps out of the format (see [`kept_precision`]); under a quantized format, the parameters
+/// outside linear layers, at the load dtype; under layerwise casting, the modules it skips.
 pub(super) fn weights(
     program: &Layered<'_>,
+    diffusion: &Diffusion,
     model: &str,
     format: WeightFormat,
     role: &str,
@@ -70,14 +72,27 @@ pub(super) fn weights(
         return Ok(Vec::new());
     };
     let precision = format.matrix(crate::quant::Matrix::Up, 0, 1, 1);
+    // The pipeline's `weights` precision is the dtype its models are loaded in.
+    let load = diffusion.vae_weights.companion();
     let kept = found.keep_in_fp32.filter(|_| precision.bytes_per_element() < Ratio::int(4));
-    let kept_precision = kept_precision(precision);
+    let kept_precision = kept_precision(precision, load, diffusion.quantize_on_load);
     let (kept, kept_precision) = match (kept, kept_precision) {
         (Some(kept), Some(p)) => (kept.min(params), p),
         _ => (0, precision),
     };
+    // Quantizers replace linear layers only; GGUF files decide per tensor and are left alone.
+    let linear_only = !precision.is_float_compute() && !matches!(precision, Precision::Ggml(_));
+    let outside = match found.outside_linear {
+        Some(outside) if linear_only => outside.min(params - kept),
+        _ => 0,
+    };
+    // diffusers' layerwise casting leaves the modules its name patterns match at the load dtype.
+    let skipped = match (precision, found.layerwise_skip) {
+        (Precision::Fp8Layerwise, Some(skipped)) => skipped.min(params - kept - outside),
+        _ => 0,
+    };
     let product = Product::new()
-        .times(params - kept, "params")?
+        .times(params - kept - outside - skipped, "params")?
         .bytes_each(precision.bytes_per_element(), precision.name())?;
     let mut out = vec![formula(
         format!("{role} weights: {model}"),
@@ -90,24 +105,58 @@ pub(super) fn weights(
             .times(kept, "params")?
             .bytes_each(kept_precision.bytes_per_element(), kept_precision.name())?;
         out.push(formula(
-            format!("{role} fp32 layers: {model}"),
+            format!("{role} {} layers: {model}", kept_precision.name()),
             Category::Persistent,
             product,
-            "transformers `_keep_in_fp32_modules`: kept in fp32 by fp16 loads and bitsandbytes quantizers",
+            "transformers `_keep_in_fp32_modules`: fp32 under fp16 loads and bitsandbytes \
+             quantizers; left unconverted at the load dtype by the other quantizers applied while \
+             loading (torchao, quanto: `modules_to_not_convert`)",
         )?);
     }
+    let mut at_load = |count: u64, what: &str, source: &str| -> Result<(), Overflow> {
+        if count > 0 {
+            let product = Product::new()
+                .times(count, "params")?
+                .bytes_each(load.bytes_per_element(), load.name())?;
+            out.push(formula(
+                format!("{role} {what}: {model}"),
+                Category::Persistent,
+                product,
+                source,
+            )?);
+        }
+        Ok(())
+    };
+    at_load(
+        outside,
+        "embeddings and norms",
+        "weight-only quantizers replace `nn.Linear` layers only (bitsandbytes, torchao, \
+         optimum-quanto; diffusers layerwise casting casts linear and convolution layers)",
+    )?;
+    at_load(
+        skipped,
+        "layers layerwise casting skips",
+        "diffusers `apply_layerwise_casting`: modules whose names match \
+         DEFAULT_SKIP_MODULES_PATTERN (pos_embed, patch_embed, norm, ^proj_in$, ^proj_out$) \
+         are not cast",
+    )?;
     Ok(out)
 }
 
-/// The precision of a model's keep-in-fp32 parameters when the rest is stored in `precision`.
+/// The precision of a model's keep-in-fp32 parameters when the rest is stored in `precision`,
+/// the pipeline loads in `load`, and `on_load` says a quantizer was applied while loading.
 /// transformers (and diffusers, for its own models) keep `_keep_in_fp32_modules` in fp32 when a
 /// model is loaded with `torch_dtype=torch.float16` or through a quantizer that asks for it, as
 /// the bitsandbytes ones do (`modeling_utils.py`: `use_keep_in_fp32_modules = ... and
 /// (torch_dtype == torch.float16 or hasattr(hf_quantizer, "use_keep_in_fp32_modules"))`; the
 /// bitsandbytes 4-bit and 8-bit quantizers set `use_keep_in_fp32_modules = True`).
+/// Every quantizer applied while loading is also handed the model's `_keep_in_fp32_modules`
+/// (`hf_quantizer.preprocess_model(..., keep_in_fp32_modules=model._keep_in_fp32_modules)`
+/// since transformers' loading rewrite of 2025), and torchao's and quanto's add them to
+/// `modules_to_not_convert`: those parameters stay at the load dtype (fp32 under an fp16 load).
 /// A bf16 load converts them like any other layer, and so do quantizers applied after loading
-/// (optimum-quanto, torchao), whose formats are not fp16.
-fn kept_precision(precision: Precision) -> Option<Precision> {
+/// (optimum-quanto `quantize`, torchao `quantize_`).
+fn kept_precision(precision: Precision, load: Precision, on_load: bool) -> Option<Precision> {
     match precision {
         Precision::Fp16
         | Precision::Int8Bnb
@@ -115,6 +164,9 @@ fn kept_precision(precision: Precision) -> Option<Precision> {
         | Precision::Nf4Dq
         | Precision::Fp4
         | Precision::Fp4Dq => Some(Precision::Fp32),
+        p if on_load && !p.is_float_compute() && !matches!(p, Precision::Ggml(_)) => {
+            Some(if load == Precision::Fp16 { Precision::Fp32 } else { load })
+        }
         _ => None,
     }
 }
@@ -226,11 +278,12 @@ pub(crate) fn components(
     let guided = if diffusion.cfg { 2 } else { 1 };
     let mut encode = Vec::new();
     for (encoder, format) in diffusion.text_encoders.iter().zip(&diffusion.text_encoder_weights) {
-        encode.extend(weights(program, encoder, *format, "text encoder")?);
+        encode.extend(weights(program, diffusion, encoder, *format, "text encoder")?);
     }
     let mut denoise = Vec::new();
     denoise.extend(weights(
         program,
+        diffusion,
         &diffusion.denoiser.model,
         diffusion.denoiser.weights,
         "denoiser",
@@ -261,7 +314,7 @@ pub(crate) fn components(
     )?);
     let mut decode = Vec::new();
     if let Some(vae) = &diffusion.vae {
-        decode.extend(weights(program, vae, diffusion.vae_weights, "VAE")?);
+        decode.extend(weights(program, diffusion, vae, diffusion.vae_weights, "VAE")?);
         let pixels = if let Some(tile) = diffusion.vae_tile {
             diffusion.width.min(tile) * diffusion.height.min(tile)
         } else {

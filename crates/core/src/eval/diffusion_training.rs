@@ -59,17 +59,35 @@ pub(crate) fn components(
 ) -> Result<Vec<Component>, Overflow> {
     let mut components = Vec::new();
     for (encoder, format) in diffusion.text_encoders.iter().zip(&diffusion.text_encoder_weights) {
-        components.extend(diffusion::weights(program, encoder, *format, "frozen text encoder")?);
+        components.extend(diffusion::weights(
+            program,
+            diffusion,
+            encoder,
+            *format,
+            "frozen text encoder",
+        )?);
     }
     if let Some(vae) = &diffusion.vae {
-        components.extend(diffusion::weights(program, vae, diffusion.vae_weights, "frozen VAE")?);
+        components.extend(diffusion::weights(
+            program,
+            diffusion,
+            vae,
+            diffusion.vae_weights,
+            "frozen VAE",
+        )?);
     }
     let denoiser = &diffusion.denoiser;
     let role = match training.method {
         Method::Full => "denoiser",
         Method::Lora { .. } => "frozen denoiser",
     };
-    components.extend(diffusion::weights(program, &denoiser.model, denoiser.weights, role)?);
+    components.extend(diffusion::weights(
+        program,
+        diffusion,
+        &denoiser.model,
+        denoiser.weights,
+        role,
+    )?);
     let (Some(params), Some(blocks)) =
         (diffusion::parameter_count(program, &denoiser.model), &denoiser.blocks)
     else {

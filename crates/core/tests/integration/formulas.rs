@@ -696,6 +696,72 @@ check w on l4"
 }
 
 #[test]
+fn layerwise_casting_keeps_the_modules_it_skips_16_bit() {
+    let source = |weights: &str| {
+        format!(
+            "model dit {{ params 1_000_000_000; layerwise_skip 300_000_000 }}
+workload w {{ runtime none; diffusion {{ denoiser dit; weights bf16; denoiser_weights {weights}; architecture dit; hidden 1024; resolution 512 x 512 }} }}
+check w on l4"
+        )
+    };
+    // 700 million cast parameters at 1 B, 300 million skipped ones at 2 B (bf16).
+    let checks = evaluate(&source("fp8-layerwise"));
+    assert_eq!(bytes(&checks[0], 0, "denoiser weights: dit"), 700_000_000);
+    assert_eq!(bytes(&checks[0], 0, "denoiser layers layerwise casting skips: dit"), 600_000_000);
+    // A quantizer that converts every linear layer (torchao float8_weight_only) skips nothing.
+    let checks = evaluate(&source("fp8"));
+    assert_eq!(bytes(&checks[0], 0, "denoiser weights: dit"), 1_000_000_000);
+    assert!(checks[0].devices[0].components.iter().all(|c| !c.name.contains("skips")));
+}
+
+#[test]
+fn quantizers_applied_while_loading_leave_keep_in_fp32_and_non_linear_parameters_16_bit() {
+    let source = |base: &str, weights: &str, on_load: bool| {
+        format!(
+            "model t5 {{ params 4_000_000_000; keep_in_fp32 1_000_000_000; outside_linear 100_000_000 }}
+model dit {{ params 1_000_000_000 }}
+workload w {{ runtime none; diffusion {{ denoiser dit; text_encoders t5; weights {base}; architecture dit; hidden 1024; text_encoder_weights {weights}; quantize_on_load {on_load}; resolution 512 x 512 }} }}
+check w on l4"
+        )
+    };
+    // torchao int8 at load in a bf16 pipeline: 2.9 billion linear parameters at 1 B, the 1
+    // billion `wo` parameters unconverted in bf16, the 100 million embedding and norm
+    // parameters in bf16.
+    let checks = evaluate(&source("bf16", "int8", true));
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 2_900_000_000);
+    assert_eq!(bytes(&checks[0], 0, "text encoder bf16 layers: t5"), 2_000_000_000);
+    assert_eq!(bytes(&checks[0], 0, "text encoder embeddings and norms: t5"), 200_000_000);
+    // An fp16 load keeps `wo` in fp32 (transformers' keep-in-fp32 rule for fp16).
+    let checks = evaluate(&source("fp16", "int8", true));
+    assert_eq!(bytes(&checks[0], 0, "text encoder fp32 layers: t5"), 4_000_000_000);
+    // Quantized after loading (optimum-quanto `quantize`): `wo` is converted with the rest,
+    // the embedding is still not a linear layer: 3.9 billion × 1 B + 100 million × 2 B.
+    let checks = evaluate(&source("bf16", "int8", false));
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 3_900_000_000);
+    assert_eq!(bytes(&checks[0], 0, "text encoder embeddings and norms: t5"), 200_000_000);
+    assert!(checks[0].devices[0].components.iter().all(|c| !c.name.contains("layers: t5")));
+    // bitsandbytes NF4: `wo` in fp32 either way, 2.9 billion at 4.5 bits.
+    let checks = evaluate(&source("bf16", "nf4", true));
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 2_900_000_000 * 9 / 16);
+    assert_eq!(bytes(&checks[0], 0, "text encoder fp32 layers: t5"), 4_000_000_000);
+    // An unquantized bf16 model stores everything alike.
+    let checks = evaluate(&source("bf16", "bf16", true));
+    assert_eq!(bytes(&checks[0], 0, "text encoder weights: t5"), 8_000_000_000);
+    assert!(checks[0].devices[0].components.iter().all(|c| !c.name.contains("embeddings")));
+}
+
+#[test]
+fn grouped_int4_counts_its_scales_and_zeros() {
+    let checks = evaluate(
+        "model dit { params 1_024_000_000 }
+workload w { runtime none; diffusion { denoiser dit; weights bf16; denoiser_weights int4-g128; architecture dit; hidden 1024; resolution 512 x 512 } }
+check w on l4",
+    );
+    // 1,024,000,000 × (4 + 32/128) bits / 8 = 1,024,000,000 × 17/32 B.
+    assert_eq!(bytes(&checks[0], 0, "denoiser weights: dit"), 544_000_000);
+}
+
+#[test]
 fn text_encoders_take_a_format_each() {
     let checks = evaluate(
         "model t5 { params 4_000_000_000; keep_in_fp32 1_000_000_000 }
