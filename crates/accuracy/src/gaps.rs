@@ -127,6 +127,10 @@ pub mod assume {
          (the files keep norms, biases and some projections at higher precision)";
     pub const NOT_MODELLED: &str =
         "a setting the language does not model and the measurement shows to be neutral";
+    pub const LOADED_BEFORE_OFFLOAD: &str = "model offload after the whole pipeline was moved to \
+         the GPU, as the source's own code does (`.to(\"cuda\")`, then \
+         `enable_model_cpu_offload()`); the reading is taken to span that load (the benchmark \
+         script is not reproduced)";
     pub const PIPELINE_DEFAULT: &str =
         "a pipeline setting not in the data: the diffusers pipeline's default";
     pub const SCRIPT_METHOD: &str = "the measurement method, not in the data, read from the \

@@ -606,11 +606,13 @@ pub enum BlockLayout {
 }
 
 /// diffusers' offloading: `Model` moves whole components to the GPU one at a time
-/// (`enable_model_cpu_offload`).
+/// (`enable_model_cpu_offload`). `loaded_on_device`: the whole pipeline was moved to the device
+/// before offloading was enabled (`.to("cuda")`, then `enable_model_cpu_offload()`), so every
+/// model's weights were resident at once before the first run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DiffusionOffload {
     None,
-    Model,
+    Model { loaded_on_device: bool },
 }
 
 /// `keep` percent of capacity, at least `at_least` bytes.

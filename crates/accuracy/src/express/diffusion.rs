@@ -158,6 +158,10 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let _ = writeln!(out, "    text_tokens   {} tokens", pipeline.text_tokens);
     if offload {
         out.push_str("    offload       model\n");
+        if let Some(code) = loaded_before_offload(&cx.point.source_id) {
+            cx.assume(assume::LOADED_BEFORE_OFFLOAD, code);
+            out.push_str("    loaded_on_device true\n");
+        }
     }
     // S18 quantizes while loading, through diffusers' PipelineQuantizationConfig; its layerwise
     // casting is applied to the loaded transformer.
@@ -181,6 +185,22 @@ pub(super) fn resolution(cx: &mut Cx<'_>) -> Option<(u64, u64)> {
         cx.gap(Gap::data(data::UNREADABLE, format!("image_or_video = {text:?}")));
     }
     found
+}
+
+/// Where a source's published code moves the whole pipeline to the device before it enables
+/// model offload, that code.
+fn loaded_before_offload(source_id: &str) -> Option<&'static str> {
+    match source_id {
+        // Its model-offload example: `DiffusionPipeline.from_pretrained(...).to("cuda")`, then
+        // `pipeline.enable_model_cpu_offload()`. A draft of the same table lists group
+        // offloading at the same 12.2369 GB, a scheme that never holds a whole model: the
+        // reading is something both share, the load.
+        "S19" => Some(
+            "diffusers docs/source/en/optimization/speed-memory-optims.md (#11703): \
+             from_pretrained(...).to(\"cuda\"), then enable_model_cpu_offload()",
+        ),
+        _ => None,
+    }
 }
 
 /// `offload model` for diffusers' `enable_model_cpu_offload`.

@@ -170,6 +170,7 @@ pub(super) fn diffusion(
         ("vae_tile", Repeat::Once),
         ("offload", Repeat::Once),
         ("quantize_on_load", Repeat::Once),
+        ("loaded_on_device", Repeat::Once),
         ("heads", Repeat::Once),
         ("layers", Repeat::Once),
         ("channel_mult", Repeat::Once),
@@ -219,7 +220,7 @@ pub(super) fn diffusion(
     // for the unconditional branch); guidance and model offload belong to sampling, and tiling to
     // the decoder, which a training step does not run.
     if training {
-        for key in ["cfg", "offload", "vae_tiling"] {
+        for key in ["cfg", "offload", "loaded_on_device", "vae_tiling"] {
             if let Some(field) = fields.get(key) {
                 fields.push(
                     Diagnostic::error(
@@ -242,6 +243,7 @@ pub(super) fn diffusion(
     let vae_tile = fields.whole("vae_tile", Dim::Count, 8, 1 << 16, "1024").unwrap_or(1024);
     let offload = fields.choice("offload", &["none", "model"]).map(|(w, _)| w == "model");
     let quantize_on_load = fields.boolean("quantize_on_load").unwrap_or(false);
+    let loaded_on_device = fields.boolean("loaded_on_device").unwrap_or(false);
     let blocks = blocks(&fields, architecture, training);
     let found = fields.finish();
     let ok = found.is_empty();
@@ -270,7 +272,7 @@ pub(super) fn diffusion(
         vae_channels,
         vae_tile: vae_tiling.then_some(vae_tile),
         offload: if offload == Some(true) {
-            DiffusionOffload::Model
+            DiffusionOffload::Model { loaded_on_device }
         } else {
             DiffusionOffload::None
         },

@@ -214,16 +214,25 @@ fn decoder_shape(diffusion: &Diffusion) -> DecoderShape {
 /// not derived and left out) stay cached, serve the decoder's tensors they can hold, and every
 /// decoder stage whose tensors no cached block holds adds segments of its own
 /// (`allocator.rs`, `vae_decode.rs`). The allocated view never sees it.
+///
+/// `step_cached` is false when the step's blocks were returned before the decode: accelerate's
+/// `CpuOffload` hook calls `torch.cuda.empty_cache()` right after it offloads the previous model
+/// (`clear_device_cache`, since accelerate 0.34), so under model offload the decode starts from
+/// an empty cache.
 fn decode_cache(
     diffusion: &Diffusion,
     allocated_peak: Bytes,
+    step_cached: bool,
 ) -> Result<Option<Component>, Overflow> {
     if diffusion.vae.is_none() {
         return Ok(None);
     }
     let mut alloc = CachingAllocator::new();
-    let step =
-        if diffusion.denoiser.unet { None } else { Some(transformer_step_tensors(diffusion)?) };
+    let step = if diffusion.denoiser.unet || !step_cached {
+        None
+    } else {
+        Some(transformer_step_tensors(diffusion)?)
+    };
     if let Some(step) = step {
         let held: Vec<_> =
             step.iter().map(|bytes| alloc.alloc(*bytes)).collect::<Result<_, _>>()?;
@@ -249,7 +258,12 @@ fn decode_cache(
     };
     Ok(Some(Component {
         held_by: HeldBy::AllocatorCache,
-        name: "allocator cache (denoising step and VAE decode stages)".to_string(),
+        name: if step.is_some() {
+            "allocator cache (denoising step and VAE decode stages)"
+        } else {
+            "allocator cache (VAE decode stages)"
+        }
+        .to_string(),
         category: Category::Workspace,
         bytes: Bytes(extra),
         provenance: Provenance::Formula,
@@ -337,7 +351,6 @@ pub(crate) fn components(
             "diffusers AutoencoderKL Decoder: the first full-resolution ResnetBlock2D (vae_decode.rs)",
         )?);
     }
-    let total = |phase: &[Component]| calc::sum(phase.iter().map(|c| c.bytes));
     match diffusion.offload {
         DiffusionOffload::None => {
             // Every model resident; the largest phase's transient on top.
@@ -354,22 +367,64 @@ pub(crate) fn components(
             }
             let winner = if decode_peak > denoise_peak { &decode } else { &denoise };
             out.extend(winner.iter().filter(|c| c.category == Category::Intermediate).cloned());
-            out.extend(decode_cache(diffusion, decode_peak.max(denoise_peak))?);
+            out.extend(decode_cache(diffusion, decode_peak.max(denoise_peak), true)?);
             Ok(out)
         }
-        DiffusionOffload::Model => {
-            // One model on the device at a time: the heaviest phase is the peak.
-            let phases = [encode, denoise, decode];
-            let mut best = 0;
-            let mut best_bytes = Bytes::ZERO;
-            for (i, phase) in phases.iter().enumerate() {
-                let bytes = total(phase)?;
-                if bytes > best_bytes {
-                    best = i;
-                    best_bytes = bytes;
-                }
-            }
-            Ok(phases.into_iter().nth(best).unwrap_or_default())
+        DiffusionOffload::Model { loaded_on_device } => {
+            offloaded(diffusion, [encode, denoise, decode], loaded_on_device)
         }
     }
+}
+
+/// Model offload (diffusers `enable_model_cpu_offload`): accelerate's `CpuOffload` hook on each
+/// model, chained in the pipeline's `model_cpu_offload_seq`, moves the previous model to the CPU
+/// and empties the allocator's cache before it moves its own model in (`pre_forward`), so one
+/// model and its phase's tensors are on the device at a time, and no earlier phase's freed
+/// blocks stay reserved: the decode's cache is the decoder's own stages (`decode_cache`).
+/// A pipeline moved to the device whole before offloading was enabled (`loaded_on_device`) had
+/// every model's weights resident at once, which is the peak when they outweigh every phase.
+fn offloaded(
+    diffusion: &Diffusion,
+    phases: [Vec<Component>; 3],
+    loaded_on_device: bool,
+) -> Result<Vec<Component>, Overflow> {
+    let total = |phase: &[Component]| calc::sum(phase.iter().map(|c| c.bytes));
+    let mut best = 0;
+    let mut best_bytes = Bytes::ZERO;
+    for (i, phase) in phases.iter().enumerate() {
+        let bytes = total(phase)?;
+        if bytes > best_bytes {
+            best = i;
+            best_bytes = bytes;
+        }
+    }
+    let weights: Vec<Component> =
+        phases.iter().flatten().filter(|c| c.category == Category::Persistent).cloned().collect();
+    let resident = total(&weights)?;
+    if loaded_on_device && resident > best_bytes {
+        return Ok(weights);
+    }
+    let [_, _, decode] = &phases;
+    let decode_peak =
+        calc::sum(decode.iter().filter(|c| c.category == Category::Intermediate).map(|c| c.bytes))?;
+    let cache = decode_cache(diffusion, decode_peak, false)?;
+    let decode_total = total(decode)?;
+    let mut out = phases.into_iter().nth(best).unwrap_or_default();
+    if let Some(mut cache) = cache {
+        // The reserved view's peak is the decode's reserved bytes when they exceed the largest
+        // phase's allocated bytes; the component carries the difference.
+        let reserved = calc::sum([decode_total, cache.bytes])?;
+        if best == 2 {
+            out.push(cache);
+        } else if let Some(extra) = reserved.0.checked_sub(best_bytes.0).filter(|e| *e > 0) {
+            let cached = cache.bytes;
+            cache.bytes = Bytes(extra);
+            cache.formula = formula!(
+                "{reserved} reserved at the decode ({decode_total} allocated + {cached} cached), \
+                 less the {best_bytes} the largest phase holds"
+            );
+            out.push(cache);
+        }
+    }
+    Ok(out)
 }

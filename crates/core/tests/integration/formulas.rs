@@ -618,6 +618,61 @@ fn diffusion_pipelines_keep_every_model_and_the_largest_phase() {
 }
 
 #[test]
+fn model_offload_holds_one_phase_and_empties_the_cache_between_models() {
+    let source = |dit: &str, te: &str, extra: &str| {
+        format!(
+            "model dit {{ params {dit} }}\nmodel te {{ params {te} }}\nmodel ae {{ params 80 million }}\nworkload w {{ runtime none; diffusion {{ denoiser dit; text_encoders te; vae ae; weights bf16; architecture dit; resolution 1024 x 1024; text_tokens 256 tokens; hidden 1536; offload model{extra} }} }}\ncheck w on h100-sxm-80gb"
+        )
+    };
+    let mib = 1 << 20;
+    let names = |checks: &[CheckBudget]| -> Vec<String> {
+        checks[0].devices[0].components.iter().map(|c| c.name.clone()).collect()
+    };
+    // One transformer block over 2 × (4096 + 256) tokens of 1536 (guidance doubles the batch).
+    let step = 2 * (4096 + 256) * 1536 * 10 * 2;
+    let decode = 1024 * 1024 * 768 * 2;
+    // The decoder alone through the caching allocator (accelerate empties the cache when the
+    // transformer leaves, so none of the step's blocks are there): at 128², five 16 MiB tensors
+    // (the attention's input, query, key, value and output) and its 32 MiB fp32 accumulator; at
+    // 256², four 64 MiB tensors; at 512², three of 256 MiB; at full resolution three of 512 MiB.
+    let decoder_reserved = (5 * 16 + 32 + 4 * 64 + 3 * 256 + 3 * 512) * mib;
+    // The denoiser's phase is the largest, and the decode's reserved bytes stay under it.
+    let checks = evaluate(&source("2 billion", "1 billion", ""));
+    let used: u64 = checks[0].devices[0].components.iter().map(|c| c.bytes.0).sum();
+    assert_eq!(used, 4_000_000_000 + step);
+    assert_eq!(names(&checks), ["denoiser weights: dit", "denoiser activations (one block)"]);
+    assert!(160_000_000 + decoder_reserved < 4_000_000_000 + step);
+    // Small models: the decode is the largest phase, with its own stages cached.
+    let checks = evaluate(&source("100 million", "100 million", ""));
+    assert_eq!(bytes(&checks[0], 0, "VAE decode peak"), decode);
+    assert_eq!(
+        bytes(&checks[0], 0, "allocator cache (VAE decode stages)"),
+        decoder_reserved - decode
+    );
+    // A denoiser whose phase holds more allocated bytes than the decode's, fewer than the decode
+    // reserves: the cache component carries the difference, so the reserved view is the decode's.
+    let checks = evaluate(&source("1 billion", "100 million", ""));
+    assert_eq!(bytes(&checks[0], 0, "denoiser weights"), 2_000_000_000);
+    assert_eq!(
+        bytes(&checks[0], 0, "allocator cache (VAE decode stages)"),
+        160_000_000 + decoder_reserved - (2_000_000_000 + step)
+    );
+    let views = &checks[0].devices[0].views;
+    assert_eq!(
+        views.reserved.0 - views.allocated.0,
+        160_000_000 + decoder_reserved - (2_000_000_000 + step)
+    );
+    // Moved to the device whole before offloading: every model's weights at once.
+    let checks = evaluate(&source("2 billion", "1 billion", "; loaded_on_device true"));
+    let used: u64 = checks[0].devices[0].components.iter().map(|c| c.bytes.0).sum();
+    assert_eq!(used, 4_000_000_000 + 2_000_000_000 + 160_000_000);
+    assert!(names(&checks).iter().all(|n| n.contains("weights")), "{:?}", names(&checks));
+    // ... unless one phase outweighs them (the decode of small models).
+    let checks = evaluate(&source("100 million", "100 million", "; loaded_on_device true"));
+    assert_eq!(bytes(&checks[0], 0, "VAE decode peak"), decode);
+}
+
+#[test]
 fn encoders_with_biases_layernorm_and_learned_positions() {
     let checks = evaluate(
         "model bert-large { layers 24; hidden 1024; ffn 4096; heads 16; vocab 30522; mlp plain; biases true; norm layernorm; positions 512; output none }\nworkload w { model bert-large; runtime none; inference { weights fp32; context 512 tokens } }\ncheck w on l4",
