@@ -103,6 +103,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("W002", "a model field is ignored because the parameter count is given directly"),
     ("W003", "headroom rule keeps less than 5 % of capacity"),
     ("W004", "precision change: validate output quality, memory is not the only effect"),
+    ("W005", "a setting has no effect without another one it depends on"),
     ("I101", "import: the file ends before its header does (truncated, or a lying length)"),
     ("I102", "import: a header or JSON file is larger than the importer's cap"),
     ("I103", "import: the header or JSON file is not valid JSON (or not UTF-8)"),

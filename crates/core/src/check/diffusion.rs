@@ -244,6 +244,27 @@ pub(super) fn diffusion(
     let offload = fields.choice("offload", &["none", "model"]).map(|(w, _)| w == "model");
     let quantize_on_load = fields.boolean("quantize_on_load").unwrap_or(false);
     let loaded_on_device = fields.boolean("loaded_on_device").unwrap_or(false);
+    // A setting that means something only beside another is said to do nothing, not ignored
+    // silently (a trained pipeline has already refused both).
+    if !training {
+        let alone = [
+            ("loaded_on_device", "offload model", offload == Some(true)),
+            ("vae_tile", "vae_tiling true", vae_tiling),
+        ];
+        for (key, needs, present) in alone {
+            let written = block.fields.iter().find(|f| f.key.name == key);
+            if let (false, Some(field)) = (present, written) {
+                diagnostics.push(
+                    Diagnostic::warning(
+                        "W005",
+                        field.key.span,
+                        format!("`{key}` has no effect without `{needs}`"),
+                    )
+                    .with_help(format!("add `{needs}`, or remove `{key}`")),
+                );
+            }
+        }
+    }
     let blocks = blocks(&fields, architecture, training);
     let found = fields.finish();
     let ok = found.is_empty();

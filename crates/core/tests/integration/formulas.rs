@@ -969,3 +969,25 @@ fn a_gptq_base_keeps_its_dequantized_fp16_matrices_for_the_backward_pass() {
     let short = evaluate(&source(64, "full"));
     assert!(short[0].devices[0].components.iter().all(|c| !c.name.starts_with(name)));
 }
+
+#[test]
+fn a_setting_that_needs_another_warns_and_changes_nothing() {
+    let source = |extra: &str| {
+        format!(
+            "model dit {{ params 2 billion }}\nmodel te {{ params 1 billion }}\nmodel ae {{ params 80 million }}\nworkload w {{ runtime none; diffusion {{ denoiser dit; text_encoders te; vae ae; weights bf16; architecture dit; resolution 1024 x 1024; hidden 1536{extra} }} }}\ncheck w on h100-sxm-80gb"
+        )
+    };
+    let plain = vram_core::evaluate(&source(""));
+    for (extra, key) in
+        [("; loaded_on_device true", "loaded_on_device"), ("; vae_tile 512", "vae_tile")]
+    {
+        let outcome = vram_core::evaluate(&source(extra));
+        let warnings: Vec<_> = outcome.diagnostics.iter().filter(|d| d.code == "W005").collect();
+        assert_eq!(warnings.len(), 1, "{extra}: {:?}", outcome.diagnostics);
+        assert!(warnings[0].message.contains(key), "{}", warnings[0].message);
+        assert_eq!(outcome.budget.checks, plain.budget.checks, "{extra} changes nothing");
+    }
+    // Beside what it needs, it is no warning.
+    let outcome = vram_core::evaluate(&source("; offload model; loaded_on_device true"));
+    assert!(outcome.diagnostics.iter().all(|d| d.code != "W005"), "{:?}", outcome.diagnostics);
+}
