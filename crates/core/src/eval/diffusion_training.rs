@@ -403,11 +403,9 @@ fn unet_activations(
     })
 }
 
-/// The backward pass through an eager attention's softmax holds, beside the probabilities it
-/// kept, the gradient arriving for them (from the product with V) and the gradient it computes
-/// for the scores (`softmax_backward_data`: dS = P ⊙ (dP − Σ dP ⊙ P)), both score-sized and in
-/// fp32 (autocast runs softmax in fp32). The first attention differentiated at the largest
-/// level is the peak, while the rest of the stored activations are still alive.
+/// The softmax backward of the first attention differentiated at the largest level (see
+/// `training::softmax_gradients`) is the peak, while the rest of the stored activations are
+/// still alive.
 fn softmax_backward(
     diffusion: &Diffusion,
     blocks: &DenoiserBlocks,
@@ -422,23 +420,11 @@ fn softmax_backward(
         return Ok(None);
     }
     let keys = level.positions.checked_add(diffusion.text_tokens).ok_or(Overflow)?;
-    let product = Product::new()
-        .times(2, "gradients (probabilities, scores)")?
-        .times(diffusion.batch, "batch")?
-        .times(blocks.heads, "heads")?
-        .times(level.positions, "queries")?
-        .times(keys, "keys (positions + text tokens)")?
-        .bytes_each(Ratio::int(4), "fp32")?;
-    let (bytes, formula) = product.finish()?;
-    Ok(Some(Component {
-        held_by: HeldBy::Tensors,
-        name: "eager attention backward (softmax gradients)".to_string(),
-        category: Category::Intermediate,
-        bytes,
-        provenance: Provenance::Formula,
-        formula,
-        source: Some(
-            "derived: PyTorch softmax backward (grad_output and grad_input beside the saved output)".into(),
-        ),
-    }))
+    llm_training::softmax_gradients(
+        (diffusion.batch, "batch"),
+        blocks.heads,
+        level.positions,
+        (keys, "keys (positions + text tokens)"),
+    )
+    .map(Some)
 }

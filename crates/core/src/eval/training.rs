@@ -709,14 +709,6 @@ fn eager_attention(
         .times(training.sequence, "queries")?
         .times(training.sequence, "keys")?
         .bytes_each(per_score, kept)?;
-    let gradients = Product::new()
-        .times(2, "gradients (probabilities, scores)")?
-        .times(training.micro_batch, "micro_batch")?
-        .times(heads, "heads")?
-        .times(training.sequence, "queries")?
-        .times(training.sequence, "keys")?
-        .bytes_each(Ratio::int(4), "fp32")?;
-    let (gradient_bytes, gradient_formula) = gradients.finish()?;
     Ok(vec![
         Component {
             held_by: HeldBy::Tensors,
@@ -727,16 +719,42 @@ fn eager_attention(
             formula: scores.finish()?.1,
             source: Some("DOMAIN.md §4.2: eager attention materializes batch × heads × s²".into()),
         },
-        Component {
-            held_by: HeldBy::Tensors,
-            name: "eager attention backward (softmax gradients)".to_string(),
-            category: Category::Intermediate,
-            bytes: gradient_bytes,
-            provenance: Provenance::Formula,
-            formula: gradient_formula,
-            source: Some(
-                "derived: PyTorch softmax backward (grad_output and grad_input beside the saved output)".into(),
-            ),
-        },
+        softmax_gradients(
+            (training.micro_batch, "micro_batch"),
+            heads,
+            training.sequence,
+            (training.sequence, "keys"),
+        )?,
     ])
+}
+
+/// The backward pass through one eager attention's softmax holds, beside the probabilities it
+/// kept, the gradient arriving for them (from the product with V) and the gradient it computes
+/// for the scores (`softmax_backward_data`: dS = P ⊙ (dP − Σ dP ⊙ P)), both score-sized and in
+/// fp32 (the softmax runs in fp32). `batch` and `keys` come with the names their formula uses.
+pub(super) fn softmax_gradients(
+    batch: (u64, &'static str),
+    heads: u64,
+    queries: u64,
+    keys: (u64, &'static str),
+) -> Result<Component, Overflow> {
+    let product = Product::new()
+        .times(2, "gradients (probabilities, scores)")?
+        .times(batch.0, batch.1)?
+        .times(heads, "heads")?
+        .times(queries, "queries")?
+        .times(keys.0, keys.1)?
+        .bytes_each(Ratio::int(4), "fp32")?;
+    let (bytes, formula) = product.finish()?;
+    Ok(Component {
+        held_by: HeldBy::Tensors,
+        name: "eager attention backward (softmax gradients)".to_string(),
+        category: Category::Intermediate,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: Some(
+            "derived: PyTorch softmax backward (grad_output and grad_input beside the saved output)".into(),
+        ),
+    })
 }
