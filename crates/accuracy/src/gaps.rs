@@ -141,6 +141,10 @@ pub mod assume {
     pub const UNIFORM_BLOCKS: &str = "a transformer denoiser written as uniform blocks: FLUX's 38 \
          single blocks counted with an output projection they do not have (+0.93 M LoRA \
          parameters on to_out, about 13 MB of adapter state)";
+    pub const LOSS_16_BIT: &str = "the cross-entropy on 16-bit logits (`loss`): Qwen v1's \
+         remote code (modeling_qwen.py, QWenLMHeadModel.forward) passes the lm_head's 16-bit \
+         logits to CrossEntropyLoss with no `.float()`, and under DeepSpeed nothing autocasts \
+         (its engine casts the module to fp16/bf16), so the log-softmax runs in 16-bit";
     pub const SOURCE_LABEL: &str =
         "a condition the data leaves open, read from the source's own table labels";
 }

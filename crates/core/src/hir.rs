@@ -513,6 +513,11 @@ pub struct Training {
     /// over every parameter at once. `false`: a per-tensor loop (PyTorch 1.x, transformers'
     /// legacy AdamW) or a fused kernel, whose one-tensor temporaries are left out.
     pub foreach: bool,
+    /// Precision the cross-entropy's log-softmax runs in: fp32 when the model code upcasts the
+    /// logits (transformers' own models) or autocast runs it (its fp32 list); 16-bit when
+    /// remote code computes the loss on 16-bit logits and nothing autocasts (DeepSpeed's
+    /// engine casts the module instead).
+    pub loss: Precision,
 }
 
 /// Where a component's memory goes.

@@ -53,8 +53,33 @@ pub(super) fn body(
     if cx.eager_attention() {
         out.push_str("    attention     eager\n");
     }
+    if let Some(loss) = sixteen_bit_loss(cx, family, distribution) {
+        let _ = writeln!(out, "    loss          {loss}  # remote code, no autocast");
+    }
     out.push_str("  }\n");
     Some(out)
+}
+
+/// The precision of a cross-entropy computed on 16-bit logits: Qwen v1's remote code does not
+/// upcast them, and DeepSpeed casts the module instead of autocasting, so the loss runs in the
+/// compute type. Without DeepSpeed the Trainer autocasts, and autocast runs the log-softmax in
+/// fp32 (the language's default).
+fn sixteen_bit_loss(
+    cx: &mut Cx<'_>,
+    family: Option<Family>,
+    distribution: &Distribution,
+) -> Option<&'static str> {
+    if family != Some(Family::QwenV1) || !distribution.deepspeed {
+        return None;
+    }
+    let compute = cx.point.compute_dtype.clone().unwrap_or_default().to_lowercase();
+    let loss = match compute.as_str() {
+        "fp16" => "fp16",
+        "bf16" => "bf16",
+        _ => return None,
+    };
+    cx.assume(assume::LOSS_16_BIT, format!("{}, compute {compute}", cx.point.model));
+    Some(loss)
 }
 
 /// The method's lines and what the rest of the section needs to know about it.

@@ -25,6 +25,7 @@ const NOT_FOR_A_DENOISER: &[(&str, &str)] = &[
     ("sharding", "sharded training is not modelled for a denoiser"),
     ("offload", "offloaded training is not modelled for a denoiser"),
     ("bucket_elements", "DeepSpeed buckets are not modelled for a denoiser"),
+    ("loss", "a denoiser's loss is on its latents, not on logits"),
 ];
 
 /// Checks a `training` section. `denoiser`: the workload trains a diffusion pipeline's
@@ -51,6 +52,7 @@ pub(super) fn training(
         ("offload", Repeat::Once),
         ("bucket_elements", Repeat::Once),
         ("foreach", Repeat::Once),
+        ("loss", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
     if denoiser.is_some() {
@@ -112,6 +114,8 @@ pub(super) fn training(
     let bucket_elements = fields.whole("bucket_elements", Dim::Count, 1, 1 << 40, "200_000_000");
     let activations = fields.precision("activations");
     let foreach = fields.boolean("foreach");
+    let loss =
+        fields.choice("loss", &["fp32", "bf16", "fp16"]).map(|(w, _)| Precision::from_name(w));
     let offload =
         fields.choice("offload", &["none", "optimizer", "parameters"]).map(|(w, _)| match w {
             "optimizer" => Offload::Optimizer,
@@ -169,6 +173,7 @@ pub(super) fn training(
         bucket_elements: buckets.then(|| bucket_elements.unwrap_or(500_000_000)),
         deepspeed,
         foreach: foreach.unwrap_or(true),
+        loss: loss.flatten().unwrap_or(Precision::Fp32),
     })
 }
 

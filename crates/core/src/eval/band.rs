@@ -49,8 +49,8 @@ pub fn measured_margins(basis: BandBasis) -> (u64, u64) {
 // (profiles 2026.11; see measured_margins).
 const INFERENCE_BELOW: u64 = 40;
 const INFERENCE_ABOVE: u64 = 140;
-const TRAINING_BELOW: u64 = 60;
-const TRAINING_ABOVE: u64 = 350;
+const TRAINING_BELOW: u64 = 0;
+const TRAINING_ABOVE: u64 = 420;
 const DIFFUSION_BELOW: u64 = 0;
 const DIFFUSION_ABOVE: u64 = 140;
 

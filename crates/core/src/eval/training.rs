@@ -640,13 +640,15 @@ pub(super) fn activations(
         components.extend(eager_attention(shape, placement, training)?);
     }
     if placement.stage + 1 == placement.stages && shape.output == crate::hir::Output::Lm {
-        // The cross-entropy path at its peak, per logit: in the backward pass the fp32
-        // log-softmax kept from the forward pass, its incoming gradient and the logits' outgoing
-        // fp32 gradient, 12 B. The forward pass never holds more: 16-bit logits, their shifted
-        // contiguous copy, the fp32 upcast and the fp32 log-softmax are 2 + 2 + 4 + 4 B, and
-        // fp32 logits skip the upcast (4 + 4 + 4 B).
-        let per_logit = Ratio::int(12);
-        let what = "fp32 log-softmax + its gradient + the logits' gradient";
+        // The cross-entropy path at its peak, per logit: in the backward pass the log-softmax
+        // kept from the forward pass, its incoming gradient and the logits' outgoing gradient,
+        // each in the loss's precision: 12 B in fp32. The forward pass never holds more: 16-bit
+        // logits, their shifted contiguous copy, the fp32 upcast and the fp32 log-softmax are
+        // 2 + 2 + 4 + 4 B, and fp32 logits skip the upcast (4 + 4 + 4 B). A 16-bit loss (remote
+        // code without `.float()`, no autocast) has no upcast: 2 + 2 + 2 B forward, 3 × 2 B back.
+        let loss = training.loss;
+        let per_logit = loss.bytes_per_element().checked_mul(Ratio::int(3)).ok_or(Overflow)?;
+        let what = format!("{} log-softmax + its gradient + the logits' gradient", loss.name());
         let logits = Product::new()
             .times(training.sequence, "tokens")?
             .times(training.micro_batch, "micro_batch")?
@@ -660,10 +662,12 @@ pub(super) fn activations(
             bytes,
             provenance: Provenance::Formula,
             formula,
-            source: Some(
+            source: Some(if loss == Precision::Fp32 {
                 "DOMAIN.md §4.1: training logits are upcast to fp32 for the cross-entropy loss"
-                    .into(),
-            ),
+                    .into()
+            } else {
+                "the workload's `loss`: the cross-entropy runs on the 16-bit logits".into()
+            }),
         });
     }
     Ok(components)

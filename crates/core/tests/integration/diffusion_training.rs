@@ -162,6 +162,7 @@ fn settings_a_trained_pipeline_cannot_have_are_diagnostics() {
         ("; vae_tiling true", "method lora { rank 4 }", "E013"),
         ("", "method lora { rank 4 }; sequence 77 tokens", "E013"),
         ("", "method lora { rank 4 }; weights bf16", "E013"),
+        ("", "method lora { rank 4 }; loss bf16", "E013"),
         ("", "method lora { rank 4; targets down }", "E015"),
         ("; layers 12", "method lora { rank 4 }", "E013"),
         ("", "method lora { rank 4; modules_to_save head }", "E013"),

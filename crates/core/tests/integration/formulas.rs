@@ -143,6 +143,21 @@ fn cross_entropy_holds_three_fp32_logit_tensors_at_its_peak() {
 }
 
 #[test]
+fn a_16_bit_loss_holds_three_16_bit_logit_tensors() {
+    let source = |loss: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ weights bf16; micro_batch 2; sequence 1024 tokens; {loss} }} }}\ncheck w on h200-sxm"
+        )
+    };
+    // Remote code that computes the cross-entropy on 16-bit logits, without autocast: no fp32
+    // upcast; in backward the bf16 log-softmax, its gradient and the logits' gradient, 2 B each.
+    let logits = 2 * 1024 * 128_256;
+    assert_eq!(bytes(&evaluate(&source("loss bf16"))[0], 0, "logits and loss"), logits * 6);
+    assert_eq!(bytes(&evaluate(&source("loss fp32"))[0], 0, "logits and loss"), logits * 12);
+    assert_eq!(bytes(&evaluate(&source(""))[0], 0, "logits and loss"), logits * 12);
+}
+
+#[test]
 fn headroom_takes_the_larger_of_fraction_and_floor() {
     let checks = evaluate(
         "workload w { components { x 1 GiB persistent } }\nheadroom default { keep 10 %; at_least 3 GiB }\ncheck w on l4\ncheck w on h100-sxm-80gb",
