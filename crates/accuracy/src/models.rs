@@ -71,10 +71,8 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
         "Yi-6B-200K (GGUF)" => Err(vec![no_config(
             "01-ai/Yi-6B-200K (only Yi-6B's was found; the data's shape fields are recalled, not read)",
         )]),
-        "bigcode/octocoder" => Err(vec![
-            Gap::feature(feature::GPT_BIGCODE, "octocoder is a GPTBigCode (StarCoder) model"),
-            no_config("bigcode/octocoder (only StarCoder values in a converter's defaults)"),
-        ]),
+        // StarCoder fine-tuned: StarCoder's config (models.vram names where it was read).
+        "bigcode/octocoder" => Ok(declared("octocoder", Llama)),
         "mistral-small-2409-22b (custom Ollama tag 'DEFAULT/mistral-small-2409-22b')" => {
             Err(vec![no_config("mistralai/Mistral-Small-Instruct-2409")])
         }

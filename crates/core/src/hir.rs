@@ -329,6 +329,9 @@ pub struct Inference {
     pub weights: WeightFormat,
     pub kv_cache: Precision,
     pub activations: Precision,
+    /// What quantized layers compute in (bitsandbytes' `bnb_4bit_compute_dtype`): they cast
+    /// their input to it and their output back, so only the matmul runs in it.
+    pub compute: Precision,
     pub context: u64,
     pub sessions: u64,
     /// Tokens in one forward step, over all sequences; `None` leaves it to the runtime.

@@ -63,6 +63,9 @@ pub(super) fn body(
     if cx.eager_attention() {
         out.push_str("    attention eager\n");
     }
+    if let Some(compute) = bnb_4bit_compute(cx, weights) {
+        let _ = writeln!(out, "    compute  {compute}  # bnb_4bit_compute_dtype");
+    }
     if runtime == Runtime::PyTorch && family == Some(Family::QwenV1) {
         cx.assume(
             assume::TUPLE_CACHE,
@@ -74,6 +77,24 @@ pub(super) fn body(
     }
     out.push_str("  }\n");
     Some(out)
+}
+
+/// bitsandbytes 4-bit layers compute in `bnb_4bit_compute_dtype`, which transformers'
+/// `BitsAndBytesConfig` leaves at float32 unless it is set; a stated compute type is the
+/// language's default already (the activations').
+fn bnb_4bit_compute(cx: &mut Cx<'_>, weights: &str) -> Option<&'static str> {
+    if !matches!(weights, "nf4" | "nf4-dq" | "fp4" | "fp4-dq") {
+        return None;
+    }
+    let stated = cx.point.compute_dtype.clone().unwrap_or_default().to_lowercase();
+    if !(stated.is_empty() || stated.contains("default")) {
+        return None;
+    }
+    cx.assume(
+        assume::RUNTIME_DEFAULT,
+        "bnb_4bit_compute_dtype: transformers' BitsAndBytesConfig default float32",
+    );
+    Some("fp32")
 }
 
 /// The weight format; for a component that does not depend on it (the KV cache or the forward

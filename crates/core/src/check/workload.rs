@@ -257,6 +257,7 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
         ("attention", Repeat::Once),
         ("memory_fraction", Repeat::Once),
         ("cache_layout", Repeat::Once),
+        ("compute", Repeat::Once),
     ];
     let fields = Fields::new("an inference section", block, KNOWN);
     let weights = fields.weight_format("weights");
@@ -265,6 +266,9 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
     }
     let kv_cache = fields.precision("kv_cache");
     let activations = fields.precision("activations");
+    let compute = fields
+        .choice("compute", &["fp32", "bf16", "fp16"])
+        .and_then(|(w, _)| crate::precision::Precision::from_name(w));
     let context = fields.whole("context", Dim::Tokens, 1, MAX_TOKENS, "8192 tokens");
     if context.is_none() {
         fields.missing("context", "context 8192 tokens");
@@ -299,10 +303,12 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
     let ok = found.is_empty();
     diagnostics.extend(found);
     let (weights, context) = (weights?, context?);
+    let activations = activations.unwrap_or_else(|| weights.companion());
     ok.then(|| Inference {
         weights,
         kv_cache: kv_cache.unwrap_or_else(|| weights.companion()),
-        activations: activations.unwrap_or_else(|| weights.companion()),
+        activations,
+        compute: compute.unwrap_or(activations),
         context,
         sessions: sessions.unwrap_or(1),
         prefill_chunk,

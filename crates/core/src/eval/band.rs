@@ -45,7 +45,7 @@ pub fn measured_margins(basis: BandBasis) -> (u64, u64) {
     }
 }
 
-// Fitted with `vram-accuracy --fit-bands` over 30 inference, 95 training and 27 diffusion peaks
+// Fitted with `vram-accuracy --fit-bands` over 33 inference, 95 training and 27 diffusion peaks
 // (profiles 2026.11; see measured_margins).
 const INFERENCE_BELOW: u64 = 40;
 const INFERENCE_ABOVE: u64 = 140;

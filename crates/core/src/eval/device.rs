@@ -141,6 +141,12 @@ pub(super) fn device_components_reusing(
             attention: inference.attention,
             precision: inference.activations,
             sorting_sampler: workload.runtime == Runtime::Vllm,
+            dequantized: llm::dequantized_copies(
+                inference.weights,
+                inference.activations,
+                inference.compute,
+                tokens,
+            ),
         };
         components.extend(llm::forward_step(shape, placement, &step)?);
         if workload.runtime == Runtime::Vllm {

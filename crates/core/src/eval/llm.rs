@@ -208,6 +208,51 @@ pub(crate) struct Step {
     /// The step ends in a sampler that applies top-k and top-p by sorting every row's
     /// vocabulary, as vLLM's profile run does ([`SORTING_SAMPLER_BYTES`]).
     pub sorting_sampler: bool,
+    /// Bytes per weight of the copies a quantized layer makes of its whole matrix to multiply
+    /// it ([`dequantized_copies`]); `None` when its kernel reads the packed weight.
+    pub dequantized: Option<(Ratio, String)>,
+}
+
+/// What a bitsandbytes 4-bit layer holds of its weight while it multiplies a step of more than
+/// one token: `MatMul4Bit` dequantizes the whole matrix into the type it was loaded in
+/// (`dequantize_4bit`, `quant_state.dtype`) and casts that to its input's type, which
+/// `Linear4bit` first cast to `compute`; only a single row takes the `gemv_4bit` kernel, which
+/// reads the packed weight (bitsandbytes `matmul_4bit`). LLM.int8, GPTQ and AWQ inference
+/// kernels read their packed weights.
+pub(crate) fn dequantized_copies(
+    weights: crate::quant::WeightFormat,
+    loaded: Precision,
+    compute: Precision,
+    tokens: u64,
+) -> Option<(Ratio, String)> {
+    let crate::quant::WeightFormat::Uniform(
+        Precision::Nf4 | Precision::Nf4Dq | Precision::Fp4 | Precision::Fp4Dq,
+    ) = weights
+    else {
+        return None;
+    };
+    if tokens < 2 {
+        return None;
+    }
+    let dequantized = loaded.bytes_per_element();
+    if compute == loaded {
+        return Some((dequantized, format!("dequantized {}", loaded.name())));
+    }
+    let both = dequantized.checked_add(compute.bytes_per_element())?;
+    Some((both, format!("dequantized {} + its {} cast", loaded.name(), compute.name())))
+}
+
+/// The widest matrix one layer multiplies, per tensor-parallel rank: an MLP projection (a MoE
+/// layer's experts are multiplied one at a time) or the query projection.
+fn widest_matrix(shape: &Shape, tensor: u64) -> u64 {
+    let mlp = match &shape.moe {
+        Some(moe) => {
+            let widest = moe.expert_ffn.max(moe.shared_ffn);
+            if moe.dense_layers > 0 { widest.max(shape.ffn) } else { widest }
+        }
+        None => shape.ffn,
+    };
+    div_ceil(mlp.max(shape.heads * shape.head_dim), tensor)
 }
 
 /// Bytes per vocabulary entry of one sampled row while a sorting sampler sorts it, besides the
@@ -299,7 +344,17 @@ pub(crate) fn forward_step(
         .times(step.tokens, "tokens")?
         .times(div_ceil(mlp_width(shape), t), "ffn (per token)")?
         .bytes_each(elem, name.clone())?;
-    let mlp_bytes = mlp.value()?;
+    let mut mlp_bytes = mlp.value()?;
+    let mut mlp_formula = mlp.terms();
+    if let Some((per_weight, what)) = &step.dequantized {
+        // The widest matrix's copies beside the MLP's outputs.
+        let copies = Product::new()
+            .times(shape.hidden, "hidden")?
+            .times(widest_matrix(shape, t), "widest matrix (per rank)")?
+            .bytes_each(*per_weight, what.clone())?;
+        mlp_bytes = super::calc::add(mlp_bytes, copies.value()?)?;
+        mlp_formula = formula!("{mlp_formula} + {}", copies.terms());
+    }
     // Encoders with a small task head compute no vocabulary logits.
     let last = placement.stage + 1 == placement.stages && shape.output == crate::hir::Output::Lm;
     let logit_rows = match step.logits {
@@ -322,7 +377,7 @@ pub(crate) fn forward_step(
         "max(attention {} = {}; MLP {} = {}; {} = {}) = {peak}",
         attention_formula,
         attention_bytes.human(),
-        mlp.terms(),
+        mlp_formula,
         mlp_bytes.human(),
         logits_formula,
         logits_bytes.human(),
@@ -344,12 +399,10 @@ pub(crate) fn forward_step(
             bytes: peak,
             provenance: Provenance::Formula,
             formula,
-            source: Some(if step.sorting_sampler {
-                "DOMAIN.md §4.1-4.3: activations are freed layer by layer; vLLM's profile run samples its rows with top-k and top-p (V0 ModelRunner.profile_run, V1 _dummy_sampler_run), sorting each row (PyTorch Sort.cu segmented_sort_pairs over CUB)"
-                    .into()
-            } else {
-                "DOMAIN.md §4.1-4.3: activations are freed layer by layer; logits upcast to fp32"
-                    .into()
+            source: Some(match (step.sorting_sampler, &step.dequantized) {
+                (true, _) => "DOMAIN.md §4.1-4.3: activations are freed layer by layer; vLLM's profile run samples its rows with top-k and top-p (V0 ModelRunner.profile_run, V1 _dummy_sampler_run), sorting each row (PyTorch Sort.cu segmented_sort_pairs over CUB)".into(),
+                (false, Some(_)) => "DOMAIN.md §4.1-4.3: activations are freed layer by layer; logits upcast to fp32; bitsandbytes MatMul4Bit dequantizes a whole matrix for more than one row (dequantize_4bit, then a cast to the compute type)".into(),
+                (false, None) => "DOMAIN.md §4.1-4.3: activations are freed layer by layer; logits upcast to fp32".into(),
             }),
         },
     ])

@@ -158,6 +158,26 @@ fn a_16_bit_loss_holds_three_16_bit_logit_tensors() {
 }
 
 #[test]
+fn bitsandbytes_4_bit_prefill_holds_the_widest_matrix_dequantized() {
+    let source = |weights: &str, context: u64, compute: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime pytorch; inference {{ weights {weights}; context {context} tokens; {compute} }} }}\ncheck w on a100-40gb"
+        )
+    };
+    let peak = |s: String| bytes(&evaluate(&s)[0], 0, "forward-step peak");
+    // The MLP's gate, up and product over 512 tokens × 14,336 (bf16) are the step's largest
+    // intermediates; beside them, the gate or up matrix (4,096 × 14,336) dequantized to bf16,
+    // and with an fp32 compute type also its fp32 cast.
+    let mlp = 3 * 512 * 14_336 * 2;
+    let matrix = 4096 * 14_336;
+    assert_eq!(peak(source("nf4", 512, "")), mlp + matrix * 2);
+    assert_eq!(peak(source("nf4", 512, "compute fp32")), mlp + matrix * (2 + 4));
+    // One token takes bitsandbytes' gemv kernel, and other formats read their packed weights.
+    assert_eq!(peak(source("nf4", 1, "compute fp32")), 128_256 * 4);
+    assert_eq!(peak(source("int4", 512, "compute fp32")), mlp);
+}
+
+#[test]
 fn headroom_takes_the_larger_of_fraction_and_floor() {
     let checks = evaluate(
         "workload w { components { x 1 GiB persistent } }\nheadroom default { keep 10 %; at_least 3 GiB }\ncheck w on l4\ncheck w on h100-sxm-80gb",
