@@ -59,8 +59,6 @@ pub mod feature {
     pub const MIXED_FP8: &str = "mixed-precision checkpoints (FP8 in some layers only)";
     pub const KV_QUANTO: &str = "quanto int4 KV cache (group scales and an fp16 residual window)";
     pub const VLLM_POOL: &str = "vLLM KV pool (gpu_memory_utilization x capacity, less the profiled peak, filled with KV blocks)";
-    pub const GRADIENT_OFFLOAD: &str = "gradients offloaded to the host with the optimizer \
-         (ZeRO-Offload, FSDP CPUOffload): `offload` keeps every gradient on the device";
     pub const MODEL_OFFLOAD: &str =
         "whole models moved between host and device in turn (diffusers enable_model_cpu_offload)";
 }

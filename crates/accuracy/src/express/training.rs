@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::Cx;
 use super::conditions::{Distribution, Offload};
-use crate::gaps::{Gap, assume, data, feature};
+use crate::gaps::{Gap, assume, data};
 use crate::models::{self, Family};
 
 /// Qwen's finetune.py `LoraArguments.lora_target_modules` default.
@@ -180,7 +180,6 @@ fn states(
     distribution: &Distribution,
 ) -> Option<String> {
     let mut out = String::new();
-    let mut stopped = false;
     if let Some(sharding) = distribution.sharding {
         let _ = writeln!(out, "    sharding      {sharding}");
     }
@@ -229,22 +228,10 @@ fn states(
         Offload::Optimizer(text) => Some(("optimizer", text)),
         Offload::Parameters(text) => Some(("parameters", text)),
     };
-    if let Some((word, text)) = offload {
-        if method.lora {
-            cx.assume(
-                assume::STAND_IN,
-                format!(
-                    "{text}: the adapters' gradients stay on the device in the estimate (the \
-                     runtime moves them to the host; < 1 % of the peak)"
-                ),
-            );
-            let _ = writeln!(out, "    offload       {word}");
-        } else {
-            cx.gap(Gap::feature(feature::GRADIENT_OFFLOAD, text.clone()));
-            stopped = true;
-        }
+    if let Some((word, _)) = offload {
+        let _ = writeln!(out, "    offload       {word}");
     }
-    (!stopped).then_some(out)
+    Some(out)
 }
 
 /// `r=64` or `rank 4`.

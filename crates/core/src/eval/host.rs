@@ -87,14 +87,24 @@ pub(super) fn host(
         let master =
             training.master.map_or(Ratio::ZERO, crate::precision::Precision::bytes_per_element);
         if training.offload != Offload::None {
-            let per = master.checked_add(states).ok_or(Overflow)?;
+            // Sharded runs also give the host optimizer an fp32 gradient partition
+            // (DeepSpeed ZeRO-Offload; the device keeps none, see `trained_states`).
+            let sharded = training.sharding != crate::hir::Sharding::None;
+            let gradients = if sharded { Ratio::int(4) } else { Ratio::ZERO };
+            let per = master.checked_add(states).and_then(|p| p.checked_add(gradients));
+            let per = per.ok_or(Overflow)?;
             let bytes = Bytes::for_elements(params, per).ok_or(Overflow)?;
+            let what = if sharded {
+                "optimizer state, master weights and fp32 gradients offloaded"
+            } else {
+                "optimizer state and master weights offloaded"
+            };
             ram.push(component(
-                &format!("{}: optimizer state and master weights offloaded", workload.name),
+                &format!("{}: {what}", workload.name),
                 bytes,
                 Provenance::Formula,
                 format!("{params} params × {per} B = {bytes}"),
-                "DeepSpeed offload_optimizer keeps fp32 master weights and optimizer state in host memory",
+                "DeepSpeed offload_optimizer keeps fp32 master weights, optimizer state and (ZeRO-Offload) fp32 gradients in host memory",
             ));
         }
         let per = training

@@ -499,6 +499,24 @@ fn offloaded_optimizer_state_leaves_the_device() {
 }
 
 #[test]
+fn zero_offload_keeps_the_gradients_on_the_host_too() {
+    let source = "
+machine box { gpus 2 x h200-sxm; host_ram 2 TiB; disk 10 TB }
+workload w { model llama3.1-8b; runtime none; training { weights bf16; sequence 512 tokens; sharding zero2; offload optimizer } }
+check w on box split data 2";
+    let outcome = vram_core::evaluate(source);
+    let check = &outcome.budget.checks[0];
+    let names: Vec<&str> = check.devices[0].components.iter().map(|c| c.name.as_str()).collect();
+    assert!(!names.contains(&"gradients"), "{names:?}");
+    // Only the reduce buckets stay: two of 5e8 bf16 elements.
+    assert_eq!(bytes(check, 0, "ZeRO gradient buckets (DeepSpeed)"), 2 * 500_000_000 * 2);
+    // The host holds master (4), AdamW moments (8) and the fp32 gradient partition (4).
+    let host = check.host.as_ref().expect("a machine has host lines");
+    let offloaded = host.ram.components.iter().find(|c| c.name.contains("offloaded")).unwrap();
+    assert_eq!(offloaded.bytes.0, 8_030_261_248 * 16);
+}
+
+#[test]
 fn lora_can_train_the_embedding_and_head_in_full() {
     let checks = evaluate(
         "workload w { model llama3.1-8b; runtime none; training { method lora { rank 8; modules_to_save embeddings head }; weights bf16; sequence 512 tokens } }\ncheck w on h200-sxm",
