@@ -22,7 +22,7 @@ pub(super) fn body(
     let weights = cx.weight_format();
     let activations = weights.and_then(|weights| mixed_precision(cx, weights));
     let optimizer = optimizer(cx);
-    let states = method.as_ref().and_then(|m| states(cx, m, weights, distribution));
+    let states = method.as_ref().map(|m| states(cx, m, weights, distribution));
     let point = cx.point;
     let micro_batch = point.batch_size;
     if micro_batch.is_none() {
@@ -171,14 +171,13 @@ fn method(
     Some(MethodLines { lines, lora: true, saved })
 }
 
-/// The sharding, offload and precision lines of the model states, or `None` when a gap stops
-/// them.
+/// The sharding, offload and precision lines of the model states.
 fn states(
     cx: &mut Cx<'_>,
     method: &MethodLines,
     weights: Option<&'static str>,
     distribution: &Distribution,
-) -> Option<String> {
+) -> String {
     let mut out = String::new();
     if let Some(sharding) = distribution.sharding {
         let _ = writeln!(out, "    sharding      {sharding}");
@@ -231,7 +230,7 @@ fn states(
     if let Some((word, _)) = offload {
         let _ = writeln!(out, "    offload       {word}");
     }
-    Some(out)
+    out
 }
 
 /// `r=64` or `rank 4`.
