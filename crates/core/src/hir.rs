@@ -521,6 +521,10 @@ pub struct Training {
     /// remote code computes the loss on 16-bit logits and nothing autocasts (DeepSpeed's
     /// engine casts the module instead).
     pub loss: Precision,
+    /// Precision of the parameters a quantizer leaves unquantized (embeddings, output head,
+    /// norms, biases) in a quantized base: PEFT's `prepare_model_for_kbit_training` casts them
+    /// to fp32 for bitsandbytes models; their 16-bit type otherwise.
+    pub unquantized: Precision,
 }
 
 /// Where a component's memory goes.

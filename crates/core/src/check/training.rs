@@ -26,6 +26,7 @@ const NOT_FOR_A_DENOISER: &[(&str, &str)] = &[
     ("offload", "offloaded training is not modelled for a denoiser"),
     ("bucket_elements", "DeepSpeed buckets are not modelled for a denoiser"),
     ("loss", "a denoiser's loss is on its latents, not on logits"),
+    ("unquantized", "a denoiser's weights are counted by parameter count, without embeddings"),
 ];
 
 /// Checks a `training` section. `denoiser`: the workload trains a diffusion pipeline's
@@ -53,6 +54,7 @@ pub(super) fn training(
         ("bucket_elements", Repeat::Once),
         ("foreach", Repeat::Once),
         ("loss", Repeat::Once),
+        ("unquantized", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
     if denoiser.is_some() {
@@ -114,6 +116,9 @@ pub(super) fn training(
     let bucket_elements = fields.whole("bucket_elements", Dim::Count, 1, 1 << 40, "200_000_000");
     let activations = fields.precision("activations");
     let foreach = fields.boolean("foreach");
+    let unquantized = fields
+        .choice("unquantized", &["fp32", "bf16", "fp16"])
+        .and_then(|(w, _)| Precision::from_name(w));
     let loss =
         fields.choice("loss", &["fp32", "bf16", "fp16"]).map(|(w, _)| Precision::from_name(w));
     let offload =
@@ -174,7 +179,27 @@ pub(super) fn training(
         deepspeed,
         foreach: foreach.unwrap_or(true),
         loss: loss.flatten().unwrap_or(Precision::Fp32),
+        // A denoiser is counted by its parameters alone: nothing of it is left unquantized.
+        unquantized: unquantized.unwrap_or_else(|| {
+            if denoiser.is_some() { weights.companion() } else { default_unquantized(weights) }
+        }),
     })
+}
+
+/// What a quantized base keeps beside its quantized matrices when the field is not given:
+/// bitsandbytes bases are trained through PEFT's `prepare_model_for_kbit_training` (which the
+/// QLoRA recipe and TRL's `SFTTrainer` call for k-bit models), and it casts every parameter that
+/// is not 8-bit or 4-bit to fp32 ("cast all non INT8 parameters to fp32"; it skips GPTQ models).
+/// Other formats keep their 16-bit companion.
+fn default_unquantized(weights: Precision) -> Precision {
+    match weights {
+        Precision::Nf4
+        | Precision::Nf4Dq
+        | Precision::Fp4
+        | Precision::Fp4Dq
+        | Precision::Int8Bnb => Precision::Fp32,
+        other => other.companion(),
+    }
 }
 
 /// The LoRA targets a denoiser has: the attention projections (diffusers' `to_q`, `to_k`,

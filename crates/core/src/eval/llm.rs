@@ -23,6 +23,19 @@ pub(crate) fn weights(
     category: Category,
     label: &str,
 ) -> Result<Vec<Component>, Overflow> {
+    weights_keeping(shape, placement, format, None, category, label)
+}
+
+/// [`weights`], with the embedding, output head, norms and biases of a quantized format held in
+/// `unquantized` instead of the format's own choice (a training framework's cast).
+pub(crate) fn weights_keeping(
+    shape: &Shape,
+    placement: &Placement,
+    format: WeightFormat,
+    unquantized: Option<Precision>,
+    category: Category,
+    label: &str,
+) -> Result<Vec<Component>, Overflow> {
     let gqa = shape.heads / shape.kv_heads.max(1);
     // Parameters per precision over this device's layers, in a stable order.
     let mut by_precision: Vec<(Precision, u64)> = Vec::new();
@@ -63,7 +76,7 @@ pub(crate) fn weights(
         };
         components.push(component(format!("{label}: layer matrices"), category, total, formula));
     }
-    let small = format.small();
+    let small = unquantized.unwrap_or(format.small());
     let (bytes, formula) = Product::new()
         .times(placement.layers, "layers")?
         .times(params::layer_small(shape, placement.tensor), "norm and bias params")?
@@ -78,9 +91,9 @@ pub(crate) fn weights(
             "embedding",
             ends.embedding,
             "vocab × hidden params",
-            format.embedding(shape.tied_embeddings),
+            unquantized.unwrap_or(format.embedding(shape.tied_embeddings)),
         ),
-        ("output head", ends.head, "vocab × hidden params", format.output()),
+        ("output head", ends.head, "vocab × hidden params", unquantized.unwrap_or(format.output())),
         ("final norm", ends.final_norm, "params", small),
     ] {
         if count == 0 {

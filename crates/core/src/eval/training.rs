@@ -296,13 +296,17 @@ pub(crate) fn components(
         });
         components.push(gathered_layer(shape, placement, training)?);
     } else {
-        components.extend(llm::weights(
+        // A quantized base keeps its other parameters in `unquantized` (PEFT's k-bit cast).
+        let kept = (!training.weights.is_float_compute()).then_some(training.unquantized);
+        components.extend(llm::weights_keeping(
             shape,
             placement,
             WeightFormat::Uniform(training.weights),
+            kept,
             Category::Persistent,
             base_label,
         )?);
+        components.extend(autocast_head_copy(shape, placement, training, kept)?);
     }
     components.extend(autocast_copies(params, training)?);
     let master_ways = divisor(training, Sharding::Zero1, data);
@@ -393,6 +397,42 @@ pub(crate) fn components(
     components.extend(saved_dequantized_weights(shape, placement, training)?);
     components.extend(optimizer_step(&components, &step)?);
     Ok(components)
+}
+
+/// An fp32 output head under autocast (a k-bit base after PEFT's cast): its matmul runs on a
+/// 16-bit copy of the weight, which the matmul keeps for the backward pass (the gradient of its
+/// input), so the copy is alive from the logits until the head's backward. A frozen weight is
+/// not a leaf autocast caches, so nothing else holds it.
+fn autocast_head_copy(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+    kept: Option<Precision>,
+) -> Result<Option<Component>, Overflow> {
+    let a = training.activations;
+    let last = placement.stage + 1 == placement.stages;
+    if kept != Some(Precision::Fp32) || a == Precision::Fp32 || !last {
+        return Ok(None);
+    }
+    let head = params::ends(shape, placement).head;
+    if head == 0 {
+        return Ok(None);
+    }
+    let product = Product::new()
+        .times(head, "output head params")?
+        .bytes_each(a.bytes_per_element(), a.name())?;
+    Ok(Some(Component {
+        held_by: HeldBy::Tensors,
+        name: "output head: autocast copy".to_string(),
+        category: Category::Intermediate,
+        bytes: product.value()?,
+        provenance: Provenance::Formula,
+        formula: product.finish()?.1,
+        source: Some(
+            "torch.autocast casts the fp32 head to the compute type for its matmul, which saves the copy for backward"
+                .into(),
+        ),
+    }))
 }
 
 /// Autocast keeps 16-bit copies of the fp32 weights it casts (HF model_memory_anatomy: "6 bytes
@@ -576,7 +616,8 @@ fn layer_activation_formula(
     let elements = replicated
         + (2 * heads + 2 * kv_heads) * shape.head_dim
         + ffn_tensors * div_ceil(shape.ffn, t);
-    let elem = training.activations.bytes_per_element();
+    let stream = stream(training);
+    let elem = stream.bytes_per_element();
     // Softmax statistics are 4 fp32 bytes per head per token; with dropout, the attention and
     // MLP outputs' one-byte masks (Korthikanti et al.: sbh each). Fold them in as elements.
     let masks = if shape.dropout { 2 * div_ceil(shape.hidden, t) } else { 0 };
@@ -588,7 +629,17 @@ fn layer_activation_formula(
         .times(training.sequence, "tokens")?
         .times(training.micro_batch, "micro_batch")?
         .times(per_token, "elements per token per layer")?
-        .bytes_each(elem, training.activations.name())
+        .bytes_each(elem, stream.name())
+}
+
+/// The type a layer's stored activations have. Usually the compute type; but a quantized base
+/// whose embedding was cast to fp32 (PEFT's k-bit preparation) feeds fp32 into the residual
+/// stream, the residual adds promote every layer's output back to fp32, and bitsandbytes layers
+/// return their input's type: the layer inputs and most of what a layer stores are fp32, though
+/// autocast runs the matmuls in 16-bit.
+fn stream(training: &Training) -> Precision {
+    let cast = training.unquantized == Precision::Fp32 && !training.weights.is_float_compute();
+    if cast { Precision::Fp32 } else { training.activations }
 }
 
 pub(super) fn activations(
@@ -596,7 +647,7 @@ pub(super) fn activations(
     placement: &Placement,
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
-    let elem = training.activations;
+    let elem = stream(training);
     let per_layer = layer_activation_formula(shape, placement, training)?;
     let per_layer_bytes = per_layer.value()?;
     // 1F1B pipeline schedule: stage s keeps (stages - s) micro-batches in flight.

@@ -178,6 +178,32 @@ fn bitsandbytes_4_bit_prefill_holds_the_widest_matrix_dequantized() {
 }
 
 #[test]
+fn a_k_bit_base_keeps_its_unquantized_parameters_and_stream_in_fp32() {
+    let source = |extra: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ method lora {{ rank 8 }}; weights nf4; sequence 1024 tokens; checkpointing full{extra} }} }}\ncheck w on h200-sxm"
+        )
+    };
+    let vocab_hidden = 128_256 * 4096;
+    // PEFT's prepare_model_for_kbit_training: embedding and head in fp32; the head's matmul
+    // under autocast keeps a bf16 copy; the fp32 residual stream makes each checkpointed layer
+    // input fp32 (32 layers × 1,024 tokens × 4,096 × 4 B).
+    let cast = &evaluate(&source(""))[0];
+    assert_eq!(bytes(cast, 0, "frozen base weights: embedding"), vocab_hidden * 4);
+    assert_eq!(bytes(cast, 0, "frozen base weights: output head"), vocab_hidden * 4);
+    assert_eq!(bytes(cast, 0, "output head: autocast copy"), vocab_hidden * 2);
+    let checkpoints = 32 * 1024 * 4096;
+    let kept = &evaluate(&source("; unquantized bf16"))[0];
+    assert_eq!(bytes(kept, 0, "frozen base weights: embedding"), vocab_hidden * 2);
+    assert!(kept.devices[0].components.iter().all(|c| c.name != "output head: autocast copy"));
+    // One recomputed layer: 4·4,096 + 80·128 + 4·14,336 elements per token, plus 4 B of fp32
+    // softmax statistics per head (32 heads: 32 elements of 4 B, 64 of 2 B).
+    let layer = 4 * 4096 + 80 * 128 + 4 * 14_336;
+    assert_eq!(bytes(cast, 0, "activations"), checkpoints * 4 + 1024 * (layer + 32) * 4);
+    assert_eq!(bytes(kept, 0, "activations"), checkpoints * 2 + 1024 * (layer + 64) * 2);
+}
+
+#[test]
 fn headroom_takes_the_larger_of_fraction_and_floor() {
     let checks = evaluate(
         "workload w { components { x 1 GiB persistent } }\nheadroom default { keep 10 %; at_least 3 GiB }\ncheck w on l4\ncheck w on h100-sxm-80gb",
@@ -306,11 +332,11 @@ fn qlora_base_in_nf4_with_double_quantization() {
     let checks = evaluate(
         "workload w { model llama3.1-8b; runtime none; training { method lora { rank 16 }; weights nf4-dq; sequence 512 tokens } }\ncheck w on rtx-4090",
     );
-    // Layer matrices at 4.127 bits; embedding, head and norms stay 16-bit (fp16 beside nf4).
+    // Layer matrices at 4.127 bits; embedding, head and norms in fp32 (PEFT's k-bit cast).
     let matrices = 32 * 218_103_808u64;
     let expected = (matrices * (4 * 16384 + 2048 + 32)).div_ceil(16384 * 8);
     assert_eq!(bytes(&checks[0], 0, "frozen base weights: layer matrices"), expected);
-    assert_eq!(bytes(&checks[0], 0, "frozen base weights: embedding"), 128_256 * 4096 * 2);
+    assert_eq!(bytes(&checks[0], 0, "frozen base weights: embedding"), 128_256 * 4096 * 4);
 }
 
 #[test]
