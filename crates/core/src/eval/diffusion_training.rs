@@ -13,11 +13,13 @@
 //!   (`training::activations`, Korthikanti et al. adapted), with multi-head attention and a
 //!   plain GELU MLP of 4 × hidden (DiT `mlp_ratio` 4; FLUX.1 `mlp_ratio` 4.0), over the latent
 //!   patches (2 × 2 after the VAE's 8× downsampling) and the text tokens;
-//! - UNet: per level, every ResNet and transformer block stores the inputs of its operations
-//!   (see [`RESNET_TENSORS`], [`TRANSFORMER_TENSORS`]) at that level's positions and channels;
-//!   eager attention adds its probabilities. Full checkpointing (diffusers
-//!   `enable_gradient_checkpointing`, one checkpoint per ResNet and transformer block) keeps each
-//!   block's input and recomputes the largest block in the backward pass.
+//! - UNet: per level, every ResNet, attention block and transformer layer stores the inputs of
+//!   its operations (see [`RESNET_TENSORS`], [`ATTENTION_BLOCK_TENSORS`],
+//!   [`TRANSFORMER_LAYER_TENSORS`]) at that level's positions and channels; eager attention adds
+//!   each layer's probabilities, with the level's heads. Full checkpointing (diffusers
+//!   `enable_gradient_checkpointing`: one checkpoint per ResNet and per `BasicTransformerBlock`,
+//!   huggingface/diffusers transformer_2d.py at 58eb52c) keeps each one's input and recomputes
+//!   the largest in the backward pass.
 
 use super::calc::{self, Overflow, Product, formula};
 use super::training::{self as llm_training, Adapters};
