@@ -145,29 +145,14 @@ fn blocks(
             transformer_layers.last().copied().filter(|n| *n > 0).unwrap_or(1)
         };
         if let (Heads::Width(width), Some(field)) = (heads, head_dim_field) {
-            let mut attention: Vec<(usize, u64)> = (channel_mult.iter().zip(&transformer_layers))
-                .enumerate()
-                .filter(|(_, (_, layers))| **layers > 0)
-                .map(|(level, (mult, _))| (level, *mult))
+            let mut attention: Vec<usize> = (transformer_layers.iter().enumerate())
+                .filter(|(_, layers)| **layers > 0)
+                .map(|(level, _)| level)
                 .collect();
             if mid_transformer_layers > 0 {
-                attention.push((channel_mult.len() - 1, channel_mult[channel_mult.len() - 1]));
+                attention.push(channel_mult.len() - 1);
             }
-            let hidden = hidden?;
-            if let Some((level, mult)) = attention.iter().find(|(_, m)| hidden * m % width != 0) {
-                fields.push(
-                    Diagnostic::error(
-                        "E014",
-                        field.span,
-                        format!(
-                            "`head_dim {width}` does not divide the {} channels of level {level}",
-                            hidden * mult
-                        ),
-                    )
-                    .with_help("heads of this width must tile every attention level's channels"),
-                );
-                return None;
-            }
+            head_width_tiles(fields, field, width, hidden?, &channel_mult, &attention)?;
         }
         BlockLayout::Unet {
             channel_mult,
@@ -180,6 +165,35 @@ fn blocks(
         BlockLayout::Transformer { layers: layers? }
     };
     Some(DenoiserBlocks { heads, layout })
+}
+
+/// Checks that heads of `width` tile the channels of every level with attention (`attention`,
+/// level indices): a level of `hidden × channel_mult[i]` channels has that over `width` heads.
+fn head_width_tiles(
+    fields: &Fields<'_>,
+    field: &crate::ast::Field,
+    width: u64,
+    hidden: u64,
+    channel_mult: &[u64],
+    attention: &[usize],
+) -> Option<()> {
+    // hidden ≤ 2^16 and multipliers ≤ 64: the product cannot overflow.
+    let Some((level, channels)) = attention
+        .iter()
+        .map(|&level| (level, hidden * channel_mult[level]))
+        .find(|(_, channels)| channels % width != 0)
+    else {
+        return Some(());
+    };
+    fields.push(
+        Diagnostic::error(
+            "E014",
+            field.span,
+            format!("`head_dim {width}` does not divide the {channels} channels of level {level}"),
+        )
+        .with_help("heads of this width must tile every attention level's channels"),
+    );
+    None
 }
 
 /// The transformer layers of each level's attention blocks: the `transformer_layers` field
