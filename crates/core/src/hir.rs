@@ -600,21 +600,51 @@ pub struct Denoiser {
 /// The block structure of a denoiser, as its configuration states it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DenoiserBlocks {
-    /// Attention heads of every attention layer (diffusers `num_attention_heads`; SD 1.x's UNet
-    /// has 8 at every level).
-    pub heads: u64,
+    pub heads: Heads,
     pub layout: BlockLayout,
+}
+
+/// How many heads an attention layer of `c` channels has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heads {
+    /// The same count in every attention layer (`heads 8`: SD 1.x's UNet, diffusers
+    /// `num_attention_heads`).
+    Count(u64),
+    /// Heads of a fixed width (`head_dim 64`): a layer of `c` channels has `c / width`, so the
+    /// count grows with the level's channels (SD 2.x and SDXL, whose diffusers configurations
+    /// name the per-level head counts `attention_head_dim`). The checker makes sure the width
+    /// divides every attention level's channels.
+    Width(u64),
+}
+
+impl Heads {
+    /// The heads of an attention layer of `channels` channels.
+    pub fn at(self, channels: u64) -> u64 {
+        match self {
+            Heads::Count(count) => count,
+            Heads::Width(width) => channels / width,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BlockLayout {
     /// `layers` transformer blocks over every token (latent patches and text).
     Transformer { layers: u64 },
-    /// A UNet (SD 1.x/2.x layout, diffusers `UNet2DConditionModel` with `CrossAttnDownBlock2D`
-    /// levels and a plain deepest level): level `i` has `hidden × channel_mult[i]` channels at
-    /// the latent resolution halved `i` times, `layers_per_block` ResNet (and transformer)
-    /// blocks going down, one more coming up, and a mid block at the deepest level.
-    Unet { channel_mult: Vec<u64>, layers_per_block: u64, cross_attention_dim: u64 },
+    /// A UNet (diffusers `UNet2DConditionModel`): level `i` has `hidden × channel_mult[i]`
+    /// channels at the latent resolution halved `i` times, `layers_per_block` ResNet blocks
+    /// going down and one more coming up, each followed by an attention block of
+    /// `transformer_layers[i]` transformer layers when that is not 0 (a `CrossAttnDownBlock2D`
+    /// level; 0 is a plain `DownBlock2D` level), and a mid block at the deepest level: two
+    /// ResNets around an attention block of `mid_transformer_layers` layers.
+    Unet {
+        channel_mult: Vec<u64>,
+        layers_per_block: u64,
+        cross_attention_dim: u64,
+        /// One count per level, as many as `channel_mult`.
+        transformer_layers: Vec<u64>,
+        mid_transformer_layers: u64,
+    },
 }
 
 /// diffusers' offloading: `Model` moves whole components to the GPU one at a time

@@ -9,7 +9,7 @@ use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
 use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
-use crate::hir::{BlockLayout, Denoiser, DenoiserBlocks, Diffusion, DiffusionOffload};
+use crate::hir::{BlockLayout, Denoiser, DenoiserBlocks, Diffusion, DiffusionOffload, Heads};
 use crate::quant::WeightFormat;
 
 /// `text_encoder_weights`: one format for every text encoder, or one per encoder in the order of
@@ -52,14 +52,29 @@ fn encoder_formats(
     Some(formats)
 }
 
+/// The fields that describe only a UNet's blocks.
+const UNET_FIELDS: &[&str] = &[
+    "channel_mult",
+    "layers_per_block",
+    "cross_attention_dim",
+    "transformer_layers",
+    "mid_transformer_layers",
+    "head_dim",
+];
+
 /// The denoiser's block structure, read when the pipeline is trained (`unet`: the architecture,
 /// when it was readable). The fields of the other architecture are refused.
-fn blocks(fields: &Fields<'_>, unet: Option<bool>, training: bool) -> Option<DenoiserBlocks> {
+fn blocks(
+    fields: &Fields<'_>,
+    unet: Option<bool>,
+    hidden: Option<u64>,
+    training: bool,
+) -> Option<DenoiserBlocks> {
     let unet = unet?;
     let (own, other): (&[&str], &[&str]) = if unet {
         (&["channel_mult", "layers_per_block", "cross_attention_dim"], &["layers"])
     } else {
-        (&["layers"], &["channel_mult", "layers_per_block", "cross_attention_dim"])
+        (&["layers"], UNET_FIELDS)
     };
     let architecture = if unet { "a UNet" } else { "a transformer denoiser" };
     for key in other {
@@ -71,11 +86,22 @@ fn blocks(fields: &Fields<'_>, unet: Option<bool>, training: bool) -> Option<Den
             ));
         }
     }
-    let heads = fields.whole("heads", Dim::Count, 1, 4096, "24");
+    // Kept with their fields: giving both is reported at them.
+    let count_of = |field: &crate::ast::Field, example| {
+        let (value, span) = fields.quantity(field, Dim::Count, example)?;
+        fields.check_whole(&field.key.name, value, span, 1, 4096)
+    };
+    let heads_field = fields.get("heads");
+    let heads = heads_field.and_then(|field| count_of(field, "24"));
+    let head_dim_field = fields.get("head_dim");
+    let head_dim = head_dim_field.and_then(|field| count_of(field, "64"));
     let layers = fields.whole("layers", Dim::Count, 1, 4096, "57");
     let layers_per_block = fields.whole("layers_per_block", Dim::Count, 1, 64, "2");
     let cross = fields.whole("cross_attention_dim", Dim::Count, 1, 1 << 16, "768");
-    let mult = fields.get("channel_mult").and_then(|field| channel_mult(fields, field));
+    let mult = fields.get("channel_mult").and_then(|field| per_level(fields, field, 1));
+    let transformer_layers =
+        fields.get("transformer_layers").map(|field| (field, per_level(fields, field, 0)));
+    let mid_layers = fields.whole("mid_transformer_layers", Dim::Count, 0, 64, "10");
     if !training {
         return None;
     }
@@ -87,31 +113,134 @@ fn blocks(fields: &Fields<'_>, unet: Option<bool>, training: bool) -> Option<Den
         ("cross_attention_dim", "cross_attention_dim 768"),
     ];
     for (key, example) in examples {
-        if (key == "heads" || own.contains(&key)) && !fields.has(key) {
+        let heads_given = key == "heads" && unet && fields.has("head_dim");
+        if (key == "heads" || own.contains(&key)) && !fields.has(key) && !heads_given {
             fields.missing(key, example);
         }
     }
+    if let (Some(heads), Some(field)) = (heads_field, head_dim_field) {
+        fields.push(
+            Diagnostic::error("E014", field.key.span, "`head_dim` and `heads` both give the heads")
+                .with_label(heads.key.span, "`heads` given here")
+                .with_help(
+                    "keep `heads` for a fixed count, or `head_dim` for heads of a fixed width",
+                ),
+        );
+        return None;
+    }
+    let heads = match (heads, head_dim) {
+        (Some(count), _) => Heads::Count(count),
+        (None, Some(width)) => Heads::Width(width),
+        (None, None) => return None,
+    };
     let layout = if unet {
+        let channel_mult = mult?;
+        let transformer_layers = level_layers(fields, transformer_layers, &channel_mult)?;
+        // diffusers builds the mid block with the deepest level's `transformer_layers_per_block`
+        // (`UNet2DConditionModel.__init__`); where that level has no attention (SD 1.x/2.x) the
+        // configuration's value there is the default, 1.
+        let mid_transformer_layers = if fields.has("mid_transformer_layers") {
+            mid_layers?
+        } else {
+            transformer_layers.last().copied().filter(|n| *n > 0).unwrap_or(1)
+        };
+        if let (Heads::Width(width), Some(field)) = (heads, head_dim_field) {
+            let mut attention: Vec<usize> = (transformer_layers.iter().enumerate())
+                .filter(|(_, layers)| **layers > 0)
+                .map(|(level, _)| level)
+                .collect();
+            if mid_transformer_layers > 0 {
+                attention.push(channel_mult.len() - 1);
+            }
+            head_width_tiles(fields, field, width, hidden?, &channel_mult, &attention)?;
+        }
         BlockLayout::Unet {
-            channel_mult: mult?,
+            channel_mult,
             layers_per_block: layers_per_block?,
             cross_attention_dim: cross?,
+            transformer_layers,
+            mid_transformer_layers,
         }
     } else {
         BlockLayout::Transformer { layers: layers? }
     };
-    Some(DenoiserBlocks { heads: heads?, layout })
+    Some(DenoiserBlocks { heads, layout })
 }
 
-/// `channel_mult 1 2 4 4`: the channel multiplier of each UNet level, at most 8 levels.
-fn channel_mult(fields: &Fields<'_>, field: &crate::ast::Field) -> Option<Vec<u64>> {
-    let mut mult = Vec::new();
+/// Checks that heads of `width` tile the channels of every level with attention (`attention`,
+/// level indices): a level of `hidden × channel_mult[i]` channels has that over `width` heads.
+fn head_width_tiles(
+    fields: &Fields<'_>,
+    field: &crate::ast::Field,
+    width: u64,
+    hidden: u64,
+    channel_mult: &[u64],
+    attention: &[usize],
+) -> Option<()> {
+    // hidden ≤ 2^16 and multipliers ≤ 64: the product cannot overflow.
+    let Some((level, channels)) = attention
+        .iter()
+        .map(|&level| (level, hidden * channel_mult[level]))
+        .find(|(_, channels)| channels % width != 0)
+    else {
+        return Some(());
+    };
+    fields.push(
+        Diagnostic::error(
+            "E014",
+            field.span,
+            format!("`head_dim {width}` does not divide the {channels} channels of level {level}"),
+        )
+        .with_help("heads of this width must tile every attention level's channels"),
+    );
+    None
+}
+
+/// The transformer layers of each level's attention blocks: the `transformer_layers` field
+/// (with its counts, when they were readable), one per level of `channel_mult`; without it, the
+/// SD 1.x/2.x layout: one layer at every level but the deepest (diffusers
+/// `CrossAttnDownBlock2D` levels, then a `DownBlock2D`).
+fn level_layers(
+    fields: &Fields<'_>,
+    given: Option<(&crate::ast::Field, Option<Vec<u64>>)>,
+    channel_mult: &[u64],
+) -> Option<Vec<u64>> {
+    let Some((field, counts)) = given else {
+        let mut counts = vec![1; channel_mult.len()];
+        counts[channel_mult.len() - 1] = 0;
+        return Some(counts);
+    };
+    let counts = counts?;
+    if counts.len() != channel_mult.len() {
+        fields.push(
+            Diagnostic::error(
+                "E014",
+                field.span,
+                format!(
+                    "`transformer_layers` has {} levels, but `channel_mult` has {}",
+                    counts.len(),
+                    channel_mult.len()
+                ),
+            )
+            .with_help("give one count per level, 0 for a level without attention"),
+        );
+        return None;
+    }
+    Some(counts)
+}
+
+/// One whole number per UNet level (`channel_mult 1 2 4 4`, `transformer_layers 0 2 10`), each
+/// at least `min` and at most 64, at most 8 levels.
+fn per_level(fields: &Fields<'_>, field: &crate::ast::Field, min: u64) -> Option<Vec<u64>> {
+    let key = field.key.name.as_str();
+    let example = if min == 0 { "transformer_layers 0 2 10" } else { "channel_mult 1 2 4 4" };
+    let mut counts = Vec::new();
     for value in &field.values {
         let crate::ast::Value::Expr(expr) = value else {
             fields.push(Diagnostic::error(
                 "E013",
                 value.span(),
-                "`channel_mult` takes whole numbers, such as `channel_mult 1 2 4 4`",
+                format!("`{key}` takes whole numbers, such as `{example}`"),
             ));
             return None;
         };
@@ -121,7 +250,7 @@ fn channel_mult(fields: &Fields<'_>, field: &crate::ast::Field) -> Option<Vec<u6
                 fields.push(Diagnostic::error(
                     "E005",
                     expr.span(),
-                    format!("`channel_mult` needs counts, but this is {}", q.dim),
+                    format!("`{key}` needs counts, but this is {}", q.dim),
                 ));
                 return None;
             }
@@ -130,17 +259,17 @@ fn channel_mult(fields: &Fields<'_>, field: &crate::ast::Field) -> Option<Vec<u6
                 return None;
             }
         };
-        mult.push(fields.check_whole("channel_mult", quantity.value, expr.span(), 1, 64)?);
+        counts.push(fields.check_whole(key, quantity.value, expr.span(), min, 64)?);
     }
-    if !(1..=8).contains(&mult.len()) {
+    if !(1..=8).contains(&counts.len()) {
         fields.push(Diagnostic::error(
             "E013",
             field.span,
-            format!("`channel_mult` takes 1 to 8 levels; it has {}", mult.len()),
+            format!("`{key}` takes 1 to 8 levels; it has {}", counts.len()),
         ));
         return None;
     }
-    Some(mult)
+    Some(counts)
 }
 
 /// Checks a `diffusion` section; `training`: the workload also has a `training` section, so the
@@ -176,6 +305,9 @@ pub(super) fn diffusion(
         ("channel_mult", Repeat::Once),
         ("layers_per_block", Repeat::Once),
         ("cross_attention_dim", Repeat::Once),
+        ("transformer_layers", Repeat::Once),
+        ("mid_transformer_layers", Repeat::Once),
+        ("head_dim", Repeat::Once),
     ];
     let fields = Fields::new("a diffusion section", block, KNOWN);
     let model = |ident: &crate::ast::Ident| match scope.expect(ident, &[DeclarationKind::Model]) {
@@ -265,7 +397,7 @@ pub(super) fn diffusion(
             }
         }
     }
-    let blocks = blocks(&fields, architecture, training);
+    let blocks = blocks(&fields, architecture, hidden, training);
     let found = fields.finish();
     let ok = found.is_empty();
     diagnostics.extend(found);

@@ -13,11 +13,13 @@
 //!   (`training::activations`, Korthikanti et al. adapted), with multi-head attention and a
 //!   plain GELU MLP of 4 × hidden (DiT `mlp_ratio` 4; FLUX.1 `mlp_ratio` 4.0), over the latent
 //!   patches (2 × 2 after the VAE's 8× downsampling) and the text tokens;
-//! - UNet: per level, every ResNet and transformer block stores the inputs of its operations
-//!   (see [`RESNET_TENSORS`], [`TRANSFORMER_TENSORS`]) at that level's positions and channels;
-//!   eager attention adds its probabilities. Full checkpointing (diffusers
-//!   `enable_gradient_checkpointing`, one checkpoint per ResNet and transformer block) keeps each
-//!   block's input and recomputes the largest block in the backward pass.
+//! - UNet: per level, every ResNet, attention block and transformer layer stores the inputs of
+//!   its operations (see [`RESNET_TENSORS`], [`ATTENTION_BLOCK_TENSORS`],
+//!   [`TRANSFORMER_LAYER_TENSORS`]) at that level's positions and channels; eager attention adds
+//!   each layer's probabilities, with the level's heads. Full checkpointing (diffusers
+//!   `enable_gradient_checkpointing`: one checkpoint per ResNet and per `BasicTransformerBlock`,
+//!   huggingface/diffusers transformer_2d.py at 58eb52c) keeps each one's input and recomputes
+//!   the largest in the backward pass.
 
 use super::calc::{self, Overflow, Product, formula};
 use super::training::{self as llm_training, Adapters};
@@ -44,13 +46,18 @@ const RESNET_TENSORS: u64 = 6;
 /// (about 2c: the previous level's output and the skip of the same level), 3 × 2c + 3c.
 const UP_RESNET_TENSORS: u64 = 9;
 
-/// Tensors of `c` channels a UNet transformer block (diffusers `Transformer2DModel` with one
-/// `BasicTransformerBlock`) stores per position: GroupNorm input and output (proj_in's input);
-/// self-attention: LayerNorm input and output, q, k, v, attention output (to_out's input);
-/// cross-attention: LayerNorm input and output, q, attention output; feed-forward: LayerNorm
-/// input and output, GEGLU projection (8c: value and gate), GELU output (4c) and product (4c);
-/// proj_out's input. 2 + 6 + 4 + 18 + 1 = 31.
-const TRANSFORMER_TENSORS: u64 = 31;
+/// Tensors of `c` channels a UNet attention block (diffusers `Transformer2DModel`) stores per
+/// position around its transformer layers: GroupNorm input and output (proj_in's input) and
+/// proj_out's input.
+const ATTENTION_BLOCK_TENSORS: u64 = 3;
+
+/// Tensors of `c` channels one transformer layer (diffusers `BasicTransformerBlock`, one of a
+/// `Transformer2DModel`'s `transformer_blocks`) stores per position: self-attention: LayerNorm
+/// input and output, q, k, v, attention output (to_out's input); cross-attention: LayerNorm
+/// input and output, q, attention output; feed-forward: LayerNorm input and output, GEGLU
+/// projection (8c: value and gate), GELU output (4c) and product (4c). 6 + 4 + 18 = 28; an SD
+/// 1.x attention block of one layer stores 3 + 28 = 31.
+const TRANSFORMER_LAYER_TENSORS: u64 = 28;
 
 pub(crate) fn components(
     program: &crate::hir::Layered<'_>,
@@ -125,7 +132,7 @@ pub(crate) fn components(
 }
 
 /// The denoiser's LoRA adapters: `rank × (in + out)` per adapted projection (PEFT `lora_A`,
-/// `lora_B`). A transformer block's projections are hidden × hidden; a UNet transformer block
+/// `lora_B`). A transformer block's projections are hidden × hidden; a UNet transformer layer
 /// has a self-attention (c × c) and a cross-attention whose keys and values read the text
 /// encoder's `cross_attention_dim`.
 fn adapters(
@@ -141,9 +148,9 @@ fn adapters(
             let per_block = (targets.len() as u64).checked_mul(2 * hidden).ok_or(Overflow)?;
             layers.checked_mul(per_block).ok_or(Overflow)?
         }
-        BlockLayout::Unet { channel_mult, layers_per_block, cross_attention_dim } => {
+        BlockLayout::Unet { cross_attention_dim, .. } => {
             let mut sum = 0u64;
-            for level in unet_levels(diffusion, channel_mult, *layers_per_block)? {
+            for level in unet_levels(diffusion, blocks)? {
                 let c = level.channels;
                 let mut per_block = 0u64;
                 for target in targets {
@@ -155,7 +162,7 @@ fn adapters(
                     per_block += 2 * c + cross_input + c;
                 }
                 sum = per_block
-                    .checked_mul(level.transformers)
+                    .checked_mul(level.layers)
                     .and_then(|n| sum.checked_add(n))
                     .ok_or(Overflow)?;
             }
@@ -189,28 +196,47 @@ struct Level {
     height: u64,
     positions: u64,
     channels: u64,
+    /// Heads of this level's attention layers.
+    heads: u64,
     /// ResNet blocks going down and in the mid block.
     resnets_down: u64,
     /// ResNet blocks coming up (their input has the concatenated skip).
     resnets_up: u64,
-    transformers: u64,
+    /// Attention blocks (`Transformer2DModel`) going down, coming up and in the mid block.
+    attention_blocks: u64,
+    /// Transformer layers (`BasicTransformerBlock`) of all those attention blocks.
+    layers: u64,
 }
 
-/// The levels of an SD 1.x/2.x UNet: level `i` at the latent resolution halved `i` times
-/// (stride-2 convolutions round up), `layers_per_block` blocks going down and one more coming
-/// up; attention at every level but the deepest, whose mid block has two ResNets around one
-/// transformer (diffusers `UNetMidBlock2DCrossAttn`).
-fn unet_levels(
-    diffusion: &Diffusion,
-    channel_mult: &[u64],
-    layers_per_block: u64,
-) -> Result<Vec<Level>, Overflow> {
+/// The levels of a UNet (diffusers `UNet2DConditionModel`, huggingface/diffusers
+/// src/diffusers/models/unets/unet_2d_condition.py and unet_2d_blocks.py at 58eb52c): level `i`
+/// at the latent resolution halved `i` times (stride-2 convolutions round up),
+/// `layers_per_block` ResNets going down and one more coming up, each followed by an attention
+/// block of the level's transformer layers where it has any (`CrossAttnDownBlock2D`,
+/// `CrossAttnUpBlock2D`); the deepest level adds the mid block, two ResNets around one attention
+/// block (`UNetMidBlock2DCrossAttn`). SD 1.x: layers 1 1 1 0, mid 1; SDXL
+/// (stabilityai/stable-diffusion-xl-base-1.0 unet/config.json, `transformer_layers_per_block`
+/// [1, 2, 10] over `DownBlock2D`, `CrossAttnDownBlock2D`, `CrossAttnDownBlock2D`): 0 2 10, mid 10.
+fn unet_levels(diffusion: &Diffusion, blocks: &DenoiserBlocks) -> Result<Vec<Level>, Overflow> {
+    let BlockLayout::Unet {
+        channel_mult,
+        layers_per_block,
+        transformer_layers,
+        mid_transformer_layers,
+        ..
+    } = &blocks.layout
+    else {
+        return Ok(Vec::new());
+    };
     let (mut w, mut h) = (diffusion.width.div_ceil(8), diffusion.height.div_ceil(8));
     let last = channel_mult.len() - 1;
     let mut levels = Vec::with_capacity(channel_mult.len());
-    for (i, mult) in channel_mult.iter().enumerate() {
+    for (i, (mult, &layers)) in channel_mult.iter().zip(transformer_layers).enumerate() {
         let deepest = i == last;
-        let per_direction = if deepest { 0 } else { 2 * layers_per_block + 1 };
+        // One attention block after every ResNet going down and coming up.
+        let up_and_down = if layers > 0 { 2 * layers_per_block + 1 } else { 0 };
+        let mid = u64::from(deepest && *mid_transformer_layers > 0);
+        let channels = diffusion.denoiser.hidden.checked_mul(*mult).ok_or(Overflow)?;
         levels.push(Level {
             width: w,
             height: h,
@@ -218,10 +244,15 @@ fn unet_levels(
                 .checked_mul(h)
                 .and_then(|n| n.checked_mul(diffusion.frames))
                 .ok_or(Overflow)?,
-            channels: diffusion.denoiser.hidden.checked_mul(*mult).ok_or(Overflow)?,
+            channels,
+            heads: blocks.heads.at(channels),
             resnets_down: layers_per_block + if deepest { 2 } else { 0 },
             resnets_up: layers_per_block + 1,
-            transformers: if deepest { 1 } else { per_direction },
+            attention_blocks: up_and_down + mid,
+            layers: up_and_down
+                .checked_mul(layers)
+                .and_then(|n| n.checked_add(mid * mid_transformer_layers))
+                .ok_or(Overflow)?,
         });
         (w, h) = (w.div_ceil(2), h.div_ceil(2));
     }
@@ -245,10 +276,10 @@ fn activations(
         BlockLayout::Transformer { layers } => {
             transformer_activations(diffusion, blocks, *layers, training)
         }
-        BlockLayout::Unet { channel_mult, layers_per_block, .. } => {
-            let levels = unet_levels(diffusion, channel_mult, *layers_per_block)?;
-            let mut out = vec![unet_activations(diffusion, blocks, &levels, training)?];
-            out.extend(softmax_backward(diffusion, blocks, &levels, training)?);
+        BlockLayout::Unet { .. } => {
+            let levels = unet_levels(diffusion, blocks)?;
+            let mut out = vec![unet_activations(diffusion, &levels, training)?];
+            out.extend(softmax_backward(diffusion, &levels, training)?);
             Ok(out)
         }
     }
@@ -263,7 +294,7 @@ fn transformer_activations(
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
     let hidden = diffusion.denoiser.hidden;
-    let heads = blocks.heads;
+    let heads = blocks.heads.at(hidden);
     let shape = Shape {
         layers,
         hidden,
@@ -298,11 +329,10 @@ fn transformer_activations(
     Ok(out)
 }
 
-/// A UNet's stored activations over its levels; with full checkpointing, every block's input
-/// and the largest block recomputed.
+/// A UNet's stored activations over its levels; with full checkpointing, every ResNet's and
+/// transformer layer's input and the largest of them recomputed.
 fn unet_activations(
     diffusion: &Diffusion,
-    blocks: &DenoiserBlocks,
     levels: &[Level],
     training: &Training,
 ) -> Result<Component, Overflow> {
@@ -310,15 +340,15 @@ fn unet_activations(
     let e = elem.bytes_per_element();
     let batch = diffusion.batch;
     let eager = training.attention == Attention::Eager;
-    let scores_per_block = |level: &Level| -> Result<Bytes, Overflow> {
-        if !eager || level.transformers == 0 {
+    let scores_per_layer = |level: &Level| -> Result<Bytes, Overflow> {
+        if !eager || level.layers == 0 {
             return Ok(Bytes::ZERO);
         }
         // Self-attention over the level's positions, cross-attention over the text tokens.
         let keys = level.positions.checked_add(diffusion.text_tokens).ok_or(Overflow)?;
         Product::new()
             .times(batch, "batch")?
-            .times(blocks.heads, "heads")?
+            .times(level.heads, "heads")?
             .times(level.positions, "queries")?
             .times(keys, "keys")?
             .bytes_each(per_score(training)?, "")?
@@ -329,12 +359,15 @@ fn unet_activations(
     let mut largest_block = Bytes::ZERO;
     let mut largest_text = String::new();
     for (i, level) in levels.iter().enumerate() {
+        // diffusers checkpoints each ResNet and each transformer layer (`BasicTransformerBlock`);
+        // each keeps its input.
         let tensors_per_position = match training.checkpointing {
-            Checkpointing::Full => level.resnets_down + level.resnets_up + level.transformers,
+            Checkpointing::Full => level.resnets_down + level.resnets_up + level.layers,
             Checkpointing::None | Checkpointing::Selective => {
                 RESNET_TENSORS * level.resnets_down
                     + UP_RESNET_TENSORS * level.resnets_up
-                    + TRANSFORMER_TENSORS * level.transformers
+                    + ATTENTION_BLOCK_TENSORS * level.attention_blocks
+                    + TRANSFORMER_LAYER_TENSORS * level.layers
             }
         };
         let stored = Product::new()
@@ -344,16 +377,16 @@ fn unet_activations(
             .times(tensors_per_position, "tensors")?
             .bytes_each(e, elem.name())?
             .value()?;
-        let scores = scores_per_block(level)?;
+        let scores = scores_per_layer(level)?;
         let level_scores = if training.checkpointing == Checkpointing::None {
-            Bytes(scores.0.checked_mul(level.transformers).ok_or(Overflow)?)
+            Bytes(scores.0.checked_mul(level.layers).ok_or(Overflow)?)
         } else {
             Bytes::ZERO
         };
         let level_bytes = calc::add(stored, level_scores)?;
         total = calc::add(total, level_bytes)?;
         let scores_text = if level_scores > Bytes::ZERO {
-            formula!(" + {} blocks' eager probabilities {level_scores}", level.transformers)
+            formula!(" + {} blocks' eager probabilities {level_scores}", level.layers)
         } else {
             String::new()
         };
@@ -364,9 +397,11 @@ fn unet_activations(
             level.channels,
         ));
         if training.checkpointing == Checkpointing::Full {
-            // The block recomputed in the backward pass holds all its tensors (and scores).
-            let (tensors, label) = if level.transformers > 0 {
-                (TRANSFORMER_TENSORS, "transformer block")
+            // The block recomputed in the backward pass holds all its tensors (and scores): a
+            // transformer layer's, beside its attention block's own, which are stored outside
+            // the checkpoints.
+            let (tensors, label) = if level.layers > 0 {
+                (ATTENTION_BLOCK_TENSORS + TRANSFORMER_LAYER_TENSORS, "transformer block")
             } else {
                 (UP_RESNET_TENSORS, "ResNet block")
             };
@@ -408,12 +443,10 @@ fn unet_activations(
 /// still alive.
 fn softmax_backward(
     diffusion: &Diffusion,
-    blocks: &DenoiserBlocks,
     levels: &[Level],
     training: &Training,
 ) -> Result<Option<Component>, Overflow> {
-    let Some(level) = levels.iter().filter(|l| l.transformers > 0).max_by_key(|l| l.positions)
-    else {
+    let Some(level) = levels.iter().filter(|l| l.layers > 0).max_by_key(|l| l.positions) else {
         return Ok(None);
     };
     if training.attention != Attention::Eager {
@@ -422,7 +455,7 @@ fn softmax_backward(
     let keys = level.positions.checked_add(diffusion.text_tokens).ok_or(Overflow)?;
     llm_training::softmax_gradients(
         (diffusion.batch, "batch"),
-        blocks.heads,
+        level.heads,
         level.positions,
         (keys, "keys (positions + text tokens)"),
     )

@@ -102,6 +102,135 @@ fn eager_unet_attention_keeps_its_probabilities() {
     assert!(names(&fused[0]).iter().all(|n| !n.starts_with("eager attention backward")));
 }
 
+/// SDXL's UNet (stabilityai/stable-diffusion-xl-base-1.0 unet/config.json: 320 base channels,
+/// levels 1 2 4, two blocks per level, transformer layers 0 2 10, 64-wide heads, a 2048-wide
+/// text context) at 1024 × 1024 in fp16, with `pipeline` and `training` fields added.
+fn sdxl(pipeline: &str, training: &str) -> String {
+    format!(
+        "model unet {{ params 2_567.46 million }}\n\
+         workload w {{\n runtime none\n diffusion {{ denoiser unet; weights fp16; architecture unet; hidden 320; channel_mult 1 2 4; layers_per_block 2; transformer_layers 0 2 10; head_dim 64; cross_attention_dim 2048; resolution 1024 x 1024{pipeline} }}\n training {{ activations fp16; {training} }}\n}}\n\
+         check w on h100-sxm-80gb"
+    )
+}
+
+#[test]
+fn sdxl_lora_adapts_every_transformer_layer() {
+    // Attention blocks: 2 down and 3 up per attention level, and the mid block at the deepest.
+    // Level 1 (640 ch): 5 blocks × 2 layers = 10; level 2 (1280 ch): 5 × 10 + 10 (mid) = 60;
+    // level 0 none: 70 transformer layers, diffusers' 70 BasicTransformerBlocks.
+    // Per layer and rank, q and o of the self- and cross-attention 4c, k and v 2c + 2048 + c:
+    // 14c + 4096; 10 × (14 × 640 + 4096) + 60 × (14 × 1280 + 4096) = 130,560 + 1,320,960 =
+    // 1,451,520; rank 4: 5,806,080 parameters (23.2 MB in fp32).
+    let checks = evaluate(&sdxl("", "method lora { rank 4; dtype fp32 }"));
+    assert_eq!(component(&checks[0], "LoRA adapters"), 5_806_080 * 4);
+    assert_eq!(component(&checks[0], "adapter gradients"), 5_806_080 * 4);
+}
+
+#[test]
+fn sdxl_activations_count_each_transformer_layer_and_skip_the_first_level() {
+    // fp16, batch 1, fused attention; latent 128², levels at 128², 64², 32².
+    // Level 0 (320 ch, no attention): 2 ResNets down (6 tensors), 3 up (9): 39.
+    // Level 1 (640 ch): 39 + 5 attention blocks × 3 + 10 layers × 28 = 334.
+    // Level 2 (1280 ch): 4 ResNets down with the mid block's two (24), 3 up (27), 6 attention
+    // blocks × 3, 60 layers × 28: 1749.
+    let checks = evaluate(&sdxl("", "method lora { rank 4 }"));
+    let elements = 16_384 * 320 * 39 + 4096 * 640 * 334 + 1024 * 1280 * 1749;
+    assert_eq!(elements, 3_372_482_560);
+    assert_eq!(component(&checks[0], "denoiser activations (UNet)"), 2 * elements);
+    // Checkpointing keeps each ResNet's and each transformer layer's input: 5, 15 and 67
+    // tensors per level, and recomputes the largest block: a level-1 layer with its attention
+    // block's own tensors, 31 × 4096 × 640 (a level-0 up ResNet is 9 × 16,384 × 320, smaller).
+    let checkpointed = evaluate(&sdxl("", "method lora { rank 4 }; checkpointing full"));
+    let inputs = 16_384 * 320 * 5 + 4096 * 640 * 15 + 1024 * 1280 * 67;
+    let recomputed = 31 * 4096 * 640;
+    assert_eq!(inputs + recomputed, 234_618_880);
+    assert_eq!(
+        component(&checkpointed[0], "denoiser activations (UNet)"),
+        2 * (inputs + recomputed)
+    );
+}
+
+#[test]
+fn sdxl_eager_attention_has_more_heads_at_deeper_levels() {
+    // 64-wide heads: 10 at level 1 (640 ch), 20 at level 2 (1280 ch). Per layer, heads ×
+    // queries × (queries + 77 text tokens) probabilities of 6 B (fp32 softmax, fp16 copy).
+    let fused = evaluate(&sdxl("", "method lora { rank 4 }"));
+    let eager = evaluate(&sdxl("", "method lora { rank 4 }; attention eager"));
+    let scores = |heads: u64, p: u64| heads * p * (p + 77) * 6;
+    let expected = 10 * scores(10, 4096) + 60 * scores(20, 1024);
+    let difference = component(&eager[0], "denoiser activations (UNet)")
+        - component(&fused[0], "denoiser activations (UNet)");
+    assert_eq!(difference, expected);
+    // The first attention differentiated at the largest attention level, level 1 (level 0 has
+    // none): two fp32 gradients of 10 heads × 4096 × 4173.
+    assert_eq!(
+        component(&eager[0], "eager attention backward (softmax gradients)"),
+        2 * 10 * 4096 * 4173 * 4
+    );
+}
+
+#[test]
+fn transformer_layers_default_to_the_sd_1_layout() {
+    // SD 1.x written out: one layer per attention block at the three upper levels, none at the
+    // deepest, whose mid block keeps one; the same budget as the defaults.
+    let implicit = evaluate(&sd("", "method lora { rank 4 }; attention eager"));
+    let explicit =
+        evaluate(&sd("; transformer_layers 1 1 1 0", "method lora { rank 4 }; attention eager"));
+    assert_eq!(implicit, explicit);
+    // 8 heads at every level are 40-wide heads at 320 channels only: `head_dim 40` gives 16 and
+    // 32 heads deeper down, more probabilities.
+    let wide = evaluate(
+        &sd("; transformer_layers 1 1 1 0; head_dim 40", "method lora { rank 4 }; attention eager")
+            .replace("; heads 8", ""),
+    )
+    .pop()
+    .map(|check| check.devices[0].components.clone());
+    let sd_8 = component(&implicit[0], "denoiser activations (UNet)");
+    let scores = |heads: u64, p: u64| heads * p * (p + 77) * 6;
+    let widened = wide
+        .and_then(|components| {
+            components.into_iter().find(|c| c.name == "denoiser activations (UNet)")
+        })
+        .map(|c| c.bytes.0);
+    // Level 1: 5 layers × 8 more heads; level 2: 5 × 24 more; the mid layer at level 3: 24 more.
+    let more = 5 * scores(8, 1024) + 5 * scores(24, 256) + scores(24, 64);
+    assert_eq!(widened, Some(sd_8 + more));
+    // Without the mid block's transformer layer: its 31 tensors of 64 × 1280, in bf16, and its
+    // 8 heads' probabilities at 64 positions.
+    let no_mid =
+        evaluate(&sd("; mid_transformer_layers 0", "method lora { rank 4 }; attention eager"));
+    assert_eq!(
+        sd_8 - component(&no_mid[0], "denoiser activations (UNet)"),
+        31 * 64 * 1280 * 2 + scores(8, 64)
+    );
+}
+
+#[test]
+fn the_per_level_structure_is_checked_against_channel_mult() {
+    let lora = "method lora { rank 4 }";
+    // One count per level.
+    assert_eq!(
+        codes(&sdxl("", lora).replace("transformer_layers 0 2 10", "transformer_layers 2 10")),
+        ["E014"]
+    );
+    // Both a head count and a head width.
+    assert_eq!(codes(&sdxl("; heads 20", lora)), ["E014"]);
+    // A width that does not divide an attention level's channels (640 at level 1).
+    assert_eq!(codes(&sdxl("", lora).replace("head_dim 64", "head_dim 256")), ["E014"]);
+    // ... though a level without attention need not be divisible: 320 / 128 is not whole.
+    assert!(codes(&sdxl("", lora).replace("head_dim 64", "head_dim 128")).is_empty());
+    // Neither: the heads are missing.
+    assert_eq!(codes(&sdxl("", lora).replace("; head_dim 64", "")), ["E011"]);
+    // A transformer denoiser has no per-level structure.
+    assert!(codes(&flux("; head_dim 128", lora)).contains(&"E013".to_string()));
+    assert!(codes(&flux("; transformer_layers 2", lora)).contains(&"E013".to_string()));
+    // Counts are whole numbers from 0 to 64.
+    assert_eq!(
+        codes(&sdxl("", lora).replace("transformer_layers 0 2 10", "transformer_layers 0 2 65")),
+        ["E007"]
+    );
+}
+
 #[test]
 fn transformer_denoiser_blocks_are_language_model_layers_over_patches_and_text() {
     // 512 × 768 pixels: 64 × 96 latents, 32 × 48 = 1536 patches of 2 × 2, and 512 text tokens.
