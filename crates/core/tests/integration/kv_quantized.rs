@@ -148,3 +148,19 @@ fn residual_window_alone_warns_and_changes_nothing() {
     assert_eq!(codes, ["W005"]);
     assert_eq!(alone.budget.checks, plain.budget.checks);
 }
+
+#[test]
+fn the_budget_grows_with_the_context_across_the_window() {
+    // Below, at and above residual_length the split between window and quantized tokens moves;
+    // the planner's searches need the total to grow all the same.
+    let mut previous = 0;
+    for context in [1, 2, 64, 126, 127, 128, 129, 130, 255, 256, 257, 4096] {
+        let checks = evaluate(&source(
+            &format!("kv_cache quanto-int4; context {context} tokens; prefill_chunk 16 tokens"),
+            "a100-sxm4-80gb",
+        ));
+        let used = checks[0].devices[0].used.0;
+        assert!(used >= previous, "{context} tokens: {used} B after {previous} B");
+        previous = used;
+    }
+}
