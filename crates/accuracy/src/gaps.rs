@@ -57,7 +57,6 @@ pub mod feature {
          compression decoding latent frames in batches; `frames` scales latents and pixels only)";
     pub const ENCODER_DECODER: &str = "encoder-decoder models (T5, mT5, T0)";
     pub const MIXED_FP8: &str = "mixed-precision checkpoints (FP8 in some layers only)";
-    pub const KV_QUANTO: &str = "quanto int4 KV cache (group scales and an fp16 residual window)";
     pub const VLLM_POOL: &str = "vLLM KV pool (gpu_memory_utilization x capacity, less the profiled peak, filled with KV blocks)";
     pub const MODEL_OFFLOAD: &str =
         "whole models moved between host and device in turn (diffusers enable_model_cpu_offload)";

@@ -358,6 +358,11 @@ pub enum CacheLayout {
     /// Legacy tuple caches (remote-code models): the whole previous cache stays referenced
     /// while the next one is built, so the cache is held twice at the end of a step.
     Tuple,
+    /// transformers' `QuantizedCache`: keys and values stored in the `kv_cache` precision, the
+    /// newest tokens in a window of the activations' type that is quantized into the rest each
+    /// time it reaches `residual` tokens (`residual_length`); each layer's update dequantizes
+    /// its whole cache for attention ([`crate::eval`]'s `kv_quantized`).
+    Quantized { residual: u64 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

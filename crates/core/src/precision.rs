@@ -63,6 +63,14 @@ pub enum Precision {
     Awq {
         group: u16,
     },
+    /// quanto 0.2.0's affine format (the `quanto` package that transformers' QuantoQuantizedCache
+    /// required, `>= 0.2.0`, before the `optimum-quanto` rename): `bits`-bit values packed into bytes, a scale in the tensor's 16-bit
+    /// type and an int8 zero point per `group` elements (`MaxOptimizer`, `AffineQuantizer`,
+    /// `PackedTensor`). optimum-quanto 0.2.3 made the zero point a 16-bit shift: `int4-g64`.
+    Quanto {
+        bits: u8,
+        group: u16,
+    },
     /// A ggml block type (GGUF files, llama.cpp KV cache types).
     Ggml(GgmlType),
 }
@@ -158,10 +166,14 @@ impl Feature {
 /// The GPTQ/AWQ group size used when a name gives none (AutoGPTQ and AutoAWQ default).
 const DEFAULT_GROUP: u16 = 128;
 
+/// The quanto group size used when a name gives none: transformers' `QuantizedCacheConfig`
+/// default `q_group_size`.
+const QUANTO_GROUP: u16 = 64;
+
 impl Precision {
     /// Names of the fixed formats, for suggestions and help text. GPTQ and AWQ also accept a
-    /// group size suffix (`gptq-int4-g64`).
-    pub const NAMES: [&'static str; 32] = [
+    /// group size suffix (`gptq-int4-g64`), and quanto's (`quanto-int4-g32`).
+    pub const NAMES: [&'static str; 34] = [
         "fp32",
         "fp16",
         "bf16",
@@ -183,6 +195,8 @@ impl Precision {
         "gptq-int3",
         "gptq-int2",
         "awq-int4",
+        "quanto-int4",
+        "quanto-int2",
         "q4_0",
         "q4_1",
         "q5_0",
@@ -224,6 +238,12 @@ impl Precision {
             Precision::Awq { group } if group == DEFAULT_GROUP => "awq-int4",
             Precision::Awq { group } => return Cow::Owned(format!("awq-int4-g{group}")),
             Precision::Int4Grouped { group } => return Cow::Owned(format!("int4-g{group}")),
+            Precision::Quanto { bits, group } if group == QUANTO_GROUP => {
+                return Cow::Owned(format!("quanto-int{bits}"));
+            }
+            Precision::Quanto { bits, group } => {
+                return Cow::Owned(format!("quanto-int{bits}-g{group}"));
+            }
         })
     }
 
@@ -253,12 +273,13 @@ impl Precision {
         })
     }
 
-    /// `gptq-int4`, `gptq-int3-g64`, `awq-int4-g32`.
+    /// `gptq-int4`, `gptq-int3-g64`, `awq-int4-g32`, `quanto-int4`.
     fn parse_grouped(name: &str) -> Option<Precision> {
         let (base, group) = match name.rsplit_once("-g") {
             Some((base, group)) => {
                 (base, group.parse::<u16>().ok().filter(|g| (16..=4096).contains(g))?)
             }
+            None if name.starts_with("quanto-") => (name, QUANTO_GROUP),
             None => (name, DEFAULT_GROUP),
         };
         match base {
@@ -269,6 +290,9 @@ impl Precision {
             "gptq-int3" => Some(Precision::Gptq { bits: 3, group }),
             "gptq-int4" => Some(Precision::Gptq { bits: 4, group }),
             "gptq-int8" => Some(Precision::Gptq { bits: 8, group }),
+            // transformers' quanto backend takes `nbits` 2 or 4.
+            "quanto-int2" => Some(Precision::Quanto { bits: 2, group }),
+            "quanto-int4" => Some(Precision::Quanto { bits: 4, group }),
             _ => None,
         }
     }
@@ -312,6 +336,12 @@ impl Precision {
             Precision::Awq { group } => {
                 let g = i128::from(group);
                 bits(4 * g + 16 + 4, g)
+            }
+            // bits packed (`pack_weights`: 8 / bits values per byte) + a 16-bit scale (the
+            // tensor's dtype: `MaxOptimizer` asserts it) + an int8 zero point per group.
+            Precision::Quanto { bits: b, group } => {
+                let (b, g) = (i128::from(b), i128::from(group));
+                bits(b * g + 16 + 8, g)
             }
             Precision::Ggml(t) => {
                 let (elements, bytes) = t.block();
@@ -398,6 +428,16 @@ mod tests {
         assert_eq!(bits(Precision::from_name("int4-g64").unwrap()).to_string(), "4.5");
         assert_eq!(Precision::from_name("int4"), Some(Precision::Int4));
         assert_eq!(Precision::from_name("int4-g64").unwrap().name(), "int4-g64");
+    }
+
+    #[test]
+    fn quanto_pays_for_a_16_bit_scale_and_an_int8_zero_per_group() {
+        // quanto 0.2.0, transformers' defaults (nbits 4, q_group_size 64): 4 + 24/64 bits.
+        assert_eq!(bits(Precision::from_name("quanto-int4").unwrap()).to_string(), "4.375");
+        assert_eq!(bits(Precision::from_name("quanto-int2").unwrap()).to_string(), "2.375");
+        assert_eq!(bits(Precision::from_name("quanto-int4-g32").unwrap()).to_string(), "4.75");
+        assert_eq!(Precision::from_name("quanto-int4-g128").unwrap().name(), "quanto-int4-g128");
+        assert_eq!(Precision::from_name("quanto-int8"), None);
     }
 
     #[test]

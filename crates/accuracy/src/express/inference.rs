@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use super::Cx;
 use super::conditions::Runtime;
 use crate::data::leading_number;
-use crate::gaps::{Gap, assume, data, feature};
+use crate::gaps::{Gap, assume, data};
 use crate::models::Family;
 use crate::target::Selector;
 
@@ -142,9 +142,12 @@ fn kv_cache(cx: &mut Cx<'_>, runtime: Runtime) -> Option<KvCache> {
     } else if lower.contains("use_cache_quantization") {
         // Qwen's int8 cache: uint8 values with an fp32 scale and zero point per token and head.
         Some(KvCache::Type("int8-token"))
-    } else if lower.contains("quanto") {
-        cx.gap(Gap::feature(feature::KV_QUANTO, stated));
-        None
+    } else if lower.contains("quanto") && lower.contains("int4") {
+        // transformers' QuantoQuantizedCache (nbits 4, q_group_size 64, residual_length 128 by
+        // default) on the `quanto` package it required then, 0.2.0: an int8 zero point per group.
+        Some(KvCache::Type("quanto-int4"))
+    } else if lower.contains("quanto") && lower.contains("int2") {
+        Some(KvCache::Type("quanto-int2"))
     } else if lower.starts_with("not stated") {
         cx.gap(Gap::data(data::KV_TYPE, stated));
         None

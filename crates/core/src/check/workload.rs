@@ -8,6 +8,7 @@ use crate::budget::Category;
 use crate::bytes::Bytes;
 use crate::diagnostic::Diagnostic;
 use crate::hir::{Attention, CacheLayout, CustomComponent, Inference, Logits, Runtime, Workload};
+use crate::precision::Precision;
 
 /// The longest context accepted: 100 million tokens.
 const MAX_TOKENS: u64 = 100_000_000;
@@ -60,8 +61,9 @@ pub(super) fn workload(
             .with_help("declare two workloads and check each"),
         );
     }
-    let inference = inference_field
-        .and_then(|field| section(field, &fields).map(|block| inference(block, &mut diagnostics)));
+    let inference = inference_field.and_then(|field| {
+        section(field, &fields).map(|block| inference(block, runtime.as_ref(), &mut diagnostics))
+    });
     // A `training` section beside a `diffusion` one trains the pipeline's denoiser.
     let diffusion_field = fields.get("diffusion");
     let diffusion = diffusion_field.and_then(|field| section(field, &fields)).and_then(|block| {
@@ -244,7 +246,11 @@ fn runtime(
     }
 }
 
-fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inference> {
+fn inference(
+    block: &Block,
+    runtime: Option<&Runtime>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Inference> {
     const KNOWN: &[(&str, Repeat)] = &[
         ("weights", Repeat::Once),
         ("kv_cache", Repeat::Once),
@@ -257,6 +263,7 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
         ("attention", Repeat::Once),
         ("memory_fraction", Repeat::Once),
         ("cache_layout", Repeat::Once),
+        ("residual_window", Repeat::Once),
         ("compute", Repeat::Once),
     ];
     let fields = Fields::new("an inference section", block, KNOWN);
@@ -292,13 +299,7 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
         }
         Some(value)
     });
-    let cache_layout = fields
-        .choice("cache_layout", &["preallocated", "concatenated", "tuple"])
-        .map(|(w, _)| match w {
-            "concatenated" => CacheLayout::Concatenated,
-            "tuple" => CacheLayout::Tuple,
-            _ => CacheLayout::Preallocated,
-        });
+    let cache_layout = cache_layout(&fields, block, kv_cache, runtime, diagnostics);
     let found = fields.finish();
     let ok = found.is_empty();
     diagnostics.extend(found);
@@ -318,6 +319,93 @@ fn inference(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Inferen
         memory_fraction,
         cache_layout,
     })
+}
+
+/// transformers' `QuantizedCache` keeps this many of the newest tokens unquantized by default
+/// (`QuantizedCacheConfig.residual_length`).
+const RESIDUAL_LENGTH: u64 = 128;
+
+/// The cache layout: as written, or `quantized` for a quanto KV cache, which only transformers'
+/// `QuantizedCache` stores; `None` leaves it to the runtime. A quantized layout needs a quantized
+/// `kv_cache` and a runtime that lets transformers own the cache; `residual_window` means
+/// something only beside it.
+fn cache_layout(
+    fields: &Fields<'_>,
+    block: &Block,
+    kv_cache: Option<Precision>,
+    runtime: Option<&Runtime>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<CacheLayout> {
+    let written = |key: &str| block.fields.iter().find(|f| f.key.name == key);
+    let residual = fields.whole("residual_window", Dim::Tokens, 0, MAX_TOKENS, "128 tokens");
+    let quanto = kv_cache.filter(|p| matches!(p, Precision::Quanto { .. }));
+    let choice =
+        fields.choice("cache_layout", &["preallocated", "concatenated", "tuple", "quantized"]);
+    let layout = match (choice, quanto) {
+        (Some(("quantized", _)), _) | (None, Some(_)) => {
+            Some(CacheLayout::Quantized { residual: residual.unwrap_or(RESIDUAL_LENGTH) })
+        }
+        (Some(("concatenated", _)), _) => Some(CacheLayout::Concatenated),
+        (Some(("tuple", _)), _) => Some(CacheLayout::Tuple),
+        (Some(_), _) => Some(CacheLayout::Preallocated),
+        (None, None) => None,
+    };
+    let quantized = matches!(layout, Some(CacheLayout::Quantized { .. }));
+    match (choice, quanto) {
+        (Some((word, span)), Some(precision)) if word != "quantized" => fields.push(
+            Diagnostic::error(
+                "E014",
+                span,
+                format!(
+                    "a `{precision}` KV cache is transformers' QuantizedCache, not a `{word}` one"
+                ),
+            )
+            .with_help("write `cache_layout quantized`, or leave `cache_layout` out"),
+        ),
+        (Some(("quantized", span)), None) => {
+            let stored = kv_cache.map_or_else(
+                || "not set (16-bit, as the weights)".to_string(),
+                |p| format!("`{p}`"),
+            );
+            if kv_cache.is_none_or(Precision::is_float_compute) {
+                let mut diagnostic = Diagnostic::error(
+                    "E014",
+                    span,
+                    format!("a quantized cache stores keys and values quantized, but `kv_cache` is {stored}"),
+                )
+                .with_help("write `kv_cache quanto-int4` (transformers' quanto backend), or `cache_layout concatenated` for a 16-bit DynamicCache");
+                if let Some(field) = written("kv_cache") {
+                    diagnostic = diagnostic.with_label(field.span, "the cache's precision");
+                }
+                fields.push(diagnostic);
+            }
+        }
+        _ => {}
+    }
+    if let (true, Some(runtime @ (Runtime::Vllm | Runtime::LlamaCpp))) = (quantized, runtime) {
+        let name = if *runtime == Runtime::Vllm { "vLLM" } else { "llama.cpp" };
+        let span =
+            written("cache_layout").or_else(|| written("kv_cache")).map_or(block.span, |f| f.span);
+        fields.push(
+            Diagnostic::error(
+                "E014",
+                span,
+                format!("{name} manages its own KV cache; the quantized layout is transformers' QuantizedCache"),
+            )
+            .with_help("use `runtime pytorch`, or a KV cache type the runtime has (`kv_cache fp8`, `q8_0`)"),
+        );
+    }
+    if let (false, Some(field)) = (quantized, written("residual_window")) {
+        diagnostics.push(
+            Diagnostic::warning(
+                "W005",
+                field.key.span,
+                "`residual_window` has no effect without `cache_layout quantized`",
+            )
+            .with_help("add `cache_layout quantized` (or a `quanto-` KV cache), or remove `residual_window`"),
+        );
+    }
+    layout
 }
 
 pub(super) fn attention(fields: &Fields<'_>) -> Option<Attention> {

@@ -4,7 +4,8 @@
 
 use super::calc::{self, Overflow, div_ceil, formula};
 use super::{
-    Placement, diffusion, diffusion_training, headroom_for, llm, params, pool, runtime, training,
+    Placement, diffusion, diffusion_training, headroom_for, kv_quantized, llm, params, pool,
+    runtime, training,
 };
 use crate::budget::{Component, HeldBy, KvPool, Provenance};
 use crate::bytes::{Bytes, GIB};
@@ -70,21 +71,35 @@ pub(super) fn device_components_reusing(
         let sessions = div_ceil(inference.sessions, d);
         // vLLM pages the cache in blocks of 16 tokens (`CacheConfig.DEFAULT_BLOCK_SIZE`).
         let block = if workload.runtime == Runtime::Vllm { 16 } else { 1 };
-        components.push(llm::kv_cache(
-            shape,
-            placement,
-            inference.kv_cache,
-            inference.context,
-            sessions,
-            block,
-        )?);
         let layout = inference.cache_layout.unwrap_or(match workload.runtime {
             Runtime::PyTorch | Runtime::Diffusers => crate::hir::CacheLayout::Concatenated,
             _ => crate::hir::CacheLayout::Preallocated,
         });
+        if let crate::hir::CacheLayout::Quantized { residual } = layout {
+            components.extend(kv_quantized::components(
+                shape,
+                placement,
+                inference.kv_cache,
+                inference.activations,
+                inference.context,
+                sessions,
+                residual,
+            )?);
+        } else {
+            components.push(llm::kv_cache(
+                shape,
+                placement,
+                inference.kv_cache,
+                inference.context,
+                sessions,
+                block,
+            )?);
+        }
         if let Some(kv) = components.iter().find(|c| c.category == crate::budget::Category::Cache) {
             let copy = match layout {
-                crate::hir::CacheLayout::Preallocated => None,
+                // Its update's transient is one of the layout's own components.
+                crate::hir::CacheLayout::Preallocated
+                | crate::hir::CacheLayout::Quantized { .. } => None,
                 crate::hir::CacheLayout::Concatenated => {
                     let layers = placement.layers.max(1);
                     Some((

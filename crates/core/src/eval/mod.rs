@@ -12,6 +12,7 @@ mod diffusion_training;
 mod fit;
 pub mod grid;
 mod host;
+mod kv_quantized;
 pub(crate) mod llm;
 pub(crate) mod params;
 mod pool;

@@ -150,6 +150,7 @@ fn bytes_only_evaluation_equals_the_full_one_on_generated_workloads() {
         ("vllm", "awq-int4", ""),
         ("pytorch", "fp16", ""),
         ("pytorch", "int8", "    cache_layout tuple\n"),
+        ("pytorch", "bf16", "    kv_cache quanto-int4\n    residual_window 256 tokens\n"),
         ("llama.cpp", "q4_k_m", ""),
         ("llama.cpp", "q8_0", "    kv_cache int8-token\n"),
     ] {

@@ -10,6 +10,7 @@ mod formulas;
 mod grid;
 mod header;
 mod import;
+mod kv_quantized;
 mod limits;
 mod planner;
 mod properties;
