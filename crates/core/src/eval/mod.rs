@@ -21,6 +21,7 @@ pub use params::parameter_count;
 mod runtime;
 mod sharing;
 mod training;
+mod vae_blocks;
 mod vae_decode;
 
 pub(crate) use calc::Overflow;
