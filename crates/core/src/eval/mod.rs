@@ -23,6 +23,7 @@ mod sharing;
 mod training;
 mod vae_blocks;
 mod vae_decode;
+mod vae_encode;
 
 pub(crate) use calc::Overflow;
 use calc::{div_ceil, formula};

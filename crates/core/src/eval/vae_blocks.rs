@@ -30,6 +30,17 @@ impl Plane {
     pub(super) fn doubled(self) -> Self {
         Plane { height: self.height * 2, width: self.width * 2 }
     }
+
+    /// After a stride-2 3 × 3 convolution over the input padded by one row and column
+    /// (`Downsample2D` with `padding=0`): `(n + 1 - 3) / 2 + 1`, half of an even size.
+    pub(super) fn halved(self) -> Self {
+        Plane { height: self.height.div_ceil(2), width: self.width.div_ceil(2) }
+    }
+
+    /// One more row and column, the zero padding `Downsample2D` adds before its convolution.
+    pub(super) fn padded(self) -> Self {
+        Plane { height: self.height + 1, width: self.width + 1 }
+    }
 }
 
 /// One pass of a VAE half over `images` images whose activations are `element` bytes each.
