@@ -32,9 +32,10 @@ impl Plane {
     }
 
     /// After a stride-2 3 × 3 convolution over the input padded by one row and column
-    /// (`Downsample2D` with `padding=0`): `(n + 1 - 3) / 2 + 1`, half of an even size.
+    /// (`Downsample2D` with `padding=0`): `⌊(n + 1 - 3) / 2⌋ + 1 = ⌊n / 2⌋` (an odd size loses
+    /// its last row, unlike the UNet's convolutions with padding 1, which round up).
     pub(super) fn halved(self) -> Self {
-        Plane { height: self.height.div_ceil(2), width: self.width.div_ceil(2) }
+        Plane { height: self.height / 2, width: self.width / 2 }
     }
 
     /// One more row and column, the zero padding `Downsample2D` adds before its convolution.
@@ -140,5 +141,18 @@ impl Replay<'_> {
         self.alloc.free(residual);
         self.alloc.free(input);
         Ok(output)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_padded_stride_2_convolution_rounds_odd_sizes_down() {
+        // 7 rows padded to 8: windows start at rows 0, 2 and 4 (one at 6 would need row 8): 3.
+        let plane = Plane { height: 7, width: 64 };
+        assert_eq!(plane.halved(), Plane { height: 3, width: 32 });
+        assert_eq!(plane.padded(), Plane { height: 8, width: 65 });
     }
 }
