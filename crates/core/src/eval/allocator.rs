@@ -73,7 +73,6 @@ impl CachingAllocator {
     }
 
     /// The highest sum of live blocks (`max_memory_allocated`, which counts blocks, so rounded).
-    #[cfg(test)]
     pub(crate) fn peak_allocated(&self) -> Bytes {
         Bytes(self.peak_allocated)
     }

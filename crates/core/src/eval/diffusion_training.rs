@@ -3,10 +3,12 @@
 //! model path's own functions in `training.rs`) and the activations one step stores, from the
 //! denoiser's block structure.
 //!
-//! The step encodes the images and prompts without gradients before the denoiser runs (their
-//! transients are freed before its forward pass and are not counted); the denoiser runs once per
-//! step on its batch (no guidance batch). Text encoders and a VAE left out of the `diffusion`
-//! section are not loaded (latents and embeddings computed beforehand).
+//! The step encodes the images and prompts without gradients before the denoiser runs; their
+//! transients are freed before its forward pass, so the step's transient peak is the larger of
+//! the VAE encode's (`vae_encode.rs`, in the VAE's precision) and the denoiser's, never their
+//! sum; the text encoders' at 77 or 512 tokens are small beside either and not counted. The
+//! denoiser runs once per step on its batch (no guidance batch). Text encoders and a VAE left
+//! out of the `diffusion` section are not loaded (latents and embeddings computed beforehand).
 //!
 //! Activations [derived from the block structure; DOMAIN.md §5.3 for transformer blocks]:
 //! - transformer (DiT/MMDiT): each block stores what a pre-norm transformer layer stores
@@ -21,8 +23,10 @@
 //!   huggingface/diffusers transformer_2d.py at 58eb52c) keeps each one's input and recomputes
 //!   the largest in the backward pass.
 
+use super::allocator::CachingAllocator;
 use super::calc::{self, Overflow, Product, formula};
 use super::training::{self as llm_training, Adapters};
+use super::vae_encode::{self, EncoderShape};
 use super::{Placement, diffusion};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
@@ -128,7 +132,78 @@ pub(crate) fn components(
     }
     components.extend(activations(diffusion, blocks, training)?);
     components.extend(llm_training::optimizer_step(&components, &step)?);
+    components.extend(vae_encode(diffusion, &components)?);
     Ok(components)
+}
+
+/// The VAE encode of each batch's pixels (diffusers' DreamBooth and LoRA training scripts call
+/// `vae.encode(pixel_values)` every step, under `torch.no_grad()`, before the denoiser's
+/// forward), replayed through the caching allocator (`vae_encode.rs`) on the VAE's precision.
+/// Its tensors are all freed before the denoiser's forward pass, so the allocated view counts
+/// only what its peak exceeds the step's other intermediates by; the reserved view keeps its
+/// segments, which the step's later tensors reuse (they are not replayed), so the cache adds
+/// what the encode reserved beyond the larger transient.
+fn vae_encode(diffusion: &Diffusion, step: &[Component]) -> Result<Vec<Component>, Overflow> {
+    if diffusion.vae.is_none() {
+        return Ok(Vec::new());
+    }
+    let element = diffusion.vae_weights.companion();
+    let shape = EncoderShape {
+        images: diffusion.batch.checked_mul(diffusion.frames).ok_or(Overflow)?,
+        height: diffusion.height,
+        width: diffusion.width,
+        base_channels: diffusion.vae_channels,
+        // SD's and SDXL's autoencoders (UNet pipelines) have 4 latent channels, SD3's and
+        // FLUX's (DiT pipelines) 16.
+        latent_channels: if diffusion.denoiser.unet { 4 } else { 16 },
+        element: element.bytes_per_element(),
+    };
+    let mut alloc = CachingAllocator::new();
+    vae_encode::replay(&mut alloc, &shape)?;
+    let (encode, reserved) = (alloc.peak_allocated(), alloc.peak_reserved());
+    let others =
+        calc::sum(step.iter().filter(|c| c.category == Category::Intermediate).map(|c| c.bytes))?;
+    let source = "diffusers AutoencoderKL Encoder under no_grad, replayed through PyTorch's \
+                  CUDACachingAllocator (vae_encode.rs)";
+    let mut out = Vec::new();
+    if let Some(beyond) = encode.0.checked_sub(others.0).filter(|b| *b > 0) {
+        let beyond = Bytes(beyond);
+        out.push(Component {
+            held_by: HeldBy::Tensors,
+            name: "VAE encode (beyond the denoiser's step)".to_string(),
+            category: Category::Intermediate,
+            bytes: beyond,
+            provenance: Provenance::Formula,
+            formula: formula!(
+                "{encode} live encoding {} image(s) of {} × {} pixels in {} (the first \
+                 full-resolution ResNet block's end: 4 × {} channels, beside the pixels), less \
+                 the step's other intermediates ({others}), freed before it = {beyond}",
+                shape.images,
+                shape.width,
+                shape.height,
+                element.name(),
+                shape.base_channels,
+            ),
+            source: Some(source.into()),
+        });
+    }
+    let transient = encode.max(others);
+    if let Some(extra) = reserved.0.checked_sub(transient.0).filter(|e| *e > 0) {
+        let extra = Bytes(extra);
+        out.push(Component {
+            held_by: HeldBy::AllocatorCache,
+            name: "allocator cache (VAE encode)".to_string(),
+            category: Category::Workspace,
+            bytes: extra,
+            provenance: Provenance::Formula,
+            formula: formula!(
+                "{reserved} reserved by replaying the encoder's tensors, less the {transient} \
+                 the step holds live at its peak = {extra}"
+            ),
+            source: Some(source.into()),
+        });
+    }
+    Ok(out)
 }
 
 /// The denoiser's LoRA adapters: `rank × (in + out)` per adapted projection (PEFT `lora_A`,

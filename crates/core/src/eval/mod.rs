@@ -22,7 +22,9 @@ pub use params::parameter_count;
 mod runtime;
 mod sharing;
 mod training;
+mod vae_blocks;
 mod vae_decode;
+mod vae_encode;
 
 pub(crate) use calc::Overflow;
 use calc::{div_ceil, formula};

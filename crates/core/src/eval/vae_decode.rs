@@ -9,25 +9,22 @@
 //!   the SD, SDXL, SD3 and FLUX autoencoders have `block_out_channels` [c, 2c, 4c, 4c] with
 //!   c = 128 and `layers_per_block` 2;
 //! - the mid block: a ResNet block, a single-head self-attention over the latent positions
-//!   (`attention_head_dim` = 4c = 512), another ResNet block. PyTorch's SDPA runs it with the
-//!   memory-efficient kernel, which takes any head size that is a multiple of 8
-//!   (`sdp_utils.cpp` `check_head_dim_size_mem_efficient`; flash stops at 256), so the scores
-//!   are never materialised: its tensors are latent-sized, with an fp32 output accumulator;
+//!   (`attention_head_dim` = 4c = 512), another ResNet block (replayed in `vae_blocks.rs`, with
+//!   the memory-efficient kernel's fp32 output accumulator for a 16-bit decoder);
 //! - four up blocks with 4c, 4c, 2c and c channels, each `layers_per_block + 1` = 3 ResNet
 //!   blocks, the first three followed by a nearest 2× upsample and a 3 × 3 convolution (no fp32
 //!   round trip for bf16 since diffusers 0.31 on PyTorch 2.1 or later, PR #9480);
 //! - `conv_norm_out` (GroupNorm), SiLU and `conv_out` to 3 channels.
 //!
-//! A ResNet block (`ResnetBlock2D.forward`) holds its input for the residual while GroupNorm,
-//! SiLU (not in place) and the convolutions each make a new tensor; the output is
-//! `(input + hidden) / output_scale_factor`, two more. At the first full-resolution block the
-//! input has 2c channels and its norm and SiLU outputs are alive together: 3 × 2c per pixel, the
+//! A ResNet block (`vae_blocks.rs`) holds its input for the residual while its norm, SiLU and
+//! convolution outputs come and go. At the first full-resolution block the input has 2c
+//! channels and its norm and SiLU outputs are alive together: 3 × 2c per pixel, the
 //! decoder's allocated peak. cuDNN's convolution workspaces are not replayed (their sizes are
 //! the library's choice, not in a source read here).
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
-use crate::bytes::Bytes;
+use super::vae_blocks::{Plane, Replay};
 use crate::ratio::Ratio;
 
 /// `block_out_channels` of the AutoencoderKL decoders above, as multiples of the base count.
@@ -48,103 +45,19 @@ pub(crate) struct DecoderShape {
     pub element: Ratio,
 }
 
-/// A resolution the decoder works at, in positions.
-#[derive(Clone, Copy)]
-struct Plane {
-    height: u64,
-    width: u64,
-}
-
-impl Plane {
-    fn doubled(self) -> Self {
-        Plane { height: self.height * 2, width: self.width * 2 }
-    }
-}
-
-struct Replay<'a> {
-    alloc: &'a mut CachingAllocator,
-    shape: &'a DecoderShape,
-}
-
-impl Replay<'_> {
-    fn tensor(&mut self, channels: u64, plane: Plane) -> Result<Tensor, Overflow> {
-        self.elements(channels, plane, self.shape.element)
-    }
-
-    fn elements(&mut self, channels: u64, plane: Plane, each: Ratio) -> Result<Tensor, Overflow> {
-        let count = self
-            .shape
-            .images
-            .checked_mul(channels)
-            .and_then(|n| n.checked_mul(plane.height))
-            .and_then(|n| n.checked_mul(plane.width))
-            .ok_or(Overflow)?;
-        let bytes = Bytes::for_elements(count, each).ok_or(Overflow)?;
-        self.alloc.alloc(bytes)
-    }
-
-    /// `ResnetBlock2D.forward`, consuming its input (the caller rebinds it).
-    fn resnet(&mut self, input: Tensor, from: u64, to: u64, at: Plane) -> Result<Tensor, Overflow> {
-        let norm1 = self.tensor(from, at)?;
-        let act1 = self.tensor(from, at)?;
-        self.alloc.free(norm1);
-        let conv1 = self.tensor(to, at)?;
-        self.alloc.free(act1);
-        let norm2 = self.tensor(to, at)?;
-        self.alloc.free(conv1);
-        let act2 = self.tensor(to, at)?;
-        self.alloc.free(norm2);
-        let conv2 = self.tensor(to, at)?;
-        self.alloc.free(act2);
-        let shortcut = if from == to { None } else { Some(self.tensor(to, at)?) };
-        let sum = self.tensor(to, at)?;
-        let output = self.tensor(to, at)?;
-        self.alloc.free(sum);
-        self.alloc.free(conv2);
-        if let Some(shortcut) = shortcut {
-            self.alloc.free(shortcut);
-        }
-        self.alloc.free(input);
-        Ok(output)
-    }
-
-    /// `AttnProcessor2_0` over the plane's positions with one head of `channels`.
-    fn attention(&mut self, input: Tensor, channels: u64, at: Plane) -> Result<Tensor, Overflow> {
-        let norm = self.tensor(channels, at)?;
-        let query = self.tensor(channels, at)?;
-        let key = self.tensor(channels, at)?;
-        let value = self.tensor(channels, at)?;
-        self.alloc.free(norm);
-        let attended = self.tensor(channels, at)?;
-        // The kernel for head sizes above its key block (kMaxK 65,536) accumulates the output in
-        // fp32: `_efficient_attention_forward` allocates `output_accum`, [batch, positions,
-        // heads, head size] in float32, beside the output (kNeedsOutputAccumulatorBuffer). Its
-        // log-sum-exp is empty without gradients.
-        let accumulator = self.elements(channels, at, Ratio::int(4))?;
-        for tensor in [query, key, value, accumulator] {
-            self.alloc.free(tensor);
-        }
-        let projected = self.tensor(channels, at)?;
-        self.alloc.free(attended);
-        // Back from (positions, channels) to (channels, height, width): a copy.
-        let image = self.tensor(channels, at)?;
-        self.alloc.free(projected);
-        let residual = self.tensor(channels, at)?;
-        self.alloc.free(image);
-        let output = self.tensor(channels, at)?;
-        self.alloc.free(residual);
-        self.alloc.free(input);
-        Ok(output)
-    }
-
-    /// `Upsample2D`: nearest 2× then a 3 × 3 convolution with the same channels.
-    fn upsample(&mut self, input: Tensor, channels: u64, to: Plane) -> Result<Tensor, Overflow> {
-        let nearest = self.tensor(channels, to)?;
-        let output = self.tensor(channels, to)?;
-        self.alloc.free(nearest);
-        self.alloc.free(input);
-        Ok(output)
-    }
+/// The decoder's own block: `Upsample2D`, nearest 2× then a 3 × 3 convolution with the same
+/// channels.
+fn upsample(
+    replay: &mut Replay<'_>,
+    input: Tensor,
+    channels: u64,
+    to: Plane,
+) -> Result<Tensor, Overflow> {
+    let nearest = replay.tensor(channels, to)?;
+    let output = replay.tensor(channels, to)?;
+    replay.alloc.free(nearest);
+    replay.alloc.free(input);
+    Ok(output)
 }
 
 /// Replays one decode of `shape` through `alloc`, whose cache may already hold freed blocks of
@@ -152,7 +65,7 @@ impl Replay<'_> {
 /// 1 MiB at 1024²) live in the small pool and are left out; the decoded image is freed at the
 /// end, as the pipeline's post-processing copies it to the host.
 pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &DecoderShape) -> Result<(), Overflow> {
-    let mut replay = Replay { alloc, shape };
+    let mut replay = Replay { alloc, images: shape.images, element: shape.element };
     let mut plane =
         Plane { height: shape.height / SPATIAL_FACTOR, width: shape.width / SPATIAL_FACTOR };
     let base = shape.base_channels;
@@ -170,7 +83,7 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &DecoderShape) -> Resu
         }
         if stage + 1 < CHANNEL_MULTIPLIERS.len() {
             plane = plane.doubled();
-            x = replay.upsample(x, out, plane)?;
+            x = upsample(&mut replay, x, out, plane)?;
         }
     }
     let norm = replay.tensor(channels, plane)?;
@@ -186,7 +99,7 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &DecoderShape) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bytes::MIB;
+    use crate::bytes::{Bytes, MIB};
 
     fn flux(pixels: u64) -> DecoderShape {
         DecoderShape {

@@ -278,6 +278,68 @@ fn quantized_denoiser_with_8_bit_adam_and_no_encoders_loaded() {
     assert_eq!(component(&checks[0], "adapter optimizer state"), adapters * 2 * 260 / 256);
 }
 
+/// A pipeline whose VAE is kept in fp32 (`weights fp32`, as diffusers' SDXL training scripts
+/// do) beside a 16-bit denoiser trained as a checkpointed LoRA; `structure` gives the UNet.
+fn fp32_vae(structure: &str, denoiser: &str, batch: u64, training: &str) -> Vec<CheckBudget> {
+    evaluate(&format!(
+        "model unet {{ params 860 million }}\nmodel ae {{ params 84 million }}\n\
+         workload w {{\n runtime none\n diffusion {{ denoiser unet; vae ae; weights fp32; denoiser_weights {denoiser}; architecture unet; {structure}; batch {batch} }}\n training {{ activations {denoiser}; method lora {{ rank 4 }}; {training} }}\n}}\n\
+         check w on h100-sxm-80gb"
+    ))
+}
+
+const SD_UNET: &str = "hidden 320; heads 8; channel_mult 1 2 4 4; layers_per_block 2; cross_attention_dim 768; resolution 512 x 512";
+const SDXL_UNET: &str = "hidden 320; channel_mult 1 2 4; layers_per_block 2; transformer_layers 0 2 10; head_dim 64; cross_attention_dim 2048; resolution 1024 x 1024";
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn the_vae_encode_is_the_step_s_peak_when_it_outweighs_the_denoiser() {
+    // The encode's peaks by hand (`vae_encode.rs`'s tests): allocated, the fp32 pixels and four
+    // full-resolution tensors of 128 channels; reserved, those in segments of their own, the
+    // downsample's padded copy and a small-pool segment for the moments.
+    for (structure, batch, encode, reserved, activations) in [
+        // SD 1.x at 512²: 3 + 4 × 128 MiB live, 20 + 4 × 128 + 130 + 2 MiB reserved per image;
+        // the checkpointed bf16 UNet keeps 2 × (23,592,960 + 40,632,320) B.
+        (SD_UNET, 1, 515 * MIB, 664 * MIB, 128_450_560),
+        (SD_UNET, 2, 1030 * MIB, 1304 * MIB, 2 * 128_450_560),
+        // SDXL at 1024²: 12 + 4 × 512 MiB live; 12 + 4 × 512 + 514 + 2 MiB reserved; the
+        // checkpointed fp16 UNet keeps 2 × 234,618,880 B.
+        (SDXL_UNET, 1, 2060 * MIB, 2576 * MIB, 469_237_760),
+        (SDXL_UNET, 2, 4120 * MIB, (24 + 4096 + 1028 + 2) * MIB, 2 * 469_237_760),
+    ] {
+        let denoiser = if structure == SD_UNET { "bf16" } else { "fp16" };
+        let checks = fp32_vae(structure, denoiser, batch, "checkpointing full");
+        let device = &checks[0].devices[0];
+        assert_eq!(component(&checks[0], "denoiser activations (UNet)"), activations);
+        // The encode's tensors are freed before the denoiser's forward: the peak is the larger
+        // transient, so the component is what the encode adds beyond the step's.
+        assert_eq!(
+            component(&checks[0], "VAE encode (beyond the denoiser's step)"),
+            encode - activations,
+            "batch {batch}"
+        );
+        // The reserved view keeps the encode's segments beyond its live peak.
+        let cache = component(&checks[0], "allocator cache (VAE encode)");
+        assert_eq!(cache, reserved - encode, "batch {batch}");
+        assert_eq!(device.views.reserved.0 - device.views.allocated.0, cache);
+    }
+}
+
+#[test]
+fn a_denoiser_step_larger_than_the_encode_hides_it() {
+    // Without checkpointing, the SD 1.x UNet's eager probabilities alone take gigabytes at 512²:
+    // neither the encode (515 MiB live) nor its segments (664 MiB) show.
+    let checks = fp32_vae(SD_UNET, "bf16", 1, "attention eager");
+    let found = names(&checks[0]);
+    assert!(found.iter().all(|n| !n.contains("VAE encode")), "{found:?}");
+    let device = &checks[0].devices[0];
+    assert_eq!(device.views.reserved, device.views.allocated);
+    // Without a VAE in the pipeline (latents computed beforehand) there is no encode.
+    let cached = evaluate(&flux("", "method lora { rank 4 }; checkpointing full"));
+    assert!(names(&cached[0]).iter().all(|n| !n.contains("VAE encode")));
+}
+
 /// The error codes `source` produces.
 fn codes(source: &str) -> Vec<String> {
     let outcome = vram_core::evaluate(source);

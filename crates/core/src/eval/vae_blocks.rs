@@ -1,0 +1,158 @@
+//! The blocks an AutoencoderKL's encoder and decoder share, replayed tensor by tensor through the
+//! caching allocator (`allocator.rs`) as they run without gradients: every tensor an operation
+//! creates, freed when Python drops its last reference.
+//!
+//! Read in diffusers (huggingface/diffusers at 04957c2, `models/resnet.py` `ResnetBlock2D`,
+//! `models/attention_processor.py` `AttnProcessor2_0`, `models/unets/unet_2d_blocks.py`
+//! `UNetMidBlock2D`):
+//! - a ResNet block holds its input for the residual while GroupNorm, SiLU (not in place) and
+//!   the convolutions each make a new tensor, rebinding `hidden_states` (which drops the
+//!   previous one); the output is `(input + hidden) / output_scale_factor`, two more; a block
+//!   that changes channels adds its 1 × 1 `conv_shortcut` of the input;
+//! - the mid block's attention is single-head over the plane's positions with the block's
+//!   channels as the head size, which PyTorch's SDPA runs with the memory-efficient kernel (any
+//!   head size that is a multiple of 8, `sdp_utils.cpp` `check_head_dim_size_mem_efficient`;
+//!   flash stops at 256), so the scores are never materialised.
+
+use super::allocator::{CachingAllocator, Tensor};
+use super::calc::Overflow;
+use crate::bytes::Bytes;
+use crate::ratio::Ratio;
+
+/// A resolution a VAE stage works at, in positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Plane {
+    pub height: u64,
+    pub width: u64,
+}
+
+impl Plane {
+    pub(super) fn doubled(self) -> Self {
+        Plane { height: self.height * 2, width: self.width * 2 }
+    }
+
+    /// After a stride-2 3 × 3 convolution over the input padded by one row and column
+    /// (`Downsample2D` with `padding=0`): `⌊(n + 1 - 3) / 2⌋ + 1 = ⌊n / 2⌋` (an odd size loses
+    /// its last row, unlike the UNet's convolutions with padding 1, which round up).
+    pub(super) fn halved(self) -> Self {
+        Plane { height: self.height / 2, width: self.width / 2 }
+    }
+
+    /// One more row and column, the zero padding `Downsample2D` adds before its convolution.
+    pub(super) fn padded(self) -> Self {
+        Plane { height: self.height + 1, width: self.width + 1 }
+    }
+}
+
+/// One pass of a VAE half over `images` images whose activations are `element` bytes each.
+pub(super) struct Replay<'a> {
+    pub alloc: &'a mut CachingAllocator,
+    pub images: u64,
+    pub element: Ratio,
+}
+
+impl Replay<'_> {
+    pub(super) fn tensor(&mut self, channels: u64, plane: Plane) -> Result<Tensor, Overflow> {
+        self.elements(channels, plane, self.element)
+    }
+
+    pub(super) fn elements(
+        &mut self,
+        channels: u64,
+        plane: Plane,
+        each: Ratio,
+    ) -> Result<Tensor, Overflow> {
+        let count = self
+            .images
+            .checked_mul(channels)
+            .and_then(|n| n.checked_mul(plane.height))
+            .and_then(|n| n.checked_mul(plane.width))
+            .ok_or(Overflow)?;
+        let bytes = Bytes::for_elements(count, each).ok_or(Overflow)?;
+        self.alloc.alloc(bytes)
+    }
+
+    /// `ResnetBlock2D.forward`, consuming its input (the caller rebinds it).
+    pub(super) fn resnet(
+        &mut self,
+        input: Tensor,
+        from: u64,
+        to: u64,
+        at: Plane,
+    ) -> Result<Tensor, Overflow> {
+        let norm1 = self.tensor(from, at)?;
+        let act1 = self.tensor(from, at)?;
+        self.alloc.free(norm1);
+        let conv1 = self.tensor(to, at)?;
+        self.alloc.free(act1);
+        let norm2 = self.tensor(to, at)?;
+        self.alloc.free(conv1);
+        let act2 = self.tensor(to, at)?;
+        self.alloc.free(norm2);
+        let conv2 = self.tensor(to, at)?;
+        self.alloc.free(act2);
+        let shortcut = if from == to { None } else { Some(self.tensor(to, at)?) };
+        let sum = self.tensor(to, at)?;
+        let output = self.tensor(to, at)?;
+        self.alloc.free(sum);
+        self.alloc.free(conv2);
+        if let Some(shortcut) = shortcut {
+            self.alloc.free(shortcut);
+        }
+        self.alloc.free(input);
+        Ok(output)
+    }
+
+    /// `AttnProcessor2_0` over the plane's positions with one head of `channels`.
+    pub(super) fn attention(
+        &mut self,
+        input: Tensor,
+        channels: u64,
+        at: Plane,
+    ) -> Result<Tensor, Overflow> {
+        let norm = self.tensor(channels, at)?;
+        let query = self.tensor(channels, at)?;
+        let key = self.tensor(channels, at)?;
+        let value = self.tensor(channels, at)?;
+        self.alloc.free(norm);
+        let attended = self.tensor(channels, at)?;
+        // For head sizes above its key block the kernel iterates over the value's columns and
+        // accumulates the output in fp32 when the output is 16-bit: `_efficient_attention_forward`
+        // allocates `output_accum`, [batch, positions, heads, head size] in float32, beside the
+        // output (`kNeedsOutputAccumulatorBuffer`: not kept in registers and `output_accum_t`,
+        // float, differs from `output_t`; PyTorch `kernel_forward.h`). An fp32 output is its own
+        // accumulator. The log-sum-exp is empty without gradients.
+        let accumulator = if self.element < Ratio::int(4) {
+            Some(self.elements(channels, at, Ratio::int(4))?)
+        } else {
+            None
+        };
+        for tensor in [query, key, value].into_iter().chain(accumulator) {
+            self.alloc.free(tensor);
+        }
+        let projected = self.tensor(channels, at)?;
+        self.alloc.free(attended);
+        // Back from (positions, channels) to (channels, height, width): a copy.
+        let image = self.tensor(channels, at)?;
+        self.alloc.free(projected);
+        let residual = self.tensor(channels, at)?;
+        self.alloc.free(image);
+        let output = self.tensor(channels, at)?;
+        self.alloc.free(residual);
+        self.alloc.free(input);
+        Ok(output)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_padded_stride_2_convolution_rounds_odd_sizes_down() {
+        // 7 rows padded to 8: windows start at rows 0, 2 and 4 (one at 6 would need row 8): 3.
+        let plane = Plane { height: 7, width: 64 };
+        assert_eq!(plane.halved(), Plane { height: 3, width: 32 });
+        assert_eq!(plane.padded(), Plane { height: 8, width: 65 });
+    }
+}

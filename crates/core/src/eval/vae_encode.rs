@@ -1,0 +1,187 @@
+//! The VAE encoder's tensors, in the order diffusers' `AutoencoderKL` encoder creates and drops
+//! them under `torch.no_grad()`, replayed through the caching allocator (`allocator.rs`): the
+//! allocated peak and what the encode leaves reserved. Diffusion training encodes every batch's
+//! pixels this way before the denoiser runs (`diffusion_training.rs`).
+//!
+//! The structure (huggingface/diffusers at 04957c2: `models/autoencoders/vae.py` `Encoder`,
+//! `models/unets/unet_2d_blocks.py` `DownEncoderBlock2D` and `UNetMidBlock2D`,
+//! `models/downsampling.py` `Downsample2D`; the shared blocks in `vae_blocks.rs`):
+//! - `conv_in` from the 3 pixel channels to c at full resolution, where c is the base channel
+//!   count (`block_out_channels` [c, 2c, 4c, 4c], c = 128, `layers_per_block` 2 in the SD, SDXL,
+//!   SD3 and FLUX autoencoders);
+//! - four down blocks with c, 2c, 4c and 4c channels, each `layers_per_block` ResNet blocks (the
+//!   first takes the previous block's channels), the first three followed by `Downsample2D`
+//!   with `padding=0`: `F.pad` by one row and column (a new tensor), then a stride-2 3 × 3
+//!   convolution;
+//! - the mid block at an eighth of the resolution: a ResNet block, the single-head attention
+//!   over those positions (4c wide), another ResNet block;
+//! - `conv_norm_out` (GroupNorm), SiLU and `conv_out` to twice the latent channels (mean and
+//!   log-variance). What follows (`quant_conv`, `DiagonalGaussianDistribution`'s sample, the
+//!   scaling) works on latent-sized tensors, small-pool blocks under 1 MiB per image at 1024²,
+//!   and is left out.
+//!
+//! The training scripts (diffusers `examples/dreambooth/train_dreambooth*.py`) move the
+//! dataloader's fp32 pixels to the device and cast them to the VAE's type
+//! (`batch["pixel_values"].to(dtype=...)`): both are live through the encode.
+//!
+//! At the first full-resolution ResNet block's end its input, `conv2`'s output, their sum and
+//! the quotient by `output_scale_factor` are alive together: 4c per pixel beside the pixels, the
+//! encoder's allocated peak. cuDNN's convolution workspaces are not replayed (as for the decode).
+
+use super::allocator::{CachingAllocator, Tensor};
+use super::calc::Overflow;
+use super::vae_blocks::{Plane, Replay};
+use crate::ratio::Ratio;
+
+/// `block_out_channels` of the AutoencoderKL encoders above, as multiples of the base count.
+const CHANNEL_MULTIPLIERS: [u64; 4] = [1, 2, 4, 4];
+/// ResNet blocks per down block: `layers_per_block`.
+const RESNETS_PER_DOWN_BLOCK: u64 = 2;
+/// Pixel channels (RGB).
+const PIXEL_CHANNELS: u64 = 3;
+
+pub(crate) struct EncoderShape {
+    /// Images encoded together (batch × frames).
+    pub images: u64,
+    /// Input pixels, height and width.
+    pub height: u64,
+    pub width: u64,
+    pub base_channels: u64,
+    /// Channels of a latent (4 for SD and SDXL, 16 for SD3 and FLUX); `conv_out` makes twice
+    /// as many.
+    pub latent_channels: u64,
+    /// The encoder's activation element size (the VAE's type).
+    pub element: Ratio,
+}
+
+/// `Downsample2D` with `padding=0`: the padded copy, then the stride-2 convolution's output.
+fn downsample(
+    replay: &mut Replay<'_>,
+    input: Tensor,
+    channels: u64,
+    from: Plane,
+) -> Result<Tensor, Overflow> {
+    let padded = replay.tensor(channels, from.padded())?;
+    let output = replay.tensor(channels, from.halved())?;
+    replay.alloc.free(padded);
+    replay.alloc.free(input);
+    Ok(output)
+}
+
+/// Replays one encode of `shape` through `alloc`; every tensor is freed at the end (the latents
+/// the denoiser then reads are left out, see above).
+pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &EncoderShape) -> Result<(), Overflow> {
+    let mut replay = Replay { alloc, images: shape.images, element: shape.element };
+    let mut plane = Plane { height: shape.height, width: shape.width };
+    let pixels = replay.elements(PIXEL_CHANNELS, plane, Ratio::int(4))?;
+    let cast = if shape.element == Ratio::int(4) {
+        None
+    } else {
+        Some(replay.tensor(PIXEL_CHANNELS, plane)?)
+    };
+    let base = shape.base_channels;
+    let mut x = replay.tensor(base, plane)?;
+    let mut channels = base;
+    for (stage, multiplier) in CHANNEL_MULTIPLIERS.iter().enumerate() {
+        let out = base.checked_mul(*multiplier).ok_or(Overflow)?;
+        for _ in 0..RESNETS_PER_DOWN_BLOCK {
+            x = replay.resnet(x, channels, out, plane)?;
+            channels = out;
+        }
+        if stage + 1 < CHANNEL_MULTIPLIERS.len() {
+            x = downsample(&mut replay, x, out, plane)?;
+            plane = plane.halved();
+        }
+    }
+    x = replay.resnet(x, channels, channels, plane)?;
+    x = replay.attention(x, channels, plane)?;
+    x = replay.resnet(x, channels, channels, plane)?;
+    let norm = replay.tensor(channels, plane)?;
+    let act = replay.tensor(channels, plane)?;
+    replay.alloc.free(norm);
+    replay.alloc.free(x);
+    let moments = replay.tensor(2 * shape.latent_channels, plane)?;
+    replay.alloc.free(act);
+    replay.alloc.free(moments);
+    if let Some(cast) = cast {
+        replay.alloc.free(cast);
+    }
+    replay.alloc.free(pixels);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytes::MIB;
+
+    /// SD 1.x's and SDXL's autoencoder (c = 128, 4 latent channels) over square images.
+    fn sd_vae(images: u64, pixels: u64, element: i128) -> EncoderShape {
+        EncoderShape {
+            images,
+            height: pixels,
+            width: pixels,
+            base_channels: 128,
+            latent_channels: 4,
+            element: Ratio::int(element),
+        }
+    }
+
+    fn peaks(shape: &EncoderShape) -> (u64, u64) {
+        let mut alloc = CachingAllocator::new();
+        replay(&mut alloc, shape).unwrap();
+        (alloc.peak_allocated().0, alloc.peak_reserved().0)
+    }
+
+    #[test]
+    fn sd_at_512_in_fp32_by_hand() {
+        // A full-resolution tensor of 128 channels: 512² × 128 × 4 B = 128 MiB per image; the
+        // fp32 pixels 512² × 3 × 4 B = 3 MiB.
+        // Allocated: the first ResNet block's end, input, conv2, sum and quotient: 4 × 128 MiB
+        // beside the pixels.
+        // Reserved: the pixels take a 20 MiB segment (under kMinLargeAlloc); conv_in's output and
+        // the block's norm1, SiLU and quotient four 128 MiB segments; the downsample's padded copy,
+        // 128 × 513² × 4 B = 128.5 MiB, holds in none of them and takes 130 MiB (rounded to
+        // 2 MiB); every later stage's tensors (a quarter the size or less) fit the cached blocks;
+        // conv_out's moments (8 × 64² × 4 B = 128 KiB) open a 2 MiB small-pool segment.
+        assert_eq!(
+            peaks(&sd_vae(1, 512, 4)),
+            ((3 + 4 * 128) * MIB, (20 + 4 * 128 + 130 + 2) * MIB)
+        );
+        // Two images: 256 MiB tensors; 6 MiB of pixels in a 20 MiB segment; the padded copy,
+        // 2 × 134,742,528 B, just over 257 MiB, takes 258 MiB; the moments (256 KiB) 2 MiB.
+        assert_eq!(
+            peaks(&sd_vae(2, 512, 4)),
+            ((6 + 4 * 256) * MIB, (20 + 4 * 256 + 258 + 2) * MIB)
+        );
+    }
+
+    #[test]
+    fn sdxl_at_1024_in_fp32_by_hand() {
+        // 1024² × 128 × 4 B = 512 MiB per image; 12 MiB of pixels, a segment of their own
+        // (above kMinLargeAlloc, rounded to 2 MiB); the padded copy 128 × 1025² × 4 B =
+        // 537,920,000 B takes 514 MiB; the moments (8 × 128² × 4 B = 512 KiB) 2 MiB.
+        assert_eq!(
+            peaks(&sd_vae(1, 1024, 4)),
+            ((12 + 4 * 512) * MIB, (12 + 4 * 512 + 514 + 2) * MIB)
+        );
+        // Two images: 1 GiB tensors, 24 MiB of pixels, the padded copy 1,075,840,000 B in
+        // 1,028 MiB, the moments (exactly 1 MiB, still the small pool) 2 MiB.
+        assert_eq!(
+            peaks(&sd_vae(2, 1024, 4)),
+            ((24 + 4 * 1024) * MIB, (24 + 4 * 1024 + 1028 + 2) * MIB)
+        );
+    }
+
+    #[test]
+    fn a_16_bit_encoder_holds_the_cast_pixels_too() {
+        // fp16 at 512²: 64 MiB tensors, the fp32 pixels (3 MiB) and their fp16 copy (1.5 MiB).
+        assert_eq!(peaks(&sd_vae(1, 512, 2)).0, 3 * MIB + 3 * MIB / 2 + 4 * 64 * MIB);
+    }
+
+    #[test]
+    fn huge_shapes_overflow_instead_of_wrapping() {
+        let mut alloc = CachingAllocator::new();
+        assert!(replay(&mut alloc, &sd_vae(u64::MAX / 2, 1024, 4)).is_err());
+    }
+}
