@@ -9,8 +9,9 @@ const $ = (id) => document.getElementById(id);
 const EXAMPLES = [
   "llama3.1-8b-chat.vram", "llama3.1-70b-fp8-tp2.vram", "mistral-7b-fleet.vram",
   "moe-and-latent-attention.vram", "sliding-window.vram", "gguf-on-a-desktop-gpu.vram",
-  "qlora-on-24gb.vram", "full-finetune-7b-24gb.vram", "dgx-405b.vram", "diffusion-flux.vram",
-  "render-scene.vram",
+  "bnb-4bit-on-a-t4.vram", "long-generation-quantized-kv.vram", "qlora-on-24gb.vram",
+  "full-finetune-7b-24gb.vram", "dgx-405b.vram", "diffusion-flux.vram", "diffusion-training.vram",
+  "sdxl-lora.vram", "render-scene.vram",
 ];
 /** The fit map's axes: 60 context lengths (512 to 128 Ki tokens, geometric) by 1–56 sessions. */
 export const CONTEXTS = Array.from({ length: 60 }, (_, i) =>
