@@ -2,7 +2,8 @@
 //! model declared by its parameter count, with the image size, batch and guidance. Next to a
 //! `training` section the same pipeline is trained: the denoiser's block structure is then
 //! required (its activations and LoRA adapters come from it), and settings that only inference
-//! has (guidance, model offload, VAE tiling) are refused.
+//! has (guidance, model offload, VAE tiling) are refused, as is `rope`, whose temporaries are
+//! derived for a sampling step only.
 
 use super::Scope;
 use super::fields::{Fields, Repeat};
