@@ -597,9 +597,22 @@ pub struct Denoiser {
     /// Hidden size (transformer) or base channel count (UNet).
     pub hidden: u64,
     pub weights: WeightFormat,
+    /// How a transformer denoiser applies rotary position embeddings to its queries and keys.
+    pub rope: Rope,
     /// The blocks a training step stores activations for and LoRA adapts; written only for
     /// training (inference sizes one block from `hidden`).
     pub blocks: Option<DenoiserBlocks>,
+}
+
+/// Rotary position embeddings in a transformer denoiser's attention (`rope`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rope {
+    /// None, or none whose temporaries are modelled: the block's generic tensors only.
+    None,
+    /// Applied in fp32 to 16-bit queries and keys, as diffusers' `apply_rotary_emb` does for
+    /// FLUX (`x.float() * cos + x_rotated.float() * sin`): a rotated copy and three fp32 tensors
+    /// of the key's size beside the block's tensors (`eval/diffusion.rs`).
+    Fp32,
 }
 
 /// The block structure of a denoiser, as its configuration states it.

@@ -40,6 +40,9 @@ struct Pipeline {
     /// Where the text token count comes from.
     tokens_note: &'static str,
     cfg: bool,
+    /// `rope fp32` where the transformer rotates 16-bit queries and keys in fp32, with the code
+    /// that does it.
+    rope_fp32: Option<&'static str>,
 }
 
 /// The pipeline for a `model` wording, or the gaps that stop it.
@@ -55,6 +58,10 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
             text_tokens: 512,
             tokens_note: "T5 max_sequence_length 512 (FluxPipeline default)",
             cfg: false,
+            rope_fp32: Some(
+                "diffusers apply_rotary_emb in FluxAttnProcessor: x.float() * cos + \
+                 x_rotated.float() * sin",
+            ),
         }),
         // StableDiffusion3Pipeline: the joint attention sees 77 CLIP tokens and 256 T5 tokens
         // (max_sequence_length default 256); hidden 24 heads × 64 (transformer config.json).
@@ -66,6 +73,8 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
             text_tokens: 333,
             tokens_note: "77 CLIP + 256 T5 tokens (StableDiffusion3Pipeline defaults)",
             cfg: true,
+            // 2D sine-cosine position embeddings added to the patches (PatchEmbed): no rotation.
+            rope_fp32: None,
         }),
         // PixArtSigmaPipeline: max_sequence_length 300; hidden 1152 (PixArt XL/2).
         "PixArt-alpha/PixArt-Sigma-XL-2-1024-MS" => Ok(Pipeline {
@@ -76,6 +85,8 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
             text_tokens: 300,
             tokens_note: "T5 max_sequence_length 300 (PixArtSigmaPipeline default)",
             cfg: true,
+            // 2D sine-cosine position embeddings added to the patches (PatchEmbed): no rotation.
+            rope_fp32: None,
         }),
         "THUDM/CogVideoX-5b" | "THUDM/CogVideoX-2b" => Err(vec![
             Gap::feature(
@@ -156,6 +167,9 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let _ = writeln!(out, "    batch         {batch}");
     let _ = writeln!(out, "    cfg           {}", pipeline.cfg);
     let _ = writeln!(out, "    text_tokens   {} tokens", pipeline.text_tokens);
+    if let Some(source) = pipeline.rope_fp32 {
+        let _ = writeln!(out, "    rope          fp32  # {source}");
+    }
     if offload {
         out.push_str("    offload       model\n");
         if let Some(code) = loaded_before_offload(&cx.point.source_id) {

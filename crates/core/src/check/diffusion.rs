@@ -2,14 +2,15 @@
 //! model declared by its parameter count, with the image size, batch and guidance. Next to a
 //! `training` section the same pipeline is trained: the denoiser's block structure is then
 //! required (its activations and LoRA adapters come from it), and settings that only inference
-//! has (guidance, model offload, VAE tiling) are refused.
+//! has (guidance, model offload, VAE tiling) are refused, as is `rope`, whose temporaries are
+//! derived for a sampling step only.
 
 use super::Scope;
 use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
 use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
-use crate::hir::{BlockLayout, Denoiser, DenoiserBlocks, Diffusion, DiffusionOffload, Heads};
+use crate::hir::{BlockLayout, Denoiser, DenoiserBlocks, Diffusion, DiffusionOffload, Heads, Rope};
 use crate::quant::WeightFormat;
 
 /// `text_encoder_weights`: one format for every text encoder, or one per encoder in the order of
@@ -50,6 +51,27 @@ fn encoder_formats(
         return None;
     }
     Some(formats)
+}
+
+/// `rope`: how a transformer denoiser applies rotary position embeddings (`unet`: the
+/// architecture, when it was readable). A UNet has none, and a trained denoiser's activations
+/// come from its block structure, whose backward through the rotation is not derived: both
+/// refuse the field rather than ignore it.
+fn rope(fields: &Fields<'_>, unet: Option<bool>, training: bool) -> Option<Rope> {
+    let field = fields.get("rope")?;
+    let refused = if unet == Some(true) {
+        Some("`rope` does not describe a UNet".to_string())
+    } else if training {
+        Some("`rope` is not modelled for a trained denoiser".to_string())
+    } else {
+        None
+    };
+    if let Some(message) = refused {
+        fields.push(Diagnostic::error("E013", field.key.span, message).with_help("remove `rope`"));
+        return None;
+    }
+    let (word, _) = fields.choice_of(field, &["none", "fp32"])?;
+    Some(if word == "fp32" { Rope::Fp32 } else { Rope::None })
 }
 
 /// The fields that describe only a UNet's blocks.
@@ -308,6 +330,7 @@ pub(super) fn diffusion(
         ("transformer_layers", Repeat::Once),
         ("mid_transformer_layers", Repeat::Once),
         ("head_dim", Repeat::Once),
+        ("rope", Repeat::Once),
     ];
     let fields = Fields::new("a diffusion section", block, KNOWN);
     let model = |ident: &crate::ast::Ident| match scope.expect(ident, &[DeclarationKind::Model]) {
@@ -397,6 +420,7 @@ pub(super) fn diffusion(
             }
         }
     }
+    let rope = rope(&fields, architecture, training);
     let blocks = blocks(&fields, architecture, hidden, training);
     let found = fields.finish();
     let ok = found.is_empty();
@@ -408,6 +432,7 @@ pub(super) fn diffusion(
         unet: architecture?,
         hidden: hidden?,
         weights: denoiser_weights,
+        rope: rope.unwrap_or(Rope::None),
         blocks,
     };
     ok.then(|| Diffusion {

@@ -8,7 +8,8 @@
 //! Activation formulas [derived, to be checked by the accuracy benchmark]:
 //! - transformer denoiser: one block live at a time over `tokens` (latent patches of 2 × 2 after
 //!   the VAE's 8× downsampling, plus the text tokens): residual and norm (2h) and the MLP's 4h
-//!   input and output (8h), 10 × tokens × hidden elements;
+//!   input and output (8h), 10 × tokens × hidden elements; with `rope fp32` (FLUX), the key's
+//!   rotation adds a rotated copy and three fp32 tensors of the key's size ([`rope_fp32`]);
 //! - UNet denoiser: at the latent resolution with its base channels, the same 10 per position
 //!   (a ResNet block's input, norms and convolution outputs, the attention block's projections);
 //! - VAE decoder: the first ResNet block at full resolution holds its 2c-channel input, its
@@ -18,7 +19,8 @@
 //!   and FLUX autoencoders, 512 for SD 1.x's).
 //!
 //! Reserved view: the caching allocator keeps every freed block, so after the decode it holds
-//! the denoising step's blocks and each decoder stage's segments (`decode_cache`). What else is
+//! the denoising step's blocks (the tensors alive at the step's peak, allocated in order and
+//! freed) and each decoder stage's segments (`decode_cache`). What else is
 //! resident at the decode is small and left out: the latents (16 × 128² × 2 B = 512 KiB for
 //! FLUX at 1024², a small-pool block) and the text embeddings (512 × 4096 × 2 B = 4 MiB for
 //! T5-XXL, one 20 MiB segment).
@@ -28,7 +30,7 @@ use super::calc::{self, Overflow, Product, formula};
 use super::vae_decode::{self, DecoderShape};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
-use crate::hir::{Diffusion, DiffusionOffload, Layered};
+use crate::hir::{Diffusion, DiffusionOffload, Layered, Rope};
 use crate::precision::Precision;
 use crate::quant::WeightFormat;
 use crate::ratio::Ratio;
@@ -171,24 +173,56 @@ fn kept_precision(precision: Precision, load: Precision, on_load: bool) -> Optio
     }
 }
 
-/// The tensors one transformer step holds at its peak, as the activation formula counts them:
-/// the residual and its norm (hidden each) and the MLP's input and output (4 × hidden each), per
-/// token of the guided batch.
-fn transformer_step_tensors(diffusion: &Diffusion) -> Result<[Bytes; 4], Overflow> {
+/// The tensors one transformer step holds at its peak, in the order they are created, per token
+/// of the guided batch. Generic: the residual and its norm (hidden each) and the MLP's input and
+/// output (4 × hidden each), as the activation formula counts them. With fp32 rotary embeddings,
+/// the FLUX single-stream block at its key's rotation ([`rope_fp32`]): the previous block's
+/// output, the concatenated residual, the norm (hidden each), the MLP's GELU output (4 ×
+/// hidden), the rotated query, the key and the value (hidden each), the key's rotated copy
+/// (hidden), and three fp32 tensors of the key's size.
+fn transformer_step_tensors(diffusion: &Diffusion) -> Result<Vec<Bytes>, Overflow> {
     let guided = if diffusion.cfg { 2 } else { 1 };
     let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;
     let tokens = latent / 4 + diffusion.text_tokens;
-    let width = |factor: u64| {
+    let width = |factor: u64, element: Ratio| {
         Product::new()
             .times(diffusion.batch, "batch")?
             .times(guided, "(guidance)")?
             .times(tokens, "tokens")?
             .times(factor * diffusion.denoiser.hidden, "width")?
-            .bytes_each(diffusion.denoiser.weights.companion().bytes_per_element(), "")?
+            .bytes_each(element, "")?
             .value()
     };
-    let (narrow, wide) = (width(1)?, width(4)?);
-    Ok([narrow, narrow, wide, wide])
+    let element = diffusion.denoiser.weights.companion().bytes_per_element();
+    let (narrow, wide) = (width(1, element)?, width(4, element)?);
+    Ok(match diffusion.denoiser.rope {
+        Rope::None => vec![narrow, narrow, wide, wide],
+        Rope::Fp32 => {
+            let fp32 = width(1, Ratio::int(4))?;
+            let mut held = vec![narrow, narrow, narrow, wide, narrow, narrow, narrow, narrow];
+            held.extend([fp32; 3]);
+            held
+        }
+    })
+}
+
+/// Bytes per token and hidden unit of fp32 rotary position embeddings applied to the key of a
+/// FLUX single-stream block, beside the block's generic tensors (diffusers
+/// `models/embeddings.py` `apply_rotary_emb`, `transformers/transformer_flux.py`
+/// `FluxAttnProcessor` and `FluxSingleTransformerBlock`, read at 58eb52c). The block computes
+/// its MLP's GELU output before the attention and keeps it, so the attention's query, key and
+/// value join the previous block's output, the concatenated residual, its norm and that 4 ×
+/// hidden output: the generic 10 × hidden. `apply_rotary_emb` then builds the rotated copy
+/// `torch.stack([-x_imag, x_real])` in the key's dtype and evaluates `x.float() * cos +
+/// x_rotated.float() * sin`: at its addition three fp32 tensors of the key's size are alive
+/// (the two products and their sum; before it, a product, a cast copy and the other product).
+/// An fp32 key gives the same count: `.float()` returns the tensor itself, and the two products
+/// and the sum are new. RMSNorm of the query and key peaks lower (its fp32 copy and square of
+/// one tensor), and so does the output projection's concatenated input (5 × hidden beside the
+/// kept tensors). Under torch.compile Inductor may fuse the pointwise rotation and never hold
+/// the fp32 tensors; the field describes eager execution.
+fn rope_fp32(element: Ratio) -> Option<Ratio> {
+    element.checked_add(Ratio::int(3 * 4))
 }
 
 /// The decoder's shape: a tiled decode runs it on one tile at a time (diffusers'
@@ -233,7 +267,7 @@ fn decode_cache(
     } else {
         Some(transformer_step_tensors(diffusion)?)
     };
-    if let Some(step) = step {
+    if let Some(step) = &step {
         let held: Vec<_> =
             step.iter().map(|bytes| alloc.alloc(*bytes)).collect::<Result<_, _>>()?;
         for tensor in held {
@@ -246,13 +280,10 @@ fn decode_cache(
     let Some(extra) = reserved.0.checked_sub(allocated_peak.0).filter(|extra| *extra > 0) else {
         return Ok(None);
     };
-    let cached = match step {
+    let cached = match &step {
         Some(step) => formula!(
-            "the denoising step's freed blocks ({}, {}, {}, {}), then ",
-            step[0],
-            step[1],
-            step[2],
-            step[3]
+            "the denoising step's freed blocks ({}), then ",
+            step.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
         ),
         None => String::new(),
     };
@@ -326,6 +357,27 @@ pub(crate) fn components(
         product,
         "DOMAIN.md §7.1 latent sizing; derived, see eval/diffusion.rs",
     )?);
+    if !diffusion.denoiser.unet && diffusion.denoiser.rope == Rope::Fp32 {
+        let tokens = latent / 4 + diffusion.text_tokens;
+        let per_unit = rope_fp32(elem.bytes_per_element()).ok_or(Overflow)?;
+        let product = Product::new()
+            .times(diffusion.batch, "batch")?
+            .times(guided, "(guidance)")?
+            .times(tokens, "tokens")?
+            .times(diffusion.denoiser.hidden, "hidden")?
+            .bytes_each(
+                per_unit,
+                formula!("(the key's rotated copy in {} + 3 fp32 tensors × 4 B)", elem.name()),
+            )?;
+        denoise.push(formula(
+            "denoiser activations (fp32 rotary embedding)".into(),
+            Category::Intermediate,
+            product,
+            "diffusers apply_rotary_emb in FluxAttnProcessor: `x.float() * cos + \
+             x_rotated.float() * sin` on the key, beside the single-stream block's 10 × hidden \
+             (eval/diffusion.rs)",
+        )?);
+    }
     let mut decode = Vec::new();
     if let Some(vae) = &diffusion.vae {
         decode.extend(weights(program, diffusion, vae, diffusion.vae_weights, "VAE")?);

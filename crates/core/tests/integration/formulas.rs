@@ -752,6 +752,61 @@ fn model_offload_holds_one_phase_and_empties_the_cache_between_models() {
 }
 
 #[test]
+fn fp32_rotary_embeddings_add_their_temporaries_to_a_dit_step() {
+    // FLUX.1's shape: hidden 3072, 512 text tokens, no guidance batch.
+    let source = |extra: &str| {
+        format!(
+            "model dit {{ params 2 billion }}\nmodel ae {{ params 80 million }}\nworkload w {{ runtime none; diffusion {{ denoiser dit; vae ae; weights bf16; architecture dit; hidden 3072; text_tokens 512 tokens; cfg false{extra} }} }}\ncheck w on h100-sxm-80gb"
+        )
+    };
+    let mib = 1 << 20;
+    let components = |checks: &[CheckBudget]| -> Vec<String> {
+        checks[0].devices[0].components.iter().map(|c| c.name.clone()).collect()
+    };
+    // At 1024²: 4,096 latent patches + 512 text tokens = 4,608 tokens; 27 MiB per hidden-wide
+    // bf16 tensor. The step holds 10 of those generically (270 MiB), and with fp32 rotary
+    // embeddings the key's rotated copy (27 MiB) and three fp32 tensors (3 × 54 MiB) more:
+    // 34 B per token and hidden unit, 459 MiB, still under the decode's 1,536 MiB.
+    let tokens = 4608 * 3072;
+    let generic = evaluate(&source("; resolution 1024 x 1024"));
+    let rope = evaluate(&source("; resolution 1024 x 1024; rope fp32"));
+    assert_eq!(bytes(&generic[0], 0, "VAE decode peak"), 1536 * mib);
+    assert_eq!(bytes(&rope[0], 0, "VAE decode peak"), 1536 * mib);
+    assert!(components(&rope).iter().all(|n| !n.starts_with("denoiser activations")));
+    assert_eq!(generic[0].devices[0].views.allocated, rope[0].devices[0].views.allocated);
+    // The reserved view replays the step's tensors before the decode. Each rounds to a segment
+    // of its own: generically 2 × 28 + 2 × 108 MiB; the decoder's 16 and 32 MiB tensors fit
+    // those blocks, and of the four 64 MiB ones at 256² two fit the 108 MiB blocks and two add
+    // segments; 512² adds 3 × 256 MiB, full resolution 3 × 512 MiB (2,704 MiB reserved).
+    // With the rotation: 7 × 28 + 108 + 3 × 54 = 466 MiB of step segments, and only one 64 MiB
+    // tensor fits them (the 108 MiB block), so three 64 MiB segments follow (2,962 MiB).
+    let cache = |checks: &[CheckBudget]| bytes(&checks[0], 0, "allocator cache");
+    assert_eq!(cache(&generic), (2 * 28 + 2 * 108 + 2 * 64 + 3 * 256 + 3 * 512 - 1536) * mib);
+    assert_eq!(cache(&rope), (7 * 28 + 108 + 3 * 54 + 3 * 64 + 3 * 256 + 3 * 512 - 1536) * mib);
+    // At 2048² with the decode tiled at 1024²: 16,384 patches + 512 = 16,896 tokens. The
+    // generic step (0.97 GiB) stays under the tile's 1.50 GiB decode; with the fp32 rotation
+    // (1.64 GiB) the step is the peak.
+    let tokens_2048 = 16_896 * 3072;
+    let tiled = "; resolution 2048 x 2048; vae_tiling true";
+    let generic = evaluate(&source(tiled));
+    assert_eq!(bytes(&generic[0], 0, "VAE decode peak"), 1536 * mib);
+    let rope = evaluate(&source(&format!("{tiled}; rope fp32")));
+    assert_eq!(bytes(&rope[0], 0, "denoiser activations (one block)"), tokens_2048 * 20);
+    assert_eq!(
+        bytes(&rope[0], 0, "denoiser activations (fp32 rotary embedding)"),
+        tokens_2048 * 14
+    );
+    assert!(components(&rope).iter().all(|n| n != "VAE decode peak"));
+    // `rope none` is the default; an fp32 denoiser holds 11 × 4 + 12 = 56 B per unit.
+    let none = evaluate(&source("; resolution 1024 x 1024; rope none; offload model"));
+    assert_eq!(bytes(&none[0], 0, "denoiser activations"), tokens * 20);
+    let fp32 = evaluate(&source(
+        "; resolution 1024 x 1024; rope fp32; offload model; denoiser_weights fp32",
+    ));
+    assert_eq!(bytes(&fp32[0], 0, "denoiser activations"), tokens * 56);
+}
+
+#[test]
 fn encoders_with_biases_layernorm_and_learned_positions() {
     let checks = evaluate(
         "model bert-large { layers 24; hidden 1024; ffn 4096; heads 16; vocab 30522; mlp plain; biases true; norm layernorm; positions 512; output none }\nworkload w { model bert-large; runtime none; inference { weights fp32; context 512 tokens } }\ncheck w on l4",
