@@ -1,6 +1,6 @@
 //! Training a diffusion pipeline's denoiser: the frozen text encoders and VAE that are loaded,
 //! the denoiser's weights, its training state (full fine-tuning or LoRA, through the language
-//! model path's own functions in `training.rs`) and the activations one step stores, from the
+//! model path's own functions in `training/`) and the activations one step stores, from the
 //! denoiser's block structure.
 //!
 //! The step encodes the images and prompts without gradients before the denoiser runs; their
@@ -336,7 +336,7 @@ fn unet_levels(diffusion: &Diffusion, blocks: &DenoiserBlocks) -> Result<Vec<Lev
 
 /// Bytes of eager attention probabilities per score: the fp32 softmax output and, when the
 /// activations are 16-bit, its cast copy that the product with V keeps (as for a language model,
-/// `training.rs`).
+/// `training/activations.rs`).
 fn per_score(training: &Training) -> Result<Ratio, Overflow> {
     let e = training.activations.bytes_per_element();
     if e < Ratio::int(4) { Ratio::int(4).checked_add(e).ok_or(Overflow) } else { Ok(Ratio::int(4)) }

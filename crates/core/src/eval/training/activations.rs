@@ -1,0 +1,240 @@
+//! What a training step stores for the backward pass: each layer's activations (Korthikanti et
+//! al. 2022 adapted to gated MLPs and grouped-query attention, DOMAIN.md §5.3), the checkpoints
+//! under recomputation, eager attention's scores and the softmax backward's gradients.
+
+use crate::budget::{Category, Component, HeldBy, Provenance};
+use crate::eval::Placement;
+use crate::eval::calc::{Overflow, Product, div_ceil, formula};
+use crate::hir::{Attention, Checkpointing, Mlp, Shape, Training};
+use crate::precision::Precision;
+use crate::ratio::Ratio;
+
+/// Bytes one layer stores for the backward pass, per token:
+/// attention: norm input and output (2h), q/k/v (`(heads + 2·kv_heads)·head_dim`), attention
+/// output (`heads·head_dim`), fp32 softmax statistics (4 B per head);
+/// MLP: norm input and output (2h), gate, up, activation and product (4·ffn; 2·ffn ungated);
+/// with dropout, a one-byte mask after attention and after the MLP.
+/// The h-sized tensors are replicated across tensor-parallel ranks; the rest is sharded.
+fn layer_activation_formula(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Product, Overflow> {
+    let t = placement.tensor;
+    let heads = shape.heads / t;
+    let kv_heads = div_ceil(shape.kv_heads, t);
+    let ffn_tensors = match shape.mlp {
+        Mlp::Gated => 4,
+        Mlp::Plain => 2,
+    };
+    // Sequence parallelism splits the h-sized tensors (norms, residuals) over the tensor ranks too.
+    let replicated =
+        if training.sequence_parallel { div_ceil(4 * shape.hidden, t) } else { 4 * shape.hidden };
+    let elements = replicated
+        + (2 * heads + 2 * kv_heads) * shape.head_dim
+        + ffn_tensors * div_ceil(shape.ffn, t);
+    let stream = stream(training);
+    let elem = stream.bytes_per_element();
+    // Softmax statistics are 4 fp32 bytes per head per token; with dropout, the attention and
+    // MLP outputs' one-byte masks (Korthikanti et al.: sbh each). Fold them in as elements.
+    let masks = if shape.dropout { 2 * div_ceil(shape.hidden, t) } else { 0 };
+    let extra_bytes = 4 * heads + masks;
+    let stats = Ratio::int(i128::from(extra_bytes)).checked_div(elem).ok_or(Overflow)?;
+    let per_token = Ratio::int(i128::from(elements)).checked_add(stats).ok_or(Overflow)?;
+    let per_token = u64::try_from(per_token.ceil()).map_err(|_| Overflow)?;
+    Product::new()
+        .times(training.sequence, "tokens")?
+        .times(training.micro_batch, "micro_batch")?
+        .times(per_token, "elements per token per layer")?
+        .bytes_each(elem, stream.name())
+}
+
+/// The type a layer's stored activations have. Usually the compute type; but a quantized base
+/// whose embedding was cast to fp32 (PEFT's k-bit preparation) feeds fp32 into the residual
+/// stream, the residual adds promote every layer's output back to fp32, and bitsandbytes layers
+/// return their input's type: the layer inputs and most of what a layer stores are fp32, though
+/// autocast runs the matmuls in 16-bit.
+fn stream(training: &Training) -> Precision {
+    let cast = training.unquantized == Precision::Fp32 && !training.weights.is_float_compute();
+    if cast { Precision::Fp32 } else { training.activations }
+}
+
+pub(in crate::eval) fn activations(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Vec<Component>, Overflow> {
+    let elem = stream(training);
+    let per_layer = layer_activation_formula(shape, placement, training)?;
+    let per_layer_bytes = per_layer.value()?;
+    // 1F1B pipeline schedule: stage s keeps (stages - s) micro-batches in flight.
+    let in_flight = placement.stages - placement.stage;
+    let mut components = Vec::new();
+    let source =
+        "DOMAIN.md §5.3: Korthikanti et al. 2022 (Table 2) adapted to gated MLP, GQA, no dropout";
+    let (bytes, formula) = match training.checkpointing {
+        Checkpointing::None | Checkpointing::Selective => {
+            let total = Product::new()
+                .times(placement.layers, "layers")?
+                .times(in_flight, "micro-batches in flight")?
+                .bytes_each(
+                    Ratio::int(i128::from(per_layer_bytes.0)),
+                    formula!("per layer: {}", per_layer.terms()),
+                )?;
+            total.finish()?
+        }
+        Checkpointing::Full => {
+            // Only each layer's input is kept; one layer is recomputed at a time in backward.
+            let inputs = Product::new()
+                .times(placement.layers, "layers")?
+                .times(in_flight, "micro-batches in flight")?
+                .times(training.sequence, "tokens")?
+                .times(training.micro_batch, "micro_batch")?
+                .times(shape.hidden, "hidden")?
+                .bytes_each(elem.bytes_per_element(), elem.name())?;
+            let bytes = crate::eval::calc::add(inputs.value()?, per_layer_bytes)?;
+            (
+                bytes,
+                formula!(
+                    "checkpoints {} + one recomputed layer {} = {bytes}",
+                    inputs.terms(),
+                    per_layer.terms()
+                ),
+            )
+        }
+    };
+    components.push(Component {
+        held_by: HeldBy::Tensors,
+        name: "activations".to_string(),
+        category: Category::Intermediate,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: Some(source.to_string()),
+    });
+    if training.attention == Attention::Eager {
+        components.extend(eager_attention(shape, placement, training)?);
+    }
+    if placement.stage + 1 == placement.stages && shape.output == crate::hir::Output::Lm {
+        // The cross-entropy path at its peak, per logit: in the backward pass the log-softmax
+        // kept from the forward pass, its incoming gradient and the logits' outgoing gradient,
+        // each in the loss's precision: 12 B in fp32. The forward pass never holds more: 16-bit
+        // logits, their shifted contiguous copy, the fp32 upcast and the fp32 log-softmax are
+        // 2 + 2 + 4 + 4 B, and fp32 logits skip the upcast (4 + 4 + 4 B). A 16-bit loss (remote
+        // code without `.float()`, no autocast) has no upcast: 2 + 2 + 2 B forward, 3 × 2 B back.
+        let loss = training.loss;
+        let per_logit = loss.bytes_per_element().checked_mul(Ratio::int(3)).ok_or(Overflow)?;
+        let what = format!("{} log-softmax + its gradient + the logits' gradient", loss.name());
+        let logits = Product::new()
+            .times(training.sequence, "tokens")?
+            .times(training.micro_batch, "micro_batch")?
+            .times(shape.vocab, "vocab")?
+            .bytes_each(per_logit, what)?;
+        let (bytes, formula) = logits.finish()?;
+        components.push(Component {
+            held_by: HeldBy::Tensors,
+            name: "logits and loss".to_string(),
+            category: Category::Intermediate,
+            bytes,
+            provenance: Provenance::Formula,
+            formula,
+            source: Some(if loss == Precision::Fp32 {
+                "DOMAIN.md §4.1: training logits are upcast to fp32 for the cross-entropy loss"
+                    .into()
+            } else {
+                "the workload's `loss`: the cross-entropy runs on the 16-bit logits".into()
+            }),
+        });
+    }
+    Ok(components)
+}
+
+/// What an eager (unfused) attention materializes at the training peak, batch × heads × s²
+/// per layer. Stored for every layer without recomputation; with selective or full
+/// recomputation, only for the one layer whose attention is recomputed in the backward pass.
+/// And in the backward pass of one layer's attention, beside the probabilities it kept, the
+/// gradient arriving for them and the one computed for the scores (`softmax_backward_data`:
+/// dS = P ⊙ (dP − Σ dP ⊙ P)), both score-sized and in fp32 (the softmax runs in fp32).
+fn eager_attention(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Vec<Component>, Overflow> {
+    let elem = training.activations;
+    // The softmax runs in fp32 (autocast's fp32 list; transformers' eager attention asks for
+    // `dtype=float32`) and keeps its output for backward; a 16-bit run casts it back, and the
+    // matmul with V keeps that copy. Attention dropout keeps a one-byte mask and its output
+    // (Korthikanti et al.). DOMAIN.md §4.2.
+    let e = elem.bytes_per_element();
+    let mut per_score = Ratio::int(4);
+    let mut kept = "fp32 softmax".to_string();
+    if e < Ratio::int(4) {
+        per_score = per_score.checked_add(e).ok_or(Overflow)?;
+        kept = format!("{kept} + its {} copy", elem.name());
+    }
+    if shape.dropout {
+        per_score =
+            per_score.checked_add(e).and_then(|p| p.checked_add(Ratio::int(1))).ok_or(Overflow)?;
+        kept = format!("{kept} + dropout output and 1 B mask");
+    }
+    let (layers, which) = match training.checkpointing {
+        Checkpointing::None => (placement.layers, "layers"),
+        Checkpointing::Selective | Checkpointing::Full => (1, "recomputed layer"),
+    };
+    let heads = shape.heads / placement.tensor;
+    let scores = Product::new()
+        .times(layers, which)?
+        .times(training.micro_batch, "micro_batch")?
+        .times(heads, "heads")?
+        .times(training.sequence, "queries")?
+        .times(training.sequence, "keys")?
+        .bytes_each(per_score, kept)?;
+    Ok(vec![
+        Component {
+            held_by: HeldBy::Tensors,
+            name: "attention scores (eager)".to_string(),
+            category: Category::Intermediate,
+            bytes: scores.value()?,
+            provenance: Provenance::Formula,
+            formula: scores.finish()?.1,
+            source: Some("DOMAIN.md §4.2: eager attention materializes batch × heads × s²".into()),
+        },
+        softmax_gradients(
+            (training.micro_batch, "micro_batch"),
+            heads,
+            training.sequence,
+            (training.sequence, "keys"),
+        )?,
+    ])
+}
+
+/// The backward pass through one eager attention's softmax holds, beside the probabilities it
+/// kept, the gradient arriving for them (from the product with V) and the gradient it computes
+/// for the scores (`softmax_backward_data`: dS = P ⊙ (dP − Σ dP ⊙ P)), both score-sized and in
+/// fp32 (the softmax runs in fp32). `batch` and `keys` come with the names their formula uses.
+pub(in crate::eval) fn softmax_gradients(
+    batch: (u64, &'static str),
+    heads: u64,
+    queries: u64,
+    keys: (u64, &'static str),
+) -> Result<Component, Overflow> {
+    let product = Product::new()
+        .times(2, "gradients (probabilities, scores)")?
+        .times(batch.0, batch.1)?
+        .times(heads, "heads")?
+        .times(queries, "queries")?
+        .times(keys.0, keys.1)?
+        .bytes_each(Ratio::int(4), "fp32")?;
+    let (bytes, formula) = product.finish()?;
+    Ok(Component {
+        held_by: HeldBy::Tensors,
+        name: "eager attention backward (softmax gradients)".to_string(),
+        category: Category::Intermediate,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: Some(
+            "derived: PyTorch softmax backward (grad_output and grad_input beside the saved output)".into(),
+        ),
+    })
+}

@@ -1,0 +1,353 @@
+//! Training and fine-tuning: one device's components of a training step. This module places the
+//! weights (whole, sharded or gathered a layer at a time), counts LoRA adapters and the copies
+//! autocast and quantized bases make; `states` holds the master copy, gradients, optimizer state
+//! and the optimizer step, `activations` what the step stores for the backward pass.
+//! Sources: DOMAIN.md §5.1 (bytes per parameter), §5.3 (activations, Korthikanti et al. 2022
+//! adapted to gated MLPs and grouped-query attention), §5.4 (LoRA).
+
+use super::Placement;
+use super::calc::{Overflow, Product, div_ceil, formula};
+use super::{llm, params};
+use crate::budget::{Category, Component, HeldBy, Provenance};
+use crate::hir::{
+    Checkpointing, LoraTarget, Method, Mlp, Offload, Saved, Shape, Sharding, Training,
+};
+use crate::precision::Precision;
+use crate::quant::WeightFormat;
+use crate::ratio::Ratio;
+
+mod activations;
+mod states;
+
+pub(super) use activations::{activations, softmax_gradients};
+use states::divisor;
+pub(super) use states::{
+    Adapters, adapter_states, optimizer_step, sharded, state, step_transient, trained_states,
+};
+
+/// Every parameter this device holds.
+fn device_params(shape: &Shape, placement: &Placement) -> Result<u64, Overflow> {
+    params::device_parameter_count(shape, placement).ok_or(Overflow)
+}
+
+/// LoRA adapter parameters on this device: `rank × (in + out)` per adapted matrix per layer
+/// (PEFT `lora_A`, `lora_B`), sharded with the base matrix under tensor parallelism.
+fn lora_params(
+    shape: &Shape,
+    placement: &Placement,
+    rank: u64,
+    targets: &[LoraTarget],
+) -> Result<u64, Overflow> {
+    lora_shapes(shape, placement, rank, targets).map(|(params, _)| params)
+}
+
+/// Adapter parameters on this device and, for a factored optimizer, their row and column
+/// counts: `(in + r) + (r + out)` per adapted matrix per layer.
+fn lora_shapes(
+    shape: &Shape,
+    placement: &Placement,
+    rank: u64,
+    targets: &[LoraTarget],
+) -> Result<(u64, u64), Overflow> {
+    let t = placement.tensor;
+    let q = shape.heads * shape.head_dim;
+    let kv = shape.kv_heads * shape.head_dim;
+    let mut per_layer = 0u64;
+    let mut factored = 0u64;
+    for target in targets {
+        let (input, output) = match target {
+            LoraTarget::Q => (shape.hidden, q),
+            LoraTarget::K | LoraTarget::V => (shape.hidden, kv),
+            LoraTarget::O => (q, shape.hidden),
+            LoraTarget::Gate | LoraTarget::Up
+                if shape.mlp == Mlp::Gated || *target == LoraTarget::Up =>
+            {
+                (shape.hidden, shape.ffn)
+            }
+            LoraTarget::Gate | LoraTarget::Up => (0, 0),
+            LoraTarget::Down => (shape.ffn, shape.hidden),
+        };
+        per_layer = per_layer
+            .checked_add(rank.checked_mul(input + output).ok_or(Overflow)?)
+            .ok_or(Overflow)?;
+        if input + output > 0 {
+            factored += input + output + 2 * rank;
+        }
+    }
+    let params = div_ceil(per_layer, t).checked_mul(placement.layers).ok_or(Overflow)?;
+    let factored = div_ceil(factored, t).checked_mul(placement.layers).ok_or(Overflow)?;
+    Ok((params, factored))
+}
+
+/// ZeRO-3 / FSDP gather one layer's full weights (and produce its full gradients) at a time:
+/// DeepSpeed's `largest_layer_memory = 4 × largest_layer_params` for 16-bit training.
+fn gathered_layer(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Component, Overflow> {
+    let largest = (placement.first_layer..placement.first_layer + placement.layers.max(1))
+        .map(|layer| {
+            params::layer_matrices(shape, layer, placement.tensor)
+                .iter()
+                .map(|(_, n)| n)
+                .sum::<u64>()
+        })
+        .max()
+        .unwrap_or(0);
+    let per_param =
+        training.weights.bytes_per_element().checked_mul(Ratio::int(2)).ok_or(Overflow)?;
+    let product = Product::new()
+        .times(largest, "params of the largest layer")?
+        .bytes_each(per_param, "gathered weights + their gradients")?;
+    Ok(Component {
+        held_by: HeldBy::Tensors,
+        name: "gathered layer (ZeRO-3)".to_string(),
+        category: Category::Intermediate,
+        bytes: product.value()?,
+        provenance: Provenance::Formula,
+        formula: product.finish()?.1,
+        source: Some("DOMAIN.md §5.2: DeepSpeed estimate_zero3_model_states_mem_needs".into()),
+    })
+}
+
+pub(crate) fn components(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+    data: u64,
+) -> Result<Vec<Component>, Overflow> {
+    let mut components = Vec::new();
+    let weights_ways = divisor(training, Sharding::Zero3, data);
+    let base_label = match training.method {
+        Method::Full => "weights",
+        Method::Lora { .. } => "frozen base weights",
+    };
+    let params = device_params(shape, placement)?;
+    if training.offload == Offload::Parameters {
+        // DeepSpeed `offload_param`: parameters live on the host and arrive a layer at a time.
+        components.push(gathered_layer(shape, placement, training)?);
+    } else if weights_ways > 1 {
+        let w = training.weights;
+        components.push(Component {
+            category: Category::Persistent,
+            ..state(
+                base_label,
+                sharded(params, "params", w.bytes_per_element(), w.name(), weights_ways)?,
+                "DOMAIN.md §5.2: ZeRO-3 / FSDP full sharding",
+            )
+        });
+        components.push(gathered_layer(shape, placement, training)?);
+    } else {
+        // A quantized base keeps its other parameters in `unquantized` (PEFT's k-bit cast).
+        let kept = (!training.weights.is_float_compute()).then_some(training.unquantized);
+        components.extend(llm::weights_keeping(
+            shape,
+            placement,
+            WeightFormat::Uniform(training.weights),
+            kept,
+            Category::Persistent,
+            base_label,
+        )?);
+        components.extend(autocast_head_copy(shape, placement, training, kept)?);
+    }
+    components.extend(autocast_copies(params, training)?);
+    let master_ways = divisor(training, Sharding::Zero1, data);
+    let mut step = Vec::new();
+    match &training.method {
+        Method::Full => {
+            step.extend(step_transient(params, "params", training, training.weights, master_ways)?);
+            components.extend(trained_states(
+                "",
+                params,
+                "params",
+                training,
+                data,
+                training.weights,
+                params::factored_state_values(shape, placement),
+            )?);
+        }
+        Method::Lora { rank, targets, dtype, save } => {
+            let adapter_params = lora_params(shape, placement, *rank, targets)?;
+            let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
+            let label = formula!("adapter params (rank {rank}, {})", names.join(" "));
+            let factored = lora_shapes(shape, placement, *rank, targets).ok().map(|(_, f)| f);
+            let adapters = Adapters { params: adapter_params, label, dtype: *dtype, factored };
+            components.extend(adapter_states(&adapters, training, data, &mut step)?);
+            // PEFT `modules_to_save`: whole modules trained next to the adapters, as a
+            // trainable copy of the module with its own gradients and optimizer state.
+            let ends = params::ends(shape, placement);
+            let saved: u64 = save
+                .iter()
+                .map(|module| match module {
+                    Saved::Embeddings => ends.embedding,
+                    Saved::Head => ends.head,
+                })
+                .sum();
+            if saved > 0 {
+                step.extend(step_transient(
+                    saved,
+                    "params",
+                    training,
+                    training.activations,
+                    master_ways,
+                )?);
+                let a = training.activations;
+                let copy = Product::new()
+                    .times(saved, "params")?
+                    .bytes_each(a.bytes_per_element(), a.name())?;
+                components.push(state(
+                    "saved modules (trainable copy)",
+                    copy.finish()?,
+                    "PEFT ModulesToSaveWrapper keeps a trainable copy of each saved module",
+                ));
+                components.extend(trained_states(
+                    "saved modules: ",
+                    saved,
+                    "params",
+                    training,
+                    data,
+                    training.activations,
+                    // Each saved module is a vocab × hidden matrix.
+                    Some(
+                        save.len() as u64
+                            * (div_ceil(shape.vocab, placement.tensor) + shape.hidden),
+                    ),
+                )?);
+            }
+        }
+    }
+    if let Some(elements) =
+        training.bucket_elements.filter(|_| data > 1 || training.sharding != Sharding::None)
+    {
+        // Gradients reduce through a bucket, double-buffered to overlap with the backward pass
+        // (`overlap_comm`): two buckets of 16-bit gradients.
+        let a = training.activations;
+        let product = Product::new()
+            .times(2, "buckets")?
+            .times(elements, "elements (reduce_bucket_size)")?
+            .bytes_each(a.bytes_per_element(), a.name())?;
+        components.push(Component {
+            category: Category::Workspace,
+            ..state(
+                "ZeRO gradient buckets (DeepSpeed)",
+                product.finish()?,
+                "DeepSpeed zero_optimization: reduce_bucket_size (default 5e8) with overlap_comm",
+            )
+        });
+    }
+    components.extend(activations(shape, placement, training)?);
+    components.extend(saved_dequantized_weights(shape, placement, training)?);
+    components.extend(optimizer_step(&components, &step)?);
+    Ok(components)
+}
+
+/// An fp32 output head under autocast (a k-bit base after PEFT's cast): its matmul runs on a
+/// 16-bit copy of the weight, which the matmul keeps for the backward pass (the gradient of its
+/// input), so the copy is alive from the logits until the head's backward. A frozen weight is
+/// not a leaf autocast caches, so nothing else holds it.
+fn autocast_head_copy(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+    kept: Option<Precision>,
+) -> Result<Option<Component>, Overflow> {
+    let a = training.activations;
+    let last = placement.stage + 1 == placement.stages;
+    if kept != Some(Precision::Fp32) || a == Precision::Fp32 || !last {
+        return Ok(None);
+    }
+    let head = params::ends(shape, placement).head;
+    if head == 0 {
+        return Ok(None);
+    }
+    let product = Product::new()
+        .times(head, "output head params")?
+        .bytes_each(a.bytes_per_element(), a.name())?;
+    Ok(Some(Component {
+        held_by: HeldBy::Tensors,
+        name: "output head: autocast copy".to_string(),
+        category: Category::Intermediate,
+        bytes: product.value()?,
+        provenance: Provenance::Formula,
+        formula: product.finish()?.1,
+        source: Some(
+            "torch.autocast casts the fp32 head to the compute type for its matmul, which saves the copy for backward"
+                .into(),
+        ),
+    }))
+}
+
+/// Autocast keeps 16-bit copies of the fp32 weights it casts (HF model_memory_anatomy: "6 bytes
+/// per parameter" for weights under mixed precision); none when weights and activations share
+/// a precision.
+pub(super) fn autocast_copies(
+    params: u64,
+    training: &Training,
+) -> Result<Option<Component>, Overflow> {
+    if training.weights != Precision::Fp32 || training.activations == Precision::Fp32 {
+        return Ok(None);
+    }
+    let a = training.activations;
+    let copies =
+        Product::new().times(params, "params")?.bytes_each(a.bytes_per_element(), a.name())?;
+    Ok(Some(Component {
+        category: Category::Intermediate,
+        ..state(
+            "16-bit weight copies (autocast)",
+            copies.finish()?,
+            "DOMAIN.md §5.1: HF model_memory_anatomy, mixed precision weights",
+        )
+    }))
+}
+
+/// A GPTQ base dequantizes each matrix to fp16 (its scales' type) in the forward pass once the
+/// input has at least `kernel_switch_threshold` (128) rows, and multiplies with a plain
+/// `torch.matmul(x, weights)`, which autograd makes keep the fp16 matrix for the input's
+/// gradient (AutoGPTQ `qlinear_cuda_old.py` / `qlinear_cuda.py` `forward`; training must use these
+/// kernels, as the exllama ones have no backward). Every layer's matrices stay dequantized until
+/// its backward pass; with full checkpointing only the recomputed layer's do. Shorter inputs take
+/// the fused kernel path, which saves nothing.
+fn saved_dequantized_weights(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Option<Component>, Overflow> {
+    const KERNEL_SWITCH_THRESHOLD: u64 = 128;
+    if !matches!(training.weights, Precision::Gptq { .. })
+        || training.sequence.saturating_mul(training.micro_batch) < KERNEL_SWITCH_THRESHOLD
+    {
+        return Ok(None);
+    }
+    let first = placement.first_layer;
+    let largest = (first..first + placement.layers)
+        .map(|layer| {
+            params::layer_matrices(shape, layer, placement.tensor).iter().map(|(_, n)| n).sum()
+        })
+        .max()
+        .unwrap_or(0u64);
+    let layers = match training.checkpointing {
+        Checkpointing::Full => 1,
+        Checkpointing::None | Checkpointing::Selective => {
+            let in_flight = placement.stages - placement.stage;
+            placement.layers.checked_mul(in_flight).ok_or(Overflow)?
+        }
+    };
+    let fp16 = Precision::Fp16;
+    let product = Product::new()
+        .times(layers, "layers kept")?
+        .times(largest, "matrix params per layer")?
+        .bytes_each(fp16.bytes_per_element(), fp16.name())?;
+    let (bytes, formula) = product.finish()?;
+    Ok(Some(Component {
+        held_by: HeldBy::Tensors,
+        name: "dequantized GPTQ matrices (saved for backward)".to_string(),
+        category: Category::Intermediate,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: Some(
+            "AutoGPTQ QuantLinear (cuda, cuda-old) forward: fp16 dequantization and torch.matmul above kernel_switch_threshold = 128 rows".into(),
+        ),
+    }))
+}

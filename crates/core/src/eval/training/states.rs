@@ -1,0 +1,261 @@
+//! The model states of training: master copy, gradients and optimizer state, each divided over
+//! the data ranks its sharding stage covers, and what the optimizer step holds beside them.
+//! Sources: DOMAIN.md §5.1 (bytes per parameter), §5.2 (ZeRO and FSDP sharding).
+
+use crate::budget::{Category, Component, HeldBy, Provenance};
+use crate::eval::calc::{Overflow, Product, div_ceil, formula};
+use crate::hir::{Offload, Sharding, Training};
+use crate::precision::Precision;
+use crate::ratio::Ratio;
+
+pub(in crate::eval) fn state(
+    name: &str,
+    bytes_formula: (crate::bytes::Bytes, String),
+    source: &str,
+) -> Component {
+    Component {
+        held_by: HeldBy::Tensors,
+        name: name.to_string(),
+        category: Category::TrainingState,
+        bytes: bytes_formula.0,
+        provenance: Provenance::Formula,
+        formula: bytes_formula.1,
+        source: Some(source.to_string()),
+    }
+}
+
+/// How many ways a model state is divided: the data-parallel degree once the sharding stage
+/// covers it (ZeRO paper §5, FSDP sharding strategies; DOMAIN.md §5.2), else 1.
+pub(super) fn divisor(training: &Training, covered_from: Sharding, data: u64) -> u64 {
+    if training.sharding >= covered_from { data } else { 1 }
+}
+
+/// `params` values of `precision`, divided over `ways` data ranks when sharded.
+pub(in crate::eval) fn sharded(
+    params: u64,
+    label: impl Into<std::borrow::Cow<'static, str>>,
+    per_element: Ratio,
+    name: impl Into<std::borrow::Cow<'static, str>>,
+    ways: u64,
+) -> Result<(crate::bytes::Bytes, String), Overflow> {
+    let mut product = Product::new().times(params, label)?.bytes_each(per_element, name)?;
+    if ways > 1 {
+        product = product.divided(ways, "data ranks")?;
+    }
+    product.finish()
+}
+
+/// The optimizer's state for `params` trained parameters, if it keeps any.
+fn optimizer_state(
+    name: &str,
+    params: u64,
+    label: &'static str,
+    training: &Training,
+    ways: u64,
+    updated: Precision,
+    factored: Option<u64>,
+) -> Result<Option<Component>, Overflow> {
+    let states = training.optimizer.states();
+    if states == 0 {
+        return Ok(None);
+    }
+    if let (crate::hir::Optimizer::Adafactor, Some(values)) = (training.optimizer, factored) {
+        let per_value = training.master.unwrap_or(updated).bytes_per_element();
+        let product = Product::new()
+            .times(values, "row and column statistics and vector values")?
+            .bytes_each(per_value, "factored second moment")?;
+        let mut product = product;
+        if ways > 1 {
+            product = product.divided(ways, "data ranks")?;
+        }
+        let source = "Adafactor (Shazeer and Stern 2018): a factored second moment, one statistic per row and per column of each matrix, no first moment by default (HF transformers)";
+        return Ok(Some(state(name, product.finish()?, source)));
+    }
+    // PyTorch's optimizers create their state like the parameter they update (`zeros_like`):
+    // the fp32 master when there is one, else the trained parameter itself (bf16 moments in
+    // pure bf16 training). 8-bit AdamW keeps its own 8-bit format.
+    let per_state = match training.optimizer {
+        crate::hir::Optimizer::AdamW8bit => training.optimizer.bytes_per_state(),
+        _ => training.master.unwrap_or(updated).bytes_per_element(),
+    };
+    let per_param = per_state.checked_mul(Ratio::int(i128::from(states))).ok_or(Overflow)?;
+    let label_states = formula!("{states} {} states", training.optimizer.name());
+    let (bytes, formula) = sharded(params, label, per_param, label_states, ways)?;
+    let source = "DOMAIN.md §5.1: AdamW keeps two moments per parameter, in the updated parameter's precision (8-bit AdamW: 1 B + an fp32 absmax per 256), SGD with momentum one";
+    Ok(Some(state(name, (bytes, formula), source)))
+}
+
+/// DeepSpeed's default `sub_group_size` (ZeRO-3 configuration).
+const SUB_GROUP_SIZE: u64 = 1_000_000_000;
+
+/// What the optimizer step holds on top of the model states while it runs, for `params` trained
+/// parameters updated in `updated` precision, divided over `ways` optimizer partitions; `None`
+/// when the step needs nothing of its own or runs on the host.
+/// - DeepSpeed ZeRO-1/2 (ZeRO-3: per sub-group, `stage3.py` `_prepare_fp32_grad_for_sub_group`)
+///   flatten the partition's 16-bit gradients and cast the flat copy to fp32
+///   (`stage_1_and_2.py`: `flatten(averaged_gradients[i]).to(fp32)`), holding both at once.
+/// - PyTorch's foreach AdamW holds one state-sized temporary, the square root of the second
+///   moment (`torch/optim/adamw.py`, `_multi_tensor_adamw`: `_foreach_sqrt(exp_avg_sqs)`).
+pub(in crate::eval) fn step_transient(
+    params: u64,
+    label: &'static str,
+    training: &Training,
+    updated: Precision,
+    ways: u64,
+) -> Result<Option<(crate::bytes::Bytes, String)>, Overflow> {
+    if training.offload != Offload::None || params == 0 {
+        return Ok(None);
+    }
+    if training.deepspeed {
+        let a = training.activations.bytes_per_element();
+        let per_param = a.checked_add(Ratio::int(4)).ok_or(Overflow)?;
+        let what = formula!("flat {} gradients + their fp32 copy", training.activations.name());
+        if training.sharding == Sharding::Zero3 {
+            // ZeRO-3 steps one sub-group of at most `sub_group_size` (1e9) elements at a time.
+            let partition = div_ceil(params, ways);
+            let product = Product::new()
+                .times(partition.min(SUB_GROUP_SIZE), "params of the largest sub-group")?
+                .bytes_each(per_param, what)?;
+            return product.finish().map(Some);
+        }
+        return sharded(params, label, per_param, what, ways).map(Some);
+    }
+    if training.foreach
+        && training.optimizer == crate::hir::Optimizer::AdamW
+        && training.sharding == Sharding::None
+    {
+        let per_state = training.master.unwrap_or(updated);
+        let what = formula!("{} sqrt of the second moment", per_state.name());
+        return sharded(params, label, per_state.bytes_per_element(), what, 1).map(Some);
+    }
+    Ok(None)
+}
+
+/// Master copy, gradients and optimizer state of `params` trained parameters, each divided over
+/// the data ranks its sharding stage covers; master and optimizer stay on the host when
+/// offloaded, and so do the gradients of sharded training.
+pub(in crate::eval) fn trained_states(
+    prefix: &str,
+    params: u64,
+    label: &'static str,
+    training: &Training,
+    data: u64,
+    updated: Precision,
+    factored: Option<u64>,
+) -> Result<Vec<Component>, Overflow> {
+    let mut components = Vec::new();
+    let master_ways = divisor(training, Sharding::Zero1, data);
+    let on_device = training.offload == Offload::None;
+    if let (Some(master), true) = (training.master, on_device) {
+        let figures =
+            sharded(params, label, master.bytes_per_element(), master.name(), master_ways)?;
+        components.push(state(&format!("{prefix}master weights"), figures, "DOMAIN.md §5.1: mixed precision keeps an fp32 master copy (DeepSpeed memory.rst, HF model_memory_anatomy)"));
+    }
+    // Sharded training that offloads the optimizer moves each gradient to the host as soon as
+    // it is reduced: DeepSpeed ZeRO-Offload copies the reduce buckets into the CPU optimizer's
+    // fp32 gradient partition (`stage_1_and_2.py` with `cpu_offload`, `stage3.py` with
+    // `offload_optimizer`), FSDP's `CPUOffload` moves the reduced shard. What stays on the
+    // device is the buckets (ZeRO-1/2) or the gathered layer's gradients (ZeRO-3, FSDP).
+    let gradients_on_host = !on_device && training.sharding != Sharding::None;
+    if !gradients_on_host {
+        let g = training.gradients;
+        let gradient_ways = divisor(training, Sharding::Zero2, data);
+        let figures = sharded(params, label, g.bytes_per_element(), g.name(), gradient_ways)?;
+        components.push(state(&format!("{prefix}gradients"), figures, "DOMAIN.md §5.1"));
+    }
+    if on_device {
+        components.extend(optimizer_state(
+            &format!("{prefix}optimizer state"),
+            params,
+            label,
+            training,
+            master_ways,
+            updated,
+            factored,
+        )?);
+    }
+    Ok(components)
+}
+
+/// LoRA adapters on this device: their count (with its formula label), precision and, for a
+/// factored optimizer, their row and column count.
+pub(in crate::eval) struct Adapters {
+    pub(in crate::eval) params: u64,
+    pub(in crate::eval) label: String,
+    pub(in crate::eval) dtype: Precision,
+    pub(in crate::eval) factored: Option<u64>,
+}
+
+/// The adapters, their gradients and their optimizer state; what the optimizer step needs of
+/// its own goes to `step`.
+pub(in crate::eval) fn adapter_states(
+    adapters: &Adapters,
+    training: &Training,
+    data: u64,
+    step: &mut Vec<(crate::bytes::Bytes, String)>,
+) -> Result<Vec<Component>, Overflow> {
+    let Adapters { params, dtype, .. } = *adapters;
+    let mut components = Vec::new();
+    let weights = Product::new()
+        .times(params, adapters.label.clone())?
+        .bytes_each(dtype.bytes_per_element(), dtype.name())?;
+    components.push(state(
+        "LoRA adapters",
+        weights.finish()?,
+        "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)",
+    ));
+    let gradient_ways = divisor(training, Sharding::Zero2, data);
+    let figures =
+        sharded(params, "adapter params", dtype.bytes_per_element(), dtype.name(), gradient_ways)?;
+    components.push(state("adapter gradients", figures, "DOMAIN.md §5.4"));
+    let master_ways = divisor(training, Sharding::Zero1, data);
+    step.extend(step_transient(params, "adapter params", training, dtype, master_ways)?);
+    if training.offload == Offload::None {
+        components.extend(optimizer_state(
+            "adapter optimizer state",
+            params,
+            "adapter params",
+            training,
+            master_ways,
+            dtype,
+            adapters.factored,
+        )?);
+    }
+    Ok(components)
+}
+
+/// The optimizer step runs after the backward pass has freed its activations, so the device
+/// holds the larger of the two phases' transients: the step is counted only for what it needs
+/// beyond the backward pass's intermediates.
+pub(in crate::eval) fn optimizer_step(
+    components: &[Component],
+    step: &[(crate::bytes::Bytes, String)],
+) -> Result<Option<Component>, Overflow> {
+    let needed = crate::eval::calc::sum(step.iter().map(|(bytes, _)| *bytes))?;
+    let backward = crate::eval::calc::sum(
+        components.iter().filter(|c| c.category == Category::Intermediate).map(|c| c.bytes),
+    )?;
+    if needed <= backward {
+        return Ok(None);
+    }
+    let held = if let [(_, formula)] = step {
+        formula.clone()
+    } else {
+        let terms: Vec<String> = step.iter().map(|(_, f)| formula!("({f})")).collect();
+        formula!("{} = {needed}", terms.join(" + "))
+    };
+    let beyond = crate::bytes::Bytes(needed.0 - backward.0);
+    Ok(Some(Component {
+        held_by: HeldBy::Tensors,
+        name: "optimizer step".to_string(),
+        category: Category::Intermediate,
+        bytes: beyond,
+        provenance: Provenance::Formula,
+        formula: formula!(
+            "{held}, less the backward pass's intermediates ({backward}) freed before the step = {beyond}"
+        ),
+        source: Some(
+            "DeepSpeed stage_1_and_2.py (flat gradients cast to fp32); torch.optim.AdamW foreach (one sqrt temporary)".into(),
+        ),
+    }))
+}
