@@ -25,6 +25,19 @@ fn every_example_round_trips_through_the_typed_mirror() {
     assert!(count >= 10);
 }
 
+/// The wasm32 tests (`tests/wasm.rs`) embed the examples with `include_str!`, so they list
+/// them by name: every file of examples/ is in that list.
+#[test]
+fn the_wasm_tests_embed_every_example() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let listed = include_str!("wasm.rs");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let embedded = format!("include_str!(\"../../../examples/{name}\")");
+        assert!(listed.contains(&embedded), "tests/wasm.rs does not embed examples/{name}");
+    }
+}
+
 #[test]
 fn an_unknown_field_is_refused() {
     let mut json = serde_json::to_value(

@@ -9,21 +9,34 @@ use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
 
 const EXAMPLES: &[(&str, &str)] = &[
+    ("bnb-4bit-on-a-t4.vram", include_str!("../../../examples/bnb-4bit-on-a-t4.vram")),
     ("dgx-405b.vram", include_str!("../../../examples/dgx-405b.vram")),
     ("diffusion-flux.vram", include_str!("../../../examples/diffusion-flux.vram")),
+    ("diffusion-training.vram", include_str!("../../../examples/diffusion-training.vram")),
     ("full-finetune-7b-24gb.vram", include_str!("../../../examples/full-finetune-7b-24gb.vram")),
     ("gguf-on-a-desktop-gpu.vram", include_str!("../../../examples/gguf-on-a-desktop-gpu.vram")),
     ("llama3.1-70b-fp8-tp2.vram", include_str!("../../../examples/llama3.1-70b-fp8-tp2.vram")),
     ("llama3.1-8b-chat.vram", include_str!("../../../examples/llama3.1-8b-chat.vram")),
+    (
+        "long-generation-quantized-kv.vram",
+        include_str!("../../../examples/long-generation-quantized-kv.vram"),
+    ),
     ("mistral-7b-fleet.vram", include_str!("../../../examples/mistral-7b-fleet.vram")),
+    ("mixed-gpus-and-host.vram", include_str!("../../../examples/mixed-gpus-and-host.vram")),
     (
         "moe-and-latent-attention.vram",
         include_str!("../../../examples/moe-and-latent-attention.vram"),
     ),
+    (
+        "one-card-three-workloads.vram",
+        include_str!("../../../examples/one-card-three-workloads.vram"),
+    ),
     ("qlora-on-24gb.vram", include_str!("../../../examples/qlora-on-24gb.vram")),
     ("qwen2.5-7b-lora.vram", include_str!("../../../examples/qwen2.5-7b-lora.vram")),
     ("render-scene.vram", include_str!("../../../examples/render-scene.vram")),
+    ("sdxl-lora.vram", include_str!("../../../examples/sdxl-lora.vram")),
     ("sliding-window.vram", include_str!("../../../examples/sliding-window.vram")),
+    ("what-would-fit.vram", include_str!("../../../examples/what-would-fit.vram")),
 ];
 
 /// A value as JavaScript holds it, read back as JSON.
