@@ -274,7 +274,7 @@ fn vae_upcast(program: &Layered<'_>, diffusion: &Diffusion) -> Result<Option<Com
     let kept = program.model(vae).and_then(|found| found.keep_in_fp32).unwrap_or(0).min(params);
     let product = Product::new()
         .times(params - kept, "params")?
-        .bytes_each(Ratio::int(4 - 2), "(fp32 4 B in place of fp16 2 B)")?;
+        .bytes_each(Ratio::int(4 - 2), "fp32 4 B in place of fp16 2 B")?;
     formula(
         format!("VAE upcast to fp32 for the decode: {vae}"),
         Category::Intermediate,
