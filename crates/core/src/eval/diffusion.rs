@@ -258,14 +258,15 @@ fn decode_precision(diffusion: &Diffusion) -> Precision {
 /// self.vae.config.force_upcast` before the decode, call `upcast_vae()`, which is
 /// `self.vae.to(dtype=torch.float32)` (the whole autoencoder, encoder included), decode, and
 /// cast back with `self.vae.to(dtype=torch.float16)`. `Module.to` converts one parameter at a
-/// time (`torch/nn/modules/module.py` `_apply`: the converted tensor is assigned to
-/// `param.data`, which drops the fp16 storage), so both copies of the whole VAE never exist at
+/// time (`torch/nn/modules/module.py` `_apply`: `param_applied = fn(param)`, then
+/// `param.data = param_applied` or a new `Parameter` in its place, which drops the fp16 storage
+/// before the next parameter is converted), so both copies of the whole VAE never exist at
 /// once: during the decode only the fp32 copy does, and the phase holds 4 B per parameter. At
 /// the conversion itself one parameter is held in both precisions (the largest, a 512 × 512 × 3
 /// × 3 kernel at c = 128, 4.5 MiB in fp16) before any decoder tensor exists, far below the
-/// decode's peak. The freed fp16 storages stay in the allocator's cache (blocks of at most 4.5 MiB,
-/// which the decoder's tensors at 1024², 32 MiB and more in fp32, cannot reuse); that reserved
-/// remainder, at most 2 B per parameter, is not replayed.
+/// decode's peak. The freed fp16 storages stay in the allocator's cache (blocks of at most
+/// 4.5 MiB, which the decoder's tensors at 1024², 32 MiB and more in fp32, cannot reuse); that
+/// reserved remainder, at most 2 B per parameter, is not replayed.
 fn vae_upcast(program: &Layered<'_>, diffusion: &Diffusion) -> Result<Option<Component>, Overflow> {
     let Some(vae) = diffusion.vae.as_deref().filter(|_| diffusion.vae_upcast) else {
         return Ok(None);
