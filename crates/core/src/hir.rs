@@ -583,6 +583,9 @@ pub struct Diffusion {
     pub vae_channels: u64,
     /// The tile edge in pixels when the decode is tiled (`enable_tiling`), else none.
     pub vae_tile: Option<u64>,
+    /// The fp16 VAE is cast to fp32 for the decode and back after (diffusers' SDXL pipelines
+    /// when the VAE config says `force_upcast`); set only where it takes effect.
+    pub vae_upcast: bool,
     pub offload: DiffusionOffload,
     /// The quantized formats were applied while loading (diffusers `PipelineQuantizationConfig`,
     /// `from_pretrained(quantization_config=...)`) rather than to loaded models.

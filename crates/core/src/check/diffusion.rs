@@ -2,8 +2,8 @@
 //! model declared by its parameter count, with the image size, batch and guidance. Next to a
 //! `training` section the same pipeline is trained: the denoiser's block structure is then
 //! required (its activations and LoRA adapters come from it), and settings that only inference
-//! has (guidance, model offload, VAE tiling) are refused, as is `rope`, whose temporaries are
-//! derived for a sampling step only.
+//! has (guidance, model offload, VAE tiling and upcast) are refused, as is `rope`, whose
+//! temporaries are derived for a sampling step only.
 
 use super::Scope;
 use super::fields::{Fields, Repeat};
@@ -319,6 +319,7 @@ pub(super) fn diffusion(
         ("vae_channels", Repeat::Once),
         ("vae_tiling", Repeat::Once),
         ("vae_tile", Repeat::Once),
+        ("vae_upcast", Repeat::Once),
         ("offload", Repeat::Once),
         ("quantize_on_load", Repeat::Once),
         ("loaded_on_device", Repeat::Once),
@@ -375,7 +376,7 @@ pub(super) fn diffusion(
     // for the unconditional branch); guidance and model offload belong to sampling, and tiling to
     // the decoder, which a training step does not run.
     if training {
-        for key in ["cfg", "offload", "loaded_on_device", "vae_tiling"] {
+        for key in ["cfg", "offload", "loaded_on_device", "vae_tiling", "vae_upcast"] {
             if let Some(field) = fields.get(key) {
                 fields.push(
                     Diagnostic::error(
@@ -396,15 +397,23 @@ pub(super) fn diffusion(
     // diffusers' AutoencoderKL tiles at its config's `sample_size`: 1024 for the SDXL, SD3 and
     // FLUX autoencoders, 512 for SD 1.x's.
     let vae_tile = fields.whole("vae_tile", Dim::Count, 8, 1 << 16, "1024").unwrap_or(1024);
+    let vae_upcast = fields.boolean("vae_upcast").unwrap_or(false);
+    // diffusers upcasts only a VAE loaded in fp16 (`self.vae.dtype == torch.float16`).
+    let vae_fp16 = weights == WeightFormat::Uniform(crate::precision::Precision::Fp16);
     let offload = fields.choice("offload", &["none", "model"]).map(|(w, _)| w == "model");
     let quantize_on_load = fields.boolean("quantize_on_load").unwrap_or(false);
     let loaded_on_device = fields.boolean("loaded_on_device").unwrap_or(false);
     // A setting that means something only beside another is said to do nothing, not ignored
-    // silently (a trained pipeline has already refused both).
+    // silently (a trained pipeline has already refused them).
     if !training {
         let alone = [
             ("loaded_on_device", "offload model", offload == Some(true)),
             ("vae_tile", "vae_tiling true", vae_tiling),
+            if fields.has("vae") {
+                ("vae_upcast", "weights fp16", vae_fp16)
+            } else {
+                ("vae_upcast", "vae", false)
+            },
         ];
         for (key, needs, present) in alone {
             let written = block.fields.iter().find(|f| f.key.name == key);
@@ -449,6 +458,7 @@ pub(super) fn diffusion(
         text_tokens,
         vae_channels,
         vae_tile: vae_tiling.then_some(vae_tile),
+        vae_upcast: vae_upcast && vae_fp16 && !training,
         offload: if offload == Some(true) {
             DiffusionOffload::Model { loaded_on_device }
         } else {

@@ -16,7 +16,8 @@
 //!   GroupNorm output and its SiLU output at once: 6c per pixel (`vae_decode.rs` replays every
 //!   tensor of the decoder and finds no larger moment); a tiled decode holds one tile's
 //!   (diffusers' `tile_sample_min_size`, the VAE config's `sample_size`: 1024 for the SDXL, SD3
-//!   and FLUX autoencoders, 512 for SD 1.x's).
+//!   and FLUX autoencoders, 512 for SD 1.x's); with `vae_upcast` (SDXL's `force_upcast`) the
+//!   decoder computes in fp32 and its weights are fp32 during the decode ([`vae_upcast`]).
 //!
 //! Reserved view: the caching allocator keeps every freed block, so after the decode it holds
 //! the denoising step's blocks (the tensors alive at the step's peak, allocated in order and
@@ -239,8 +240,51 @@ fn decoder_shape(diffusion: &Diffusion) -> DecoderShape {
         height,
         width,
         base_channels: diffusion.vae_channels,
-        element: diffusion.vae_weights.companion().bytes_per_element(),
+        element: decode_precision(diffusion).bytes_per_element(),
     }
+}
+
+/// The precision the decoder computes in: fp32 when the pipeline upcasts the VAE for the decode
+/// ([`vae_upcast`]), else the VAE's.
+fn decode_precision(diffusion: &Diffusion) -> Precision {
+    if diffusion.vae_upcast { Precision::Fp32 } else { diffusion.vae_weights.companion() }
+}
+
+/// What upcasting an fp16 VAE for the decode adds to the decode phase: 2 B more per parameter
+/// (4 B fp32 in place of 2 B fp16) for the parameters not already kept in fp32.
+///
+/// diffusers' SDXL pipelines (`pipeline_stable_diffusion_xl.py` and its img2img and inpaint
+/// siblings, read at 58eb52c) compute `needs_upcasting = self.vae.dtype == torch.float16 and
+/// self.vae.config.force_upcast` before the decode, call `upcast_vae()`, which is
+/// `self.vae.to(dtype=torch.float32)` (the whole autoencoder, encoder included), decode, and
+/// cast back with `self.vae.to(dtype=torch.float16)`. `Module.to` converts one parameter at a
+/// time (`torch/nn/modules/module.py` `_apply`: `param_applied = fn(param)`, then
+/// `param.data = param_applied` or a new `Parameter` in its place, which drops the fp16 storage
+/// before the next parameter is converted), so both copies of the whole VAE never exist at
+/// once: during the decode only the fp32 copy does, and the phase holds 4 B per parameter. At
+/// the conversion itself one parameter is held in both precisions (the largest, a 512 × 512 × 3
+/// × 3 kernel at c = 128, 4.5 MiB in fp16) before any decoder tensor exists, far below the
+/// decode's peak. The freed fp16 storages stay in the allocator's cache (blocks of at most
+/// 4.5 MiB, which the decoder's tensors at 1024², 32 MiB and more in fp32, cannot reuse); that
+/// reserved remainder, at most 2 B per parameter, is not replayed.
+fn vae_upcast(program: &Layered<'_>, diffusion: &Diffusion) -> Result<Option<Component>, Overflow> {
+    let Some(vae) = diffusion.vae.as_deref().filter(|_| diffusion.vae_upcast) else {
+        return Ok(None);
+    };
+    let Some(params) = parameter_count(program, vae) else { return Ok(None) };
+    let kept = program.model(vae).and_then(|found| found.keep_in_fp32).unwrap_or(0).min(params);
+    let product = Product::new()
+        .times(params - kept, "params")?
+        .bytes_each(Ratio::int(4 - 2), "fp32 4 B in place of fp16 2 B")?;
+    formula(
+        format!("VAE upcast to fp32 for the decode: {vae}"),
+        Category::Intermediate,
+        product,
+        "diffusers SDXL pipelines: `upcast_vae()` (`self.vae.to(dtype=torch.float32)`) when the \
+         VAE is fp16 and its config says `force_upcast`; cast back after the decode \
+         (eval/diffusion.rs)",
+    )
+    .map(Some)
 }
 
 /// What the caching allocator holds beyond the largest phase's live tensors once the decode
@@ -249,6 +293,9 @@ fn decoder_shape(diffusion: &Diffusion) -> DecoderShape {
 /// decoder stage whose tensors no cached block holds adds segments of its own
 /// (`allocator.rs`, `vae_decode.rs`). The allocated view never sees it.
 ///
+/// `upcast` is what the fp32 copy of an upcast VAE adds at the decode ([`vae_upcast`]): live
+/// beside the replayed tensors and part of `allocated_peak` when the decode is the largest phase.
+///
 /// `step_cached` is false when the step's blocks were returned before the decode: accelerate's
 /// `CpuOffload` hook calls `torch.cuda.empty_cache()` right after it offloads the previous model
 /// (`clear_device_cache`, since accelerate 0.34), so under model offload the decode starts from
@@ -256,6 +303,7 @@ fn decoder_shape(diffusion: &Diffusion) -> DecoderShape {
 fn decode_cache(
     diffusion: &Diffusion,
     allocated_peak: Bytes,
+    upcast: Bytes,
     step_cached: bool,
 ) -> Result<Option<Component>, Overflow> {
     if diffusion.vae.is_none() {
@@ -277,8 +325,14 @@ fn decode_cache(
     let shape = decoder_shape(diffusion);
     vae_decode::replay(&mut alloc, &shape)?;
     let reserved = alloc.peak_reserved();
-    let Some(extra) = reserved.0.checked_sub(allocated_peak.0).filter(|extra| *extra > 0) else {
+    let at_decode = calc::sum([reserved, upcast])?;
+    let Some(extra) = at_decode.0.checked_sub(allocated_peak.0).filter(|extra| *extra > 0) else {
         return Ok(None);
+    };
+    let upcast = if upcast > Bytes::ZERO {
+        formula!(", with the {upcast} the VAE's fp32 copy adds,")
+    } else {
+        ",".to_string()
     };
     let cached = match &step {
         Some(step) => formula!(
@@ -300,8 +354,8 @@ fn decode_cache(
         provenance: Provenance::Formula,
         formula: formula!(
             "{reserved} reserved by replaying {cached}the decoder's tensors from {} × {} latents \
-             to {} × {} pixels through the caching allocator, less the {allocated_peak} the \
-             largest phase holds live",
+             to {} × {} pixels through the caching allocator{upcast} less the \
+             {allocated_peak} the largest phase holds live",
             shape.height / vae_decode::SPATIAL_FACTOR,
             shape.width / vae_decode::SPATIAL_FACTOR,
             shape.height,
@@ -379,14 +433,17 @@ pub(crate) fn components(
         )?);
     }
     let mut decode = Vec::new();
+    let upcast = vae_upcast(program, diffusion)?;
+    let upcast_bytes = upcast.as_ref().map_or(Bytes::ZERO, |c| c.bytes);
     if let Some(vae) = &diffusion.vae {
         decode.extend(weights(program, diffusion, vae, diffusion.vae_weights, "VAE")?);
+        decode.extend(upcast);
         let pixels = if let Some(tile) = diffusion.vae_tile {
             diffusion.width.min(tile) * diffusion.height.min(tile)
         } else {
             diffusion.width * diffusion.height * diffusion.frames
         };
-        let vae_elem = diffusion.vae_weights.companion();
+        let vae_elem = decode_precision(diffusion);
         let product = Product::new()
             .times(diffusion.batch, "batch")?
             .times(
@@ -419,11 +476,11 @@ pub(crate) fn components(
             }
             let winner = if decode_peak > denoise_peak { &decode } else { &denoise };
             out.extend(winner.iter().filter(|c| c.category == Category::Intermediate).cloned());
-            out.extend(decode_cache(diffusion, decode_peak.max(denoise_peak), true)?);
+            out.extend(decode_cache(diffusion, decode_peak.max(denoise_peak), upcast_bytes, true)?);
             Ok(out)
         }
         DiffusionOffload::Model { loaded_on_device } => {
-            offloaded(diffusion, [encode, denoise, decode], loaded_on_device)
+            offloaded(diffusion, [encode, denoise, decode], upcast_bytes, loaded_on_device)
         }
     }
 }
@@ -438,6 +495,7 @@ pub(crate) fn components(
 fn offloaded(
     diffusion: &Diffusion,
     phases: [Vec<Component>; 3],
+    upcast: Bytes,
     loaded_on_device: bool,
 ) -> Result<Vec<Component>, Overflow> {
     let total = |phase: &[Component]| calc::sum(phase.iter().map(|c| c.bytes));
@@ -459,7 +517,7 @@ fn offloaded(
     let [_, _, decode] = &phases;
     let decode_peak =
         calc::sum(decode.iter().filter(|c| c.category == Category::Intermediate).map(|c| c.bytes))?;
-    let cache = decode_cache(diffusion, decode_peak, false)?;
+    let cache = decode_cache(diffusion, decode_peak, upcast, false)?;
     let decode_total = total(decode)?;
     let mut out = phases.into_iter().nth(best).unwrap_or_default();
     if let Some(mut cache) = cache {

@@ -134,6 +134,20 @@ mod tests {
     }
 
     #[test]
+    fn sdxl_decode_upcast_to_fp32_at_1024_by_hand() {
+        // diffusers' SDXL pipelines decode in fp32 with `force_upcast` (eval/diffusion.rs).
+        let mut alloc = CachingAllocator::new();
+        replay(&mut alloc, &DecoderShape { element: Ratio::int(4), ..flux(1024) }).unwrap();
+        // 256 channels × 1024² × 4 B = 1 GiB each: input, GroupNorm and SiLU outputs.
+        assert_eq!(alloc.peak_allocated().0, 3 * 1024 * MIB);
+        // Every stage's tensors double, so each stage still needs segments of its own; at 128²
+        // the attention's fp32 output is its own accumulator, and its five 32 MiB tensors
+        // (input, norm, q, k, v; the output takes the norm's block) are the stage's peak.
+        let stages = 3 * 1024 + 3 * 512 + 4 * 128 + 5 * 32;
+        assert_eq!(alloc.peak_reserved().0, stages * MIB);
+    }
+
+    #[test]
     fn the_allocated_peak_scales_with_the_images_and_the_element() {
         let mut one = CachingAllocator::new();
         replay(&mut one, &flux(512)).unwrap();

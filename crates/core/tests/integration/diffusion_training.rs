@@ -351,6 +351,7 @@ fn settings_a_trained_pipeline_cannot_have_are_diagnostics() {
     for (pipeline, training, code) in [
         ("; cfg true", "method lora { rank 4 }", "E013"),
         ("; vae_tiling true", "method lora { rank 4 }", "E013"),
+        ("; vae_upcast true", "method lora { rank 4 }", "E013"),
         ("", "method lora { rank 4 }; sequence 77 tokens", "E013"),
         ("", "method lora { rank 4 }; weights bf16", "E013"),
         ("", "method lora { rank 4 }; loss bf16", "E013"),

@@ -807,6 +807,59 @@ fn fp32_rotary_embeddings_add_their_temporaries_to_a_dit_step() {
 }
 
 #[test]
+fn an_upcast_vae_decodes_sdxl_in_fp32() {
+    // SDXL base 1.0 in fp16 at 1024 × 1024, batch 1, guided: its UNet (2,567.46 M parameters,
+    // 320 base channels), its autoencoder (83,653,863 parameters, c = 128); no text encoders,
+    // which add the same bytes with and without the upcast.
+    let source = |extra: &str| {
+        format!(
+            "model unet {{ params 2_567.46 million }}\nmodel ae {{ params 83_653_863 }}\nworkload w {{ runtime none; diffusion {{ denoiser unet; vae ae; weights fp16; architecture unet; hidden 320; resolution 1024 x 1024{extra} }} }}\ncheck w on h100-sxm-80gb"
+        )
+    };
+    let mib = 1 << 20;
+    let vae = 83_653_863;
+    let fp16 = evaluate(&source(""));
+    let upcast = evaluate(&source("; vae_upcast true"));
+    // The resident VAE stays fp16 (it is cast back after the decode); the decode phase holds the
+    // fp32 copy in its place, 2 B more per parameter.
+    assert_eq!(bytes(&upcast[0], 0, "VAE weights"), vae * 2);
+    assert_eq!(bytes(&upcast[0], 0, "VAE upcast to fp32"), vae * 2);
+    // The first full-resolution ResNet block's input, GroupNorm and SiLU outputs, 2c = 256
+    // channels each: 3 × 256 × 1024² × 2 B = 1.5 GiB in fp16, 3 GiB in fp32.
+    assert_eq!(bytes(&fp16[0], 0, "VAE decode peak"), 1536 * mib);
+    assert_eq!(bytes(&upcast[0], 0, "VAE decode peak"), 3072 * mib);
+    // The UNet's step (2 × 128² positions × 320 channels × 10 × 2 B = 200 MiB) stays under
+    // either decode, so the decode is the peak: 1.5 GiB of activations and 2 B per VAE parameter
+    // more allocated.
+    let components = &fp16[0].devices[0].components;
+    assert!(components.iter().all(|c| !c.name.starts_with("denoiser activations")));
+    let allocated = |checks: &[CheckBudget]| checks[0].devices[0].views.allocated.0;
+    assert_eq!(allocated(&upcast) - allocated(&fp16), 1536 * mib + vae * 2);
+    // The reserved view replays the decoder alone (a UNet step's blocks are not replayed). In
+    // fp16: 3 × 512 MiB at 1024², 3 × 256 at 512², 4 × 64 at 256², 5 × 16 at 128² and the
+    // attention's 32 MiB fp32 accumulator. In fp32 every tensor doubles and the attention's
+    // output is its own accumulator: 3 × 1024 + 3 × 512 + 4 × 128 + 5 × 32 MiB.
+    let cache = |checks: &[CheckBudget]| bytes(&checks[0], 0, "allocator cache");
+    assert_eq!(cache(&fp16), (3 * 512 + 3 * 256 + 4 * 64 + 5 * 16 + 32 - 1536) * mib);
+    assert_eq!(cache(&upcast), (3 * 1024 + 3 * 512 + 4 * 128 + 5 * 32 - 3072) * mib);
+    // Model offload: the UNet's phase (5,134.92 MB of weights and its step) is the largest
+    // allocated, but the decode reserves more: its fp16 weights, the fp32 copy's extra 2 B per
+    // parameter and the 5,280 MiB the decoder's replay reserves.
+    let offloaded = evaluate(&source("; vae_upcast true; offload model"));
+    let unet_phase = 5_134_920_000 + 200 * mib;
+    let decode_reserved = vae * 2 + vae * 2 + 5280 * mib;
+    assert_eq!(bytes(&offloaded[0], 0, "allocator cache"), decode_reserved - unet_phase);
+    assert_eq!(offloaded[0].devices[0].views.reserved.0, decode_reserved);
+    // Refused beside a training section: the step encodes with the VAE and decodes nothing.
+    let trained = vram_core::evaluate(
+        "model unet { params 2_567.46 million }\nmodel ae { params 83_653_863 }\nworkload w { runtime diffusers; diffusion { denoiser unet; vae ae; weights fp16; architecture unet; hidden 320; heads 8; channel_mult 1 2 4; layers_per_block 2; cross_attention_dim 2048; resolution 1024 x 1024; vae_upcast true }; training { method lora { rank 4 } } }\ncheck w on h100-sxm-80gb",
+    );
+    let refusals: Vec<_> = trained.diagnostics.iter().filter(|d| d.code == "E013").collect();
+    assert_eq!(refusals.len(), 1, "{:?}", trained.diagnostics);
+    assert!(refusals[0].message.contains("vae_upcast"), "{}", refusals[0].message);
+}
+
+#[test]
 fn encoders_with_biases_layernorm_and_learned_positions() {
     let checks = evaluate(
         "model bert-large { layers 24; hidden 1024; ffn 4096; heads 16; vocab 30522; mlp plain; biases true; norm layernorm; positions 512; output none }\nworkload w { model bert-large; runtime none; inference { weights fp32; context 512 tokens } }\ncheck w on l4",
@@ -1112,9 +1165,12 @@ fn a_setting_that_needs_another_warns_and_changes_nothing() {
         )
     };
     let plain = vram_core::evaluate(&source(""));
-    for (extra, key) in
-        [("; loaded_on_device true", "loaded_on_device"), ("; vae_tile 512", "vae_tile")]
-    {
+    // diffusers upcasts only an fp16 VAE: `vae_upcast` beside this bf16 one does nothing.
+    for (extra, key) in [
+        ("; loaded_on_device true", "loaded_on_device"),
+        ("; vae_tile 512", "vae_tile"),
+        ("; vae_upcast true", "vae_upcast"),
+    ] {
         let outcome = vram_core::evaluate(&source(extra));
         let warnings: Vec<_> = outcome.diagnostics.iter().filter(|d| d.code == "W005").collect();
         assert_eq!(warnings.len(), 1, "{extra}: {:?}", outcome.diagnostics);
