@@ -18,7 +18,7 @@
 //! concatenations over the whole context, and two 16-bit temporaries of the keys.
 
 use super::Placement;
-use super::calc::{self, Overflow, Product, div_ceil, formula};
+use super::calc::{self, Overflow, Product, formula};
 use super::llm;
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::hir::{AttentionKind, Shape};
@@ -79,14 +79,7 @@ fn update(
         AttentionKind::Standard => product.times(2, "(K and V)"),
         AttentionKind::Mla(_) => Ok(product),
     };
-    let width = |product: Product| match &shape.attention {
-        AttentionKind::Standard => product
-            .times(div_ceil(shape.kv_heads, placement.tensor), "kv_heads")?
-            .times(shape.head_dim, "head_dim"),
-        AttentionKind::Mla(mla) => {
-            product.times(mla.kv_lora_rank + mla.rope_dim, "(kv_lora_rank + rope_dim)")
-        }
-    };
+    let width = |product: Product| llm::kv_width(shape, placement, product);
     let over = |product: Product, tokens: u64, what: &'static str| {
         product.times(tokens, what)?.times(sessions, "sessions")?.bytes_each(elem, name.clone())
     };

@@ -120,6 +120,23 @@ fn component(name: String, category: Category, bytes: Bytes, formula: String) ->
     }
 }
 
+/// One cached key (or value, or MLA latent) per token and layer on this device: `kv_heads ×
+/// head_dim` with `ceil(kv_heads / tensor)` heads, or MLA's `kv_lora_rank + rope_dim`.
+pub(crate) fn kv_width(
+    shape: &Shape,
+    placement: &Placement,
+    product: Product,
+) -> Result<Product, Overflow> {
+    match &shape.attention {
+        AttentionKind::Standard => product
+            .times(div_ceil(shape.kv_heads, placement.tensor), "kv_heads")?
+            .times(shape.head_dim, "head_dim"),
+        AttentionKind::Mla(mla) => {
+            product.times(mla.kv_lora_rank + mla.rope_dim, "(kv_lora_rank + rope_dim)")
+        }
+    }
+}
+
 /// KV cache per device. Standard attention: `2 × layers × kv_heads × head_dim × tokens × bytes`
 /// with `ceil(kv_heads / tensor)` heads per device (replicated, never below one, when tensor >
 /// kv_heads: vLLM `get_num_kv_heads`). MLA: one latent of `kv_lora_rank + rope_dim` per token
@@ -135,14 +152,7 @@ pub(crate) fn kv_cache(
     block: u64,
 ) -> Result<Component, Overflow> {
     let paged = |tokens: u64| div_ceil(tokens, block) * block;
-    let per_token = |product: Product| match &shape.attention {
-        AttentionKind::Standard => product
-            .times(div_ceil(shape.kv_heads, placement.tensor), "kv_heads")?
-            .times(shape.head_dim, "head_dim"),
-        AttentionKind::Mla(mla) => {
-            product.times(mla.kv_lora_rank + mla.rope_dim, "(kv_lora_rank + rope_dim)")
-        }
-    };
+    let per_token = |product: Product| kv_width(shape, placement, product);
     let factor = if matches!(shape.attention, AttentionKind::Standard) { 2 } else { 1 };
     let layers = placement.first_layer..placement.first_layer + placement.layers;
     let local = layers.clone().filter(|&l| shape.is_local(l)).count() as u64;
