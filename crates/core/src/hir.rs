@@ -532,6 +532,16 @@ pub struct Training {
     pub unquantized: Precision,
 }
 
+impl Training {
+    /// Whether the gradients live on the host: sharded training that offloads its optimizer
+    /// moves each reduced gradient to the host optimizer (DeepSpeed ZeRO-Offload copies the
+    /// reduce buckets into the CPU optimizer's fp32 partition; FSDP's `CPUOffload` moves the
+    /// reduced shard).
+    pub fn gradients_on_host(&self) -> bool {
+        self.offload != Offload::None && self.sharding != Sharding::None
+    }
+}
+
 /// Where a component's memory goes.
 pub use crate::budget::Category;
 

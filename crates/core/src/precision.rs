@@ -350,6 +350,17 @@ impl Precision {
         }
     }
 
+    /// bitsandbytes' 4-bit formats (`Linear4bit`: NF4 and FP4, with or without double
+    /// quantization).
+    pub fn is_bitsandbytes_4bit(self) -> bool {
+        matches!(self, Precision::Nf4 | Precision::Nf4Dq | Precision::Fp4 | Precision::Fp4Dq)
+    }
+
+    /// bitsandbytes' formats: its 4-bit ones and LLM.int8 (`int8-bnb`).
+    pub fn is_bitsandbytes(self) -> bool {
+        self == Precision::Int8Bnb || self.is_bitsandbytes_4bit()
+    }
+
     /// Whether tensors in this format are 16 or 32-bit floats that kernels compute in directly.
     pub fn is_float_compute(self) -> bool {
         matches!(self, Precision::Fp32 | Precision::Fp16 | Precision::Bf16)

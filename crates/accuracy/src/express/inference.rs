@@ -83,7 +83,8 @@ pub(super) fn body(
 /// `BitsAndBytesConfig` leaves at float32 unless it is set; a stated compute type is the
 /// language's default already (the activations').
 fn bnb_4bit_compute(cx: &mut Cx<'_>, weights: &str) -> Option<&'static str> {
-    if !matches!(weights, "nf4" | "nf4-dq" | "fp4" | "fp4-dq") {
+    let stored = vram_core::precision::Precision::from_name(weights);
+    if !stored.is_some_and(vram_core::precision::Precision::is_bitsandbytes_4bit) {
         return None;
     }
     let stated = cx.point.compute_dtype.clone().unwrap_or_default().to_lowercase();

@@ -192,14 +192,7 @@ pub(super) fn training(
 /// is not 8-bit or 4-bit to fp32 ("cast all non INT8 parameters to fp32"; it skips GPTQ models).
 /// Other formats keep their 16-bit companion.
 fn default_unquantized(weights: Precision) -> Precision {
-    match weights {
-        Precision::Nf4
-        | Precision::Nf4Dq
-        | Precision::Fp4
-        | Precision::Fp4Dq
-        | Precision::Int8Bnb => Precision::Fp32,
-        other => other.companion(),
-    }
+    if weights.is_bitsandbytes() { Precision::Fp32 } else { weights.companion() }
 }
 
 /// The LoRA targets a denoiser has: the attention projections (diffusers' `to_q`, `to_k`,

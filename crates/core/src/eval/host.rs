@@ -87,9 +87,8 @@ pub(super) fn host(
         let master =
             training.master.map_or(Ratio::ZERO, crate::precision::Precision::bytes_per_element);
         if training.offload != Offload::None {
-            // Sharded runs also give the host optimizer an fp32 gradient partition
-            // (DeepSpeed ZeRO-Offload; the device keeps none, see `trained_states`).
-            let sharded = training.sharding != crate::hir::Sharding::None;
+            // The host optimizer's fp32 gradient partition, when the gradients go there.
+            let sharded = training.gradients_on_host();
             let gradients = if sharded { Ratio::int(4) } else { Ratio::ZERO };
             let per = master.checked_add(states).and_then(|p| p.checked_add(gradients));
             let per = per.ok_or(Overflow)?;

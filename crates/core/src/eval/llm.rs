@@ -248,13 +248,8 @@ pub(crate) fn dequantized_copies(
     compute: Precision,
     tokens: u64,
 ) -> Option<(Ratio, String)> {
-    let crate::quant::WeightFormat::Uniform(
-        Precision::Nf4 | Precision::Nf4Dq | Precision::Fp4 | Precision::Fp4Dq,
-    ) = weights
-    else {
-        return None;
-    };
-    if tokens < 2 {
+    let crate::quant::WeightFormat::Uniform(stored) = weights else { return None };
+    if !stored.is_bitsandbytes_4bit() || tokens < 2 {
         return None;
     }
     let dequantized = loaded.bytes_per_element();

@@ -151,13 +151,9 @@ pub(in crate::eval) fn trained_states(
             sharded(params, label, master.bytes_per_element(), master.name(), master_ways)?;
         components.push(state(&format!("{prefix}master weights"), figures, "DOMAIN.md §5.1: mixed precision keeps an fp32 master copy (DeepSpeed memory.rst, HF model_memory_anatomy)"));
     }
-    // Sharded training that offloads the optimizer moves each gradient to the host as soon as
-    // it is reduced: DeepSpeed ZeRO-Offload copies the reduce buckets into the CPU optimizer's
-    // fp32 gradient partition (`stage_1_and_2.py` with `cpu_offload`, `stage3.py` with
-    // `offload_optimizer`), FSDP's `CPUOffload` moves the reduced shard. What stays on the
-    // device is the buckets (ZeRO-1/2) or the gathered layer's gradients (ZeRO-3, FSDP).
-    let gradients_on_host = !on_device && training.sharding != Sharding::None;
-    if !gradients_on_host {
+    // Offloaded with sharding, each reduced gradient goes to the host; what stays on the device
+    // is the buckets (ZeRO-1/2) or the gathered layer's gradients (ZeRO-3, FSDP).
+    if !training.gradients_on_host() {
         let g = training.gradients;
         let gradient_ways = divisor(training, Sharding::Zero2, data);
         let figures = sharded(params, label, g.bytes_per_element(), g.name(), gradient_ways)?;
