@@ -452,6 +452,9 @@ pub enum Method {
         targets: Vec<LoraTarget>,
         dtype: Precision,
         save: Vec<Saved>,
+        /// PEFT's `lora_dropout`, a probability in `[0, 1)`: above 0 each adapter keeps a
+        /// dropout mask and the dropped-out input for the backward pass.
+        dropout: Ratio,
     },
 }
 

@@ -167,6 +167,14 @@ fn method(
     if saved {
         lines.push_str("      modules_to_save embeddings head\n");
     }
+    if qwen_script {
+        cx.assume(
+            assume::SCRIPT_SETTING,
+            "LoRA dropout 0.05: LoraArguments.lora_dropout in Qwen's finetune.py \
+             (QwenLM/Qwen 00dceeb), which its finetune scripts do not override",
+        );
+        lines.push_str("      dropout 0.05  # Qwen finetune.py LoraArguments\n");
+    }
     lines.push_str("    }\n");
     Some(MethodLines { lines, lora: true, saved })
 }

@@ -11,6 +11,7 @@ use crate::hir::{
     Attention, Checkpointing, LoraTarget, Method, Offload, Optimizer, Saved, Sharding, Training,
 };
 use crate::precision::Precision;
+use crate::ratio::Ratio;
 
 /// The longest sequence accepted: 100 million tokens.
 const MAX_TOKENS: u64 = 100_000_000;
@@ -225,6 +226,7 @@ fn method(
             ("targets", Repeat::Once),
             ("dtype", Repeat::Once),
             ("modules_to_save", Repeat::Once),
+            ("dropout", Repeat::Once),
         ];
         let empty = Block::default();
         let block = field.block.as_ref().unwrap_or(&empty);
@@ -279,6 +281,7 @@ fn method(
         }
         save.sort_unstable();
         save.dedup();
+        let dropout = lora_dropout(&inner);
         let found = inner.finish();
         let ok = found.is_empty();
         diagnostics.extend(found);
@@ -287,6 +290,25 @@ fn method(
             targets,
             dtype: dtype.unwrap_or(Precision::Fp32),
             save,
+            dropout: dropout.unwrap_or(Ratio::ZERO),
         })
     }
+}
+
+/// PEFT's `lora_dropout`, a plain probability below 1 (`LoraConfig`'s default is 0).
+fn lora_dropout(inner: &Fields<'_>) -> Option<Ratio> {
+    let field = inner.get("dropout")?;
+    let (value, span) = inner.quantity(field, Dim::Count, "0.05")?;
+    if value.is_negative() || value >= Ratio::ONE {
+        inner.push(
+            Diagnostic::error(
+                "E007",
+                span,
+                format!("`dropout` is {value}; it must be from 0 to below 1"),
+            )
+            .with_help("PEFT's `lora_dropout`, such as `dropout 0.05`"),
+        );
+        return None;
+    }
+    Some(value)
 }

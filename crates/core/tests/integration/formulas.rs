@@ -113,6 +113,30 @@ fn lora_rank_16_on_all_linear_layers_of_llama_8b() {
 }
 
 #[test]
+fn lora_adapters_keep_their_dropout_masks_and_inputs() {
+    let source = |method: &str, checkpointing: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ method lora {{ rank 16; targets q v o down{method} }}; weights bf16; sequence 1024 tokens; checkpointing {checkpointing} }} }}\ncheck w on h200-sxm"
+        )
+    };
+    // Inputs of the adapted matrices per token: q, v and o 4,096 each, down 14,336; lora_A's
+    // rank-16 outputs, kept by lora_B, 4 × 16 bf16 elements.
+    let inputs = 3 * 4096 + 14_336;
+    let ranks = 4 * 16 * 2;
+    let kept = |checks: &[CheckBudget]| bytes(&checks[0], 0, "LoRA saved inputs");
+    // Dropout: a 1 B mask and the bf16 dropout output lora_A keeps, over every layer.
+    let dropout = evaluate(&source("; dropout 0.05", "none"));
+    assert_eq!(kept(&dropout), 32 * 1024 * (inputs * 3 + ranks));
+    // No dropout, fp32 adapters on a bf16 stream: `x.to(fp32)` copies, autocast copies back to
+    // bf16 for lora_A, which keeps that copy.
+    assert_eq!(kept(&evaluate(&source("", "none"))), 32 * 1024 * (inputs * 2 + ranks));
+    // bf16 adapters on a bf16 stream: lora_A keeps the base layer's own input.
+    assert_eq!(kept(&evaluate(&source("; dtype bf16", "none"))), 32 * 1024 * ranks);
+    // Full checkpointing: only the recomputed layer's.
+    assert_eq!(kept(&evaluate(&source("; dropout 0.1", "full"))), 1024 * (inputs * 3 + ranks));
+}
+
+#[test]
 fn checkpointing_keeps_layer_inputs_plus_one_layer() {
     let source = |checkpointing: &str| {
         format!(
@@ -1049,9 +1073,11 @@ fn pytorch_adamw_steps_with_one_second_moment_sized_temporary() {
     let checks = evaluate(
         "workload w { model llama3.1-8b; runtime none; training { method lora { rank 16; targets all }; weights bf16; sequence 16 tokens } }\ncheck w on a100-sxm4-80gb",
     );
-    // 41,943,040 fp32 adapter parameters: one fp32 temporary each (torch foreach AdamW).
-    let intermediates =
-        bytes(&checks[0], 0, "activations") + bytes(&checks[0], 0, "logits and loss");
+    // 41,943,040 fp32 adapter parameters: one fp32 temporary each (torch foreach AdamW), beyond
+    // what the backward pass held.
+    let intermediates = bytes(&checks[0], 0, "activations")
+        + bytes(&checks[0], 0, "LoRA saved inputs")
+        + bytes(&checks[0], 0, "logits and loss");
     assert_eq!(bytes(&checks[0], 0, "optimizer step"), 41_943_040 * 4 - intermediates);
 }
 

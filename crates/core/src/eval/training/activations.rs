@@ -5,7 +5,7 @@
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::eval::Placement;
 use crate::eval::calc::{Overflow, Product, div_ceil, formula};
-use crate::hir::{Attention, Checkpointing, Mlp, Shape, Training};
+use crate::hir::{Attention, Checkpointing, LoraTarget, Method, Mlp, Shape, Training};
 use crate::precision::Precision;
 use crate::ratio::Ratio;
 
@@ -112,6 +112,9 @@ pub(in crate::eval) fn activations(
         formula,
         source: Some(source.to_string()),
     });
+    if let Some(adapters) = adapter_inputs(shape, placement, training)? {
+        components.push(adapters);
+    }
     if training.attention == Attention::Eager {
         components.extend(eager_attention(shape, placement, training)?);
     }
@@ -237,4 +240,97 @@ pub(in crate::eval) fn softmax_gradients(
             "derived: PyTorch softmax backward (grad_output and grad_input beside the saved output)".into(),
         ),
     })
+}
+
+/// What PEFT's LoRA layers keep for the backward pass beyond the base layer's own input
+/// (peft `tuners/lora/layer.py`, `Linear.forward`: `x = x.to(lora_A.weight.dtype)`, then
+/// `result + lora_B(lora_A(dropout(x))) * scaling`; `lora_dropout` is `nn.Identity` at 0).
+/// Per adapted matrix and token, with `c` the compute type's bytes (autocast's 16-bit type, or
+/// the activations' own without autocast):
+/// - with dropout, its one-byte mask, and the dropped-out input `lora_A` keeps, in the compute
+///   type (under autocast the 16-bit copy it makes for the matmul): `1 + c` per input element;
+/// - without dropout, `lora_A` keeps its input, a new tensor only when a cast copies it (the
+///   adapters' type is not the stream's, so `x.to` copies and autocast copies back; or the
+///   stream is fp32 under 16-bit autocast): `c` per input element, else nothing;
+/// - `lora_B` keeps `lora_A`'s rank-wide output: `r × c`.
+///
+/// Every layer keeps them without recomputation or with selective recomputation (which
+/// recomputes the attention core, not the projections); under full checkpointing only the
+/// recomputed layer does.
+fn adapter_inputs(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Option<Component>, Overflow> {
+    let Method::Lora { rank, targets, dtype, dropout, .. } = &training.method else {
+        return Ok(None);
+    };
+    let t = placement.tensor;
+    let q = shape.heads * shape.head_dim;
+    let mut inputs = 0u64;
+    let mut adapted = 0u64;
+    for target in targets {
+        // Column-parallel projections see the whole input on every rank; row-parallel ones
+        // (o, down) a tensor-parallel slice of it.
+        let input = match target {
+            LoraTarget::Q | LoraTarget::K | LoraTarget::V | LoraTarget::Up => shape.hidden,
+            LoraTarget::Gate if shape.mlp == Mlp::Gated => shape.hidden,
+            LoraTarget::Gate => continue,
+            LoraTarget::O => div_ceil(q, t),
+            LoraTarget::Down => div_ceil(shape.ffn, t),
+        };
+        inputs = inputs.checked_add(input).ok_or(Overflow)?;
+        adapted += 1;
+    }
+    let compute = training.activations;
+    let c = compute.bytes_per_element();
+    let stream = stream(training);
+    let (per_input, kept) = if !dropout.is_negative() && *dropout > Ratio::ZERO {
+        (
+            c.checked_add(Ratio::ONE).ok_or(Overflow)?,
+            format!("1 B mask + {} dropout output", compute.name()),
+        )
+    } else if *dtype != stream || stream != compute {
+        (c, format!("{} copy of the input", compute.name()))
+    } else {
+        (Ratio::ZERO, String::new())
+    };
+    let rank_bytes = Ratio::int(i128::from(adapted.checked_mul(*rank).ok_or(Overflow)?))
+        .checked_mul(c)
+        .ok_or(Overflow)?;
+    let per_token = Ratio::int(i128::from(inputs))
+        .checked_mul(per_input)
+        .and_then(|b| b.checked_add(rank_bytes))
+        .ok_or(Overflow)?;
+    if per_token == Ratio::ZERO {
+        return Ok(None);
+    }
+    let (layers, which) = match training.checkpointing {
+        Checkpointing::None | Checkpointing::Selective => (placement.layers, "layers"),
+        Checkpointing::Full => (1, "recomputed layer"),
+    };
+    let what = if kept.is_empty() {
+        format!("rank-{rank} {} outputs", compute.name())
+    } else {
+        format!("{kept} over {inputs} input features + rank-{rank} {} outputs", compute.name())
+    };
+    let product = Product::new()
+        .times(layers, which)?
+        .times(training.micro_batch, "micro_batch")?
+        .times(training.sequence, "tokens")?
+        .bytes_each(per_token, what)?;
+    let (bytes, formula) = product.finish()?;
+    Ok(Some(Component {
+        held_by: HeldBy::Tensors,
+        name: "LoRA saved inputs".to_string(),
+        category: Category::Intermediate,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: Some(
+            "derived: peft tuners/lora/layer.py Linear.forward (dropout mask and output, cast \
+             copies, lora_A's output) under autocast"
+                .into(),
+        ),
+    }))
 }

@@ -167,7 +167,7 @@ pub(crate) fn components(
                 params::factored_state_values(shape, placement),
             )?);
         }
-        Method::Lora { rank, targets, dtype, save } => {
+        Method::Lora { rank, targets, dtype, save, .. } => {
             let adapter_params = lora_params(shape, placement, *rank, targets)?;
             let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
             let label = formula!("adapter params (rank {rank}, {})", names.join(" "));
