@@ -7,7 +7,8 @@ import { bar, bytes, h, legend, table, verdictText } from "./render.js";
 
 const $ = (id) => document.getElementById(id);
 const EXAMPLES = [
-  "llama3.1-8b-chat.vram", "llama3.1-70b-fp8-tp2.vram", "mistral-7b-fleet.vram",
+  "llama3.1-8b-chat.vram", "llama3.1-70b-fp8-tp2.vram", "llama3.1-405b-meta-fp8.vram",
+  "mistral-7b-fleet.vram",
   "moe-and-latent-attention.vram", "sliding-window.vram", "gguf-on-a-desktop-gpu.vram",
   "bnb-4bit-on-a-t4.vram", "long-generation-quantized-kv.vram", "qlora-on-24gb.vram",
   "full-finetune-7b-24gb.vram", "dgx-405b.vram", "diffusion-flux.vram", "diffusion-training.vram",

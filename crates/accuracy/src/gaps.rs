@@ -56,7 +56,8 @@ pub mod feature {
     pub const VIDEO_DIFFUSION: &str = "video diffusion (CogVideoX: a causal 3D VAE with temporal \
          compression decoding latent frames in batches; `frames` scales latents and pixels only)";
     pub const ENCODER_DECODER: &str = "encoder-decoder models (T5, mT5, T0)";
-    pub const MIXED_FP8: &str = "mixed-precision checkpoints (FP8 in some layers only)";
+    pub const MIXED_FP8: &str =
+        "mixed-precision checkpoints (FP8 in some layers only) other than Meta's fbgemm FP8";
     pub const VLLM_POOL: &str = "vLLM KV pool (gpu_memory_utilization x capacity, less the profiled peak, filled with KV blocks)";
     pub const MODEL_OFFLOAD: &str =
         "whole models moved between host and device in turn (diffusers enable_model_cpu_offload)";
@@ -140,6 +141,10 @@ pub mod assume {
          remote code (modeling_qwen.py, QWenLMHeadModel.forward) passes the lm_head's 16-bit \
          logits to CrossEntropyLoss with no `.float()`, and under DeepSpeed nothing autocasts \
          (its engine casts the module to fp16/bf16), so the log-softmax runs in 16-bit";
+    pub const META_FP8: &str = "Meta's FP8 checkpoint (fbgemm): FP8 on the feed-forward \
+         matrices of every layer but the first and last, the attention, embedding and head in \
+         bf16 (Llama 3 paper, arXiv 2407.21783, §6.2), written as `quantized_matrices mlp` and \
+         `unquantized_layers 1`";
     pub const SOURCE_LABEL: &str =
         "a condition the data leaves open, read from the source's own table labels";
 }

@@ -1,5 +1,6 @@
-//! Weight formats over a whole model: one precision for every layer matrix, or a llama.cpp
-//! preset that mixes ggml types per tensor and per layer.
+//! Weight formats over a whole model: one precision for every layer matrix, a llama.cpp preset
+//! that mixes ggml types per tensor and per layer, or one precision on the matrices a
+//! checkpoint's quantizer converted (the rest at its 16-bit companion).
 //!
 //! Presets follow `llama_tensor_get_type_impl` in llama.cpp's `src/llama-quant.cpp`
 //! (DOMAIN.md §1.6): norms and other 1-D tensors stay F32, the output projection goes to Q6_K
@@ -146,6 +147,52 @@ fn use_more_bits(layer: u64, layers: u64) -> bool {
 pub enum WeightFormat {
     Uniform(Precision),
     Preset(Preset),
+    /// A quantized precision on the layer matrices `Scope` names, the 16-bit companion on the
+    /// others, as the embedding and head.
+    Partial(Precision, Scope),
+}
+
+/// Which layer matrices a checkpoint's quantizer converted, when not all of them: Meta's FP8
+/// Llama 3.1 checkpoints quantize the feed-forward matrices only, and none in the first and
+/// last layers (Llama 3 paper, arXiv 2407.21783, §6.2: "we do not quantize parameters in the
+/// self-attention layers", "we do not perform quantization in the first and last Transformer
+/// layers").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scope {
+    pub matrices: Matrices,
+    /// Layers at each end left unquantized: the first `kept_ends` and the last `kept_ends`.
+    pub kept_ends: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Matrices {
+    All,
+    /// Gate, up and down projections (and the experts').
+    Mlp,
+    /// Query, key, value and output projections.
+    Attention,
+}
+
+impl Matrices {
+    pub fn name(self) -> &'static str {
+        match self {
+            Matrices::All => "all",
+            Matrices::Mlp => "mlp",
+            Matrices::Attention => "attention",
+        }
+    }
+}
+
+impl Scope {
+    fn covers(self, matrix: Matrix, layer: u64, layers: u64) -> bool {
+        let kind = match matrix {
+            Matrix::Q | Matrix::K | Matrix::V | Matrix::O => self.matrices != Matrices::Mlp,
+            Matrix::Gate | Matrix::Up | Matrix::Down => self.matrices != Matrices::Attention,
+            Matrix::Router => false,
+        };
+        let end = layer < self.kept_ends || layer.saturating_add(self.kept_ends) >= layers;
+        kind && !end
+    }
 }
 
 impl WeightFormat {
@@ -163,6 +210,22 @@ impl WeightFormat {
         match self {
             WeightFormat::Uniform(p) => p.name(),
             WeightFormat::Preset(p) => Cow::Borrowed(p.name()),
+            WeightFormat::Partial(p, scope) => {
+                let ends = match scope.kept_ends {
+                    0 => String::new(),
+                    1 => format!(", first and last layer {}", p.companion().name()),
+                    n => format!(", first and last {n} layers {}", p.companion().name()),
+                };
+                Cow::Owned(format!("{} ({} matrices{ends})", p.name(), scope.matrices.name()))
+            }
+        }
+    }
+
+    /// The one precision a uniform or partial format quantizes to; `None` for a preset.
+    pub fn quantized(self) -> Option<Precision> {
+        match self {
+            WeightFormat::Uniform(p) | WeightFormat::Partial(p, _) => Some(p),
+            WeightFormat::Preset(_) => None,
         }
     }
 
@@ -175,6 +238,8 @@ impl WeightFormat {
                 p.companion()
             }
             WeightFormat::Uniform(p) => p,
+            WeightFormat::Partial(p, scope) if scope.covers(matrix, layer, layers) => p,
+            WeightFormat::Partial(p, _) => p.companion(),
             WeightFormat::Preset(preset) => {
                 Precision::Ggml(preset.matrix(matrix, layer, layers, gqa))
             }
@@ -187,7 +252,7 @@ impl WeightFormat {
         match self {
             WeightFormat::Preset(_) if tied => self.output(),
             WeightFormat::Preset(preset) => Precision::Ggml(preset.base()),
-            WeightFormat::Uniform(p) => p.companion(),
+            WeightFormat::Uniform(p) | WeightFormat::Partial(p, _) => p.companion(),
         }
     }
 
@@ -196,7 +261,7 @@ impl WeightFormat {
         match self {
             WeightFormat::Preset(Preset::Q8_0) => Precision::Ggml(GgmlType::Q8_0),
             WeightFormat::Preset(_) => Precision::Ggml(GgmlType::Q6K),
-            WeightFormat::Uniform(p) => p.companion(),
+            WeightFormat::Uniform(p) | WeightFormat::Partial(p, _) => p.companion(),
         }
     }
 
@@ -204,7 +269,7 @@ impl WeightFormat {
     pub fn small(self) -> Precision {
         match self {
             WeightFormat::Preset(_) => Precision::Fp32,
-            WeightFormat::Uniform(p) => p.companion(),
+            WeightFormat::Uniform(p) | WeightFormat::Partial(p, _) => p.companion(),
         }
     }
 
@@ -213,19 +278,19 @@ impl WeightFormat {
         match self {
             // llama.cpp computes in fp16 on CUDA.
             WeightFormat::Preset(_) => Precision::Fp16,
-            WeightFormat::Uniform(p) => p.companion(),
+            WeightFormat::Uniform(p) | WeightFormat::Partial(p, _) => p.companion(),
         }
     }
 
     pub fn required_feature(self) -> Option<Feature> {
         match self {
-            WeightFormat::Uniform(p) => p.required_feature(),
+            WeightFormat::Uniform(p) | WeightFormat::Partial(p, _) => p.required_feature(),
             WeightFormat::Preset(_) => None,
         }
     }
 
     pub fn is_float_compute(self) -> bool {
-        matches!(self, WeightFormat::Uniform(p) if p.is_float_compute())
+        matches!(self, WeightFormat::Uniform(p) | WeightFormat::Partial(p, _) if p.is_float_compute())
     }
 }
 

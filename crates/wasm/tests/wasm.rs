@@ -15,6 +15,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("diffusion-training.vram", include_str!("../../../examples/diffusion-training.vram")),
     ("full-finetune-7b-24gb.vram", include_str!("../../../examples/full-finetune-7b-24gb.vram")),
     ("gguf-on-a-desktop-gpu.vram", include_str!("../../../examples/gguf-on-a-desktop-gpu.vram")),
+    ("llama3.1-405b-meta-fp8.vram", include_str!("../../../examples/llama3.1-405b-meta-fp8.vram")),
     ("llama3.1-70b-fp8-tp2.vram", include_str!("../../../examples/llama3.1-70b-fp8-tp2.vram")),
     ("llama3.1-8b-chat.vram", include_str!("../../../examples/llama3.1-8b-chat.vram")),
     (

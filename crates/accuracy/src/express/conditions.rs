@@ -332,6 +332,8 @@ impl Cx<'_> {
                 .find(|preset| [&q, &w].iter().any(|text| has_word(text, preset)))
                 .map(|preset| (*preset, None))
                 .ok_or_else(|| unreadable("quantization", &quantization))
+        } else if is_meta_fp8(point) {
+            Ok(("fp8", Some((assume::META_FP8, both))))
         } else if w.contains("fp8") && (w.contains("not all layers") || q.contains("compressed")) {
             Err(Gap::feature(feature::MIXED_FP8, both))
         } else if q.contains("torchao") || (torchtune && (q.contains("nf4") || w.contains("nf4"))) {
@@ -395,6 +397,18 @@ impl Cx<'_> {
 }
 
 /// A weight precision word and the assumption it carries.
+/// Meta's own FP8 checkpoints of Llama 3.1 (transformers' `fbgemm_fp8`), which quantize only
+/// some matrices.
+pub(crate) fn is_meta_fp8(point: &crate::data::Point) -> bool {
+    let text = format!(
+        "{} {}",
+        point.weight_precision.as_deref().unwrap_or_default(),
+        point.quantization.as_deref().unwrap_or_default()
+    )
+    .to_lowercase();
+    text.contains("fp8") && (text.contains("meta fp8") || text.contains("fbgemm"))
+}
+
 pub(crate) type WeightWord = (&'static str, Option<(&'static str, String)>);
 
 /// llama.cpp presets the language takes as weights (`llama-quantize` ftype names).

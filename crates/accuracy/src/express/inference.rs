@@ -35,6 +35,10 @@ pub(super) fn body(
 
     let mut out = String::from("  inference {\n");
     let _ = writeln!(out, "    weights  {weights}");
+    if super::conditions::is_meta_fp8(cx.point) {
+        out.push_str("    quantized_matrices mlp  # Meta FP8: feed-forward matrices only\n");
+        out.push_str("    unquantized_layers 1    # nor the first and last layers\n");
+    }
     if let KvCache::Type(kv) = kv_cache {
         let _ = writeln!(out, "    kv_cache {kv}");
     }

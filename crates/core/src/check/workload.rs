@@ -9,6 +9,7 @@ use crate::bytes::Bytes;
 use crate::diagnostic::Diagnostic;
 use crate::hir::{Attention, CacheLayout, CustomComponent, Inference, Logits, Runtime, Workload};
 use crate::precision::Precision;
+use crate::quant::{Matrices, Scope as Quantized, WeightFormat};
 
 /// The longest context accepted: 100 million tokens.
 const MAX_TOKENS: u64 = 100_000_000;
@@ -162,8 +163,8 @@ fn denoiser_precision(
     fields: &Fields<'_>,
 ) -> crate::precision::Precision {
     match diffusion.map(|d| d.denoiser.weights) {
-        Some(crate::quant::WeightFormat::Uniform(precision)) => precision,
-        Some(crate::quant::WeightFormat::Preset(preset)) => {
+        Some(WeightFormat::Uniform(precision) | WeightFormat::Partial(precision, _)) => precision,
+        Some(WeightFormat::Preset(preset)) => {
             fields.push(Diagnostic::error(
                 "E013",
                 field.key.span,
@@ -265,12 +266,15 @@ fn inference(
         ("cache_layout", Repeat::Once),
         ("residual_window", Repeat::Once),
         ("compute", Repeat::Once),
+        ("quantized_matrices", Repeat::Once),
+        ("unquantized_layers", Repeat::Once),
     ];
     let fields = Fields::new("an inference section", block, KNOWN);
     let weights = fields.weight_format("weights");
     if weights.is_none() {
         fields.missing("weights", "weights bf16");
     }
+    let weights = weights.and_then(|format| quantized_scope(&fields, format));
     let kv_cache = fields.precision("kv_cache");
     let activations = fields.precision("activations");
     let compute = fields
@@ -489,4 +493,45 @@ fn components(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Vec<CustomCom
         }
     }
     out
+}
+
+/// `quantized_matrices` and `unquantized_layers`: a checkpoint whose quantizer converted only
+/// some layer matrices (Meta's FP8 Llama 3.1: `quantized_matrices mlp`, `unquantized_layers 1`).
+/// They narrow a uniform quantized format; `None` (with a diagnostic) when they cannot.
+fn quantized_scope(fields: &Fields<'_>, format: WeightFormat) -> Option<WeightFormat> {
+    // `get` hands out each field once: read both before anything else asks for them.
+    let matrices_field = fields.get("quantized_matrices");
+    let ends_field = fields.get("unquantized_layers");
+    let Some(first) = matrices_field.or(ends_field) else { return Some(format) };
+    let matrices = matrices_field.and_then(|f| fields.choice_of(f, &["all", "mlp", "attention"]));
+    let kept_ends = ends_field.and_then(|f| {
+        let (value, span) = fields.quantity(f, Dim::Count, "1")?;
+        fields.check_whole("unquantized_layers", value, span, 0, 100_000)
+    });
+    let quantized = match format {
+        WeightFormat::Uniform(p) if !p.is_float_compute() => p,
+        _ => {
+            let span = first.key.span;
+            fields.push(
+                Diagnostic::error(
+                    "E013",
+                    span,
+                    format!(
+                        "`quantized_matrices` and `unquantized_layers` narrow a quantized \
+                         precision; `{}` is not one",
+                        format.name()
+                    ),
+                )
+                .with_help("for example `weights fp8` with `quantized_matrices mlp`"),
+            );
+            return None;
+        }
+    };
+    let matrices = match matrices.map(|(word, _)| word) {
+        Some("mlp") => Matrices::Mlp,
+        Some("attention") => Matrices::Attention,
+        _ => Matrices::All,
+    };
+    let scope = Quantized { matrices, kept_ends: kept_ends.unwrap_or(0) };
+    Some(WeightFormat::Partial(quantized, scope))
 }

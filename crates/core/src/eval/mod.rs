@@ -393,7 +393,7 @@ fn first_missing_feature(workload: &Workload, device: &Device) -> Option<(Precis
         }
     };
     if let Some(inference) = &workload.inference {
-        if let crate::quant::WeightFormat::Uniform(weights) = inference.weights {
+        if let Some(weights) = inference.weights.quantized() {
             used(weights);
         }
         used(inference.activations);
@@ -405,7 +405,7 @@ fn first_missing_feature(workload: &Workload, device: &Device) -> Option<(Precis
         let encoders = pipeline.text_encoder_weights.iter().copied();
         for format in [pipeline.denoiser.weights, pipeline.vae_weights].into_iter().chain(encoders)
         {
-            if let crate::quant::WeightFormat::Uniform(p) = format {
+            if let Some(p) = format.quantized() {
                 used(p);
             }
             used(format.companion());

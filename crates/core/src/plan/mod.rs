@@ -365,11 +365,11 @@ impl<'p> Planner<'p> {
                 [Preset::Q8_0, Preset::Q6K, Preset::Q5KM, Preset::Q4KM, Preset::Q3KM, Preset::Q2K];
             let after = match declared {
                 WeightFormat::Preset(p) => LADDER.iter().position(|q| *q == p).map_or(0, |i| i + 1),
-                WeightFormat::Uniform(_) => 0,
+                WeightFormat::Uniform(_) | WeightFormat::Partial(..) => 0,
             };
             return LADDER[after..].iter().map(|p| WeightFormat::Preset(*p)).collect();
         }
-        let WeightFormat::Uniform(current) = declared else { return Vec::new() };
+        let Some(current) = declared.quantized() else { return Vec::new() };
         let size = current.bytes_per_element();
         [
             Precision::Bf16,
@@ -386,7 +386,7 @@ impl<'p> Planner<'p> {
         .filter(|f| match f {
             WeightFormat::Uniform(p) if runs(&declared) => p.bytes_per_element() < size,
             WeightFormat::Uniform(p) => p.bytes_per_element() <= size && *p != current,
-            WeightFormat::Preset(_) => false,
+            WeightFormat::Preset(_) | WeightFormat::Partial(..) => false,
         })
         .filter(runs)
         // bf16 and fp16 are the same size: keep the first the devices run.

@@ -364,6 +364,37 @@ fn qlora_base_in_nf4_with_double_quantization() {
 }
 
 #[test]
+fn a_partly_quantized_checkpoint_keeps_its_other_matrices_16_bit() {
+    let source = |scope: &str| {
+        format!(
+            "workload w {{ model llama3.1-405b; runtime none; inference {{ weights fp8;{scope} context 16 tokens }} }}\ncheck w on 8 x h100-sxm-80gb split tensor 8"
+        )
+    };
+    // Per tensor-parallel rank: an MLP layer 3 × 16,384 × 53,248 / 8 = 327,155,712 params,
+    // an attention layer (2 × 16,384² + 2 × 16,384 × 1,024) / 8 = 71,303,168.
+    let (mlp, attention) = (327_155_712u64, 71_303_168u64);
+    // Meta's FP8 release: FP8 on the MLP of 124 layers; bf16 on the first and last layers' MLP
+    // and on every attention.
+    let meta = evaluate(&source(" quantized_matrices mlp; unquantized_layers 1;"));
+    assert_eq!(
+        bytes(&meta[0], 0, "weights: layer matrices"),
+        124 * mlp + (2 * mlp + 126 * attention) * 2
+    );
+    assert_eq!(bytes(&meta[0], 0, "weights: embedding"), 128_256 * 16_384 / 8 * 2);
+    // The attention only, every layer.
+    let attention_only = evaluate(&source(" quantized_matrices attention;"));
+    assert_eq!(
+        bytes(&attention_only[0], 0, "weights: layer matrices"),
+        126 * attention + 126 * mlp * 2
+    );
+    // Neither field: every matrix in FP8.
+    assert_eq!(
+        bytes(&evaluate(&source(""))[0], 0, "weights: layer matrices"),
+        126 * (mlp + attention)
+    );
+}
+
+#[test]
 fn gptq_weights_pay_for_group_scales() {
     let checks = evaluate(
         "workload w { model llama3.1-8b; runtime none; inference { weights gptq-int4; context 16 tokens } }\ncheck w on l4",
