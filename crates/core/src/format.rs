@@ -4,7 +4,8 @@
 //! arithmetic spaced as `3840 * 2160 * 4 B`, a blank line between block declarations, at most one
 //! blank line anywhere. Comments are kept where they were: a comment on its own line stays on its
 //! own line before the next item, a comment after an item stays at the end of that item's line.
-//! Formatting never changes the syntax tree (a test parses both and compares).
+//! Formatting never changes the syntax tree (a test parses both and compares); a file it cannot
+//! print without changing the tree is refused with a diagnostic, as one that does not parse.
 
 use std::fmt::Write as _;
 
@@ -26,6 +27,18 @@ pub fn format(source: &str) -> Result<String, Vec<Diagnostic>> {
     let errors: Vec<Diagnostic> = diagnostics.into_iter().filter(Diagnostic::is_error).collect();
     if !errors.is_empty() {
         return Err(errors);
+    }
+    let unprintable: Vec<Diagnostic> = file
+        .declarations
+        .iter()
+        .filter_map(|d| match d {
+            Declaration::Block(decl) => Some(&decl.body),
+            Declaration::Check(_) | Declaration::Find(_) => None,
+        })
+        .flat_map(units_apart)
+        .collect();
+    if !unprintable.is_empty() {
+        return Err(unprintable);
     }
     let mut printer =
         Printer { source, comments: comments(source), next_comment: 0, out: String::new() };
@@ -50,6 +63,38 @@ pub fn format(source: &str) -> Result<String, Vec<Diagnostic>> {
     }
     printer.leading_comments(u32::MAX, 0);
     Ok(printer.out)
+}
+
+/// Words that spell a unit but were parsed as values of their own, after a number: the grammar
+/// reads a unit only when no `-` follows it (`5bytes- -3` is `5`, `bytes`, `-3`), so printing
+/// the values a space apart (`5 bytes -3`) would make the word the number's unit and join the
+/// values into one expression. Such a file is refused rather than changed.
+fn units_apart(block: &Block) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    for field in &block.fields {
+        for pair in field.values.windows(2) {
+            if let [Value::Expr(_), Value::Word(word)] = pair
+                && crate::ast::Unit::from_text(&word.name).is_some()
+            {
+                found.push(
+                    Diagnostic::error(
+                        "E013",
+                        word.span,
+                        format!(
+                            "`{}` is a value of its own here, but printed after the number before \
+                             it, it would read as that number's unit",
+                            word.name
+                        ),
+                    )
+                    .with_help("put the unit against its number (`5 bytes`) or remove the word"),
+                );
+            }
+        }
+        if let Some(inner) = &field.block {
+            found.extend(units_apart(inner));
+        }
+    }
+    found
 }
 
 fn lone_carriage_returns_as_newlines(source: &str) -> std::borrow::Cow<'_, str> {

@@ -97,3 +97,21 @@ fn a_lone_carriage_return_ends_a_comment_as_in_the_grammar() {
         "model my {\n  layers 32  # note\n}\n"
     );
 }
+
+/// Found by the `evaluate` fuzz target: a unit spelling followed by `-` is not a unit (the
+/// grammar's unit ends before a name character), so `5bytes- -3` is three values, `5`, `bytes`
+/// and `-3`; printed a space apart, `5 bytes -3` is one expression, `5 bytes - 3`. The formatter
+/// refuses such a file rather than change what it says.
+#[test]
+fn a_unit_word_kept_apart_from_its_number_is_not_joined_to_it() {
+    let source = "model m {\n  params 5bytes- -3\n}\n";
+    let (file, _) = vram_core::syntax::parse(source);
+    let vram_core::ast::Declaration::Block(decl) = &file.declarations[0] else { panic!() };
+    assert_eq!(decl.body.fields[0].values.len(), 3, "the grammar reads three values");
+    let errors = vram_core::format::format(source).expect_err("refused");
+    assert_eq!(errors[0].code, "E013");
+    assert_eq!(errors[0].primary.start, 20, "at `bytes`");
+    // A unit against its number is one value and formats as before.
+    let joined = vram_core::format::format("model m {\n  params 5bytes - -3\n}\n").expect("parses");
+    assert_eq!(joined, "model m {\n  params 5 bytes - -3\n}\n");
+}
