@@ -134,6 +134,12 @@ fn lora_adapters_keep_their_dropout_masks_and_inputs() {
     assert_eq!(kept(&evaluate(&source("; dtype bf16", "none"))), 32 * 1024 * ranks);
     // Full checkpointing: only the recomputed layer's.
     assert_eq!(kept(&evaluate(&source("; dropout 0.1", "full"))), 1024 * (inputs * 3 + ranks));
+    // Two pipeline stages of 16 layers: the first keeps two micro-batches in flight (1F1B).
+    let staged = source("; dropout 0.05", "none")
+        .replace("check w on h200-sxm", "check w on 2 x h200-sxm split pipeline 2");
+    let staged = evaluate(&staged);
+    assert_eq!(bytes(&staged[0], 0, "LoRA saved inputs"), 16 * 2 * 1024 * (inputs * 3 + ranks));
+    assert_eq!(bytes(&staged[0], 1, "LoRA saved inputs"), 16 * 1024 * (inputs * 3 + ranks));
 }
 
 #[test]

@@ -305,6 +305,8 @@ fn adapter_inputs(
     if per_token == Ratio::ZERO {
         return Ok(None);
     }
+    // As the layer activations: a pipeline stage keeps every micro-batch it has in flight.
+    let in_flight = placement.stages - placement.stage;
     let (layers, which) = match training.checkpointing {
         Checkpointing::None | Checkpointing::Selective => (placement.layers, "layers"),
         Checkpointing::Full => (1, "recomputed layer"),
@@ -314,8 +316,11 @@ fn adapter_inputs(
     } else {
         format!("{kept} over {inputs} input features + rank-{rank} {} outputs", compute.name())
     };
-    let product = Product::new()
-        .times(layers, which)?
+    let mut product = Product::new().times(layers, which)?;
+    if in_flight > 1 && training.checkpointing != Checkpointing::Full {
+        product = product.times(in_flight, "micro-batches in flight")?;
+    }
+    let product = product
         .times(training.micro_batch, "micro_batch")?
         .times(training.sequence, "tokens")?
         .bytes_each(per_token, what)?;
