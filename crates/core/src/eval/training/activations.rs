@@ -2,7 +2,8 @@
 //! al. 2022 adapted to gated MLPs and grouped-query attention, DOMAIN.md §5.3), the checkpoints
 //! under recomputation, eager attention's scores and the softmax backward's gradients.
 
-use crate::budget::{Category, Component, HeldBy, Provenance};
+use super::states::intermediate;
+use crate::budget::Component;
 use crate::eval::Placement;
 use crate::eval::calc::{Overflow, Product, div_ceil, formula};
 use crate::hir::{Attention, Checkpointing, LoraTarget, Method, Mlp, Shape, Training};
@@ -103,15 +104,7 @@ pub(in crate::eval) fn activations(
             )
         }
     };
-    components.push(Component {
-        held_by: HeldBy::Tensors,
-        name: "activations".to_string(),
-        category: Category::Intermediate,
-        bytes,
-        provenance: Provenance::Formula,
-        formula,
-        source: Some(source.to_string()),
-    });
+    components.push(intermediate("activations", (bytes, formula), source));
     if let Some(adapters) = adapter_inputs(shape, placement, training)? {
         components.push(adapters);
     }
@@ -133,21 +126,12 @@ pub(in crate::eval) fn activations(
             .times(training.micro_batch, "micro_batch")?
             .times(shape.vocab, "vocab")?
             .bytes_each(per_logit, what)?;
-        let (bytes, formula) = logits.finish()?;
-        components.push(Component {
-            held_by: HeldBy::Tensors,
-            name: "logits and loss".to_string(),
-            category: Category::Intermediate,
-            bytes,
-            provenance: Provenance::Formula,
-            formula,
-            source: Some(if loss == Precision::Fp32 {
-                "DOMAIN.md §4.1: training logits are upcast to fp32 for the cross-entropy loss"
-                    .into()
-            } else {
-                "the workload's `loss`: the cross-entropy runs on the 16-bit logits".into()
-            }),
-        });
+        let source = if loss == Precision::Fp32 {
+            "DOMAIN.md §4.1: training logits are upcast to fp32 for the cross-entropy loss"
+        } else {
+            "the workload's `loss`: the cross-entropy runs on the 16-bit logits"
+        };
+        components.push(intermediate("logits and loss", logits.finish()?, source));
     }
     Ok(components)
 }
@@ -193,15 +177,11 @@ fn eager_attention(
         .times(training.sequence, "keys")?
         .bytes_each(per_score, kept)?;
     Ok(vec![
-        Component {
-            held_by: HeldBy::Tensors,
-            name: "attention scores (eager)".to_string(),
-            category: Category::Intermediate,
-            bytes: scores.value()?,
-            provenance: Provenance::Formula,
-            formula: scores.finish()?.1,
-            source: Some("DOMAIN.md §4.2: eager attention materializes batch × heads × s²".into()),
-        },
+        intermediate(
+            "attention scores (eager)",
+            scores.finish()?,
+            "DOMAIN.md §4.2: eager attention materializes batch × heads × s²",
+        ),
         softmax_gradients(
             (training.micro_batch, "micro_batch"),
             heads,
@@ -228,18 +208,11 @@ pub(in crate::eval) fn softmax_gradients(
         .times(queries, "queries")?
         .times(keys.0, keys.1)?
         .bytes_each(Ratio::int(4), "fp32")?;
-    let (bytes, formula) = product.finish()?;
-    Ok(Component {
-        held_by: HeldBy::Tensors,
-        name: "eager attention backward (softmax gradients)".to_string(),
-        category: Category::Intermediate,
-        bytes,
-        provenance: Provenance::Formula,
-        formula,
-        source: Some(
-            "derived: PyTorch softmax backward (grad_output and grad_input beside the saved output)".into(),
-        ),
-    })
+    Ok(intermediate(
+        "eager attention backward (softmax gradients)",
+        product.finish()?,
+        "derived: PyTorch softmax backward (grad_output and grad_input beside the saved output)",
+    ))
 }
 
 /// What PEFT's LoRA layers keep for the backward pass beyond the base layer's own input
@@ -265,19 +238,15 @@ fn adapter_inputs(
     let Method::Lora { rank, targets, dtype, dropout, .. } = &training.method else {
         return Ok(None);
     };
-    let t = placement.tensor;
-    let q = shape.heads * shape.head_dim;
     let mut inputs = 0u64;
     let mut adapted = 0u64;
     for target in targets {
+        let Some((input, _)) = super::adapted_matrix(shape, *target) else { continue };
         // Column-parallel projections see the whole input on every rank; row-parallel ones
         // (o, down) a tensor-parallel slice of it.
         let input = match target {
-            LoraTarget::Q | LoraTarget::K | LoraTarget::V | LoraTarget::Up => shape.hidden,
-            LoraTarget::Gate if shape.mlp == Mlp::Gated => shape.hidden,
-            LoraTarget::Gate => continue,
-            LoraTarget::O => div_ceil(q, t),
-            LoraTarget::Down => div_ceil(shape.ffn, t),
+            LoraTarget::O | LoraTarget::Down => div_ceil(input, placement.tensor),
+            _ => input,
         };
         inputs = inputs.checked_add(input).ok_or(Overflow)?;
         adapted += 1;
@@ -324,18 +293,10 @@ fn adapter_inputs(
         .times(training.micro_batch, "micro_batch")?
         .times(training.sequence, "tokens")?
         .bytes_each(per_token, what)?;
-    let (bytes, formula) = product.finish()?;
-    Ok(Some(Component {
-        held_by: HeldBy::Tensors,
-        name: "LoRA saved inputs".to_string(),
-        category: Category::Intermediate,
-        bytes,
-        provenance: Provenance::Formula,
-        formula,
-        source: Some(
-            "derived: peft tuners/lora/layer.py Linear.forward (dropout mask and output, cast \
-             copies, lora_A's output) under autocast"
-                .into(),
-        ),
-    }))
+    Ok(Some(intermediate(
+        "LoRA saved inputs",
+        product.finish()?,
+        "derived: peft tuners/lora/layer.py Linear.forward (dropout mask and output, cast \
+         copies, lora_A's output) under autocast",
+    )))
 }

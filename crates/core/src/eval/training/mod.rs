@@ -8,7 +8,7 @@
 use super::Placement;
 use super::calc::{Overflow, Product, div_ceil, formula};
 use super::{llm, params};
-use crate::budget::{Category, Component, HeldBy, Provenance};
+use crate::budget::{Category, Component};
 use crate::hir::{
     Checkpointing, LoraTarget, Method, Mlp, Offload, Saved, Shape, Sharding, Training,
 };
@@ -20,10 +20,10 @@ mod activations;
 mod states;
 
 pub(super) use activations::{activations, softmax_gradients};
-use states::divisor;
 pub(super) use states::{
     Adapters, adapter_states, optimizer_step, sharded, state, step_transient, trained_states,
 };
+use states::{divisor, intermediate};
 
 /// Every parameter this device holds.
 fn device_params(shape: &Shape, placement: &Placement) -> Result<u64, Overflow> {
@@ -50,23 +50,10 @@ fn lora_shapes(
     targets: &[LoraTarget],
 ) -> Result<(u64, u64), Overflow> {
     let t = placement.tensor;
-    let q = shape.heads * shape.head_dim;
-    let kv = shape.kv_heads * shape.head_dim;
     let mut per_layer = 0u64;
     let mut factored = 0u64;
     for target in targets {
-        let (input, output) = match target {
-            LoraTarget::Q => (shape.hidden, q),
-            LoraTarget::K | LoraTarget::V => (shape.hidden, kv),
-            LoraTarget::O => (q, shape.hidden),
-            LoraTarget::Gate | LoraTarget::Up
-                if shape.mlp == Mlp::Gated || *target == LoraTarget::Up =>
-            {
-                (shape.hidden, shape.ffn)
-            }
-            LoraTarget::Gate | LoraTarget::Up => (0, 0),
-            LoraTarget::Down => (shape.ffn, shape.hidden),
-        };
+        let (input, output) = adapted_matrix(shape, *target).unwrap_or((0, 0));
         per_layer = per_layer
             .checked_add(rank.checked_mul(input + output).ok_or(Overflow)?)
             .ok_or(Overflow)?;
@@ -77,6 +64,21 @@ fn lora_shapes(
     let params = div_ceil(per_layer, t).checked_mul(placement.layers).ok_or(Overflow)?;
     let factored = div_ceil(factored, t).checked_mul(placement.layers).ok_or(Overflow)?;
     Ok((params, factored))
+}
+
+/// The `(in, out)` features of the layer matrix a LoRA target adapts; `None` for a gate in a
+/// plain (ungated) MLP, which has none.
+pub(super) fn adapted_matrix(shape: &Shape, target: LoraTarget) -> Option<(u64, u64)> {
+    let q = shape.heads * shape.head_dim;
+    let kv = shape.kv_heads * shape.head_dim;
+    match target {
+        LoraTarget::Q => Some((shape.hidden, q)),
+        LoraTarget::K | LoraTarget::V => Some((shape.hidden, kv)),
+        LoraTarget::O => Some((q, shape.hidden)),
+        LoraTarget::Gate if shape.mlp == Mlp::Plain => None,
+        LoraTarget::Gate | LoraTarget::Up => Some((shape.hidden, shape.ffn)),
+        LoraTarget::Down => Some((shape.ffn, shape.hidden)),
+    }
 }
 
 /// ZeRO-3 / FSDP gather one layer's full weights (and produce its full gradients) at a time:
@@ -100,15 +102,11 @@ fn gathered_layer(
     let product = Product::new()
         .times(largest, "params of the largest layer")?
         .bytes_each(per_param, "gathered weights + their gradients")?;
-    Ok(Component {
-        held_by: HeldBy::Tensors,
-        name: "gathered layer (ZeRO-3)".to_string(),
-        category: Category::Intermediate,
-        bytes: product.value()?,
-        provenance: Provenance::Formula,
-        formula: product.finish()?.1,
-        source: Some("DOMAIN.md §5.2: DeepSpeed estimate_zero3_model_states_mem_needs".into()),
-    })
+    Ok(intermediate(
+        "gathered layer (ZeRO-3)",
+        product.finish()?,
+        "DOMAIN.md §5.2: DeepSpeed estimate_zero3_model_states_mem_needs",
+    ))
 }
 
 pub(crate) fn components(
@@ -264,18 +262,11 @@ fn autocast_head_copy(
     let product = Product::new()
         .times(head, "output head params")?
         .bytes_each(a.bytes_per_element(), a.name())?;
-    Ok(Some(Component {
-        held_by: HeldBy::Tensors,
-        name: "output head: autocast copy".to_string(),
-        category: Category::Intermediate,
-        bytes: product.value()?,
-        provenance: Provenance::Formula,
-        formula: product.finish()?.1,
-        source: Some(
-            "torch.autocast casts the fp32 head to the compute type for its matmul, which saves the copy for backward"
-                .into(),
-        ),
-    }))
+    Ok(Some(intermediate(
+        "output head: autocast copy",
+        product.finish()?,
+        "torch.autocast casts the fp32 head to the compute type for its matmul, which saves the copy for backward",
+    )))
 }
 
 /// Autocast keeps 16-bit copies of the fp32 weights it casts (HF model_memory_anatomy: "6 bytes
@@ -291,14 +282,11 @@ pub(super) fn autocast_copies(
     let a = training.activations;
     let copies =
         Product::new().times(params, "params")?.bytes_each(a.bytes_per_element(), a.name())?;
-    Ok(Some(Component {
-        category: Category::Intermediate,
-        ..state(
-            "16-bit weight copies (autocast)",
-            copies.finish()?,
-            "DOMAIN.md §5.1: HF model_memory_anatomy, mixed precision weights",
-        )
-    }))
+    Ok(Some(intermediate(
+        "16-bit weight copies (autocast)",
+        copies.finish()?,
+        "DOMAIN.md §5.1: HF model_memory_anatomy, mixed precision weights",
+    )))
 }
 
 /// A GPTQ base dequantizes each matrix to fp16 (its scales' type) in the forward pass once the
@@ -338,16 +326,9 @@ fn saved_dequantized_weights(
         .times(layers, "layers kept")?
         .times(largest, "matrix params per layer")?
         .bytes_each(fp16.bytes_per_element(), fp16.name())?;
-    let (bytes, formula) = product.finish()?;
-    Ok(Some(Component {
-        held_by: HeldBy::Tensors,
-        name: "dequantized GPTQ matrices (saved for backward)".to_string(),
-        category: Category::Intermediate,
-        bytes,
-        provenance: Provenance::Formula,
-        formula,
-        source: Some(
-            "AutoGPTQ QuantLinear (cuda, cuda-old) forward: fp16 dequantization and torch.matmul above kernel_switch_threshold = 128 rows".into(),
-        ),
-    }))
+    Ok(Some(intermediate(
+        "dequantized GPTQ matrices (saved for backward)",
+        product.finish()?,
+        "AutoGPTQ QuantLinear (cuda, cuda-old) forward: fp16 dequantization and torch.matmul above kernel_switch_threshold = 128 rows",
+    )))
 }

@@ -8,18 +8,38 @@ use crate::hir::{Offload, Sharding, Training};
 use crate::precision::Precision;
 use crate::ratio::Ratio;
 
+/// A model state: tensors whose bytes come from a formula.
 pub(in crate::eval) fn state(
     name: &str,
     bytes_formula: (crate::bytes::Bytes, String),
     source: &str,
 ) -> Component {
+    formula_tensors(Category::TrainingState, name, bytes_formula, source)
+}
+
+/// What the step holds for a while (activations, copies, transients): tensors whose bytes come
+/// from a formula.
+pub(in crate::eval) fn intermediate(
+    name: &str,
+    bytes_formula: (crate::bytes::Bytes, String),
+    source: &str,
+) -> Component {
+    formula_tensors(Category::Intermediate, name, bytes_formula, source)
+}
+
+fn formula_tensors(
+    category: Category,
+    name: &str,
+    (bytes, formula): (crate::bytes::Bytes, String),
+    source: &str,
+) -> Component {
     Component {
         held_by: HeldBy::Tensors,
         name: name.to_string(),
-        category: Category::TrainingState,
-        bytes: bytes_formula.0,
+        category,
+        bytes,
         provenance: Provenance::Formula,
-        formula: bytes_formula.1,
+        formula,
         source: Some(source.to_string()),
     }
 }
@@ -241,17 +261,12 @@ pub(in crate::eval) fn optimizer_step(
         formula!("{} = {needed}", terms.join(" + "))
     };
     let beyond = crate::bytes::Bytes(needed.0 - backward.0);
-    Ok(Some(Component {
-        held_by: HeldBy::Tensors,
-        name: "optimizer step".to_string(),
-        category: Category::Intermediate,
-        bytes: beyond,
-        provenance: Provenance::Formula,
-        formula: formula!(
-            "{held}, less the backward pass's intermediates ({backward}) freed before the step = {beyond}"
-        ),
-        source: Some(
-            "DeepSpeed stage_1_and_2.py (flat gradients cast to fp32); torch.optim.AdamW foreach (one sqrt temporary)".into(),
-        ),
-    }))
+    let formula = formula!(
+        "{held}, less the backward pass's intermediates ({backward}) freed before the step = {beyond}"
+    );
+    Ok(Some(intermediate(
+        "optimizer step",
+        (beyond, formula),
+        "DeepSpeed stage_1_and_2.py (flat gradients cast to fp32); torch.optim.AdamW foreach (one sqrt temporary)",
+    )))
 }
