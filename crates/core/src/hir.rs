@@ -3,22 +3,21 @@
 //! The `check` pass builds these from the syntax tree; the evaluator reads only these. A value
 //! here is always valid: counts are positive where they must be, every referenced name exists.
 
-use std::collections::BTreeMap;
-
 use crate::bytes::Bytes;
 use crate::precision::{Feature, Precision};
 use crate::quant::WeightFormat;
 use crate::ratio::Ratio;
 use crate::span::Span;
+use crate::table::Table;
 
 /// Everything a file declares, merged over the built-in catalog.
 #[derive(Clone, Debug, Default)]
 pub struct Program {
-    pub devices: BTreeMap<String, Device>,
-    pub machines: BTreeMap<String, Machine>,
-    pub models: BTreeMap<String, Model>,
-    pub workloads: BTreeMap<String, Workload>,
-    pub headrooms: BTreeMap<String, Headroom>,
+    pub devices: Table<Device>,
+    pub machines: Table<Machine>,
+    pub models: Table<Model>,
+    pub workloads: Table<Workload>,
+    pub headrooms: Table<Headroom>,
     /// In file order.
     pub checks: Vec<CheckSpec>,
     /// `find` queries, in file order.
@@ -702,7 +701,8 @@ pub struct HeadroomRule {
 pub struct Headroom {
     pub name: String,
     pub general: HeadroomRule,
-    pub per_arch: BTreeMap<Arch, HeadroomRule>,
+    /// Rules by architecture name (`Arch::name`).
+    pub per_arch: Table<HeadroomRule>,
 }
 
 impl Headroom {
@@ -714,7 +714,7 @@ impl Headroom {
                 keep: Ratio::new(5, 100).unwrap_or(Ratio::ZERO),
                 at_least: Bytes(crate::bytes::GIB),
             },
-            per_arch: BTreeMap::new(),
+            per_arch: Table::new(),
         }
     }
 }

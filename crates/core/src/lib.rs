@@ -40,6 +40,7 @@ pub mod quant;
 pub mod ratio;
 pub mod span;
 pub mod syntax;
+pub mod table;
 
 use budget::{Budget, SCHEMA_VERSION};
 use diagnostic::Diagnostic;

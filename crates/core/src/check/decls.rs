@@ -1,7 +1,5 @@
 //! Checking `device`, `machine`, `model` and `headroom` blocks.
 
-use std::collections::BTreeMap;
-
 use super::Scope;
 use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
@@ -166,7 +164,7 @@ pub(super) fn headroom(decl: &BlockDeclaration) -> (Option<Headroom>, Vec<Diagno
     let fields = Fields::new(&what, &decl.body, KNOWN);
     let mut diagnostics = Vec::new();
     let general = rule(&fields, &mut diagnostics);
-    let mut per_arch = BTreeMap::new();
+    let mut per_arch = crate::table::Table::new();
     let arch_names: Vec<&str> = Arch::ALL.iter().map(Arch::name).collect();
     for field in fields.all("arch") {
         let arch = if let [Value::Word(word)] = field.values.as_slice() {
@@ -186,7 +184,7 @@ pub(super) fn headroom(decl: &BlockDeclaration) -> (Option<Headroom>, Vec<Diagno
         let arch_rule = rule(&inner, &mut diagnostics);
         diagnostics.extend(inner.finish());
         if let Some(arch) = arch {
-            per_arch.insert(arch, arch_rule);
+            per_arch.insert(arch.name().to_owned(), arch_rule);
         }
     }
     diagnostics.extend(fields.finish());

@@ -17,12 +17,11 @@ mod target;
 mod training;
 mod workload;
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use crate::ast::{Declaration, DeclarationKind, Expr, File, Ident};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{Layered, Program};
 use crate::span::Span;
+use crate::table::{NameSet, Table};
 
 pub use fields::{edit_distance, suggest};
 
@@ -36,9 +35,9 @@ struct Declared {
 
 /// All names visible to a file: its own declarations over the catalog's.
 pub(crate) struct Scope<'a> {
-    names: BTreeMap<String, Declared>,
+    names: Table<Declared>,
     base: &'a Program,
-    program_models_without_shape: BTreeSet<String>,
+    program_models_without_shape: NameSet,
 }
 
 impl Scope<'_> {
@@ -154,10 +153,10 @@ pub fn check_with_imports<'a>(
     let mut program = Program::default();
 
     // Names first, so declarations may refer to ones that come later in the file.
-    let mut names: BTreeMap<String, Declared> = BTreeMap::new();
+    let mut names: Table<Declared> = Table::new();
     let base_scope =
-        Scope { names: BTreeMap::new(), base, program_models_without_shape: BTreeSet::new() };
-    let mut own: BTreeMap<&str, &Ident> = BTreeMap::new();
+        Scope { names: Table::new(), base, program_models_without_shape: NameSet::default() };
+    let mut own: Table<&Ident> = Table::new();
     for declaration in &file.declarations {
         let Declaration::Block(decl) = declaration else { continue };
         if let Some(first) = own.get(decl.name.name.as_str()) {
@@ -172,7 +171,7 @@ pub fn check_with_imports<'a>(
             );
             continue;
         }
-        own.insert(&decl.name.name, &decl.name);
+        own.insert(decl.name.name.clone(), &decl.name);
         if let Some(previous) = base_scope.lookup(&decl.name.name) {
             diagnostics.push(
                 Diagnostic::warning(
@@ -193,15 +192,15 @@ pub fn check_with_imports<'a>(
         );
     }
 
-    let mut scope = Scope { names, base, program_models_without_shape: BTreeSet::new() };
+    let mut scope = Scope { names, base, program_models_without_shape: NameSet::default() };
 
     // Models first: workloads need to know whether their model has a shape.
-    let mut failed: BTreeSet<String> = BTreeSet::new();
+    let mut failed = NameSet::default();
     let blocks = file.declarations.iter().filter_map(|d| match d {
         Declaration::Block(decl) => Some(decl),
         Declaration::Check(_) | Declaration::Find(_) => None,
     });
-    let mut seen = BTreeSet::new();
+    let mut seen = NameSet::default();
     let blocks: Vec<_> = blocks.filter(|decl| seen.insert(decl.name.name.clone())).collect();
     for decl in blocks.iter().filter(|d| d.kind == DeclarationKind::Model) {
         let (model, found) = model::model(decl, imports);
@@ -253,7 +252,7 @@ pub fn check_with_imports<'a>(
     }
 
     let mut program = Layered { own: program, base };
-    let mut ids = BTreeSet::new();
+    let mut ids = NameSet::default();
     for declaration in &file.declarations {
         let Declaration::Check(check) = declaration else { continue };
         let (spec, found) = target::check(check, &scope, &program, &failed);

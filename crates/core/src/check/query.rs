@@ -1,13 +1,12 @@
 //! Checking `find` queries: the goal's words, whether the query needs a target, and whether
 //! the workload has the parameter it asks about.
 
-use std::collections::BTreeSet;
-
 use super::{Scope, suggest, target};
 use crate::ast::{Check, DeclarationKind, Find, FindGoal, Ident};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{CheckSpec, Goal, Layered, QuerySpec, Split, Workload};
 use crate::plan::Knob;
+use crate::table::NameSet;
 
 const KNOBS: [&str; 3] = ["sessions", "context", "batch"];
 
@@ -15,7 +14,7 @@ pub(super) fn query(
     find: &Find,
     scope: &Scope<'_>,
     program: &Layered<'_>,
-    failed: &BTreeSet<String>,
+    failed: &NameSet,
 ) -> (Option<QuerySpec>, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
     let text = crate::format::find_text(find);

@@ -1,12 +1,11 @@
 //! Checking `check` lines: the workload, the devices it runs on, and how it is split.
 
-use std::collections::BTreeSet;
-
 use super::Scope;
 use super::quantity::{self, Dim};
 use crate::ast::{Check, DeclarationKind, Target};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{CheckSpec, Layered, Split};
+use crate::table::NameSet;
 
 /// The most devices one check may span.
 const MAX_DEVICES: u64 = 4096;
@@ -15,7 +14,7 @@ pub(super) fn check(
     check: &Check,
     scope: &Scope<'_>,
     program: &Layered<'_>,
-    failed: &BTreeSet<String>,
+    failed: &NameSet,
 ) -> (Option<CheckSpec>, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
     let mut ok = true;

@@ -352,7 +352,7 @@ fn views(components: &[Component]) -> Result<Views, Overflow> {
 
 /// The headroom a rule keeps on `device`: the larger of its fraction of capacity and its floor.
 fn headroom_for(headroom: &Headroom, device: &Device) -> Result<(Bytes, String), Overflow> {
-    let (rule, scope) = match headroom.per_arch.get(&device.arch) {
+    let (rule, scope) = match headroom.per_arch.get(device.arch.name()) {
         Some(rule) => {
             (rule, formula!(" (headroom `{}`, {} rule)", headroom.name, device.arch.name()))
         }

@@ -32,7 +32,7 @@ pub use model::{
 
 /// What a front end read for each `from "path"` of a file's models, keyed by the path as
 /// written: the imported model, or the problems found reading it.
-pub type Imports = std::collections::BTreeMap<String, Result<ImportedModel, Vec<Problem>>>;
+pub type Imports = crate::table::Table<Result<ImportedModel, Vec<Problem>>>;
 
 /// The largest JSON file read whole (config.json, `model.safetensors.index.json`): 64 MiB.
 /// Real ones are a few kB (configs) to a few MB (the index of a model with 100,000 tensors).

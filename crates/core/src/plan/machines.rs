@@ -48,7 +48,7 @@ pub fn machine_split(gpus: u64, shape: Option<&Shape>, mixed: bool) -> Split {
 /// Every machine of the program, smallest total GPU memory first (then by name).
 pub fn all(program: &Layered<'_>) -> Vec<(Bytes, Machine)> {
     let mut names: Vec<&String> = program.own.machines.keys().collect();
-    names.extend(program.base.machines.keys().filter(|n| !program.own.machines.contains_key(*n)));
+    names.extend(program.base.machines.keys().filter(|n| !program.own.machines.contains_key(n)));
     let mut machines: Vec<(Bytes, Machine)> = names
         .into_iter()
         .filter_map(|name| program.machine(name))
