@@ -15,6 +15,22 @@ pub struct Point {
     /// `llm_inference`, `training_lora`, `diffusion_inference`, ...
     pub workload: String,
     pub model: String,
+    /// The architecture as the data recalls it (its `arch_source` asks to verify it): read only
+    /// for a model the harness has no config.json for ([`crate::models::from_fields`]).
+    #[serde(default)]
+    pub param_count: Option<Value>,
+    #[serde(default)]
+    pub layers: Option<Value>,
+    #[serde(default)]
+    pub hidden_size: Option<Value>,
+    #[serde(default)]
+    pub attention_heads: Option<Value>,
+    #[serde(default)]
+    pub kv_heads: Option<Value>,
+    #[serde(default)]
+    pub vocab_size: Option<Value>,
+    #[serde(default)]
+    pub arch_notes: Option<String>,
     pub framework: String,
     #[serde(default)]
     pub framework_version: Option<String>,
@@ -55,6 +71,15 @@ impl Point {
     /// `seq_len` as a count of tokens: the number itself, or the number a string starts with.
     pub fn seq_len_tokens(&self) -> Option<u64> {
         match self.seq_len.as_ref()? {
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => leading_number(s),
+            _ => None,
+        }
+    }
+
+    /// An architecture field as a count: a number, or the number a string starts with.
+    pub fn count(field: Option<&Value>) -> Option<u64> {
+        match field? {
             Value::Number(n) => n.as_u64(),
             Value::String(s) => leading_number(s),
             _ => None,

@@ -145,6 +145,9 @@ pub mod assume {
          matrices of every layer but the first and last, the attention, embedding and head in \
          bf16 (Llama 3 paper, arXiv 2407.21783, §6.2), written as `quantized_matrices mlp` and \
          `unquantized_layers 1`";
+    pub const SHAPE_FROM_DATA: &str = "a model with no config.json in the harness, declared \
+         from the point's own architecture fields (which the data set asks to verify): \
+         Llama-style, its feed-forward width solved from the stated parameter count";
     pub const SOURCE_LABEL: &str =
         "a condition the data leaves open, read from the source's own table labels";
 }

@@ -1,7 +1,9 @@
 //! The GPU each source names, as a device of the catalog or a declared one.
 //!
-//! One row per `gpu_type` wording in the data set, so that every mapping is a visible decision.
-//! A GPU the catalog lacks is declared with its marketed size. When the source does not state
+//! One row per `gpu_type` wording in the data set, so that every mapping is a visible decision;
+//! a wording the table does not list (a data set the harness has not seen) is read by its words
+//! ([`read`]): the GPU family, the memory it states and the form factor, to the catalog entry
+//! they name. A GPU the catalog lacks is declared with its marketed size. When the source does not state
 //! the GPU or its memory, the point can still be compared on a peak or a component (neither
 //! depends on capacity), but not on a fits / does-not-fit verdict.
 
@@ -9,13 +11,13 @@
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Gpu {
     /// The device name in the generated source.
-    pub device: &'static str,
+    pub device: String,
     /// A `device` declaration to put in the source, for GPUs the catalog lacks.
-    pub declaration: Option<&'static str>,
+    pub declaration: Option<String>,
     /// Whether the source states the GPU and its memory (a verdict needs the capacity).
     pub capacity_stated: bool,
     /// Why this entry was chosen, when the wording leaves a choice.
-    pub note: Option<&'static str>,
+    pub note: Option<String>,
 }
 
 const RTX_3070: &str = "device rtx-3070 \"NVIDIA GeForce RTX 3070 8GB\" {\n  memory     8 GB marketed\n  arch       ampere\n  compute    8.6\n  precisions fp32 tf32 fp16 bf16 int8\n  vendor     nvidia\n}\n";
@@ -24,16 +26,30 @@ const RTX_A6000: &str = "device rtx-a6000 \"NVIDIA RTX A6000 48GB\" {\n  memory 
 /// capacity is never compared.
 const NOT_STATED: &str = "device gpu-not-stated \"GPU not stated\" {\n  memory     80 GB marketed\n  arch       ampere\n  compute    8.0\n  precisions fp32 tf32 fp16 bf16 int8\n  vendor     nvidia\n}\n";
 
-fn catalog(device: &'static str) -> Gpu {
-    Gpu { device, declaration: None, capacity_stated: true, note: None }
+fn catalog(device: &str) -> Gpu {
+    Gpu { device: device.to_owned(), declaration: None, capacity_stated: true, note: None }
 }
 
-fn variant(device: &'static str, note: &'static str) -> Gpu {
-    Gpu { device, declaration: None, capacity_stated: true, note: Some(note) }
+fn variant(device: &str, note: &str) -> Gpu {
+    Gpu { note: Some(note.to_owned()), ..catalog(device) }
 }
 
-fn unstated(device: &'static str, declaration: Option<&'static str>, note: &'static str) -> Gpu {
-    Gpu { device, declaration, capacity_stated: false, note: Some(note) }
+fn unstated(device: &str, declaration: Option<&str>, note: &str) -> Gpu {
+    Gpu {
+        device: device.to_owned(),
+        declaration: declaration.map(str::to_owned),
+        capacity_stated: false,
+        note: Some(note.to_owned()),
+    }
+}
+
+fn declared(device: &str, declaration: String, note: String) -> Gpu {
+    Gpu {
+        device: device.to_owned(),
+        declaration: Some(declaration),
+        capacity_stated: true,
+        note: Some(note),
+    }
 }
 
 /// The device for a `gpu_type` wording, or `None` for a wording this table does not know.
@@ -54,18 +70,16 @@ pub fn gpu(gpu_type: &str) -> Option<Gpu> {
         "Tesla V100-SXM2 16GB" => catalog("v100-sxm2-16gb"),
         "RTX 4090 24GB" => catalog("rtx-4090"),
         "RTX 3090 24GB (23.70 GiB usable)" => catalog("rtx-3090"),
-        "GeForce RTX 3070 8GB" => Gpu {
-            device: "rtx-3070",
-            declaration: Some(RTX_3070),
-            capacity_stated: true,
-            note: Some("not in the catalog: declared with its marketed 8 GB"),
-        },
-        "RTX A6000 48GB" => Gpu {
-            device: "rtx-a6000",
-            declaration: Some(RTX_A6000),
-            capacity_stated: true,
-            note: Some("not in the catalog: declared with its marketed 48 GB"),
-        },
+        "GeForce RTX 3070 8GB" => declared(
+            "rtx-3070",
+            RTX_3070.to_owned(),
+            "not in the catalog: declared with its marketed 8 GB".to_owned(),
+        ),
+        "RTX A6000 48GB" => declared(
+            "rtx-a6000",
+            RTX_A6000.to_owned(),
+            "not in the catalog: declared with its marketed 48 GB".to_owned(),
+        ),
         "A100" | "A100 (80GB assumed, not stated)" => unstated(
             "a100-sxm4-80gb",
             None,
@@ -77,8 +91,158 @@ pub fn gpu(gpu_type: &str) -> Option<Gpu> {
         "not stated" | "not stated (24 GB class)" => {
             unstated("gpu-not-stated", Some(NOT_STATED), "not stated: a placeholder device")
         }
-        _ => return None,
+        _ => return read(gpu_type),
     })
+}
+
+/// A wording the table does not list, read by its words: the family (`h100`, `a100`, `4090`,
+/// `l40s`...), a stated memory (`80GB`, `40 GB`) and a form factor (`pcie`, `nvl`, `sxm`).
+/// `None` when no family is named and no memory is stated.
+pub fn read(gpu_type: &str) -> Option<Gpu> {
+    let lower = gpu_type.to_lowercase();
+    let words: Vec<&str> =
+        lower.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let has = |word: &str| words.contains(&word);
+    let memory = stated_memory(&words);
+    let read_as = format!("read from the wording {gpu_type:?}");
+    let same_80 = "SXM and PCIe 80 GB report the same 81,559 MiB; the form factor is not stated";
+    let chosen = |device: &str| match memory {
+        Some(_) => variant(device, &read_as),
+        None => unstated(device, None, &format!("memory not stated; {read_as}")),
+    };
+    let gpu = if has("h200") {
+        chosen(if has("nvl") { "h200-nvl" } else { "h200-sxm" })
+    } else if has("h100") {
+        if has("nvl") || matches!(memory, Some(94 | 96)) {
+            chosen("h100-nvl")
+        } else if has("pcie") {
+            chosen("h100-pcie-80gb")
+        } else if has("sxm") || has("sxm5") {
+            chosen("h100-sxm-80gb")
+        } else {
+            variant_or_unstated("h100-sxm-80gb", memory, same_80)
+        }
+    } else if has("a100") {
+        match memory {
+            Some(40) => variant("a100-40gb", &read_as),
+            Some(_) if has("pcie") => variant("a100-pcie-80gb", &read_as),
+            Some(_) => variant("a100-sxm4-80gb", &read_as),
+            None => unstated(
+                "a100-sxm4-80gb",
+                None,
+                "memory not stated (40 or 80 GB); the 80 GB entry stands in",
+            ),
+        }
+    } else if has("v100") {
+        match memory {
+            Some(32) => variant("v100-sxm2-32gb", &read_as),
+            Some(_) => variant("v100-sxm2-16gb", &read_as),
+            None => unstated("v100-sxm2-16gb", None, "memory not stated (16 or 32 GB)"),
+        }
+    } else if has("a10g") {
+        declared(
+            "a10g",
+            declaration("a10g", "NVIDIA A10G", 24, "ampere", "8.6", AMPERE_PRECISIONS),
+            "not in the catalog: AWS's A10G declared with its marketed 24 GB".to_owned(),
+        )
+    } else if has("a6000") {
+        declared(
+            "rtx-a6000",
+            RTX_A6000.to_owned(),
+            "not in the catalog: declared with its marketed 48 GB".to_owned(),
+        )
+    } else if has("6000") && has("ada") {
+        catalog("rtx-6000-ada")
+    } else if let Some((_, device)) = ONE_WORD.iter().find(|(word, _)| has(word)) {
+        catalog(device)
+    } else if let Some((device, _)) = GEFORCE.iter().find(|(_, number)| has(number)) {
+        catalog(device)
+    } else {
+        let gigabytes = memory?;
+        let (arch, compute, precisions) = geforce_generation(&words);
+        let device = format!("gpu-{gigabytes}gb");
+        let title = gpu_type.replace(['"', '\\'], "");
+        declared(
+            &device,
+            declaration(&device, &title, gigabytes, arch, compute, precisions),
+            format!(
+                "not in the catalog: declared with the {gigabytes} GB it states, as {arch} \
+                 (capability {compute})"
+            ),
+        )
+    };
+    Some(gpu)
+}
+
+fn variant_or_unstated(device: &str, memory: Option<u64>, note: &str) -> Gpu {
+    match memory {
+        Some(_) => variant(device, note),
+        None => unstated(device, None, &format!("memory not stated; {note}")),
+    }
+}
+
+/// Catalog devices named by one word of the wording.
+const ONE_WORD: [(&str, &str); 16] = [
+    ("h20", "h20"),
+    ("a30", "a30"),
+    ("a10", "a10"),
+    ("a40", "a40"),
+    ("l4", "l4"),
+    ("l40", "l40"),
+    ("l40s", "l40s"),
+    ("t4", "t4"),
+    ("b200", "b200"),
+    ("gb200", "gb200"),
+    ("b300", "b300-sxm"),
+    ("gb300", "gb300"),
+    ("mi300x", "mi300x"),
+    ("mi325x", "mi325x"),
+    ("mi250x", "mi250x"),
+    ("gaudi3", "gaudi3"),
+];
+
+/// GeForce cards of the catalog, by their model number.
+const GEFORCE: [(&str, &str); 3] =
+    [("rtx-5090", "5090"), ("rtx-4090", "4090"), ("rtx-3090", "3090")];
+
+const AMPERE_PRECISIONS: &str = "fp32 tf32 fp16 bf16 int8";
+
+/// The memory a wording states: `80gb`, `80g`, `24gib`, or a number followed by `gb`.
+fn stated_memory(words: &[&str]) -> Option<u64> {
+    words.iter().enumerate().find_map(|(at, word)| {
+        let digits = word.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        let unit = &word[digits.len()..];
+        let unit = if unit.is_empty() { words.get(at + 1).copied().unwrap_or("") } else { unit };
+        let gigabytes: u64 = digits.parse().ok()?;
+        (matches!(unit, "gb" | "g" | "gib") && (1..=1024).contains(&gigabytes)).then_some(gigabytes)
+    })
+}
+
+/// A GeForce or RTX workstation card's generation from its model number (`3080`, `4070`),
+/// Ampere otherwise: architecture, compute capability and the precisions it runs.
+fn geforce_generation(words: &[&str]) -> (&'static str, &'static str, &'static str) {
+    let number =
+        words.iter().find_map(|w| w.parse::<u32>().ok().filter(|n| (1000..10000).contains(n)));
+    match number.map(|n| n / 1000) {
+        Some(2) => ("turing", "7.5", "fp32 fp16 int8"),
+        Some(4) => ("ada", "8.9", "fp32 tf32 fp16 bf16 fp8 int8"),
+        Some(5) => ("blackwell", "12.0", "fp32 tf32 fp16 bf16 fp8 int8"),
+        _ => ("ampere", "8.6", AMPERE_PRECISIONS),
+    }
+}
+
+fn declaration(
+    device: &str,
+    title: &str,
+    gigabytes: u64,
+    arch: &str,
+    compute: &str,
+    precisions: &str,
+) -> String {
+    format!(
+        "device {device} \"{title}\" {{\n  memory     {gigabytes} GB marketed\n  arch       \
+         {arch}\n  compute    {compute}\n  precisions {precisions}\n  vendor     nvidia\n}}\n"
+    )
 }
 
 #[cfg(test)]
@@ -86,8 +250,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn new_wordings_are_read_by_their_words() {
+        let device = |wording: &str| read(wording).map(|gpu| (gpu.device, gpu.capacity_stated));
+        let stated = |name: &str| Some((name.to_owned(), true));
+        assert_eq!(device("NVIDIA H100 80GB HBM3 PCIe"), stated("h100-pcie-80gb"));
+        assert_eq!(device("1x H100 SXM5 (80 GB)"), stated("h100-sxm-80gb"));
+        assert_eq!(device("NVIDIA A100-SXM4-40GB"), stated("a100-40gb"));
+        assert_eq!(device("A100 PCIe 80GB"), stated("a100-pcie-80gb"));
+        assert_eq!(device("NVIDIA L40S"), stated("l40s"));
+        assert_eq!(device("NVIDIA GeForce RTX 4090"), stated("rtx-4090"));
+        assert_eq!(device("Tesla T4 16GB"), stated("t4"));
+        assert_eq!(device("AWS g5 (A10G 24GB)"), stated("a10g"));
+        assert_eq!(device("H200 141GB"), stated("h200-sxm"));
+        assert_eq!(device("NVIDIA B300"), stated("b300-sxm"));
+        assert_eq!(device("A100"), Some(("a100-sxm4-80gb".to_owned(), false)));
+        // A card the catalog lacks is declared with the memory it states.
+        assert_eq!(device("RTX 3080 10GB"), stated("gpu-10gb"));
+        let declared = read("RTX 3080 10GB").and_then(|gpu| gpu.declaration).unwrap_or_default();
+        assert!(declared.contains("memory     10 GB marketed") && declared.contains("ampere"));
+        assert_eq!(device("a GPU"), None);
+    }
+
+    #[test]
     fn declared_devices_check() {
-        for declaration in [RTX_3070, RTX_A6000, NOT_STATED] {
+        let read_ones = ["AWS A10G", "RTX 3080 10GB", "RTX 2080 Ti 11 GB", "RTX 4070 12GB"]
+            .map(|wording| read(wording).and_then(|gpu| gpu.declaration).unwrap_or_default());
+        for declaration in [RTX_3070, RTX_A6000, NOT_STATED]
+            .iter()
+            .copied()
+            .chain(read_ones.iter().map(String::as_str))
+        {
+            assert!(!declaration.is_empty());
             let outcome = vram_core::evaluate(declaration);
             let errors: Vec<_> = outcome.diagnostics.iter().filter(|d| d.is_error()).collect();
             assert!(errors.is_empty(), "{declaration}: {errors:?}");

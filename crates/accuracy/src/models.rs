@@ -2,6 +2,10 @@
 //!
 //! One row per `model` wording in the data set. A model the language cannot describe, or whose
 //! config.json was not found, maps to the gaps that say so; its points are then unexpressed.
+//! A wording the table does not list (a data set the harness has not seen) is first matched
+//! against the usual spellings of the models the harness declares ([`recognise`]), then, as a
+//! last resort, declared from the architecture fields the point itself gives ([`from_fields`]),
+//! an assumption the expression records.
 
 use crate::gaps::{Gap, data, feature};
 
@@ -18,12 +22,14 @@ pub enum Family {
 /// A model the generated source can name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Model {
-    pub name: &'static str,
+    pub name: String,
     pub family: Family,
+    /// A `model` declaration to put in the source, for a model declared from the point's fields.
+    pub declaration: Option<String>,
 }
 
-fn declared(name: &'static str, family: Family) -> Model {
-    Model { name, family }
+fn declared(name: &str, family: Family) -> Model {
+    Model { name: name.to_owned(), family, declaration: None }
 }
 
 fn no_config(model: &str) -> Gap {
@@ -81,8 +87,147 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
         "bigscience/T0_3B" => encoder_decoder("a T5 v1.1 encoder-decoder"),
         "bigscience/mt0-xxl" => encoder_decoder("an mT5-XXL encoder-decoder"),
         "t5-3b" => encoder_decoder("a T5 encoder-decoder"),
-        _ => return None,
+        _ => return recognise(wording).map(Ok),
     })
+}
+
+/// Spellings of the models the harness declares or the catalog holds, compressed as
+/// [`compressed`] writes them, with the model each names: `meta-llama/Llama-3.1-8B-Instruct`
+/// and `Meta-Llama-3.1-8B` are both `llama3.18b...`.
+const SPELLINGS: [(&str, &str); 21] = [
+    ("llama3.18b", "llama3.1-8b"),
+    ("llama3.170b", "llama3.1-70b"),
+    ("llama3.1405b", "llama3.1-405b"),
+    ("llama3.21b", "llama3.2-1b"),
+    ("llama3.23b", "llama3.2-3b"),
+    ("llama38b", "llama3-8b"),
+    ("llama27b", "llama2-7b"),
+    ("mistral7b", "mistral-7b"),
+    ("mixtral8x7b", "mixtral-8x7b"),
+    ("qwen2.50.5b", "qwen2.5-0.5b"),
+    ("qwen2.57b", "qwen2.5-7b"),
+    ("qwen2.514b", "qwen2.5-14b"),
+    ("qwen2.532b", "qwen2.5-32b"),
+    ("qwen2.572b", "qwen2.5-72b"),
+    ("gemma29b", "gemma2-9b"),
+    ("phi3mini", "phi3-mini"),
+    ("qwen330ba3b", "qwen3-30b-a3b"),
+    ("deepseekv3", "deepseek-v3"),
+    ("gptoss20b", "gpt-oss-20b"),
+    ("yi34b200k", "yi-34b-200k"),
+    ("octocoder", "octocoder"),
+];
+
+/// A wording lower-cased, without its organisation (`meta-llama/`) and without `-`, `_` and
+/// spaces, so that spellings of one name compare equal.
+fn compressed(wording: &str) -> String {
+    let name = wording.rsplit('/').next().unwrap_or(wording);
+    name.to_lowercase().chars().filter(|c| !matches!(c, '-' | '_' | ' ')).collect()
+}
+
+/// A model the harness declares, named by one of its usual spellings; suffixes such as
+/// `-Instruct`, `-hf` or `-AWQ` are left to the other fields. The size must not run on into
+/// more digits (`qwen2.57b` is not `qwen2.572b`).
+pub fn recognise(wording: &str) -> Option<Model> {
+    let text = compressed(wording);
+    SPELLINGS.iter().find_map(|(spelling, name)| {
+        let at = text.find(spelling)?;
+        let next = text[at + spelling.len()..].chars().next();
+        (!next.is_some_and(|c| c.is_ascii_digit() || c == '.'))
+            .then(|| declared(name, Family::Llama))
+    })
+}
+
+/// The architecture a point states for itself.
+#[derive(Clone, Debug)]
+pub struct Fields {
+    pub layers: Option<u64>,
+    pub hidden: Option<u64>,
+    pub heads: Option<u64>,
+    pub kv_heads: Option<u64>,
+    pub vocab: Option<u64>,
+    /// `param_count` as written (`7.7B`, `~12B`, `560M`).
+    pub params: Option<String>,
+}
+
+/// A decoder-only model declared from `fields`, for a model with no config.json in the
+/// harness: Llama-style (gated MLP, RMSNorm, no biases, untied embeddings), its feed-forward
+/// width the one that makes the stated parameter count (rounded up to a multiple of 64).
+/// `Err` says which field is missing or why the count does not fit the shape.
+pub fn from_fields(wording: &str, fields: &Fields) -> Result<Model, String> {
+    let need =
+        |value: Option<u64>, what: &str| value.filter(|v| *v > 0).ok_or(format!("no {what}"));
+    let layers = need(fields.layers, "layers")?;
+    let hidden = need(fields.hidden, "hidden_size")?;
+    let heads = need(fields.heads, "attention_heads")?;
+    let kv_heads = fields.kv_heads.filter(|k| *k > 0).unwrap_or(heads);
+    let vocab = need(fields.vocab, "vocab_size")?;
+    let text = fields.params.as_deref().unwrap_or_default();
+    let params = parameter_count(text).ok_or(format!("param_count {text:?} is not a count"))?;
+    if hidden % heads != 0 || heads % kv_heads != 0 {
+        return Err(format!(
+            "{heads} heads ({kv_heads} for keys and values) do not divide {hidden}"
+        ));
+    }
+    let head_dim = hidden / heads;
+    let attention = 2 * hidden * hidden + 2 * hidden * kv_heads * head_dim;
+    let fixed = 2 * vocab * hidden + layers * (attention + 2 * hidden) + hidden;
+    let mlp = params.checked_sub(fixed).filter(|m| *m > 0).ok_or(format!(
+        "{params} parameters do not cover the embeddings and attention of the stated shape"
+    ))?;
+    let ffn = (mlp / (3 * hidden * layers)).div_ceil(64) * 64;
+    if !(hidden / 2..=8 * hidden).contains(&ffn) {
+        return Err(format!(
+            "the feed-forward width it implies, {ffn}, is implausible for {hidden}"
+        ));
+    }
+    let compressed = compressed(wording);
+    let runs: Vec<&str> =
+        compressed.split(|c: char| !c.is_ascii_alphanumeric()).filter(|r| !r.is_empty()).collect();
+    let name = format!("data-{}", runs.join("-"));
+    let declaration = format!(
+        "# {wording}: declared from the point's own fields (layers, hidden_size, heads, \
+         vocab_size, param_count {text}); ffn solved from the parameter count\n\
+         model {name} {{\n  layers   {layers}\n  hidden   {hidden}\n  ffn      {ffn}\n  \
+         heads    {heads}\n  kv_heads {kv_heads}\n  head_dim {head_dim}\n  vocab    {vocab}\n}}\n"
+    );
+    Ok(Model { name, family: Family::Llama, declaration: Some(declaration) })
+}
+
+/// A parameter count as the data writes it: the first number followed by `B` (billions) or `M`
+/// (millions), `~` and spaces allowed. `None` for a mixture written `8x7B`, whose total the
+/// text does not give.
+fn parameter_count(text: &str) -> Option<u64> {
+    let lower = text.to_lowercase();
+    let bytes = lower.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        if !bytes[at].is_ascii_digit() {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < bytes.len() && (bytes[at].is_ascii_digit() || bytes[at] == b'.') {
+            at += 1;
+        }
+        let number: f64 = lower[start..at].parse().ok()?;
+        let rest = lower[at..].trim_start();
+        if rest.starts_with('x') {
+            return None;
+        }
+        let scale = match rest.chars().next() {
+            Some('b') => 1e9,
+            Some('m') => 1e6,
+            _ => continue,
+        };
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a count of parameters, well inside u64"
+        )]
+        return Some((number * scale).round() as u64);
+    }
+    None
 }
 
 /// The language's LoRA targets for a list of module names, and whether the list adapts a fused
@@ -123,6 +268,46 @@ pub fn lora_targets(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usual_spellings_name_the_declared_models() {
+        let name = |wording: &str| recognise(wording).map(|m| m.name);
+        assert_eq!(name("meta-llama/Llama-3.1-8B-Instruct").as_deref(), Some("llama3.1-8b"));
+        assert_eq!(name("meta-llama/Meta-Llama-3-8B").as_deref(), Some("llama3-8b"));
+        assert_eq!(name("Qwen/Qwen2.5-72B-Instruct-AWQ").as_deref(), Some("qwen2.5-72b"));
+        assert_eq!(name("Qwen2.5-7B").as_deref(), Some("qwen2.5-7b"));
+        assert_eq!(name("mistralai/Mistral-7B-Instruct-v0.3").as_deref(), Some("mistral-7b"));
+        assert_eq!(name("Llama-3.1-405B-FP8").as_deref(), Some("llama3.1-405b"));
+        assert_eq!(name("Qwen2.5-3B"), None);
+        assert_eq!(name("tiiuae/falcon-7b"), None);
+    }
+
+    #[test]
+    fn a_model_without_a_config_is_declared_from_its_own_fields() {
+        // Qwen-7B's shape (config.json: 32 layers, 4096 hidden, 32 heads, vocab 151,936,
+        // intermediate_size 22,016 / 2 = 11,008 per gated matrix) and its stated 7.7B.
+        let fields = Fields {
+            layers: Some(32),
+            hidden: Some(4096),
+            heads: Some(32),
+            kv_heads: Some(32),
+            vocab: Some(151_936),
+            params: Some("7.7B".to_owned()),
+        };
+        let model = from_fields("Qwen/Qwen-7B (v1, GGUF)", &fields).expect("a full shape");
+        assert_eq!(model.name, "data-qwen7b-v1-gguf");
+        let declaration = model.declaration.expect("a declaration");
+        // (7.7e9 - 2 × 151,936 × 4,096 - 32 × (4 × 4,096² + 2 × 4,096) - 4,096) / (3 × 4,096 ×
+        // 32) = 10,963.6, rounded up to a multiple of 64: 11,008.
+        assert!(declaration.contains("ffn      11008"), "{declaration}");
+        let outcome = vram_core::evaluate(&declaration);
+        assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:?}", outcome.diagnostics);
+        let missing = Fields { vocab: None, ..fields };
+        assert_eq!(from_fields("x", &missing).err().as_deref(), Some("no vocab_size"));
+        assert_eq!(parameter_count("transformer ~12B (23.8 GB bf16)"), Some(12_000_000_000));
+        assert_eq!(parameter_count("560M"), Some(560_000_000));
+        assert_eq!(parameter_count("8x7B"), None);
+    }
 
     #[test]
     fn models_vram_checks_alone() {

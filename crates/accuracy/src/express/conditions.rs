@@ -2,6 +2,7 @@
 //! with which model and weight format, and what shards or offloads memory.
 
 use super::Cx;
+use crate::Point;
 use crate::gaps::{Gap, assume, data, feature};
 use crate::gpus::{self, Gpu};
 use crate::models::{self, Model};
@@ -145,7 +146,7 @@ impl Cx<'_> {
             self.unreadable("gpu_type", &self.point.gpu_type);
             return None;
         };
-        if let Some(note) = gpu.note {
+        if let Some(note) = &gpu.note {
             if matches!(target, Target::Verdict { .. }) && !gpu.capacity_stated {
                 self.gap(Gap::data(data::GPU, format!("{}: {note}", self.point.gpu_type)));
             } else {
@@ -248,9 +249,27 @@ impl Cx<'_> {
             Some(Runtime::LlamaCpp)
         } else if framework.contains("diffusers") {
             Some(Runtime::Diffusers)
-        } else if ["transformers", "peft", "torchtune", "deepspeed", "trainer"]
-            .iter()
-            .any(|w| framework.contains(w))
+        } else if ["lm studio", "lmstudio", "koboldcpp"].iter().any(|w| framework.contains(w)) {
+            Some(Runtime::LlamaCpp)
+        } else if [
+            "transformers",
+            "peft",
+            "torchtune",
+            "deepspeed",
+            "trainer",
+            "pytorch",
+            "accelerate",
+            "trl",
+            "axolotl",
+            "unsloth",
+            "llama-factory",
+            "llamafactory",
+            "lightning",
+            "hugging face",
+            "huggingface",
+        ]
+        .iter()
+        .any(|w| framework.contains(w))
         {
             Some(Runtime::PyTorch)
         } else {
@@ -270,18 +289,52 @@ impl Cx<'_> {
     pub(crate) fn model(&mut self) -> Option<Model> {
         match models::model(&self.point.model) {
             Some(Ok(model)) => Some(model),
-            Some(Err(gaps)) => {
+            Some(Err(gaps)) if gaps.iter().any(|g| g.label != data::MODEL_CONFIG) => {
                 for gap in gaps {
                     self.gap(gap);
                 }
                 None
             }
-            None => {
-                self.gap(Gap::data(
-                    data::MODEL_CONFIG,
-                    format!("{}: not in crates/accuracy/src/models.rs", self.point.model),
-                ));
-                None
+            // No config.json (or not in the table at all): the point's own fields, if they
+            // declare it.
+            Some(Err(_)) | None => {
+                let point = self.point;
+                let fields = models::Fields {
+                    layers: Point::count(point.layers.as_ref()),
+                    hidden: Point::count(point.hidden_size.as_ref()),
+                    heads: Point::count(point.attention_heads.as_ref()),
+                    kv_heads: Point::count(point.kv_heads.as_ref()),
+                    vocab: Point::count(point.vocab_size.as_ref()),
+                    params: point.param_count.as_ref().map(|v| match v {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    }),
+                };
+                let moe = point.arch_notes.as_deref().is_some_and(|n| {
+                    let n = n.to_lowercase();
+                    n.contains("moe") || n.contains("expert")
+                });
+                match models::from_fields(&point.model, &fields) {
+                    Ok(model) if !moe => {
+                        self.assume(
+                            assume::SHAPE_FROM_DATA,
+                            format!("{} → model {}", point.model, model.name),
+                        );
+                        Some(model)
+                    }
+                    result => {
+                        let why = result.err().unwrap_or_else(|| "a mixture of experts".into());
+                        self.gap(Gap::data(
+                            data::MODEL_CONFIG,
+                            format!(
+                                "{}: not in crates/accuracy/src/models.rs, and its own fields \
+                                 do not declare it ({why})",
+                                point.model
+                            ),
+                        ));
+                        None
+                    }
+                }
             }
         }
     }
@@ -338,9 +391,20 @@ impl Cx<'_> {
             Err(Gap::feature(feature::MIXED_FP8, both))
         } else if q.contains("torchao") || (torchtune && (q.contains("nf4") || w.contains("nf4"))) {
             Ok(("nf4-dq", Some((assume::EQUIVALENT_FORMAT, TORCHAO_NF4.to_string()))))
-        } else if q.contains("llm.int8") || q.contains("load_in_8bit") {
+        } else if q.contains("awq") || w.contains("awq") {
+            // AutoAWQ's `quant_config` default: `q_group_size` 128, 4-bit, zero point.
+            Ok((
+                "awq-int4",
+                Some((
+                    assume::RUNTIME_DEFAULT,
+                    format!(
+                        "AWQ group size not stated ({both}): AutoAWQ's default q_group_size 128"
+                    ),
+                )),
+            ))
+        } else if q.contains("llm.int8") || q.contains("load_in_8bit") || bnb_bits(&q) == Some(8) {
             Ok(("int8", None))
-        } else if q.contains("load_in_4bit") {
+        } else if q.contains("load_in_4bit") || (bnb_bits(&q) == Some(4) && !q.contains("nf4")) {
             // transformers' BitsAndBytesConfig defaults to bnb_4bit_quant_type="fp4".
             Ok((
                 "fp4",
@@ -354,6 +418,13 @@ impl Cx<'_> {
                 "fp16" => Ok(("fp16", None)),
                 "fp32" | "fp32 master weights" | "fp32 master" => Ok(("fp32", None)),
                 "" | "not stated" => Err(Gap::data(data::PRECISION, both)),
+                // Other spellings of the same types (`bfloat16`, `float16`, `half`, `FP8`).
+                _ if w.contains("bf16") || w.contains("bfloat16") => Ok(("bf16", None)),
+                _ if w.contains("fp16") || w.contains("float16") || w.contains("half") => {
+                    Ok(("fp16", None))
+                }
+                _ if w.contains("fp32") || w.contains("float32") => Ok(("fp32", None)),
+                _ if w.contains("fp8") || w.contains("float8") => Ok(("fp8", None)),
                 _ => Err(unreadable("weight_precision", &precision)),
             }
         } else {
@@ -442,7 +513,11 @@ fn gptq(point: &crate::data::Point, q: &str, w: &str, both: &str) -> Result<Weig
         return Err(Gap::data(data::UNREADABLE, format!("GPTQ bits: {both}")));
     };
     if !point.model.starts_with("Qwen/Qwen-") {
-        return Err(Gap::data(data::PRECISION, format!("GPTQ group size not stated ({both})")));
+        let detail = format!(
+            "GPTQ group size not stated ({both}): group_size 128, AutoGPTQ's \
+             BaseQuantizeConfig default and that of most published GPTQ checkpoints"
+        );
+        return Ok((bits, Some((assume::RUNTIME_DEFAULT, detail))));
     }
     // Qwen's Int4 and Int8 releases: quantization_config {bits, group_size 128, desc_act false},
     // read in the configs of Qwen-1_8B-Chat-Int8, Qwen-7B-Chat-Int8, Qwen-14B-Chat-Int4,
@@ -453,6 +528,20 @@ fn gptq(point: &crate::data::Point, q: &str, w: &str, both: &str) -> Result<Weig
          alike); g_idx (4 B per input row) is not counted, < 0.2 % of the weights"
     );
     Ok((bits, Some((assume::SCRIPT_SETTING, detail))))
+}
+
+/// The bits of a bitsandbytes quantization written in words (`bitsandbytes 8-bit`).
+fn bnb_bits(q: &str) -> Option<u32> {
+    if !(q.contains("bitsandbytes") || q.contains("bnb")) {
+        return None;
+    }
+    if ["8-bit", "8bit", "int8"].iter().any(|w| q.contains(w)) {
+        Some(8)
+    } else if ["4-bit", "4bit", "int4", "nf4", "fp4"].iter().any(|w| q.contains(w)) {
+        Some(4)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -128,7 +128,11 @@ pub fn express(point: &Point) -> Expression {
     );
     source.push_str(crate::MODELS_VRAM);
     source.push('\n');
-    if let Some(declaration) = gpu.declaration {
+    if let Some(declaration) = model.as_ref().and_then(|m| m.declaration.as_ref()) {
+        source.push_str(declaration);
+        source.push('\n');
+    }
+    if let Some(declaration) = &gpu.declaration {
         source.push_str(declaration);
         source.push('\n');
     }
@@ -145,7 +149,7 @@ pub fn express(point: &Point) -> Expression {
     }
     source.push_str(&body);
     source.push_str("}\n\n");
-    let _ = writeln!(source, "check {WORKLOAD} on {}", split.target(gpu.device));
+    let _ = writeln!(source, "check {WORKLOAD} on {}", split.target(&gpu.device));
     let unit_rule = measured.map(|(_, rule)| rule);
     Ok(Expressed {
         source,
@@ -192,6 +196,56 @@ mod tests {
             Ok(expressed) => expressed.assumptions.iter().map(|a| a.label).collect(),
             Err(gaps) => gaps.iter().map(|g| g.label).collect(),
         }
+    }
+
+    /// A data set the harness has not seen words things its own way; the rules read the words,
+    /// not the wordings of `measured-peaks.json`.
+    #[test]
+    fn a_point_in_new_words_is_expressed() {
+        let point = qwen_point(
+            r#"{"workload": "llm_inference", "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "framework": "Hugging Face transformers 4.44 (PyTorch 2.4)",
+                "weight_precision": "bfloat16", "quantization": null,
+                "gpu_type": "NVIDIA L40S 48GB", "input_tokens": "512", "output_tokens": 256,
+                "kv_cache_dtype": "bf16", "optimizer": null, "seq_len": null,
+                "activation_checkpointing": null,
+                "measurement_method": "torch.cuda.max_memory_allocated()"}"#,
+        );
+        let expressed = express(&point).expect("expressible");
+        assert!(expressed.source.contains("model   llama3.1-8b"), "{}", expressed.source);
+        assert!(expressed.source.contains("on l40s"), "{}", expressed.source);
+        let awq = qwen_point(
+            r#"{"workload": "llm_inference", "model": "Qwen/Qwen2.5-7B-Instruct-AWQ",
+                "framework": "transformers", "weight_precision": "int4",
+                "quantization": "AWQ 4-bit", "gpu_type": "RTX 4070 Ti 12GB",
+                "input_tokens": "128", "output_tokens": 128, "kv_cache_dtype": "fp16",
+                "seq_len": null, "activation_checkpointing": null, "optimizer": null}"#,
+        );
+        let expressed = express(&awq).expect("expressible");
+        assert!(expressed.source.contains("awq-int4"), "{}", expressed.source);
+        assert!(expressed.source.contains("memory     12 GB marketed"), "{}", expressed.source);
+        assert!(labels(&Ok(expressed)).contains(&assume::RUNTIME_DEFAULT));
+    }
+
+    #[test]
+    fn a_model_without_a_config_is_declared_from_the_points_fields() {
+        let point = qwen_point(
+            r#"{"workload": "training_full", "model": "internlm/internlm2-7b",
+                "finetune_method": "full fine-tune", "param_count": "7.7B", "layers": 32,
+                "hidden_size": 4096, "attention_heads": 32, "kv_heads": 8,
+                "vocab_size": 92544}"#,
+        );
+        let expressed = express(&point).expect("expressible");
+        assert!(expressed.source.contains("model data-internlm27b {"), "{}", expressed.source);
+        assert!(expressed.source.contains("model   data-internlm27b"));
+        assert!(labels(&Ok(expressed)).contains(&assume::SHAPE_FROM_DATA));
+        // A mixture of experts written as a dense count would misplace its experts.
+        let moe = qwen_point(
+            r#"{"workload": "training_full", "model": "some/moe-16b", "param_count": "16B",
+                "layers": 28, "hidden_size": 2048, "attention_heads": 16, "vocab_size": 102400,
+                "arch_notes": "MoE, 64 experts"}"#,
+        );
+        assert!(labels(&express(&moe)).contains(&crate::gaps::data::MODEL_CONFIG));
     }
 
     #[test]

@@ -67,6 +67,15 @@ The estimate is then read in the same terms as the measurement:
   number can be written in the language and is stated by the source, or is one of the assumptions
   listed below. Otherwise it is listed with every reason: a missing feature (a bug to fix in the
   core; the grouped list is its to-do list) or missing data.
+- **New wordings.** The rules read words, not this data set's sentences, so that a data set the
+  harness has not seen is read the same way: a GPU by its family, stated memory and form factor
+  (`NVIDIA H100 80GB HBM3 PCIe` is the catalog's `h100-pcie-80gb`; a card the catalog lacks is
+  declared with the memory it states), a model by the usual spellings of the models the harness
+  declares (`meta-llama/Llama-3.1-8B-Instruct` is `llama3.1-8b`), precisions and quantizers by
+  their common names (`bfloat16`, `AWQ`, `bitsandbytes 8-bit`; an AWQ or GPTQ group size not
+  stated is the quantizers' default 128, an assumption). A model with no config.json in the
+  harness is declared from the point's own architecture fields, Llama-style, its feed-forward
+  width solved from the stated parameter count (an assumption; a mixture of experts is not).
 ";
 
 /// The whole page.
