@@ -21,17 +21,30 @@ const GIB: f64 = 1_073_741_824.0;
 /// The measured bytes, or `None` when the unit is not a measurement (a GPU class for a fits
 /// check) or not understood.
 pub fn measured_bytes(value: f64, unit: &str) -> Option<(f64, UnitRule)> {
-    match unit.trim() {
-        "MiB" => Some((value * MIB, UnitRule::Stated)),
-        "GiB" | "GB(=GiB)" => Some((value * GIB, UnitRule::Stated)),
-        "GB" => Some((value * GIB, UnitRule::GbAsGib)),
+    let unit = unit.trim().to_lowercase().replace(' ', "");
+    match unit.as_str() {
+        "b" | "bytes" => Some((value, UnitRule::Stated)),
+        "kib" => Some((value * 1024.0, UnitRule::Stated)),
+        "mib" | "mb(=mib)" => Some((value * MIB, UnitRule::Stated)),
+        "gib" | "gb(=gib)" => Some((value * GIB, UnitRule::Stated)),
+        "tib" => Some((value * GIB * 1024.0, UnitRule::Stated)),
+        // Decimal units said to be decimal.
+        "mb(decimal)" | "mb(1e6)" => Some((value * 1e6, UnitRule::Stated)),
+        "gb(decimal)" | "gb(1e9)" | "gb(10^9)" => Some((value * 1e9, UnitRule::Stated)),
+        // `MB` and `GB` with no base: binary, as the module doc says for `GB`.
+        "mb" | "m" => Some((value * MIB, UnitRule::GbAsGib)),
+        "gb" | "g" => Some((value * GIB, UnitRule::GbAsGib)),
         _ => None,
     }
 }
 
-/// The same value read with decimal GB, for the sensitivity line of the report.
+/// The same value read with decimal units, for the sensitivity line of the report.
 pub fn decimal_reading(value: f64, unit: &str) -> Option<f64> {
-    (unit.trim() == "GB").then_some(value * 1e9)
+    match unit.trim().to_lowercase().as_str() {
+        "gb" | "g" => Some(value * 1e9),
+        "mb" | "m" => Some(value * 1e6),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -44,5 +57,10 @@ mod tests {
         assert_eq!(measured_bytes(2.0, "GB(=GiB)"), Some((2.0 * GIB, UnitRule::Stated)));
         assert_eq!(measured_bytes(2.0, "GB"), Some((2.0 * GIB, UnitRule::GbAsGib)));
         assert_eq!(measured_bytes(80.0, "GB (GPU VRAM class)"), None);
+        // Other data sets' spellings.
+        assert_eq!(measured_bytes(14_949.0, "MB"), Some((14_949.0 * MIB, UnitRule::GbAsGib)));
+        assert_eq!(measured_bytes(3.0, "gib"), Some((3.0 * GIB, UnitRule::Stated)));
+        assert_eq!(measured_bytes(2.0, "GB (decimal)"), Some((2e9, UnitRule::Stated)));
+        assert_eq!(decimal_reading(14_949.0, "MB"), Some(14_949e6));
     }
 }

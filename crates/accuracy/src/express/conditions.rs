@@ -165,12 +165,20 @@ impl Cx<'_> {
         let count = point.num_gpus.unwrap_or(1);
         let text = point.parallelism.clone().unwrap_or_default();
         let lower = text.to_lowercase();
-        let split = if lower.contains("tensor parallel") {
+        let any = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+        let split = if any(&["tensor parallel", "tensor-parallel", "tensor_parallel", "tp=", "tp "])
+        {
             Split::Tensor(count)
-        } else if lower.contains("device_map") || lower.contains("layer split") {
+        } else if any(&[
+            "device_map",
+            "layer split",
+            "pipeline parallel",
+            "pipeline-parallel",
+            "pp=",
+        ]) {
             // accelerate's device_map="auto" places consecutive layers on each GPU: a pipeline.
             Split::Pipeline(count)
-        } else if lower.contains("data parallel") || lower.contains("fsdp") {
+        } else if any(&["data parallel", "data-parallel", "fsdp", "ddp", "zero"]) {
             // FSDP is data parallelism whose model states are sharded (see `distribution`).
             Split::Data(count)
         } else if lower.is_empty() || lower == "none" || lower.contains("single gpu") {
@@ -220,6 +228,7 @@ impl Cx<'_> {
         };
         let offload = match &point.offload {
             None => Offload::None,
+            Some(stated) if is_none_word(stated) => Offload::None,
             Some(stated) => {
                 let lower = stated.to_lowercase();
                 if lower.contains("enable_model_cpu_offload") {
@@ -465,6 +474,11 @@ impl Cx<'_> {
             && !version.contains("flash")
             && transformers_minor(&version).is_some_and(|minor| minor < 36)
     }
+}
+
+/// A condition stated as absent: `none`, `no`, `false`, `disabled`, `off`.
+pub(crate) fn is_none_word(text: &str) -> bool {
+    matches!(text.trim().to_lowercase().as_str(), "none" | "no" | "false" | "disabled" | "off" | "")
 }
 
 /// A weight precision word and the assumption it carries.

@@ -43,6 +43,99 @@ struct Pipeline {
     /// `rope fp32` where the transformer rotates 16-bit queries and keys in fp32, with the code
     /// that does it.
     rope_fp32: Option<&'static str>,
+    /// A UNet's structure lines (levels, attention, context width); `None` for a transformer.
+    unet: Option<&'static str>,
+    /// Where the pipeline casts a 16-bit VAE to fp32 for the decode, the code that does it.
+    vae_upcast: Option<&'static str>,
+}
+
+/// CompVis v1 UNet (configs/stable-diffusion/v1-inference.yaml, diffusers unet/config.json):
+/// model_channels 320, channel_mult [1, 2, 4, 4], num_res_blocks 2, attention at the three upper
+/// levels, 8 heads, context_dim 768 (CLIP-L).
+const SD1_UNET: &str = "    heads         8\n    channel_mult  1 2 4 4\n    layers_per_block 2\n    \
+                        cross_attention_dim 768\n";
+
+/// SDXL base 1.0's unet/config.json: block_out_channels 320 640 1280, layers_per_block 2,
+/// transformer_layers_per_block 1 2 10 with no attention at the first level, 64-wide heads,
+/// cross_attention_dim 2048 (CLIP-L and bigG concatenated); as examples/sdxl-lora.vram.
+const SDXL_UNET: &str = "    channel_mult  1 2 4\n    layers_per_block 2\n    \
+                         transformer_layers 0 2 10\n    head_dim      64\n    \
+                         cross_attention_dim 2048\n";
+
+/// The FLUX.1 pipeline (FluxPipeline: max_sequence_length 512 by default; the transformer is
+/// guidance-distilled, so guidance is an embedding and there is no second batch).
+fn flux() -> Pipeline {
+    Pipeline {
+        denoiser: "flux1-dev-transformer",
+        encoders: &[Encoder::T5, Encoder::ClipL],
+        vae: "flux-vae",
+        hidden: 3072,
+        text_tokens: 512,
+        tokens_note: "T5 max_sequence_length 512 (FluxPipeline default)",
+        cfg: false,
+        rope_fp32: Some(
+            "diffusers apply_rotary_emb in FluxAttnProcessor: x.float() * cos + \
+             x_rotated.float() * sin",
+        ),
+        unet: None,
+        vae_upcast: None,
+    }
+}
+
+/// A pipeline named by its usual spellings (`runwayml/stable-diffusion-v1-5`, `SDXL base 1.0`,
+/// `FLUX.1 [schnell]`), for wordings the table does not list.
+fn recognised(model: &str) -> Option<Pipeline> {
+    let name = model.rsplit('/').next().unwrap_or(model).to_lowercase();
+    let text: String = name.chars().filter(char::is_ascii_alphanumeric).collect();
+    let has = |keys: &[&str]| keys.iter().any(|k| text.contains(k));
+    if has(&["flux1dev", "flux1schnell"]) {
+        // FLUX.1-schnell is FLUX.1-dev's transformer without the guidance embedder
+        // (`guidance_embeds` false): counted with it, about 13 M parameters more.
+        Some(flux())
+    } else if has(&["stablediffusionxl", "sdxl"]) && !has(&["refiner"]) {
+        Some(Pipeline {
+            denoiser: "sdxl-unet",
+            encoders: &[Encoder::ClipL, Encoder::ClipG],
+            vae: "sdxl-vae",
+            hidden: 320,
+            text_tokens: 77,
+            tokens_note: "77 CLIP tokens (StableDiffusionXLPipeline)",
+            cfg: true,
+            rope_fp32: None,
+            unet: Some(SDXL_UNET),
+            vae_upcast: (!has(&["fp16fix"])).then_some(
+                "StableDiffusionXLPipeline upcasts a 16-bit VAE whose config says \
+                 force_upcast (SDXL base 1.0's does) to fp32 for the decode",
+            ),
+        })
+    } else if has(&[
+        "stablediffusionv15",
+        "stablediffusion15",
+        "stablediffusionv14",
+        "sdv15",
+        "sd15",
+        "sdv14",
+        "sd14",
+    ]) {
+        Some(Pipeline {
+            denoiser: "sd14-unet",
+            encoders: &[Encoder::ClipL],
+            vae: "sd-vae",
+            hidden: 320,
+            text_tokens: 77,
+            tokens_note: "77 CLIP tokens (StableDiffusionPipeline)",
+            cfg: true,
+            rope_fp32: None,
+            unet: Some(SD1_UNET),
+            vae_upcast: None,
+        })
+    } else if has(&["stablediffusion3medium", "sd3medium"]) {
+        pipeline("stabilityai/stable-diffusion-3-medium-diffusers").ok()
+    } else if has(&["pixartsigma"]) {
+        pipeline("PixArt-alpha/PixArt-Sigma-XL-2-1024-MS").ok()
+    } else {
+        None
+    }
 }
 
 /// The pipeline for a `model` wording, or the gaps that stop it.
@@ -50,19 +143,7 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
     match model.trim() {
         // FluxPipeline: max_sequence_length 512 (stated by S18, the pipeline's default for S19);
         // the transformer is guidance-distilled (guidance is an embedding, no second batch).
-        "black-forest-labs/FLUX.1-dev" => Ok(Pipeline {
-            denoiser: "flux1-dev-transformer",
-            encoders: &[Encoder::T5, Encoder::ClipL],
-            vae: "flux-vae",
-            hidden: 3072,
-            text_tokens: 512,
-            tokens_note: "T5 max_sequence_length 512 (FluxPipeline default)",
-            cfg: false,
-            rope_fp32: Some(
-                "diffusers apply_rotary_emb in FluxAttnProcessor: x.float() * cos + \
-                 x_rotated.float() * sin",
-            ),
-        }),
+        "black-forest-labs/FLUX.1-dev" => Ok(flux()),
         // StableDiffusion3Pipeline: the joint attention sees 77 CLIP tokens and 256 T5 tokens
         // (max_sequence_length default 256); hidden 24 heads × 64 (transformer config.json).
         "stabilityai/stable-diffusion-3-medium-diffusers" => Ok(Pipeline {
@@ -75,6 +156,8 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
             cfg: true,
             // 2D sine-cosine position embeddings added to the patches (PatchEmbed): no rotation.
             rope_fp32: None,
+            unet: None,
+            vae_upcast: None,
         }),
         // PixArtSigmaPipeline: max_sequence_length 300; hidden 1152 (PixArt XL/2).
         "PixArt-alpha/PixArt-Sigma-XL-2-1024-MS" => Ok(Pipeline {
@@ -87,6 +170,8 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
             cfg: true,
             // 2D sine-cosine position embeddings added to the patches (PatchEmbed): no rotation.
             rope_fp32: None,
+            unet: None,
+            vae_upcast: None,
         }),
         "THUDM/CogVideoX-5b" | "THUDM/CogVideoX-2b" => Err(vec![
             Gap::feature(
@@ -104,10 +189,12 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
                 ),
             ),
         ]),
-        other => Err(vec![Gap::data(
-            data::MODEL_CONFIG,
-            format!("{other}: no pipeline in crates/accuracy/src/express/diffusion.rs"),
-        )]),
+        other => recognised(other).ok_or_else(|| {
+            vec![Gap::data(
+                data::MODEL_CONFIG,
+                format!("{other}: no pipeline in crates/accuracy/src/express/diffusion.rs"),
+            )]
+        }),
     }
 }
 
@@ -161,14 +248,19 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         };
         let _ = writeln!(out, "    text_encoder_weights {words}");
     }
-    out.push_str("    architecture  dit\n");
+    let architecture = if pipeline.unet.is_some() { "unet" } else { "dit" };
+    let _ = writeln!(out, "    architecture  {architecture}");
     let _ = writeln!(out, "    hidden        {}", pipeline.hidden);
+    out.push_str(pipeline.unet.unwrap_or_default());
     let _ = writeln!(out, "    resolution    {width} x {height}");
     let _ = writeln!(out, "    batch         {batch}");
     let _ = writeln!(out, "    cfg           {}", pipeline.cfg);
     let _ = writeln!(out, "    text_tokens   {} tokens", pipeline.text_tokens);
     if let Some(source) = pipeline.rope_fp32 {
         let _ = writeln!(out, "    rope          fp32  # {source}");
+    }
+    if let (Some(code), true) = (pipeline.vae_upcast, base != "fp32") {
+        let _ = writeln!(out, "    vae_upcast    true  # {code}");
     }
     if offload {
         out.push_str("    offload       model\n");
@@ -221,6 +313,7 @@ fn loaded_before_offload(source_id: &str) -> Option<&'static str> {
 fn offload(cx: &mut Cx<'_>) -> Option<bool> {
     match cx.point.offload.as_deref() {
         None => Some(false),
+        Some(stated) if super::conditions::is_none_word(stated) => Some(false),
         Some(stated) if stated.contains("enable_model_cpu_offload") => Some(true),
         Some(stated) => {
             let stated = stated.to_string();
@@ -240,11 +333,8 @@ fn precisions(
     let q = point.quantization.clone().unwrap_or_default().to_lowercase();
     let w = point.weight_precision.clone().unwrap_or_default().to_lowercase();
     let compute = point.compute_dtype.clone().unwrap_or_default().to_lowercase();
-    let base = if compute.starts_with("bf16") || (compute.is_empty() && w == "bf16") {
-        "bf16"
-    } else if compute.starts_with("fp16") || (compute.is_empty() && w == "fp16") {
-        "fp16"
-    } else {
+    let stated = if compute.is_empty() { &w } else { &compute };
+    let Some(base) = float_type(stated) else {
         cx.unreadable("compute_dtype", &compute);
         return None;
     };
@@ -272,6 +362,19 @@ fn precisions(
     let encoders =
         all.iter().map(|encoder| if quantized.contains(encoder) { scheme } else { base }).collect();
     Some((base, scheme, encoders))
+}
+
+/// The floating-point type a precision wording starts with, in any of its usual spellings.
+fn float_type(text: &str) -> Option<&'static str> {
+    let spellings: [(&[&str], &'static str); 3] = [
+        (&["bf16", "bfloat16"], "bf16"),
+        (&["fp16", "float16", "half"], "fp16"),
+        (&["fp32", "float32"], "fp32"),
+    ];
+    spellings
+        .iter()
+        .find(|(words, _)| words.iter().any(|word| text.starts_with(word)))
+        .map(|(_, precision)| *precision)
 }
 
 /// The language's precision for a quantization scheme, with the assumption it carries.

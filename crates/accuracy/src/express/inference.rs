@@ -140,10 +140,19 @@ fn kv_cache(cx: &mut Cx<'_>, runtime: Runtime) -> Option<KvCache> {
         return Some(KvCache::Default);
     };
     let lower = stated.to_lowercase();
-    if lower == "bf16" {
+    if lower == "bf16" || lower.starts_with("bfloat16") {
         Some(KvCache::Type("bf16"))
-    } else if lower.starts_with("f16") || lower.starts_with("fp16") {
+    } else if lower.starts_with("f16") || lower.starts_with("fp16") || lower.starts_with("float16")
+    {
         Some(KvCache::Type("fp16"))
+    } else if lower.starts_with("auto")
+        || lower.contains("same as")
+        || lower.contains("model dtype")
+    {
+        // vLLM's `kv_cache_dtype auto` and similar: the model's own type, the language's default.
+        Some(KvCache::Default)
+    } else if lower.starts_with("fp8") || lower.starts_with("float8") {
+        Some(KvCache::Type("fp8"))
     } else if lower.contains("use_cache_quantization") {
         // Qwen's int8 cache: uint8 values with an fp32 scale and zero point per token and head.
         Some(KvCache::Type("int8-token"))

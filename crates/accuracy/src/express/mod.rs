@@ -227,6 +227,46 @@ mod tests {
         assert!(labels(&Ok(expressed)).contains(&assume::RUNTIME_DEFAULT));
     }
 
+    /// Diffusion pipelines named in their usual spellings; each generated file must check.
+    #[test]
+    fn common_diffusion_pipelines_are_expressed() {
+        let cases = [
+            (
+                "stabilityai/stable-diffusion-xl-base-1.0",
+                "fp16",
+                "1024x1024, 30 steps",
+                "sdxl-unet",
+            ),
+            ("runwayml/stable-diffusion-v1-5", "float32", "512x512", "sd14-unet"),
+            (
+                "black-forest-labs/FLUX.1-schnell",
+                "bf16",
+                "1024x1024, 4 steps",
+                "flux1-dev-transformer",
+            ),
+        ];
+        for (model, dtype, image, denoiser) in cases {
+            let point = qwen_point(&format!(
+                r#"{{"workload": "diffusion_inference", "model": "{model}",
+                    "framework": "diffusers 0.30", "weight_precision": "{dtype}",
+                    "quantization": null, "compute_dtype": "{dtype}", "image_or_video": "{image}",
+                    "gpu_type": "NVIDIA A10G", "finetune_method": null, "optimizer": null,
+                    "seq_len": null, "activation_checkpointing": null,
+                    "measurement_method": "torch.cuda.max_memory_allocated()"}}"#
+            ));
+            let expressed = express(&point).unwrap_or_else(|gaps| panic!("{model}: {gaps:?}"));
+            assert!(expressed.source.contains(&format!("denoiser      {denoiser}")), "{model}");
+            let outcome = vram_core::evaluate(&expressed.source);
+            let errors: Vec<_> = outcome.diagnostics.iter().filter(|d| d.is_error()).collect();
+            assert!(errors.is_empty(), "{model}: {errors:?}");
+            if denoiser == "sdxl-unet" {
+                // SDXL's pipeline upcasts its fp16 VAE for the decode (force_upcast).
+                assert!(expressed.source.contains("vae_upcast    true"));
+                assert!(expressed.source.contains("transformer_layers 0 2 10"));
+            }
+        }
+    }
+
     #[test]
     fn a_model_without_a_config_is_declared_from_the_points_fields() {
         let point = qwen_point(

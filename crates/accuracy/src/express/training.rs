@@ -32,7 +32,16 @@ pub(super) fn body(
     if sequence.is_none() {
         cx.gap(Gap::data(data::SEQUENCE, "seq_len: none"));
     }
-    let checkpointing = point.activation_checkpointing;
+    let checkpointing = point.activation_checkpointing.or_else(|| {
+        hf_trainer(point).then(|| {
+            cx.assume(
+                assume::RUNTIME_DEFAULT,
+                "activation checkpointing not stated: the Trainer's default, off \
+                 (TrainingArguments.gradient_checkpointing = False)",
+            );
+            false
+        })
+    });
     if checkpointing.is_none() {
         cx.gap(Gap::data(data::CHECKPOINTING, "activation_checkpointing: none"));
     }
@@ -243,7 +252,7 @@ fn states(
 
 /// `r=64` or `rank 4`.
 pub(super) fn rank(lower: &str) -> Option<u64> {
-    ["r=", "rank "].iter().find_map(|key| {
+    ["r=", "rank ", "rank=", "r = ", "rank: ", "r: "].iter().find_map(|key| {
         let start = lower.find(key)? + key.len();
         crate::data::leading_number(&lower[start..])
     })
@@ -251,13 +260,36 @@ pub(super) fn rank(lower: &str) -> Option<u64> {
 
 /// The module names after ` on `: `on c_attn,c_proj,w1,w2 (no embedding training)`.
 fn modules(text: &str) -> Option<Vec<String>> {
-    let start = text.find(" on ")? + 4;
-    let list = text[start..].split(" (").next()?;
-    let names: Vec<String> = list.split(',').map(|m| m.trim().to_string()).collect();
-    let valid = names.iter().all(|m| {
-        !m.is_empty() && m.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-    });
-    valid.then_some(names)
+    let listed = || {
+        let start = text.find(" on ")? + 4;
+        let list = text[start..].split(" (").next()?;
+        let names: Vec<String> = list.split(',').map(|m| m.trim().to_string()).collect();
+        let valid = names.iter().all(|m| {
+            !m.is_empty() && m.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        });
+        valid.then_some(names)
+    };
+    listed().or_else(|| named_modules(text))
+}
+
+/// Llama-style projection names, the targets PEFT's `all-linear` adapts in such a model.
+const LLAMA_PROJECTIONS: [&str; 7] =
+    ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
+
+/// Module names written anywhere in the text (`target_modules=["q_proj", "v_proj"]`), or every
+/// projection for PEFT's `all-linear`.
+fn named_modules(text: &str) -> Option<Vec<String>> {
+    let lower = text.to_lowercase();
+    if ["all-linear", "all_linear", "all linear"].iter().any(|w| lower.contains(w)) {
+        return Some(LLAMA_PROJECTIONS.iter().map(ToString::to_string).collect());
+    }
+    let mut names: Vec<String> = Vec::new();
+    for word in lower.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if LLAMA_PROJECTIONS.contains(&word) && !names.iter().any(|n| n == word) {
+            names.push(word.to_string());
+        }
+    }
+    (!names.is_empty()).then_some(names)
 }
 
 /// Mixed precision with fp32 weights (PyTorch AMP): the 16-bit type autocast computes in, which
@@ -280,11 +312,18 @@ fn mixed_precision(cx: &mut Cx<'_>, weights: &str) -> Option<&'static str> {
 /// The optimizer word, or the gap that stops it.
 fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
     let Some(text) = cx.point.optimizer.clone() else {
+        if hf_trainer(cx.point) {
+            cx.assume(
+                assume::RUNTIME_DEFAULT,
+                "optimizer not stated: the Trainer's default AdamW (optim adamw_torch, fp32 states)",
+            );
+            return Some("adamw");
+        }
         cx.gap(Gap::data(data::OPTIMIZER, "optimizer: none"));
         return None;
     };
     let lower = text.to_lowercase();
-    if lower.contains("8bit") {
+    if lower.contains("8bit") || lower.contains("8-bit") {
         // bitsandbytes Adam8bit and AdamW8bit keep the same two 8-bit states.
         Some("adamw-8bit")
     } else if lower.contains("adafactor") {
@@ -306,6 +345,13 @@ fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
     }
 }
 
+/// Whether the point trains with transformers' `Trainer` (or TRL's, which inherits its
+/// `TrainingArguments`), whose defaults stand for settings the source leaves out.
+fn hf_trainer(point: &crate::data::Point) -> bool {
+    let framework = point.framework.to_lowercase();
+    ["trainer", "trl", "sfttrainer"].iter().any(|w| framework.contains(w))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,5 +363,9 @@ mod tests {
         assert_eq!(modules(text).unwrap(), ["c_attn", "c_proj", "w1", "w2"]);
         assert_eq!(modules("Q-LoRA r=64 on GPTQ-Int4 base, fp16, DeepSpeed ZeRO-2"), None);
         assert_eq!(rank("qlora rank 4 on to_k"), Some(4));
+        let peft = "LoRA r=16, alpha=32, target_modules=['q_proj', 'v_proj'], dropout 0.05";
+        assert_eq!(modules(peft).unwrap(), ["q_proj", "v_proj"]);
+        assert_eq!(modules("QLoRA rank=8, all-linear").unwrap().len(), 7);
+        assert_eq!(rank("qlora rank=8, all-linear"), Some(8));
     }
 }

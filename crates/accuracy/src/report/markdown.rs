@@ -73,7 +73,9 @@ The estimate is then read in the same terms as the measurement:
   declared with the memory it states), a model by the usual spellings of the models the harness
   declares (`meta-llama/Llama-3.1-8B-Instruct` is `llama3.1-8b`), precisions and quantizers by
   their common names (`bfloat16`, `AWQ`, `bitsandbytes 8-bit`; an AWQ or GPTQ group size not
-  stated is the quantizers' default 128, an assumption). A model with no config.json in the
+  stated is the quantizers' default 128, an assumption), diffusion pipelines by their usual
+  names (SD 1.x, SDXL, FLUX.1), and a setting transformers' `Trainer` defaults (optimizer,
+  activation checkpointing) as that default when the source leaves it out. A model with no config.json in the
   harness is declared from the point's own architecture fields, Llama-style, its feed-forward
   width solved from the stated parameter count (an assumption; a mixture of experts is not).
 ";
