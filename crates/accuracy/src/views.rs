@@ -57,11 +57,25 @@ pub fn view_for(method: &str) -> (View, Basis) {
     let method = method.to_lowercase();
     if method.trim_start().starts_with("not stated") {
         (View::Allocated, Basis::NotStated)
-    } else if method.contains("max_memory_allocated") {
+    } else if method.contains("max_memory_allocated") || method.contains("allocated_bytes.all.peak")
+    {
         (View::Allocated, Basis::Stated)
-    } else if method.contains("max_memory_reserved") {
+    } else if method.contains("max_memory_reserved") || method.contains("reserved_bytes.all.peak") {
         (View::Reserved, Basis::Stated)
-    } else if method.contains("nvidia-smi") || method.contains("nvml") {
+    } else if [
+        "nvidia-smi",
+        "nvidia smi",
+        "nvml",
+        "smi",
+        "nvitop",
+        "nvtop",
+        "gpustat",
+        "mem_get_info",
+    ]
+    .iter()
+    .any(|tool| method.contains(tool))
+    {
+        // Tools that read the driver's count of used memory: the device view.
         (View::Device, Basis::Stated)
     } else {
         (View::Allocated, Basis::NotStated)
@@ -120,6 +134,9 @@ mod tests {
         assert_eq!(v("pynvml nvmlDeviceGetMemoryInfo().used"), (View::Device, Basis::Stated));
         assert_eq!(v("nvidia-smi per-process GPU memory"), (View::Device, Basis::Stated));
         assert_eq!(v("not stated (Qwen profile.py)"), (View::Allocated, Basis::NotStated));
+        assert_eq!(v("nvitop, peak over the run"), (View::Device, Basis::Stated));
+        assert_eq!(v("torch.cuda.mem_get_info() before and after"), (View::Device, Basis::Stated));
+        assert_eq!(v("memory_stats()['reserved_bytes.all.peak']"), (View::Reserved, Basis::Stated));
         assert_eq!(
             v("not stated in README; scripts of that era report max_memory_allocated"),
             (View::Allocated, Basis::NotStated)
