@@ -151,8 +151,9 @@ pub struct Fields {
 }
 
 /// A decoder-only model declared from `fields`, for a model with no config.json in the
-/// harness: Llama-style (gated MLP, RMSNorm, no biases, untied embeddings), its feed-forward
-/// width the one that makes the stated parameter count (rounded up to a multiple of 64).
+/// harness: Llama-style (gated MLP, RMSNorm, no biases, untied embeddings) unless its name is
+/// of a family with a plain MLP or a tied head, its feed-forward width the one that makes the
+/// stated parameter count (rounded up to a multiple of 64).
 /// `Err` says which field is missing or why the count does not fit the shape.
 pub fn from_fields(wording: &str, fields: &Fields) -> Result<Model, String> {
     let need =
@@ -170,12 +171,17 @@ pub fn from_fields(wording: &str, fields: &Fields) -> Result<Model, String> {
         ));
     }
     let head_dim = hidden / heads;
+    let name_words = wording.to_lowercase();
+    let plain = PLAIN_MLP.iter().any(|family| name_words.contains(family));
+    let tied = TIED_EMBEDDINGS.iter().any(|family| name_words.contains(family));
     let attention = 2 * hidden * hidden + 2 * hidden * kv_heads * head_dim;
-    let fixed = 2 * vocab * hidden + layers * (attention + 2 * hidden) + hidden;
+    let embeddings = if tied { 1 } else { 2 } * vocab * hidden;
+    let fixed = embeddings + layers * (attention + 2 * hidden) + hidden;
     let mlp = params.checked_sub(fixed).filter(|m| *m > 0).ok_or(format!(
         "{params} parameters do not cover the embeddings and attention of the stated shape"
     ))?;
-    let ffn = (mlp / (3 * hidden * layers)).div_ceil(64) * 64;
+    let matrices = if plain { 2 } else { 3 };
+    let ffn = (mlp / (matrices * hidden * layers)).div_ceil(64) * 64;
     if !(hidden / 2..=8 * hidden).contains(&ffn) {
         return Err(format!(
             "the feed-forward width it implies, {ffn}, is implausible for {hidden}"
@@ -189,10 +195,21 @@ pub fn from_fields(wording: &str, fields: &Fields) -> Result<Model, String> {
         "# {wording}: declared from the point's own fields (layers, hidden_size, heads, \
          vocab_size, param_count {text}); ffn solved from the parameter count\n\
          model {name} {{\n  layers   {layers}\n  hidden   {hidden}\n  ffn      {ffn}\n  \
-         heads    {heads}\n  kv_heads {kv_heads}\n  head_dim {head_dim}\n  vocab    {vocab}\n}}\n"
+         heads    {heads}\n  kv_heads {kv_heads}\n  head_dim {head_dim}\n  vocab    {vocab}\n{}{}}}\n",
+        if plain { "  mlp      plain\n" } else { "" },
+        if tied { "  tied_embeddings true\n" } else { "" },
     );
     Ok(Model { name, family: Family::Llama, declaration: Some(declaration) })
 }
+
+/// Families, by a word of the model's name, whose MLP is one up and one down projection with
+/// no gate (GPT-2, BLOOM, Falcon, OPT, Pythia and GPT-NeoX, GPT-J, StarCoder).
+const PLAIN_MLP: [&str; 8] =
+    ["gpt2", "bloom", "falcon", "opt-", "pythia", "gpt-neox", "gpt-j", "starcoder"];
+
+/// Families whose output head shares the embedding matrix (`tie_word_embeddings`): GPT-2,
+/// BLOOM, OPT, Gemma.
+const TIED_EMBEDDINGS: [&str; 4] = ["gpt2", "bloom", "opt-", "gemma"];
 
 /// A parameter count as the data writes it: the first number followed by `B` (billions) or `M`
 /// (millions), `~` and spaces allowed. `None` for a mixture written `8x7B`, whose total the
@@ -307,6 +324,24 @@ mod tests {
         assert_eq!(parameter_count("transformer ~12B (23.8 GB bf16)"), Some(12_000_000_000));
         assert_eq!(parameter_count("560M"), Some(560_000_000));
         assert_eq!(parameter_count("8x7B"), None);
+        // BLOOM: a plain MLP (4h = 16,384) and a tied head. (7.07e9 - 250,880 × 4,096 - 30 ×
+        // (4 × 4,096² + 2 × 4,096) - 4,096) / (2 × 4,096 × 30) = 16,393.5, rounded up: 16,448.
+        let bloom = Fields {
+            layers: Some(30),
+            hidden: Some(4096),
+            heads: Some(32),
+            kv_heads: Some(32),
+            vocab: Some(250_880),
+            params: Some("7.07B".to_owned()),
+        };
+        let declaration = from_fields("bigscience/bloomz-7b1", &bloom)
+            .expect("a full shape")
+            .declaration
+            .expect("a declaration");
+        assert!(declaration.contains("ffn      16448"), "{declaration}");
+        assert!(declaration.contains("mlp      plain") && declaration.contains("tied_embeddings"));
+        let outcome = vram_core::evaluate(&declaration);
+        assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:?}", outcome.diagnostics);
     }
 
     #[test]
