@@ -79,8 +79,9 @@ impl Cx<'_> {
             Some(s) if s.to_lowercase().contains("total over") => Scope::SumOfDevices,
             _ => Scope::EachDevice,
         };
-        let kind = point.measured_kind.as_str();
-        if kind == "peak" {
+        let kind = point.measured_kind.trim().to_lowercase();
+        let kind = kind.as_str();
+        if kind.starts_with("peak") {
             if let Some(method) = views::script_method(&point.source_id) {
                 self.assume(
                     assume::SCRIPT_METHOD,
@@ -92,9 +93,10 @@ impl Cx<'_> {
             Some(Target::Peak { view, basis, scope })
         } else if kind.starts_with("component") {
             self.selector().map(|selector| Target::Component { selector, scope })
-        } else if kind == "oom" {
+        } else if kind == "oom" || kind.contains("out of memory") || kind.contains("out_of_memory")
+        {
             Some(Target::Verdict { expect_fits: false })
-        } else if kind == "max_fit_boundary" {
+        } else if kind.starts_with("max_fit") || kind == "fits" {
             Some(Target::Verdict { expect_fits: true })
         } else {
             self.unreadable("measured_kind", kind);
