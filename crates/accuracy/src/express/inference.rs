@@ -51,9 +51,10 @@ pub(super) fn body(
     if let Some(prefill) = prefill {
         let _ = writeln!(out, "    prefill_chunk {prefill} tokens");
     }
-    if runtime == Runtime::Vllm {
-        // The points' engines are V0 (v0.5-v0.6), whose max_num_seqs defaulted to 256 on every
-        // GPU; the language's default is V1's, 1024 on large GPUs.
+    if runtime == Runtime::Vllm && !vllm_v1(cx) {
+        // This data set's engines are V0 (v0.5-v0.6), whose max_num_seqs defaulted to 256 on
+        // every GPU; the language's default is V1's (the default engine from 0.8), 1024 on large
+        // GPUs, which a point on 0.8 or later keeps.
         let _ = writeln!(
             out,
             "    max_sequences {VLLM_MAX_NUM_SEQS}  # vLLM V0 engine default max_num_seqs"
@@ -301,6 +302,15 @@ fn states_version_at_least(text: &str, major: u64, minor: u64) -> bool {
         .any(|(a, b)| a == major && b >= minor)
 }
 
+/// Whether the point ran vLLM's V1 engine: it says so, or names vLLM 0.8 or later, where V1
+/// became the default.
+fn vllm_v1(cx: &Cx<'_>) -> bool {
+    let point = cx.point;
+    let text = format!("{} {}", point.framework, point.framework_version.as_deref().unwrap_or(""))
+        .to_lowercase();
+    text.contains("v1 engine") || states_version_at_least(&text, 0, 8)
+}
+
 /// The number written after `key` in a settings text: `n_ubatch 512`, `max_model_len (8192)`.
 fn number_after(text: &str, key: &str) -> Option<u64> {
     let start = text.find(key)? + key.len();
@@ -317,6 +327,8 @@ mod tests {
         assert!(!states_version_at_least("~v4.41 (May 2024)", 4, 45));
         assert!(states_version_at_least("transformers 4.46.1", 4, 45));
         assert!(!states_version_at_least("PyTorch 2.0.1, CUDA 11.4", 4, 45));
+        assert!(states_version_at_least("vllm 0.10.1", 0, 8));
+        assert!(!states_version_at_least("vllm 0.6.3, cuda 12.1", 0, 8));
     }
 
     #[test]
