@@ -7,13 +7,19 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-/// One published measurement with its conditions.
+/// One published measurement with its conditions. Every field is read leniently (a number
+/// written as a string, a string where a number was expected, a missing field): another data
+/// set's quirks make a condition unreadable, never the whole file ([`parse`]).
 #[derive(Clone, Debug, Deserialize)]
 pub struct Point {
+    #[serde(default, deserialize_with = "text")]
     pub id: String,
+    #[serde(default, deserialize_with = "text")]
     pub source_id: String,
     /// `llm_inference`, `training_lora`, `diffusion_inference`, ...
+    #[serde(default, deserialize_with = "text")]
     pub workload: String,
+    #[serde(default, deserialize_with = "text")]
     pub model: String,
     /// The architecture as the data recalls it (its `arch_source` asks to verify it): read only
     /// for a model the harness has no config.json for ([`crate::models::from_fields`]).
@@ -29,41 +35,67 @@ pub struct Point {
     pub kv_heads: Option<Value>,
     #[serde(default)]
     pub vocab_size: Option<Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_text")]
     pub arch_notes: Option<String>,
+    #[serde(default, deserialize_with = "text")]
     pub framework: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_text")]
     pub framework_version: Option<String>,
+    #[serde(default, deserialize_with = "optional_text")]
     pub weight_precision: Option<String>,
+    #[serde(default, deserialize_with = "optional_text")]
     pub quantization: Option<String>,
+    #[serde(default, deserialize_with = "optional_text")]
     pub compute_dtype: Option<String>,
+    #[serde(default, deserialize_with = "optional_text")]
     pub kv_cache_dtype: Option<String>,
+    #[serde(default, deserialize_with = "optional_text")]
     pub optimizer: Option<String>,
+    #[serde(default, deserialize_with = "optional_text")]
     pub finetune_method: Option<String>,
+    #[serde(default, deserialize_with = "count")]
     pub batch_size: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
     pub grad_accum: Option<u64>,
     /// A number, or a string such as `2048 (dataset packed)`.
     pub seq_len: Option<Value>,
+    #[serde(default, deserialize_with = "optional_text")]
     pub input_tokens: Option<String>,
+    #[serde(default, deserialize_with = "count")]
     pub output_tokens: Option<u64>,
     /// The image or video conditions of a diffusion point (`1024x1024, 50 steps`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_text")]
     pub image_or_video: Option<String>,
+    #[serde(default, deserialize_with = "small_count")]
     pub num_gpus: Option<u32>,
+    #[serde(default, deserialize_with = "text")]
     pub gpu_type: String,
+    #[serde(default, deserialize_with = "optional_text")]
     pub parallelism: Option<String>,
+    #[serde(default, deserialize_with = "small_count")]
     pub zero_stage: Option<u32>,
+    #[serde(default, deserialize_with = "flag")]
     pub activation_checkpointing: Option<bool>,
+    #[serde(default, deserialize_with = "optional_text")]
     pub offload: Option<String>,
+    #[serde(default, deserialize_with = "optional_text")]
     pub other_settings: Option<String>,
+    #[serde(default, deserialize_with = "text")]
     pub measurement_method: String,
+    #[serde(default, deserialize_with = "optional_text")]
     pub measurement_scope: Option<String>,
     /// `peak`, `component`, `oom` or `max_fit_boundary`.
+    #[serde(default, deserialize_with = "text")]
     pub measured_kind: String,
+    #[serde(default, deserialize_with = "number")]
     pub value: Option<f64>,
+    #[serde(default, deserialize_with = "text")]
     pub unit: String,
+    #[serde(default, deserialize_with = "number")]
     pub value_gib: Option<f64>,
+    #[serde(default, deserialize_with = "optional_text")]
     pub components_included: Option<String>,
+    #[serde(default, deserialize_with = "text")]
     pub quality: String,
 }
 
@@ -117,14 +149,91 @@ pub fn leading_number(text: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Reads the data set.
+/// Reads the data set: an array of points, or an object holding one under `points`.
 pub fn parse(text: &str) -> Result<Vec<Point>, serde_json::Error> {
-    serde_json::from_str(text)
+    let value: Value = serde_json::from_str(text)?;
+    let points = match value {
+        Value::Object(mut fields) => fields.remove("points").unwrap_or(Value::Object(fields)),
+        other => other,
+    };
+    serde_json::from_value(points)
+}
+
+/// A text field: a string as written, a number or a flag as its JSON text, nothing as empty.
+fn text<'de, D: serde::Deserializer<'de>>(de: D) -> Result<String, D::Error> {
+    Ok(optional_text(de)?.unwrap_or_default())
+}
+
+fn optional_text<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(de)? {
+        Value::Null => None,
+        Value::String(s) => Some(s),
+        other => Some(other.to_string()),
+    })
+}
+
+/// A count: a whole number, or the number a string starts with (`"4 (per device)"`); a count
+/// that is not one reads as not stated.
+fn count<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u64>, D::Error> {
+    Ok(Point::count(Some(&Value::deserialize(de)?)))
+}
+
+fn small_count<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u32>, D::Error> {
+    Ok(count(de)?.and_then(|n| u32::try_from(n).ok()))
+}
+
+/// A flag: `true`/`false`, or a string that says yes or no; anything else reads as not stated.
+fn flag<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<bool>, D::Error> {
+    Ok(match Value::deserialize(de)? {
+        Value::Bool(b) => Some(b),
+        Value::String(s) => match s.trim().to_lowercase().as_str() {
+            "true" | "yes" | "on" | "enabled" => Some(true),
+            "false" | "no" | "off" | "disabled" | "none" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// A measured value: a number, or the number a string starts with (`"14.6 GB"`).
+fn number<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<f64>, D::Error> {
+    Ok(match Value::deserialize(de)? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => {
+            let t = s.trim().trim_start_matches('~');
+            let end = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+            t[..end].parse().ok()
+        }
+        _ => None,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_data_sets_quirks_are_read_not_fatal() {
+        let points = parse(
+            r#"[{"id": "X-1", "workload": "llm_inference", "model": "m", "framework": "vLLM",
+                 "batch_size": "4 (per device)", "num_gpus": "2", "output_tokens": null,
+                 "activation_checkpointing": "not stated", "value": "14.6", "unit": "GB",
+                 "gpu_type": 80, "measurement_method": null, "measured_kind": "peak",
+                 "quality": "B", "zero_stage": "ZeRO-3"}]"#,
+        )
+        .expect("parses");
+        let point = &points[0];
+        assert_eq!(point.batch_size, Some(4));
+        assert_eq!(point.num_gpus, Some(2));
+        assert_eq!(point.activation_checkpointing, None);
+        assert_eq!(point.value, Some(14.6));
+        assert_eq!(point.gpu_type, "80");
+        assert_eq!(point.measurement_method, "");
+        assert_eq!(point.zero_stage, None);
+        assert_eq!(point.source_id, "");
+        let wrapped = parse(r#"{"version": 2, "points": [{"id": "Y-1"}]}"#).expect("parses");
+        assert_eq!(wrapped[0].id, "Y-1");
+    }
 
     #[test]
     fn leading_numbers() {
