@@ -184,11 +184,18 @@ impl Cx<'_> {
             // FSDP is data parallelism whose model states are sharded (see `distribution`).
             Split::Data(count)
         } else if lower.is_empty() || lower == "none" || lower.contains("single gpu") {
-            if count != 1 {
+            if count == 1 {
+                Split::Single
+            } else if let Some((split, why)) = self.default_split(count) {
+                self.assume(
+                    assume::RUNTIME_DEFAULT,
+                    format!("{count} GPUs, split not stated: {why}"),
+                );
+                split
+            } else {
                 self.gap(Gap::data(data::SPLIT, format!("{count} GPUs, parallelism {text:?}")));
                 return None;
             }
-            Split::Single
         } else {
             self.unreadable("parallelism", &text);
             return None;
@@ -196,6 +203,28 @@ impl Cx<'_> {
         match split {
             Split::Tensor(1) | Split::Pipeline(1) | Split::Data(1) => Some(Split::Single),
             other => Some(other),
+        }
+    }
+
+    /// How a runtime divides work over several GPUs when the source does not say: vLLM by
+    /// tensor parallelism (`tensor_parallel_size`, its one multi-GPU mode unless a pipeline is
+    /// asked for), llama.cpp by layers (`--split-mode layer`, its default), transformers'
+    /// inference by `device_map="auto"` (consecutive layers per GPU), and training by data
+    /// parallelism (one replica per GPU, as `torchrun` and `accelerate launch` start it).
+    fn default_split(&self, count: u32) -> Option<(Split, &'static str)> {
+        let point = self.point;
+        let framework = point.framework.to_lowercase();
+        let training = point.workload.starts_with("training");
+        if training {
+            Some((Split::Data(count), "data parallel, one replica per GPU"))
+        } else if framework.contains("vllm") {
+            Some((Split::Tensor(count), "vLLM's tensor parallelism over every GPU"))
+        } else if framework.contains("llama.cpp") || framework.contains("ollama") {
+            Some((Split::Pipeline(count), "llama.cpp's default --split-mode layer"))
+        } else if framework.contains("transformers") && point.workload == "llm_inference" {
+            Some((Split::Pipeline(count), "transformers' device_map=\"auto\", layers per GPU"))
+        } else {
+            None
         }
     }
 
