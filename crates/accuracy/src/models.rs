@@ -93,8 +93,18 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
 
 /// Spellings of the models the harness declares or the catalog holds, compressed as
 /// [`compressed`] writes them, with the model each names: `meta-llama/Llama-3.1-8B-Instruct`
-/// and `Meta-Llama-3.1-8B` are both `llama3.18b...`.
-const SPELLINGS: [(&str, &str); 21] = [
+/// and `Meta-Llama-3.1-8B` are both `llama3.18b...`. A few releases share another's shape in
+/// every field the language reads (layers, widths, heads, vocabulary) and name it: Llama 3 and
+/// 3.3 70B (Llama 3.1 70B's), Qwen2 (Qwen2.5's sizes 0.5B, 7B and 72B), Qwen2.5-Coder (Qwen2.5's).
+const SPELLINGS: [(&str, &str); 29] = [
+    ("llama370b", "llama3.1-70b"),
+    ("llama3.370b", "llama3.1-70b"),
+    ("qwen20.5b", "qwen2.5-0.5b"),
+    ("qwen27b", "qwen2.5-7b"),
+    ("qwen272b", "qwen2.5-72b"),
+    ("qwen2.5coder7b", "qwen2.5-7b"),
+    ("qwen2.5coder14b", "qwen2.5-14b"),
+    ("qwen2.5coder32b", "qwen2.5-32b"),
     ("llama3.18b", "llama3.1-8b"),
     ("llama3.170b", "llama3.1-70b"),
     ("llama3.1405b", "llama3.1-405b"),
@@ -296,6 +306,9 @@ mod tests {
         assert_eq!(name("mistralai/Mistral-7B-Instruct-v0.3").as_deref(), Some("mistral-7b"));
         assert_eq!(name("Llama-3.1-405B-FP8").as_deref(), Some("llama3.1-405b"));
         assert_eq!(name("Qwen2.5-3B"), None);
+        assert_eq!(name("Qwen/Qwen2-72B-Instruct").as_deref(), Some("qwen2.5-72b"));
+        assert_eq!(name("Qwen/Qwen2-7B").as_deref(), Some("qwen2.5-7b"));
+        assert_eq!(name("meta-llama/Llama-3.3-70B-Instruct").as_deref(), Some("llama3.1-70b"));
         assert_eq!(name("tiiuae/falcon-7b"), None);
     }
 
