@@ -164,8 +164,17 @@ fn kv_cache(cx: &mut Cx<'_>, runtime: Runtime) -> Option<KvCache> {
     } else if lower.contains("quanto") && lower.contains("int2") {
         Some(KvCache::Type("quanto-int2"))
     } else if lower.starts_with("not stated") {
-        cx.gap(Gap::data(data::KV_TYPE, stated));
-        None
+        // As when the field is missing: the runtime's default type.
+        if runtime == Runtime::LlamaCpp {
+            cx.assume(
+                assume::RUNTIME_DEFAULT,
+                format!("KV type {stated:?}: llama.cpp's default f16"),
+            );
+            Some(KvCache::Type("fp16"))
+        } else {
+            cx.assume(assume::RUNTIME_DEFAULT, format!("KV type {stated:?}: the model's own type"));
+            Some(KvCache::Default)
+        }
     } else if let Some(ggml) = GGML_KV_TYPES.iter().find(|t| lower.starts_with(**t)) {
         Some(KvCache::Type(ggml))
     } else {
