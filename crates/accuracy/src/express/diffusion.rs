@@ -355,8 +355,13 @@ fn precisions(
     } else if w.contains("transformer only") || w.contains(", te ") {
         Vec::new()
     } else {
-        cx.unreadable("weight_precision", &w);
-        return None;
+        // The common use, a quantization config passed to the denoiser's own from_pretrained
+        // (or diffusers' components_to_quantize naming the transformer or UNet alone).
+        cx.assume(
+            assume::PIPELINE_DEFAULT,
+            format!("which components are quantized not stated ({w:?}): the denoiser only"),
+        );
+        Vec::new()
     };
     // One format per encoder, in the pipeline's order (`text_encoder_weights a b c`).
     let encoders =
@@ -380,7 +385,10 @@ fn float_type(text: &str) -> Option<&'static str> {
 /// The language's precision for a quantization scheme, with the assumption it carries.
 fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
     let word = if q.contains("gguf") {
-        let Some(ggml) = ["q4_1", "q8_0", "q2_k"].into_iter().find(|t| w.contains(t)) else {
+        // A k-quant file's mix (`Q4_K_S`, `Q4_K_M`) is written as its main type.
+        let types =
+            ["q4_1", "q8_0", "q2_k", "q4_0", "q5_0", "q5_1", "q3_k", "q4_k", "q5_k", "q6_k"];
+        let Some(ggml) = types.into_iter().find(|t| w.contains(t)) else {
             cx.unreadable("weight_precision", w);
             return None;
         };
