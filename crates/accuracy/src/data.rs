@@ -102,11 +102,7 @@ pub struct Point {
 impl Point {
     /// `seq_len` as a count of tokens: the number itself, or the number a string starts with.
     pub fn seq_len_tokens(&self) -> Option<u64> {
-        match self.seq_len.as_ref()? {
-            Value::Number(n) => n.as_u64(),
-            Value::String(s) => leading_number(s),
-            _ => None,
-        }
+        Self::count(self.seq_len.as_ref()).filter(|n| *n > 0)
     }
 
     /// An architecture field as a count: a number, or the number a string starts with.
@@ -149,14 +145,19 @@ pub fn leading_number(text: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Reads the data set: an array of points, or an object holding one under `points`.
+/// Reads the data set: an array of points, or an object holding one under `points`. Entries
+/// that are not objects are not points and are left out.
 pub fn parse(text: &str) -> Result<Vec<Point>, serde_json::Error> {
     let value: Value = serde_json::from_str(text)?;
     let points = match value {
         Value::Object(mut fields) => fields.remove("points").unwrap_or(Value::Object(fields)),
         other => other,
     };
-    serde_json::from_value(points)
+    let entries = match points {
+        Value::Array(entries) => entries,
+        other => vec![other],
+    };
+    entries.into_iter().filter(Value::is_object).map(serde_json::from_value).collect()
 }
 
 /// A text field: a string as written, a number or a flag as its JSON text, nothing as empty.
@@ -173,9 +174,9 @@ fn optional_text<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Strin
 }
 
 /// A count: a whole number, or the number a string starts with (`"4 (per device)"`); a count
-/// that is not one reads as not stated.
+/// that is not one, or is 0, reads as not stated.
 fn count<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u64>, D::Error> {
-    Ok(Point::count(Some(&Value::deserialize(de)?)))
+    Ok(Point::count(Some(&Value::deserialize(de)?)).filter(|n| *n > 0))
 }
 
 fn small_count<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u32>, D::Error> {

@@ -102,6 +102,16 @@ fn run(expressed: Expressed) -> Outcome {
         .filter(|d| d.is_error())
         .map(|d| format!("{} {} (at byte {})", d.code, d.message, d.primary.start))
         .collect();
+    // A stated value outside the language's ranges (a batch of a billion, say) is the data's
+    // problem, not the harness's: the point is unexpressed with the core's words for it.
+    let out_of_range = outcome.diagnostics.iter().filter(|d| d.is_error());
+    if !errors.is_empty() && out_of_range.clone().all(|d| d.code == "E007") {
+        let detail: Vec<String> = out_of_range.map(|d| d.message.clone()).collect();
+        return Outcome::Unexpressed(vec![Gap::data(
+            crate::gaps::data::UNREADABLE,
+            format!("a stated value outside the language's range: {}", detail.join("; ")),
+        )]);
+    }
     let check = outcome.budget.checks.first();
     let (Some(check), true) = (check, errors.is_empty()) else {
         let mut diagnostics = errors;

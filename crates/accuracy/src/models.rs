@@ -175,6 +175,10 @@ pub fn from_fields(wording: &str, fields: &Fields) -> Result<Model, String> {
     let vocab = need(fields.vocab, "vocab_size")?;
     let text = fields.params.as_deref().unwrap_or_default();
     let params = parameter_count(text).ok_or(format!("param_count {text:?} is not a count"))?;
+    // Bounds far above any model, so that the products below stay well inside u64.
+    if layers > 1_000 || hidden > 1 << 20 || heads > 4_096 || vocab > 1 << 24 {
+        return Err(format!("{layers} layers of {hidden} with {heads} heads and {vocab} tokens"));
+    }
     if hidden % heads != 0 || heads % kv_heads != 0 {
         return Err(format!(
             "{heads} heads ({kv_heads} for keys and values) do not divide {hidden}"

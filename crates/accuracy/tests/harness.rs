@@ -190,3 +190,36 @@ fn points_in_other_wordings_are_expressed() {
         );
     }
 }
+
+/// Malformed data (a shape past any model's, a batch of a hundred trillion, zero counts, a value
+/// that is not a number, entries that are not points) is reported point by point: no panic,
+/// no harness error, every point accounted for.
+#[test]
+fn malformed_points_are_reported_not_fatal() {
+    let text = r#"{"points": [
+        {"id": "W-1", "workload": "llm_inference", "model": "x/unknown-1b", "param_count": "1B",
+         "layers": 99999999999, "hidden_size": 4096, "attention_heads": 32, "vocab_size": 32000,
+         "framework": "transformers", "weight_precision": "bf16", "gpu_type": "A100 80GB",
+         "measured_kind": "peak", "value": 1, "unit": "GB", "measurement_method": "nvidia-smi"},
+        {"id": "W-2", "workload": "llm_inference", "model": "meta-llama/Llama-3.1-8B",
+         "framework": "transformers", "weight_precision": "bf16", "gpu_type": "A100 80GB",
+         "measured_kind": "peak", "value": 20, "unit": "GB", "measurement_method": "nvidia-smi",
+         "batch_size": 99999999999999, "input_tokens": "99999999999999",
+         "output_tokens": 18446744073709551615},
+        {"id": "W-3", "workload": "training_full", "model": "meta-llama/Llama-3.1-8B",
+         "framework": "Trainer", "weight_precision": "bf16", "gpu_type": "A100 80GB",
+         "measured_kind": "peak", "value": "abc", "unit": "GB", "measurement_method": "nvidia-smi",
+         "batch_size": 0, "seq_len": 0, "num_gpus": 0},
+        5, "text", null]}"#;
+    let points = data::parse(text).expect("the file parses");
+    assert_eq!(points.len(), 3, "entries that are not objects are not points");
+    let run = run(&points);
+    for result in &run.results {
+        assert!(
+            matches!(result.outcome, Outcome::Unexpressed(_)),
+            "{}: {:?}",
+            result.id,
+            result.outcome
+        );
+    }
+}

@@ -233,7 +233,7 @@ fn context(
     let context = if let Some(tokens) = point.seq_len_tokens() {
         tokens
     } else if let Some(output) = point.output_tokens {
-        prompt + output
+        prompt.saturating_add(output)
     } else if let Some(tokens) = number_after(&settings, "max_model_len") {
         tokens
     } else if weights_only(selector) {
@@ -248,7 +248,7 @@ fn context(
     };
     let prefill = match runtime {
         // Hugging Face generate() runs the prompt of every sequence in one forward step.
-        Runtime::PyTorch | Runtime::Diffusers => Some(prompt.max(1) * sessions),
+        Runtime::PyTorch | Runtime::Diffusers => Some(prompt.max(1).saturating_mul(sessions)),
         // llama.cpp's physical batch, when the source gives it.
         Runtime::LlamaCpp => number_after(&settings, "n_ubatch"),
         Runtime::Vllm => None,
