@@ -98,8 +98,8 @@ pub mod assume {
     pub const PROMPT_NOT_STATED: &str =
         "prompt length not stated: counted as 0 tokens (context = generated tokens)";
     pub const PROMPT_APPROXIMATE: &str = "prompt length approximate (`~N`): N tokens";
-    pub const FUSED_QKV_LORA: &str =
-        "LoRA on Qwen's fused c_attn counted as separate q, k and v adapters (< 2 % of the peak)";
+    pub const FUSED_QKV_LORA: &str = "LoRA on a fused projection (Qwen's c_attn, \
+         query_key_value, qkv_proj, gate_up_proj) counted as separate adapters (< 2 % of the peak)";
     pub const RUNTIME_DEFAULT: &str = "a setting not stated: the runtime's documented default";
     pub const GPU_VARIANT: &str = "GPU or its variant not stated: the nearest catalog entry or a \
          placeholder device (its capacity is not used by the comparison)";

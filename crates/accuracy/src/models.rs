@@ -262,7 +262,7 @@ fn parameter_count(text: &str) -> Option<u64> {
 }
 
 /// The language's LoRA targets for a list of module names, and whether the list adapts a fused
-/// projection the language counts as separate ones (Qwen's `c_attn`).
+/// projection the language counts as separate ones (Qwen's `c_attn`, `query_key_value`).
 pub fn lora_targets(
     family: Family,
     modules: &[String],
@@ -274,15 +274,26 @@ pub fn lora_targets(
             (Family::Llama, "q_proj") => &["q"],
             (Family::Llama, "k_proj") => &["k"],
             (Family::Llama, "v_proj") => &["v"],
-            (Family::Llama, "o_proj") => &["o"],
+            (Family::Llama, "o_proj") | (_, "dense" | "out_proj") => &["o"],
             (Family::Llama, "gate_proj") | (Family::QwenV1, "w2") => &["gate"],
-            (Family::Llama, "up_proj") | (Family::QwenV1, "w1") => &["up"],
-            (Family::Llama, "down_proj") => &["down"],
-            (Family::QwenV1, "c_attn") => {
+            (Family::Llama, "up_proj")
+            | (Family::QwenV1, "w1")
+            | (_, "dense_h_to_4h" | "fc1" | "c_fc") => &["up"],
+            (Family::Llama, "down_proj") | (_, "dense_4h_to_h" | "fc2") => &["down"],
+            // Fused q, k and v: Qwen v1's `c_attn`, and other families' names for the same
+            // matrices (BLOOM, Falcon, GPT-NeoX `query_key_value`; Phi-3 `qkv_proj`; MPT
+            // `Wqkv`); likewise the attention output (`dense`, `out_proj`), a fused gate and up
+            // (Phi-3 `gate_up_proj`) and a plain MLP's two matrices (`dense_h_to_4h` and
+            // `dense_4h_to_h`, `fc1` and `fc2`, `c_fc`) above.
+            (Family::QwenV1, "c_attn") | (_, "query_key_value" | "qkv_proj" | "wqkv") => {
                 fused = true;
                 &["q", "k", "v"]
             }
             (Family::QwenV1, "c_proj") => &["o", "down"],
+            (_, "gate_up_proj") => {
+                fused = true;
+                &["gate", "up"]
+            }
             _ => return Err(format!("module `{module}` has no LoRA target in the language")),
         };
         for target in adds {
@@ -366,6 +377,17 @@ mod tests {
         let outcome = vram_core::evaluate(crate::MODELS_VRAM);
         let problems: Vec<_> = outcome.diagnostics.iter().collect();
         assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    #[test]
+    fn other_families_module_names() {
+        let names = |list: &[&str]| list.iter().map(ToString::to_string).collect::<Vec<_>>();
+        let (targets, fused) =
+            lora_targets(Family::Llama, &names(&["query_key_value", "dense", "dense_4h_to_h"]))
+                .expect("known names");
+        assert_eq!(targets, ["q", "k", "v", "o", "down"]);
+        assert!(fused);
+        assert!(lora_targets(Family::Llama, &names(&["lm_head"])).is_err());
     }
 
     #[test]

@@ -283,9 +283,22 @@ fn named_modules(text: &str) -> Option<Vec<String>> {
     if ["all-linear", "all_linear", "all linear"].iter().any(|w| lower.contains(w)) {
         return Some(LLAMA_PROJECTIONS.iter().map(ToString::to_string).collect());
     }
+    // Other families' module names, unambiguous in free text (`dense` alone is not).
+    let others = [
+        "query_key_value",
+        "qkv_proj",
+        "wqkv",
+        "out_proj",
+        "gate_up_proj",
+        "dense_h_to_4h",
+        "dense_4h_to_h",
+        "c_attn",
+        "c_fc",
+    ];
     let mut names: Vec<String> = Vec::new();
     for word in lower.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-        if LLAMA_PROJECTIONS.contains(&word) && !names.iter().any(|n| n == word) {
+        let known = LLAMA_PROJECTIONS.contains(&word) || others.contains(&word);
+        if known && !names.iter().any(|n| n == word) {
             names.push(word.to_string());
         }
     }
