@@ -3,10 +3,7 @@
 //! `expect`/`unreachable!` here only guard shapes the grammar guarantees. Anything a user can get
 //! wrong (a number with 40 digits, say) becomes a diagnostic.
 
-use std::sync::OnceLock;
-
 use pest::iterators::{Pair, Pairs};
-use pest::pratt_parser::{Assoc, Op, PrattParser};
 
 use super::Rule;
 use crate::ast::{
@@ -267,82 +264,100 @@ impl Lowerer {
     }
 
     fn lower_expr(&mut self, pair: Pair<'_, Rule>) -> Expr {
-        let offset = self.offset;
-        let span_of = |pair: &Pair<'_, Rule>| {
-            let span = pair.as_span();
-            Span::new(span.start() + offset, span.end() + offset)
-        };
         // A long chain nests one tree level per operator, and the tree is walked recursively
-        // (here by the Pratt parser, later by the checker and the formatter): bound it first.
+        // (here by the precedence climbing below, later by the checker and the formatter):
+        // bound it first.
         if pair.clone().into_inner().flatten().nth(MAX_EXPRESSION_TERMS).is_some() {
-            let span = span_of(&pair);
+            let span = self.span_of(&pair);
             self.diagnostics.push(expression_too_long(span));
             // `value: None` marks the expression as reported; the checker re-derives the same
             // diagnostic from `raw` (see `literal_diagnostic`), and the final dedup drops it.
             return Expr::Number { value: None, raw: pair.as_str().to_string(), span };
         }
-        // The closures below need `self` for diagnostics; collect them in a local list instead.
-        let diagnostics = std::cell::RefCell::new(Vec::new());
-        let expr = pratt()
-            .map_primary(|primary| match primary.as_rule() {
-                Rule::number => {
-                    let span = span_of(&primary);
-                    let raw = primary.as_str().to_string();
-                    let value = match parse_number(&raw) {
-                        Ok(value) => Some(value),
-                        Err(message) => {
-                            diagnostics.borrow_mut().push(number_diagnostic(message, span));
-                            None
-                        }
-                    };
-                    Expr::Number { value, raw, span }
-                }
-                Rule::group => {
-                    let span = span_of(&primary);
-                    let inner = primary.into_inner().next().expect("group holds an expr");
-                    let mut nested = Lowerer { offset, diagnostics: Vec::new() };
-                    let inner = nested.lower_expr(inner);
-                    diagnostics.borrow_mut().extend(nested.diagnostics);
-                    Expr::Group { inner: Box::new(inner), span }
-                }
-                rule => unreachable!("primary {rule:?}"),
-            })
-            .map_prefix(|op, operand| {
-                let span = span_of(&op).to(operand.span());
-                Expr::Neg { operand: Box::new(operand), span }
-            })
-            .map_postfix(|operand, op| {
-                let span = operand.span().to(span_of(&op));
-                let unit = Unit::from_text(op.as_str()).expect("the grammar accepts known units");
-                Expr::Unit { operand: Box::new(operand), unit, span }
-            })
-            .map_infix(|lhs, op, rhs| {
-                let op = match op.as_rule() {
-                    Rule::add => BinaryOp::Add,
-                    Rule::sub => BinaryOp::Sub,
-                    Rule::mul => BinaryOp::Mul,
-                    Rule::div => BinaryOp::Div,
-                    rule => unreachable!("infix {rule:?}"),
+        let mut tokens = pair.into_inner().peekable();
+        self.sum(&mut tokens)
+    }
+
+    // Precedence climbing over the expression's flat token list (the grammar's `expr`): `+ -`
+    // bind loosest, then `* /`, then unary minus, then units (`-3 GiB` is `-(3 GiB)`); binary
+    // operators associate to the left. Depth is bounded by the term limit checked above.
+
+    fn sum(&mut self, tokens: &mut Tokens<'_>) -> Expr {
+        let mut lhs = self.product(tokens);
+        while let Some(op) = next_if(tokens, &[Rule::add, Rule::sub]) {
+            let op = if op.as_rule() == Rule::add { BinaryOp::Add } else { BinaryOp::Sub };
+            let rhs = self.product(tokens);
+            lhs = binary(op, lhs, rhs);
+        }
+        lhs
+    }
+
+    fn product(&mut self, tokens: &mut Tokens<'_>) -> Expr {
+        let mut lhs = self.unary(tokens);
+        while let Some(op) = next_if(tokens, &[Rule::mul, Rule::div]) {
+            let op = if op.as_rule() == Rule::mul { BinaryOp::Mul } else { BinaryOp::Div };
+            let rhs = self.unary(tokens);
+            lhs = binary(op, lhs, rhs);
+        }
+        lhs
+    }
+
+    fn unary(&mut self, tokens: &mut Tokens<'_>) -> Expr {
+        if let Some(op) = next_if(tokens, &[Rule::neg]) {
+            let operand = self.unary(tokens);
+            let span = self.span_of(&op).to(operand.span());
+            return Expr::Neg { operand: Box::new(operand), span };
+        }
+        let mut operand = self.primary(tokens);
+        while let Some(op) = next_if(tokens, &[Rule::unit]) {
+            let span = operand.span().to(self.span_of(&op));
+            let unit = Unit::from_text(op.as_str()).expect("the grammar accepts known units");
+            operand = Expr::Unit { operand: Box::new(operand), unit, span };
+        }
+        operand
+    }
+
+    fn primary(&mut self, tokens: &mut Tokens<'_>) -> Expr {
+        let primary = tokens.next().expect("the grammar puts a primary after every operator");
+        let span = self.span_of(&primary);
+        match primary.as_rule() {
+            Rule::number => {
+                let raw = primary.as_str().to_string();
+                let value = match parse_number(&raw) {
+                    Ok(value) => Some(value),
+                    Err(message) => {
+                        self.diagnostics.push(number_diagnostic(message, span));
+                        None
+                    }
                 };
-                let span = lhs.span().to(rhs.span());
-                Expr::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs), span }
-            })
-            .parse(pair.into_inner());
-        self.diagnostics.extend(diagnostics.into_inner());
-        expr
+                Expr::Number { value, raw, span }
+            }
+            Rule::group => {
+                let inner = primary.into_inner().next().expect("group holds an expr");
+                let inner = self.lower_expr(inner);
+                Expr::Group { inner: Box::new(inner), span }
+            }
+            rule => unreachable!("primary {rule:?}"),
+        }
+    }
+
+    fn span_of(&self, pair: &Pair<'_, Rule>) -> Span {
+        let span = pair.as_span();
+        Span::new(span.start() + self.offset, span.end() + self.offset)
     }
 }
 
-fn pratt() -> &'static PrattParser<Rule> {
-    static PRATT: OnceLock<PrattParser<Rule>> = OnceLock::new();
-    PRATT.get_or_init(|| {
-        // Later lines bind tighter: `+ -`, then `* /`, then unary minus, then units.
-        PrattParser::new()
-            .op(Op::infix(Rule::add, Assoc::Left) | Op::infix(Rule::sub, Assoc::Left))
-            .op(Op::infix(Rule::mul, Assoc::Left) | Op::infix(Rule::div, Assoc::Left))
-            .op(Op::prefix(Rule::neg))
-            .op(Op::postfix(Rule::unit))
-    })
+/// An expression's tokens, in order.
+type Tokens<'i> = std::iter::Peekable<pest::iterators::Pairs<'i, Rule>>;
+
+/// The next token, taken if its rule is one of `rules`.
+fn next_if<'i>(tokens: &mut Tokens<'i>, rules: &[Rule]) -> Option<Pair<'i, Rule>> {
+    tokens.next_if(|token| rules.contains(&token.as_rule()))
+}
+
+fn binary(op: BinaryOp, lhs: Expr, rhs: Expr) -> Expr {
+    let span = lhs.span().to(rhs.span());
+    Expr::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs), span }
 }
 
 /// The diagnostic for a literal that [`parse_number`] rejects.
@@ -437,7 +452,37 @@ fn last_part(
 #[cfg(test)]
 mod tests {
     use super::parse_number;
+    use crate::ast::{Declaration, Expr, Value};
     use crate::ratio::Ratio;
+
+    /// The tree of the first field's expression, parenthesized.
+    fn tree(value: &str) -> String {
+        fn show(expr: &Expr) -> String {
+            match expr {
+                Expr::Number { raw, .. } => raw.clone(),
+                Expr::Neg { operand, .. } => format!("(-{})", show(operand)),
+                Expr::Unit { operand, unit, .. } => format!("({} {})", show(operand), unit.text()),
+                Expr::Binary { op, lhs, rhs, .. } => {
+                    format!("({} {} {})", show(lhs), op.symbol(), show(rhs))
+                }
+                Expr::Group { inner, .. } => format!("[{}]", show(inner)),
+            }
+        }
+        let (file, diagnostics) = crate::syntax::parse(&format!("device d {{ memory {value} }}"));
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        let Some(Declaration::Block(block)) = file.declarations.first() else { panic!("a block") };
+        let Some(Value::Expr(expr)) = block.body.fields[0].values.first() else { panic!("expr") };
+        show(expr)
+    }
+
+    #[test]
+    fn units_bind_tightest_then_minus_then_products_then_sums() {
+        assert_eq!(tree("-2 * 3 + 4 GiB / 2 - 1"), "((((-2) * 3) + ((4 GiB) / 2)) - 1)");
+        assert_eq!(tree("-3 GiB"), "(-(3 GiB))");
+        assert_eq!(tree("- -1"), "(-(-1))");
+        assert_eq!(tree("8 / 4 / 2"), "((8 / 4) / 2)");
+        assert_eq!(tree("(4 + 4) KiB * 2"), "(([(4 + 4)] KiB) * 2)");
+    }
 
     #[test]
     fn numbers_are_exact() {
