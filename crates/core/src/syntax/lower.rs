@@ -268,7 +268,7 @@ impl Lowerer {
         // (here by the precedence climbing below, later by the checker and the formatter):
         // bound it first.
         if pair.clone().into_inner().flatten().nth(MAX_EXPRESSION_TERMS).is_some() {
-            let span = self.span_of(&pair);
+            let span = self.span(&pair);
             self.diagnostics.push(expression_too_long(span));
             // `value: None` marks the expression as reported; the checker re-derives the same
             // diagnostic from `raw` (see `literal_diagnostic`), and the final dedup drops it.
@@ -283,34 +283,42 @@ impl Lowerer {
     // operators associate to the left. Depth is bounded by the term limit checked above.
 
     fn sum(&mut self, tokens: &mut Tokens<'_>) -> Expr {
-        let mut lhs = self.product(tokens);
-        while let Some(op) = next_if(tokens, &[Rule::add, Rule::sub]) {
-            let op = if op.as_rule() == Rule::add { BinaryOp::Add } else { BinaryOp::Sub };
-            let rhs = self.product(tokens);
-            lhs = binary(op, lhs, rhs);
-        }
-        lhs
+        self.chain(tokens, [(Rule::add, BinaryOp::Add), (Rule::sub, BinaryOp::Sub)], Self::product)
     }
 
     fn product(&mut self, tokens: &mut Tokens<'_>) -> Expr {
-        let mut lhs = self.unary(tokens);
-        while let Some(op) = next_if(tokens, &[Rule::mul, Rule::div]) {
-            let op = if op.as_rule() == Rule::mul { BinaryOp::Mul } else { BinaryOp::Div };
-            let rhs = self.unary(tokens);
-            lhs = binary(op, lhs, rhs);
+        self.chain(tokens, [(Rule::mul, BinaryOp::Mul), (Rule::div, BinaryOp::Div)], Self::unary)
+    }
+
+    /// Operands of one precedence level joined, left to right, by its operators.
+    fn chain(
+        &mut self,
+        tokens: &mut Tokens<'_>,
+        ops: [(Rule, BinaryOp); 2],
+        operand: fn(&mut Self, &mut Tokens<'_>) -> Expr,
+    ) -> Expr {
+        let mut lhs = operand(self, tokens);
+        let op_of = |token: &Pair<'_, Rule>| {
+            ops.iter().find(|(rule, _)| token.as_rule() == *rule).map(|(_, op)| *op)
+        };
+        while let Some(op) = tokens.peek().and_then(op_of) {
+            tokens.next();
+            let rhs = operand(self, tokens);
+            let span = lhs.span().to(rhs.span());
+            lhs = Expr::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs), span };
         }
         lhs
     }
 
     fn unary(&mut self, tokens: &mut Tokens<'_>) -> Expr {
-        if let Some(op) = next_if(tokens, &[Rule::neg]) {
+        if let Some(op) = next_if(tokens, Rule::neg) {
             let operand = self.unary(tokens);
-            let span = self.span_of(&op).to(operand.span());
+            let span = self.span(&op).to(operand.span());
             return Expr::Neg { operand: Box::new(operand), span };
         }
         let mut operand = self.primary(tokens);
-        while let Some(op) = next_if(tokens, &[Rule::unit]) {
-            let span = operand.span().to(self.span_of(&op));
+        while let Some(op) = next_if(tokens, Rule::unit) {
+            let span = operand.span().to(self.span(&op));
             let unit = Unit::from_text(op.as_str()).expect("the grammar accepts known units");
             operand = Expr::Unit { operand: Box::new(operand), unit, span };
         }
@@ -319,7 +327,7 @@ impl Lowerer {
 
     fn primary(&mut self, tokens: &mut Tokens<'_>) -> Expr {
         let primary = tokens.next().expect("the grammar puts a primary after every operator");
-        let span = self.span_of(&primary);
+        let span = self.span(&primary);
         match primary.as_rule() {
             Rule::number => {
                 let raw = primary.as_str().to_string();
@@ -340,24 +348,14 @@ impl Lowerer {
             rule => unreachable!("primary {rule:?}"),
         }
     }
-
-    fn span_of(&self, pair: &Pair<'_, Rule>) -> Span {
-        let span = pair.as_span();
-        Span::new(span.start() + self.offset, span.end() + self.offset)
-    }
 }
 
 /// An expression's tokens, in order.
 type Tokens<'i> = std::iter::Peekable<pest::iterators::Pairs<'i, Rule>>;
 
-/// The next token, taken if its rule is one of `rules`.
-fn next_if<'i>(tokens: &mut Tokens<'i>, rules: &[Rule]) -> Option<Pair<'i, Rule>> {
-    tokens.next_if(|token| rules.contains(&token.as_rule()))
-}
-
-fn binary(op: BinaryOp, lhs: Expr, rhs: Expr) -> Expr {
-    let span = lhs.span().to(rhs.span());
-    Expr::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs), span }
+/// The next token, taken if its rule is `rule`.
+fn next_if<'i>(tokens: &mut Tokens<'i>, rule: Rule) -> Option<Pair<'i, Rule>> {
+    tokens.next_if(|token| token.as_rule() == rule)
 }
 
 /// The diagnostic for a literal that [`parse_number`] rejects.
