@@ -23,18 +23,18 @@ pub struct Point {
     pub model: String,
     /// The architecture as the data recalls it (its `arch_source` asks to verify it): read only
     /// for a model the harness has no config.json for ([`crate::models::from_fields`]).
-    #[serde(default)]
-    pub param_count: Option<Value>,
-    #[serde(default)]
-    pub layers: Option<Value>,
-    #[serde(default)]
-    pub hidden_size: Option<Value>,
-    #[serde(default)]
-    pub attention_heads: Option<Value>,
-    #[serde(default)]
-    pub kv_heads: Option<Value>,
-    #[serde(default)]
-    pub vocab_size: Option<Value>,
+    #[serde(default, deserialize_with = "optional_text")]
+    pub param_count: Option<String>,
+    #[serde(default, deserialize_with = "count")]
+    pub layers: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
+    pub hidden_size: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
+    pub attention_heads: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
+    pub kv_heads: Option<u64>,
+    #[serde(default, deserialize_with = "count")]
+    pub vocab_size: Option<u64>,
     #[serde(default, deserialize_with = "optional_text")]
     pub arch_notes: Option<String>,
     #[serde(default, deserialize_with = "text")]
@@ -105,8 +105,8 @@ impl Point {
         Self::count(self.seq_len.as_ref()).filter(|n| *n > 0)
     }
 
-    /// An architecture field as a count: a number, or the number a string starts with.
-    pub fn count(field: Option<&Value>) -> Option<u64> {
+    /// A field as a count: a number, or the number a string starts with.
+    fn count(field: Option<&Value>) -> Option<u64> {
         match field? {
             Value::Number(n) => n.as_u64(),
             Value::String(s) => leading_number(s),

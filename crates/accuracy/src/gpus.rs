@@ -106,10 +106,7 @@ pub fn read(gpu_type: &str) -> Option<Gpu> {
     let memory = stated_memory(&words);
     let read_as = format!("read from the wording {gpu_type:?}");
     let same_80 = "SXM and PCIe 80 GB report the same 81,559 MiB; the form factor is not stated";
-    let chosen = |device: &str| match memory {
-        Some(_) => variant(device, &read_as),
-        None => unstated(device, None, &format!("memory not stated; {read_as}")),
-    };
+    let chosen = |device: &str| variant_or_unstated(device, memory, &read_as);
     let gpu = if has("h200") {
         chosen(if has("nvl") { "h200-nvl" } else { "h200-sxm" })
     } else if has("h100") {

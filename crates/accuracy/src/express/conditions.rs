@@ -2,7 +2,6 @@
 //! with which model and weight format, and what shards or offloads memory.
 
 use super::Cx;
-use crate::Point;
 use crate::gaps::{Gap, assume, data, feature};
 use crate::gpus::{self, Gpu};
 use crate::models::{self, Model};
@@ -340,15 +339,12 @@ impl Cx<'_> {
             Some(Err(_)) | None => {
                 let point = self.point;
                 let fields = models::Fields {
-                    layers: Point::count(point.layers.as_ref()),
-                    hidden: Point::count(point.hidden_size.as_ref()),
-                    heads: Point::count(point.attention_heads.as_ref()),
-                    kv_heads: Point::count(point.kv_heads.as_ref()),
-                    vocab: Point::count(point.vocab_size.as_ref()),
-                    params: point.param_count.as_ref().map(|v| match v {
-                        serde_json::Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    }),
+                    layers: point.layers,
+                    hidden: point.hidden_size,
+                    heads: point.attention_heads,
+                    kv_heads: point.kv_heads,
+                    vocab: point.vocab_size,
+                    params: point.param_count.clone(),
                 };
                 let moe = point.arch_notes.as_deref().is_some_and(|n| {
                     let n = n.to_lowercase();
