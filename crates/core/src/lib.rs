@@ -2,7 +2,8 @@
 //!
 //! The pipeline, one module per stage:
 //!
-//! 1. [`syntax`] parses text with the pest grammar in `grammar/vram.pest` and lowers it into the
+//! 1. [`syntax`] parses text with the grammar in `grammar/vram.pest` (compiled into a table at
+//!    build time, run by a small interpreter with pest's semantics) and lowers it into the
 //!    spanned [`ast`];
 //! 2. [`check`] resolves names against the file and the built-in [`catalog`], checks units,
 //!    fields and ranges, and produces [`hir::Program`], collecting every error;

@@ -35,12 +35,6 @@ impl Span {
     }
 }
 
-impl From<pest::Span<'_>> for Span {
-    fn from(span: pest::Span<'_>) -> Self {
-        Span::new(span.start(), span.end())
-    }
-}
-
 /// A 1-based line and column. Columns count Unicode scalar values; front ends that need
 /// another encoding (UTF-16 for browser editors) convert from the byte offset themselves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

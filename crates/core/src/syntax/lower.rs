@@ -1,11 +1,9 @@
-//! Pest pairs to the typed [`crate::ast`], one function per grammar rule.
+//! The parse tree's pairs to the typed [`crate::ast`], one function per grammar rule.
 //!
 //! `expect`/`unreachable!` here only guard shapes the grammar guarantees. Anything a user can get
 //! wrong (a number with 40 digits, say) becomes a diagnostic.
 
-use pest::iterators::{Pair, Pairs};
-
-use super::Rule;
+use super::peg::{Pair, Pairs, Rule};
 use crate::ast::{
     BinaryOp, Block, BlockDeclaration, Check, CountOf, Declaration, DeclarationKind, Expr, Field,
     File, Find, FindGoal, Ident, SplitPart, Target, Text, Unit, Value,
@@ -21,7 +19,7 @@ struct Lowerer {
     diagnostics: Vec<Diagnostic>,
 }
 
-pub(super) fn lower_file(pair: Pair<'_, Rule>, offset: usize) -> (File, Vec<Diagnostic>) {
+pub(super) fn lower_file(pair: Pair<'_>, offset: usize) -> (File, Vec<Diagnostic>) {
     let mut lowerer = Lowerer { offset, diagnostics: Vec::new() };
     let mut file = File::default();
     for pair in pair.into_inner() {
@@ -39,17 +37,16 @@ pub(super) fn lower_file(pair: Pair<'_, Rule>, offset: usize) -> (File, Vec<Diag
     (file, lowerer.diagnostics)
 }
 
-fn next<'i>(pairs: &mut Pairs<'i, Rule>) -> Pair<'i, Rule> {
+fn next<'t>(pairs: &mut Pairs<'t>) -> Pair<'t> {
     pairs.next().expect("the grammar guarantees this child")
 }
 
 impl Lowerer {
-    fn span(&self, pair: &Pair<'_, Rule>) -> Span {
-        let span = pair.as_span();
-        Span::new(span.start() + self.offset, span.end() + self.offset)
+    fn span(&self, pair: &Pair<'_>) -> Span {
+        Span::new(pair.start() + self.offset, pair.end() + self.offset)
     }
 
-    fn lower_block_declaration(&mut self, pair: Pair<'_, Rule>) -> BlockDeclaration {
+    fn lower_block_declaration(&mut self, pair: Pair<'_>) -> BlockDeclaration {
         let span = self.span(&pair);
         let mut inner = pair.into_inner();
         let kind = match next(&mut inner).as_str() {
@@ -73,7 +70,7 @@ impl Lowerer {
         BlockDeclaration { kind, name, title, body, span }
     }
 
-    fn lower_check(&mut self, pair: Pair<'_, Rule>) -> Check {
+    fn lower_check(&mut self, pair: Pair<'_>) -> Check {
         let span = self.span(&pair);
         let mut title = None;
         let mut workload = None;
@@ -108,7 +105,7 @@ impl Lowerer {
         Check { title, workload, also, target, split, stage_layers, headroom, span }
     }
 
-    fn lower_find(&mut self, pair: Pair<'_, Rule>) -> Find {
+    fn lower_find(&mut self, pair: Pair<'_>) -> Find {
         let span = self.span(&pair);
         let mut goal = None;
         let mut workload = None;
@@ -138,7 +135,7 @@ impl Lowerer {
         Find { goal, workload, target, split, stage_layers, headroom, span }
     }
 
-    fn lower_find_goal(&mut self, pair: Pair<'_, Rule>) -> FindGoal {
+    fn lower_find_goal(&mut self, pair: Pair<'_>) -> FindGoal {
         let inner = pair.into_inner().next().expect("find_goal has one child");
         match inner.as_rule() {
             Rule::find_max => {
@@ -162,7 +159,7 @@ impl Lowerer {
         }
     }
 
-    fn lower_target(&mut self, pair: Pair<'_, Rule>) -> Target {
+    fn lower_target(&mut self, pair: Pair<'_>) -> Target {
         let inner = pair.into_inner().next().expect("target has one child");
         match inner.as_rule() {
             Rule::count_of => Target::Count(self.lower_count_of(inner)),
@@ -172,7 +169,7 @@ impl Lowerer {
     }
 
     /// The split's parts, and the declared layers per stage (empty when not given).
-    fn lower_split(&mut self, pair: Pair<'_, Rule>) -> (Vec<SplitPart>, Vec<Expr>) {
+    fn lower_split(&mut self, pair: Pair<'_>) -> (Vec<SplitPart>, Vec<Expr>) {
         let mut parts = Vec::new();
         let mut layers = Vec::new();
         let mut inner = pair.into_inner();
@@ -193,13 +190,13 @@ impl Lowerer {
         (parts, layers)
     }
 
-    fn lower_block(&mut self, pair: Pair<'_, Rule>) -> Block {
+    fn lower_block(&mut self, pair: Pair<'_>) -> Block {
         let span = self.span(&pair);
         let fields = pair.into_inner().map(|field| self.lower_field(field)).collect();
         Block { fields, span }
     }
 
-    fn lower_field(&mut self, pair: Pair<'_, Rule>) -> Field {
+    fn lower_field(&mut self, pair: Pair<'_>) -> Field {
         let span = self.span(&pair);
         let mut inner = pair.into_inner();
         let key = self.lower_name(next(&mut inner));
@@ -229,7 +226,7 @@ impl Lowerer {
         Field { key, values, block, span }
     }
 
-    fn lower_count_of(&mut self, pair: Pair<'_, Rule>) -> CountOf {
+    fn lower_count_of(&mut self, pair: Pair<'_>) -> CountOf {
         let span = self.span(&pair);
         let mut inner = pair.into_inner();
         let count = self.lower_expr(next(&mut inner));
@@ -239,15 +236,15 @@ impl Lowerer {
     }
 
     #[allow(clippy::needless_pass_by_value, reason = "one signature for every lower_* function")]
-    fn lower_name(&mut self, pair: Pair<'_, Rule>) -> Ident {
+    fn lower_name(&mut self, pair: Pair<'_>) -> Ident {
         Ident { name: pair.as_str().to_string(), span: self.span(&pair) }
     }
 
-    fn lower_title(&mut self, pair: Pair<'_, Rule>) -> Text {
+    fn lower_title(&mut self, pair: Pair<'_>) -> Text {
         self.lower_string(pair.into_inner().next().expect("title wraps a string"))
     }
 
-    fn lower_string(&mut self, pair: Pair<'_, Rule>) -> Text {
+    fn lower_string(&mut self, pair: Pair<'_>) -> Text {
         let span = self.span(&pair);
         let content = pair.into_inner().next().map_or("", |p| p.as_str());
         let mut value = String::with_capacity(content.len());
@@ -263,11 +260,11 @@ impl Lowerer {
         Text { value, span }
     }
 
-    fn lower_expr(&mut self, pair: Pair<'_, Rule>) -> Expr {
+    fn lower_expr(&mut self, pair: Pair<'_>) -> Expr {
         // A long chain nests one tree level per operator, and the tree is walked recursively
         // (here by the precedence climbing below, later by the checker and the formatter):
         // bound it first.
-        if pair.clone().into_inner().flatten().nth(MAX_EXPRESSION_TERMS).is_some() {
+        if pair.descendants() > MAX_EXPRESSION_TERMS {
             let span = self.span(&pair);
             self.diagnostics.push(expression_too_long(span));
             // `value: None` marks the expression as reported; the checker re-derives the same
@@ -298,7 +295,7 @@ impl Lowerer {
         operand: fn(&mut Self, &mut Tokens<'_>) -> Expr,
     ) -> Expr {
         let mut lhs = operand(self, tokens);
-        let op_of = |token: &Pair<'_, Rule>| {
+        let op_of = |token: &Pair<'_>| {
             ops.iter().find(|(rule, _)| token.as_rule() == *rule).map(|(_, op)| *op)
         };
         while let Some(op) = tokens.peek().and_then(op_of) {
@@ -351,10 +348,10 @@ impl Lowerer {
 }
 
 /// An expression's tokens, in order.
-type Tokens<'i> = std::iter::Peekable<pest::iterators::Pairs<'i, Rule>>;
+type Tokens<'t> = std::iter::Peekable<Pairs<'t>>;
 
 /// The next token, taken if its rule is `rule`.
-fn next_if<'i>(tokens: &mut Tokens<'i>, rule: Rule) -> Option<Pair<'i, Rule>> {
+fn next_if<'t>(tokens: &mut Tokens<'t>, rule: Rule) -> Option<Pair<'t>> {
     tokens.next_if(|token| token.as_rule() == rule)
 }
 

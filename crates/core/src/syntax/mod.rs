@@ -1,4 +1,5 @@
-//! Text to syntax tree: the pest parser, error recovery, and lowering into [`crate::ast`].
+//! Text to syntax tree: the grammar's interpreter, error recovery, and lowering into
+//! [`crate::ast`].
 //!
 //! Parsing first tries the whole file. When that fails, the file is cut into its top-level
 //! declarations and each is parsed on its own, so one typo does not hide the errors after it,
@@ -6,20 +7,16 @@
 
 mod lower;
 mod names;
-
-use pest::Parser as _;
+mod peg;
+#[cfg(test)]
+mod tests;
 
 use crate::ast::File;
 use crate::diagnostic::Diagnostic;
 use crate::limits::{MAX_NESTING, MAX_SOURCE_BYTES};
 use crate::span::Span;
 
-#[derive(pest_derive::Parser)]
-#[grammar = "../../grammar/vram.pest"]
-struct VramParser;
-
 pub(crate) use lower::literal_diagnostic;
-pub use names::rule_name;
 
 /// Parses `source` into a syntax tree and the diagnostics found on the way. The tree holds every
 /// declaration that could be read, even when others could not.
@@ -54,11 +51,8 @@ pub fn parse(source: &str) -> (File, Vec<Diagnostic>) {
 
 /// Parses one piece of the source whose first byte is at `offset` in the whole text.
 fn parse_chunk(text: &str, offset: usize) -> Result<(File, Vec<Diagnostic>), Diagnostic> {
-    match VramParser::parse(Rule::file, text) {
-        Ok(mut pairs) => {
-            let file = pairs.next().expect("the file rule always yields one pair");
-            Ok(lower::lower_file(file, offset))
-        }
+    match peg::parse(peg::Rule::file, text) {
+        Ok(tree) => Ok(lower::lower_file(tree.root(), offset)),
         Err(error) => Err(names::syntax_diagnostic(&error, text, offset)),
     }
 }

@@ -1,16 +1,14 @@
-//! Human names for grammar rules, and the conversion of pest errors into diagnostics.
+//! Human names for grammar rules, and the conversion of syntax errors into diagnostics.
 //!
 //! The match in [`rule_name`] has no wildcard arm: adding a rule to the grammar fails to compile
 //! until the rule has a name a user can read.
 
-use pest::error::{Error, ErrorVariant, InputLocation};
-
-use super::Rule;
+use super::peg::{Rule, SyntaxError};
 use crate::diagnostic::Diagnostic;
 use crate::span::Span;
 
 /// What a user should read for `rule` in "expected ..." messages.
-pub fn rule_name(rule: Rule) -> &'static str {
+pub(super) fn rule_name(rule: Rule) -> &'static str {
     match rule {
         Rule::EOI => "the end of the file",
         Rule::WHITESPACE => "a space",
@@ -69,30 +67,21 @@ pub fn rule_name(rule: Rule) -> &'static str {
     }
 }
 
-/// Converts a pest error on a chunk starting at byte `offset` into our diagnostic.
-pub(super) fn syntax_diagnostic(error: &Error<Rule>, text: &str, offset: usize) -> Diagnostic {
-    let (start, end) = match error.location {
-        InputLocation::Pos(pos) => (pos, pos),
-        InputLocation::Span((start, end)) => (start, end),
-    };
+/// Converts a syntax error on a chunk starting at byte `offset` into our diagnostic.
+pub(super) fn syntax_diagnostic(error: &SyntaxError, text: &str, offset: usize) -> Diagnostic {
+    let start = error.pos;
     let found = describe_found(text, start);
-    let message = match &error.variant {
-        ErrorVariant::ParsingError { positives, negatives } => {
-            // At a line's end, "or the end of the line" is not a choice: it is what was found.
-            let at_line_end =
-                matches!(found.as_str(), "the end of the line" | "the end of the file");
-            let expected = group_expected(positives, at_line_end);
-            if expected.is_empty() {
-                let unexpected: Vec<&str> = negatives.iter().map(|rule| rule_name(*rule)).collect();
-                format!("unexpected {}", unexpected.join(" or "))
-            } else {
-                format!("expected {}, found {found}", join_or(&expected))
-            }
-        }
-        ErrorVariant::CustomError { message } => message.clone(),
+    // At a line's end, "or the end of the line" is not a choice: it is what was found.
+    let at_line_end = matches!(found.as_str(), "the end of the line" | "the end of the file");
+    let expected = group_expected(&error.positives, at_line_end);
+    let message = if expected.is_empty() {
+        let unexpected: Vec<&str> = error.negatives.iter().map(|rule| rule_name(*rule)).collect();
+        format!("unexpected {}", unexpected.join(" or "))
+    } else {
+        format!("expected {}, found {found}", join_or(&expected))
     };
     // Point at the offending token (at least one character) so the caret is visible.
-    let end = if end > start { end } else { next_token_end(text, start) };
+    let end = next_token_end(text, start);
     if text[start.min(text.len())..].trim().is_empty()
         && let Some(open) = unclosed_brace(text)
     {
