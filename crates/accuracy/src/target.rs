@@ -111,7 +111,7 @@ mod tests {
         Component {
             held_by,
             category,
-            name: String::new(),
+            name: "".into(),
             bytes: Bytes(1),
             provenance: Provenance::Assumed,
             formula: String::new(),

@@ -4,6 +4,8 @@
 //! Bump [`SCHEMA_VERSION`] whenever a field changes meaning or disappears; adding an optional
 //! field does not need a bump.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 use crate::bytes::Bytes;
@@ -241,7 +243,9 @@ pub struct KvPool {
 /// One line of a budget.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Component {
-    pub name: String,
+    // Mostly a fixed text: borrowed, so that the bytes-only evaluations behind the planner and
+    // the fit map allocate nothing for it (a plain comment: the schema describes the JSON).
+    pub name: Cow<'static, str>,
     pub category: Category,
     pub bytes: Bytes,
     pub provenance: Provenance,
@@ -251,7 +255,7 @@ pub struct Component {
     pub held_by: HeldBy,
     /// Where a constant or formula comes from, when it is not the user's own input.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
+    pub source: Option<Cow<'static, str>>,
 }
 
 /// The three ways a peak is measured. Published measurements use all three, and the probe reads

@@ -2,6 +2,8 @@
 //! intermediates and training state, the runtime's workspaces, and any components written by
 //! hand; and [`Reuse`], what evaluations of one program keep from one to the next.
 
+use std::borrow::Cow;
+
 use super::calc::{self, Overflow, div_ceil, formula};
 use super::{
     Placement, diffusion, diffusion_training, headroom_for, kv_quantized, llm, params, pool,
@@ -118,7 +120,7 @@ pub(super) fn device_components_reusing(
             if let Some((bytes, formula)) = copy {
                 components.push(Component {
                     held_by: HeldBy::Tensors,
-                    name: "KV cache: previous copy while growing".to_string(),
+                    name: "KV cache: previous copy while growing".into(),
                     category: crate::budget::Category::Intermediate,
                     bytes,
                     provenance: Provenance::Formula,
@@ -234,7 +236,7 @@ fn weight_components(
                 "{}, kept in host memory by llama.cpp: 0 B on the device",
                 component.formula
             );
-            component.name.push_str(" (host memory)");
+            component.name.to_mut().push_str(" (host memory)");
             component.bytes = Bytes::ZERO;
         }
     }
@@ -267,7 +269,7 @@ fn stored_weights(
     };
     Ok(Component {
         held_by: HeldBy::Tensors,
-        name: format!("weights ({}, as stored)", stored.format.name()),
+        name: format!("weights ({}, as stored)", stored.format.name()).into(),
         category: crate::budget::Category::Persistent,
         bytes,
         provenance: if whole { Provenance::Exact } else { Provenance::Formula },
@@ -280,7 +282,7 @@ fn stored_weights(
 fn with_custom(mut components: Vec<Component>, workload: &Workload) -> Vec<Component> {
     components.extend(workload.components.iter().map(|c| Component {
         held_by: HeldBy::Tensors,
-        name: c.name.clone(),
+        name: c.name.clone().into(),
         category: c.category,
         bytes: c.bytes,
         provenance: c.provenance,
@@ -391,7 +393,7 @@ impl Reuse {
         // Nothing reads a component's name or source in bytes-only mode (the llama.cpp
         // embedding has been found by name inside `compute`): copies stay allocation-free.
         for component in &mut computed {
-            component.name = String::new();
+            component.name = Cow::Borrowed("");
             component.source = None;
         }
         into.extend(computed.iter().cloned());

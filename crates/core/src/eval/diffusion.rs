@@ -26,6 +26,8 @@
 //! FLUX at 1024², a small-pool block) and the text embeddings (512 × 4096 × 2 B = 4 MiB for
 //! T5-XXL, one 20 MiB segment).
 
+use std::borrow::Cow;
+
 use super::allocator::CachingAllocator;
 use super::calc::{self, Overflow, Product, formula};
 use super::vae_decode::{self, DecoderShape};
@@ -37,20 +39,20 @@ use crate::quant::WeightFormat;
 use crate::ratio::Ratio;
 
 fn formula(
-    name: String,
+    name: impl Into<Cow<'static, str>>,
     category: Category,
     product: Product,
-    source: &str,
+    source: &'static str,
 ) -> Result<Component, Overflow> {
     let bytes = product.value()?;
     Ok(Component {
         held_by: HeldBy::Tensors,
-        name,
+        name: name.into(),
         category,
         bytes,
         provenance: Provenance::Formula,
         formula: product.finish()?.1,
-        source: Some(source.to_string()),
+        source: Some(source.into()),
     })
 }
 
@@ -116,7 +118,7 @@ pub(super) fn weights(
              loading (torchao, quanto: `modules_to_not_convert`)",
         )?);
     }
-    let mut at_load = |count: u64, what: &str, source: &str| -> Result<(), Overflow> {
+    let mut at_load = |count: u64, what: &str, source: &'static str| -> Result<(), Overflow> {
         if count > 0 {
             let product = Product::new()
                 .times(count, "params")?
@@ -343,7 +345,7 @@ fn decode_cache(
         } else {
             "allocator cache (VAE decode stages)"
         }
-        .to_string(),
+        .into(),
         category: Category::Workspace,
         bytes: Bytes(extra),
         provenance: Provenance::Formula,
@@ -401,7 +403,7 @@ pub(crate) fn components(
     };
     let product = product.bytes_each(elem.bytes_per_element(), elem.name())?;
     denoise.push(formula(
-        "denoiser activations (one block)".into(),
+        "denoiser activations (one block)",
         Category::Intermediate,
         product,
         "DOMAIN.md §7.1 latent sizing; derived, see eval/diffusion.rs",
@@ -419,7 +421,7 @@ pub(crate) fn components(
                 formula!("(the key's rotated copy in {} + 3 fp32 tensors × 4 B)", elem.name()),
             )?;
         denoise.push(formula(
-            "denoiser activations (fp32 rotary embedding)".into(),
+            "denoiser activations (fp32 rotary embedding)",
             Category::Intermediate,
             product,
             "diffusers apply_rotary_emb in FluxAttnProcessor: `x.float() * cos + \
@@ -449,7 +451,7 @@ pub(crate) fn components(
             .times(2 * diffusion.vae_channels, "(2 × base channels)")?
             .bytes_each(vae_elem.bytes_per_element(), vae_elem.name())?;
         decode.push(formula(
-            "VAE decode peak".into(),
+            "VAE decode peak",
             Category::Intermediate,
             product,
             "diffusers AutoencoderKL Decoder: the first full-resolution ResnetBlock2D (vae_decode.rs)",

@@ -170,7 +170,7 @@ fn vae_encode(diffusion: &Diffusion, step: &[Component]) -> Result<Vec<Component
         let beyond = Bytes(beyond);
         out.push(Component {
             held_by: HeldBy::Tensors,
-            name: "VAE encode (beyond the denoiser's step)".to_string(),
+            name: "VAE encode (beyond the denoiser's step)".into(),
             category: Category::Intermediate,
             bytes: beyond,
             provenance: Provenance::Formula,
@@ -192,7 +192,7 @@ fn vae_encode(diffusion: &Diffusion, step: &[Component]) -> Result<Vec<Component
         let extra = Bytes(extra);
         out.push(Component {
             held_by: HeldBy::AllocatorCache,
-            name: "allocator cache (VAE encode)".to_string(),
+            name: "allocator cache (VAE encode)".into(),
             category: Category::Workspace,
             bytes: extra,
             provenance: Provenance::Formula,
@@ -395,11 +395,11 @@ fn transformer_activations(
     let step = Training { sequence: tokens, micro_batch: diffusion.batch, ..training.clone() };
     let mut out = llm_training::activations(&shape, &placement, &step)?;
     for component in &mut out {
-        component.name = format!("denoiser {}", component.name);
+        component.name = format!("denoiser {}", component.name).into();
         component.source = Some(format!(
             "{}; tokens = latent patches (W/16 × H/16) + text tokens; a DiT block as a layer with a 4h GELU MLP",
             component.source.as_deref().unwrap_or_default()
-        ));
+        ).into());
     }
     Ok(out)
 }
@@ -502,7 +502,7 @@ fn unet_activations(
     }
     Ok(Component {
         held_by: HeldBy::Tensors,
-        name: "denoiser activations (UNet)".to_string(),
+        name: "denoiser activations (UNet)".into(),
         category: Category::Intermediate,
         bytes,
         provenance: Provenance::Formula,

@@ -48,7 +48,7 @@ pub(super) fn host(
         if workload.runtime == Runtime::Vllm {
             let bytes = Bytes(VLLM_SWAP.checked_mul(gpus).ok_or(Overflow)?);
             ram.push(component(
-                &format!("{}: pinned swap space (vLLM)", workload.name),
+                format!("{}: pinned swap space (vLLM)", workload.name),
                 bytes,
                 Provenance::Assumed,
                 format!("4 GiB × {gpus} GPUs = {bytes}"),
@@ -60,7 +60,7 @@ pub(super) fn host(
             && stored.format != inference.weights
         {
             disk.push(component(
-                &format!("{}: original checkpoint beside the converted one", workload.name),
+                format!("{}: original checkpoint beside the converted one", workload.name),
                 stored.bytes,
                 Provenance::Exact,
                 format!(
@@ -99,7 +99,7 @@ pub(super) fn host(
                 "optimizer state and master weights offloaded"
             };
             ram.push(component(
-                &format!("{}: {what}", workload.name),
+                format!("{}: {what}", workload.name),
                 bytes,
                 Provenance::Formula,
                 format!("{params} params × {per} B = {bytes}"),
@@ -114,7 +114,7 @@ pub(super) fn host(
             .ok_or(Overflow)?;
         let bytes = Bytes::for_elements(params, per).ok_or(Overflow)?;
         disk.push(component(
-            &format!("{}: one training checkpoint", workload.name),
+            format!("{}: one training checkpoint", workload.name),
             bytes,
             Provenance::Formula,
             format!("{params} params × {per} B (weights, master, optimizer state) = {bytes}"),
@@ -137,19 +137,19 @@ fn line(components: Vec<Component>, capacity: Option<Bytes>) -> Result<HostLine,
 }
 
 fn component(
-    name: &str,
+    name: impl Into<std::borrow::Cow<'static, str>>,
     bytes: Bytes,
     provenance: Provenance,
     formula: String,
-    source: &str,
+    source: &'static str,
 ) -> Component {
     Component {
-        name: name.to_string(),
+        name: name.into(),
         category: Category::Persistent,
         bytes,
         provenance,
         formula,
         held_by: HeldBy::Tensors,
-        source: Some(source.to_string()),
+        source: Some(source.into()),
     }
 }

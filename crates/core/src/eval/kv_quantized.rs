@@ -51,7 +51,7 @@ pub(crate) fn components(
     let mut components = vec![quantized];
     if window_tokens > 0 {
         let mut recent = llm::kv_cache(shape, placement, window, window_tokens, sessions, 1)?;
-        recent.name = "KV cache: residual window".to_string();
+        recent.name = "KV cache: residual window".into();
         recent.formula =
             formula!("{}: at most residual_length − 1 tokens in {}", recent.formula, window.name());
         recent.source = Some(SOURCE.into());
@@ -100,7 +100,7 @@ fn update(
     );
     Ok(Component {
         held_by: HeldBy::Tensors,
-        name: "KV cache: one layer dequantized".to_string(),
+        name: "KV cache: one layer dequantized".into(),
         category: Category::Intermediate,
         bytes,
         provenance: Provenance::Formula,

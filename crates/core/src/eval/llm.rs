@@ -111,7 +111,7 @@ pub(crate) fn weights_keeping(
 fn component(name: String, category: Category, bytes: Bytes, formula: String) -> Component {
     Component {
         held_by: HeldBy::Tensors,
-        name,
+        name: name.into(),
         category,
         bytes,
         provenance: Provenance::Formula,
@@ -198,7 +198,7 @@ pub(crate) fn kv_cache(
     let formula = formula!("{} = {total}", terms.join(" + "));
     Ok(Component {
         held_by: HeldBy::Tensors,
-        name: "KV cache".to_string(),
+        name: "KV cache".into(),
         category: Category::Cache,
         bytes: total,
         provenance: Provenance::Formula,
@@ -403,7 +403,7 @@ pub(crate) fn forward_step(
     Ok(vec![
         Component {
             held_by: HeldBy::Tensors,
-            name: "hidden states".to_string(),
+            name: "hidden states".into(),
             category: Category::Intermediate,
             bytes: hidden_bytes,
             provenance: Provenance::Formula,
@@ -412,7 +412,7 @@ pub(crate) fn forward_step(
         },
         Component {
             held_by: HeldBy::Tensors,
-            name: "forward-step peak (one layer or logits)".to_string(),
+            name: "forward-step peak (one layer or logits)".into(),
             category: Category::Intermediate,
             bytes: peak,
             provenance: Provenance::Formula,

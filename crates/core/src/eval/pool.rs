@@ -48,7 +48,7 @@ pub(crate) fn fill(
     }
     let pool = Component {
         held_by: HeldBy::Tensors,
-        name: "KV cache pool (vLLM)".to_string(),
+        name: "KV cache pool (vLLM)".into(),
         category: Category::Cache,
         bytes,
         provenance: Provenance::Formula,
@@ -88,7 +88,7 @@ pub(crate) fn fill(
                     formula.push_str(&held);
                 }
                 let kv = Component {
-                    name: "KV cache (more than vLLM's pool)".to_string(),
+                    name: "KV cache (more than vLLM's pool)".into(),
                     bytes: floor,
                     formula,
                     ..pool

@@ -23,15 +23,21 @@ const LLAMA_CPP_CONTEXT: Bytes = Bytes(300 * MIB);
 /// vLLM's CUDA graphs: 0.21-0.36 GiB in published logs; the larger is taken.
 const VLLM_CUDA_GRAPHS: Bytes = Bytes(369 * MIB);
 
-fn assumed(name: &str, held_by: HeldBy, bytes: Bytes, formula: String, source: &str) -> Component {
+fn assumed(
+    name: &'static str,
+    held_by: HeldBy,
+    bytes: Bytes,
+    formula: String,
+    source: &'static str,
+) -> Component {
     Component {
         held_by,
         category: Category::Workspace,
-        name: name.to_string(),
+        name: name.into(),
         bytes,
         provenance: Provenance::Assumed,
         formula,
-        source: Some(source.to_string()),
+        source: Some(source.into()),
     }
 }
 
@@ -139,7 +145,7 @@ pub(crate) fn components(
                 if bytes.0 > 0 {
                     components.push(Component {
                         held_by,
-                        name: name.to_string(),
+                        name: name.into(),
                         category: Category::Workspace,
                         bytes,
                         provenance: Provenance::Exact,

@@ -138,7 +138,7 @@ pub(super) fn with_co_resident(
 
 fn prefix(components: &mut [crate::budget::Component], workload: &str) {
     for component in components {
-        component.name = format!("{workload}: {}", component.name);
+        component.name = format!("{workload}: {}", component.name).into();
     }
 }
 

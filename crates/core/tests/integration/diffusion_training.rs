@@ -21,7 +21,7 @@ fn component(check: &CheckBudget, name: &str) -> u64 {
 }
 
 fn names(check: &CheckBudget) -> Vec<String> {
-    check.devices[0].components.iter().map(|c| c.name.clone()).collect()
+    check.devices[0].components.iter().map(|c| c.name.to_string()).collect()
 }
 
 /// An SD 1.x pipeline (UNet of 320 base channels, levels 1 2 4 4, two blocks per level, CLIP-L

@@ -579,8 +579,7 @@ fn offloaded_optimizer_state_leaves_the_device() {
     let checks = evaluate(
         "workload w { model llama3.1-8b; runtime none; training { weights bf16; sequence 512 tokens; offload optimizer } }\ncheck w on h200-sxm",
     );
-    let names: Vec<&str> =
-        checks[0].devices[0].components.iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<&str> = checks[0].devices[0].components.iter().map(|c| &*c.name).collect();
     assert!(!names.contains(&"optimizer state") && !names.contains(&"master weights"), "{names:?}");
     assert!(names.contains(&"gradients"));
 }
@@ -593,7 +592,7 @@ workload w { model llama3.1-8b; runtime none; training { weights bf16; sequence 
 check w on box split data 2";
     let outcome = vram_core::evaluate(source);
     let check = &outcome.budget.checks[0];
-    let names: Vec<&str> = check.devices[0].components.iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<&str> = check.devices[0].components.iter().map(|c| &*c.name).collect();
     assert!(!names.contains(&"gradients"), "{names:?}");
     // Only the reduce buckets stay: two of 5e8 bf16 elements.
     assert_eq!(bytes(check, 0, "ZeRO gradient buckets (DeepSpeed)"), 2 * 500_000_000 * 2);
@@ -749,8 +748,7 @@ fn diffusion_pipelines_keep_every_model_and_the_largest_phase() {
     assert_eq!(cache, (2 * 52 + 2 * 204 + 128) * mib - step);
     // Offloading whole models: only the heaviest phase is on the device.
     let offloaded = evaluate(&source("; hidden 1536; offload model"));
-    let names: Vec<&str> =
-        offloaded[0].devices[0].components.iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<&str> = offloaded[0].devices[0].components.iter().map(|c| &*c.name).collect();
     assert!(
         names.contains(&"denoiser weights: dit") && !names.contains(&"text encoder weights: te"),
         "{names:?}"
@@ -766,7 +764,7 @@ fn model_offload_holds_one_phase_and_empties_the_cache_between_models() {
     };
     let mib = 1 << 20;
     let names = |checks: &[CheckBudget]| -> Vec<String> {
-        checks[0].devices[0].components.iter().map(|c| c.name.clone()).collect()
+        checks[0].devices[0].components.iter().map(|c| c.name.to_string()).collect()
     };
     // One transformer block over 2 × (4096 + 256) tokens of 1536 (guidance doubles the batch).
     let step = 2 * (4096 + 256) * 1536 * 10 * 2;
@@ -822,7 +820,7 @@ fn fp32_rotary_embeddings_add_their_temporaries_to_a_dit_step() {
     };
     let mib = 1 << 20;
     let components = |checks: &[CheckBudget]| -> Vec<String> {
-        checks[0].devices[0].components.iter().map(|c| c.name.clone()).collect()
+        checks[0].devices[0].components.iter().map(|c| c.name.to_string()).collect()
     };
     // At 1024²: 4,096 latent patches + 512 text tokens = 4,608 tokens; 27 MiB per hidden-wide
     // bf16 tensor. The step holds 10 of those generically (270 MiB), and with fp32 rotary
@@ -1192,7 +1190,7 @@ fn the_diffusers_profile_is_pytorchs_context_and_workspaces() {
             .components
             .iter()
             .filter(|c| c.category == vram_core::budget::Category::Workspace)
-            .map(|c| (c.name.clone(), c.bytes.0))
+            .map(|c| (c.name.to_string(), c.bytes.0))
             .collect()
     };
     assert_eq!(names("diffusers"), names("pytorch"));

@@ -35,12 +35,12 @@ fn formula_tensors(
 ) -> Component {
     Component {
         held_by: HeldBy::Tensors,
-        name: name.to_string(),
+        name: name.to_string().into(),
         category,
         bytes,
         provenance: Provenance::Formula,
         formula,
-        source: Some(source.to_string()),
+        source: Some(source.to_string().into()),
     }
 }
 
