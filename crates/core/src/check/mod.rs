@@ -38,6 +38,8 @@ pub(crate) struct Scope<'a> {
     names: Table<Declared>,
     base: &'a Program,
     program_models_without_shape: NameSet,
+    /// Models with an encoder stack, whose workloads give the encoder's `source` length.
+    program_encoder_decoder_models: NameSet,
 }
 
 impl Scope<'_> {
@@ -154,8 +156,12 @@ pub fn check_with_imports<'a>(
 
     // Names first, so declarations may refer to ones that come later in the file.
     let mut names: Table<Declared> = Table::new();
-    let base_scope =
-        Scope { names: Table::new(), base, program_models_without_shape: NameSet::default() };
+    let base_scope = Scope {
+        names: Table::new(),
+        base,
+        program_models_without_shape: NameSet::default(),
+        program_encoder_decoder_models: NameSet::default(),
+    };
     let mut own: Table<&Ident> = Table::new();
     for declaration in &file.declarations {
         let Declaration::Block(decl) = declaration else { continue };
@@ -192,7 +198,12 @@ pub fn check_with_imports<'a>(
         );
     }
 
-    let mut scope = Scope { names, base, program_models_without_shape: NameSet::default() };
+    let mut scope = Scope {
+        names,
+        base,
+        program_models_without_shape: NameSet::default(),
+        program_encoder_decoder_models: NameSet::default(),
+    };
 
     // Models first: workloads need to know whether their model has a shape.
     let mut failed = NameSet::default();
@@ -219,6 +230,13 @@ pub fn check_with_imports<'a>(
         .values()
         .chain(base.models.values().filter(|m| !program.models.contains_key(&m.name)))
         .filter(|m| m.shape.is_none())
+        .map(|m| m.name.clone())
+        .collect();
+    scope.program_encoder_decoder_models = program
+        .models
+        .values()
+        .chain(base.models.values().filter(|m| !program.models.contains_key(&m.name)))
+        .filter(|m| m.shape.as_ref().is_some_and(|s| s.encoder.is_some()))
         .map(|m| m.name.clone())
         .collect();
     for decl in blocks.iter().filter(|d| d.kind != DeclarationKind::Model) {
