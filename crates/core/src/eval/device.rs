@@ -173,7 +173,9 @@ pub(super) fn device_components_reusing(
             tokens,
             sequences: rows,
             key_length: prompt,
-            logits: inference.logits,
+            // An encoder-decoder's step over the source is the encoder's, without logits; its
+            // decoder computes them one generated token per session at a time.
+            logits: if source.is_some() { crate::hir::Logits::Last } else { inference.logits },
             attention: inference.attention,
             precision: inference.activations,
             sorting_sampler: workload.runtime == Runtime::Vllm,
