@@ -1,5 +1,5 @@
-//! Decoder-only transformers: parameter counts, weights per device, KV cache and the inference
-//! transient peak. Formulas and their sources: DOMAIN.md §2.1 (parameters), §3.1-3.2 (KV cache,
+//! Transformer language models: parameter counts, weights per device, KV cache (and what an
+//! encoder-decoder holds beside it through a generation) and the inference transient peak. Formulas and their sources: DOMAIN.md §2.1 (parameters), §3.1-3.2 (KV cache,
 //! tensor parallel), §4 (logits and intermediates), §1.7 (tensors that stay unquantized).
 
 use super::Placement;
@@ -65,7 +65,15 @@ pub(crate) fn weights_keeping(
             // One precision: show the per-layer structure.
             let per_layer = params / placement.layers.max(1);
             let exact = per_layer * placement.layers.max(1) == *params;
-            let product = if exact {
+            let encoder = shape.encoder_layers_in(placement.first_layer, placement.layers);
+            let product = if shape.encoder.is_some() {
+                // Encoder and decoder layers differ (cross-attention): no per-layer count.
+                let decoder = placement.layers - encoder;
+                Product::new().times(
+                    *params,
+                    formula!("params ({encoder} encoder + {decoder} decoder layers)"),
+                )?
+            } else if exact {
                 Product::new().times(placement.layers, "layers")?.times(per_layer, "params")?
             } else {
                 Product::new().times(*params, "params")?

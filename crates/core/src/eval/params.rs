@@ -1,4 +1,9 @@
-//! Parameters of a decoder-only transformer, matrix by matrix and device by device.
+//! Parameters of a transformer, matrix by matrix and device by device.
+//!
+//! An encoder-decoder model's layers are one list, the encoder's first; a decoder layer adds a
+//! cross-attention (q, k, v, o and a norm: transformers `modeling_t5.py` `T5LayerCrossAttention`,
+//! `modeling_bart.py` `encoder_attn`), each stack has a position table and a final norm, and one
+//! token embedding serves both (T5's `shared`).
 //!
 //! Dense layers follow DOMAIN.md §2.1 (SwiGLU or plain MLP, RMSNorm, optional q/k/v biases);
 //! mixture-of-experts layers §2.2 (every expert resident, a router, shared experts, leading dense
