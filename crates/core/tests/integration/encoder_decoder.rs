@@ -254,3 +254,42 @@ check tune on a100-sxm4-80gb
     // 48 layers × (2 × 8 × (2048 + 5120) + 8 × (5120 + 2048)) fp32 parameters.
     assert_eq!(bytes(&a[0], "LoRA adapters"), 48 * 3 * 8 * (2048 + 5120) * 4);
 }
+
+#[test]
+fn bart_large_cnn_parameters_by_hand() {
+    // facebook/bart-large-cnn's config.json (quoted verbatim in a public repository's test, code
+    // index id 31223771938): d_model 1024, encoder/decoder_ffn_dim 4096, 12 + 12 layers, 16
+    // heads, vocab_size 50264, max_position_embeddings 1024 (BartLearnedPositionalEmbedding adds
+    // an offset of 2 rows), GELU MLP, biases, LayerNorm, a tied head.
+    let bart = "
+model bart-large-cnn {
+  encoder_layers  12
+  decoder_layers  12
+  hidden          1024
+  ffn             4096
+  heads           16
+  vocab           50264
+  positions       1026
+  mlp             plain
+  biases          true
+  norm            layernorm
+  tied_embeddings true
+}
+";
+    let (file, _) = vram_core::syntax::parse(bart);
+    let (program, diagnostics) =
+        vram_core::check::check(&file, vram_core::catalog::builtin(), false);
+    assert!(diagnostics.is_empty(), "{diagnostics:#?}");
+    let shape = program.model("bart-large-cnn").and_then(|m| m.shape.clone()).expect("a shape");
+    // Encoder layer: q, k, v, o with biases; fc1, fc2 with biases; two LayerNorms.
+    let encoder_layer =
+        4 * (1024 * 1024 + 1024) + (1024 * 4096 + 4096) + (4096 * 1024 + 1024) + 2 * 2 * 1024;
+    // Decoder layer: and the cross-attention with its biases and LayerNorm.
+    let decoder_layer = encoder_layer + 4 * (1024 * 1024 + 1024) + 2 * 1024;
+    // The shared embedding, a position table per stack, layernorm_embedding per stack.
+    let total =
+        12 * encoder_layer + 12 * decoder_layer + 50264 * 1024 + 2 * 1026 * 1024 + 2 * 2 * 1024;
+    // facebook/bart-large (vocab 50265) has 406,291,456 parameters; one row fewer here.
+    assert_eq!(total, 406_291_456 - 1024);
+    assert_eq!(vram_core::eval::parameter_count(&shape), Some(total));
+}
