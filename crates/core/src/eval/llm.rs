@@ -1,6 +1,7 @@
 //! Transformer language models: parameter counts, weights per device, KV cache (and what an
-//! encoder-decoder holds beside it through a generation) and the inference transient peak. Formulas and their sources: DOMAIN.md §2.1 (parameters), §3.1-3.2 (KV cache,
-//! tensor parallel), §4 (logits and intermediates), §1.7 (tensors that stay unquantized).
+//! encoder-decoder holds beside it through a generation) and the inference transient peak.
+//! Formulas and their sources: DOMAIN.md §2.1 (parameters), §3.1-3.2 (KV cache, tensor
+//! parallel), §4 (logits and intermediates), §1.7 (tensors that stay unquantized).
 
 use super::Placement;
 use super::calc::{Overflow, Product, div_ceil, formula};
@@ -230,8 +231,8 @@ pub(crate) fn kv_cache(
 /// output at the first decoder step (`2 × decoder layers × kv_heads × head_dim × source tokens`,
 /// transformers `EncoderDecoderCache.cross_attention_cache`, filled by `T5Attention` when
 /// `is_cross_attention` and not yet `is_updated`), and the encoder's output itself, which
-/// `generate` keeps in its `model_kwargs` (`encoder_outputs`) until the end. `None` for a
-/// decoder-only model or a device without decoder layers.
+/// `generate` keeps in its `model_kwargs` (`encoder_outputs`) until the end. Nothing for a
+/// decoder-only model, or on a device without decoder layers (a pipeline stage of the encoder).
 pub(crate) fn encoder_decoder_held(
     shape: &Shape,
     placement: &Placement,
@@ -240,30 +241,29 @@ pub(crate) fn encoder_decoder_held(
     source: u64,
     sessions: u64,
 ) -> Result<Vec<Component>, Overflow> {
-    if shape.encoder.is_none() {
-        return Ok(Vec::new());
-    }
     let decoder =
         placement.layers - shape.encoder_layers_in(placement.first_layer, placement.layers);
-    let mut components = Vec::new();
-    if decoder > 0 {
-        let product = Product::new().times(2, "(K and V)")?.times(decoder, "decoder layers")?;
-        let (bytes, formula) = kv_width(shape, placement, product)?
-            .times(source, "source tokens")?
-            .times(sessions, "sessions")?
-            .bytes_each(cache.bytes_per_element(), cache.name())?
-            .finish()?;
-        components.push(Component {
-            held_by: HeldBy::Tensors,
-            name: "cross-attention K/V (from the encoder output)".to_string(),
-            category: Category::Cache,
-            bytes,
-            provenance: Provenance::Formula,
-            formula,
-            source: Some("transformers modeling_t5.py T5Attention (cross-attention K/V computed once, kept in EncoderDecoderCache)".into()),
-        });
+    if shape.encoder.is_none() || decoder == 0 {
+        return Ok(Vec::new());
     }
-    // The last stage holds the decoder; under a pipeline the encoder's output reaches it too.
+    let mut components = Vec::new();
+    let product = Product::new().times(2, "(K and V)")?.times(decoder, "decoder layers")?;
+    let (bytes, formula) = kv_width(shape, placement, product)?
+        .times(source, "source tokens")?
+        .times(sessions, "sessions")?
+        .bytes_each(cache.bytes_per_element(), cache.name())?
+        .finish()?;
+    components.push(Component {
+        held_by: HeldBy::Tensors,
+        name: "cross-attention K/V (from the encoder output)".to_string(),
+        category: Category::Cache,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: Some("transformers modeling_t5.py T5Attention (cross-attention K/V computed once, kept in EncoderDecoderCache)".into()),
+    });
+    // Only the first decoder step reads it (to fill the cross-attention cache), but `generate`
+    // passes it to every step.
     let (bytes, formula) = Product::new()
         .times(source, "source tokens")?
         .times(sessions, "sessions")?

@@ -161,19 +161,21 @@ fn stored(
             .times(stacks.batch, "micro_batch")?
             .times(each.layer, "elements per token")?
             .bytes_each(elem, stream.name())?;
+        let decoder_elements = stacks
+            .target
+            .checked_mul(decoder_each)
+            .and_then(|t| t.checked_add(stacks.source.checked_mul(each.cross_source)?))
+            .ok_or(Overflow)?;
+        let what = formula!(
+            "({} target tokens × {decoder_each} + {} source tokens × {} cross-attention K/V) \
+             elements",
+            stacks.target,
+            stacks.source,
+            each.cross_source
+        );
         let decoder_layer = Product::new()
             .times(stacks.batch, "micro_batch")?
-            .times(
-                stacks.target.checked_mul(decoder_each).ok_or(Overflow)?.checked_add(
-                    stacks.source.checked_mul(each.cross_source).ok_or(Overflow)?,
-                ).ok_or(Overflow)?,
-                formula!(
-                    "({} target tokens × {decoder_each} + {} source tokens × {} cross-attention K/V) elements",
-                    stacks.target,
-                    stacks.source,
-                    each.cross_source
-                ),
-            )?
+            .times(decoder_elements, what)?
             .bytes_each(elem, stream.name())?;
         let recomputed = match (stacks.encoder > 0, stacks.decoder > 0) {
             (true, true) if encoder_layer.value()? > decoder_layer.value()? => encoder_layer,
