@@ -293,3 +293,47 @@ model bart-large-cnn {
     assert_eq!(total, 406_291_456 - 1024);
     assert_eq!(vram_core::eval::parameter_count(&shape), Some(total));
 }
+
+#[test]
+fn a_pipeline_puts_the_encoder_first_and_only_the_decoder_caches() {
+    let checks = evaluate(
+        "
+workload translate {
+  model t5-3b
+  inference {
+    weights bf16
+    source  512 tokens
+    context 128 tokens
+  }
+}
+check translate on 2 x h100-sxm-80gb split pipeline 2
+check translate on 2 x h100-sxm-80gb split tensor 2
+",
+    );
+    let pipeline = &checks[0];
+    let names = |device: usize| -> Vec<&str> {
+        pipeline.devices[device].components.iter().map(|c| c.name.as_str()).collect()
+    };
+    // The first stage holds the 24 encoder layers: its KV cache is empty and it keeps no
+    // cross-attention keys and values; the second holds the decoder's.
+    let empty = pipeline.devices[0].components.iter().find(|c| c.name == "KV cache");
+    assert_eq!(empty.map(|c| c.bytes.0), Some(0));
+    assert!(!names(0).iter().any(|n| n.starts_with("cross-attention")), "{:?}", names(0));
+    assert_eq!(
+        pipeline.devices[1].components.iter().find(|c| c.name == "KV cache").map(|c| c.bytes.0),
+        Some(2 * 24 * 32 * 128 * 128 * 2)
+    );
+    // Tensor parallelism halves the heads, so each rank caches half.
+    let tensor = &checks[1];
+    assert_eq!(bytes(tensor, "cross-attention K/V"), 24 * 32 * 128 * 512 * 2);
+    // The two ranks' weights together hold the model (the shared embedding sharded by rows).
+    let weights = |device: usize| -> u64 {
+        tensor.devices[device]
+            .components
+            .iter()
+            .filter(|c| c.name.starts_with("weights"))
+            .map(|c| c.bytes.0)
+            .sum()
+    };
+    assert!(weights(0) + weights(1) >= 2_851_598_336 * 2);
+}
