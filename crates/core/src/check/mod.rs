@@ -40,6 +40,8 @@ pub(crate) struct Scope<'a> {
     program_models_without_shape: NameSet,
     /// Models with an encoder stack, whose workloads give the encoder's `source` length.
     program_encoder_decoder_models: NameSet,
+    /// Models with a decoder-only shape, whose workloads have no `source` to give.
+    program_decoder_models: NameSet,
 }
 
 impl Scope<'_> {
@@ -161,6 +163,7 @@ pub fn check_with_imports<'a>(
         base,
         program_models_without_shape: NameSet::default(),
         program_encoder_decoder_models: NameSet::default(),
+        program_decoder_models: NameSet::default(),
     };
     let mut own: Table<&Ident> = Table::new();
     for declaration in &file.declarations {
@@ -203,6 +206,7 @@ pub fn check_with_imports<'a>(
         base,
         program_models_without_shape: NameSet::default(),
         program_encoder_decoder_models: NameSet::default(),
+        program_decoder_models: NameSet::default(),
     };
 
     // Models first: workloads need to know whether their model has a shape.
@@ -232,13 +236,18 @@ pub fn check_with_imports<'a>(
         .filter(|m| m.shape.is_none())
         .map(|m| m.name.clone())
         .collect();
-    scope.program_encoder_decoder_models = program
+    // A model that failed its own check is in neither set, so its workloads get no second error.
+    for model in program
         .models
         .values()
         .chain(base.models.values().filter(|m| !program.models.contains_key(&m.name)))
-        .filter(|m| m.shape.as_ref().is_some_and(|s| s.encoder.is_some()))
-        .map(|m| m.name.clone())
-        .collect();
+    {
+        match model.shape.as_ref().map(|s| s.encoder.is_some()) {
+            Some(true) => scope.program_encoder_decoder_models.insert(model.name.clone()),
+            Some(false) => scope.program_decoder_models.insert(model.name.clone()),
+            None => false,
+        };
+    }
     for decl in blocks.iter().filter(|d| d.kind != DeclarationKind::Model) {
         let name = decl.name.name.clone();
         let ok = match decl.kind {

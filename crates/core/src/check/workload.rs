@@ -132,9 +132,13 @@ pub(super) fn workload(
     }
     if let Some(model) = &model {
         let sections = [inference_field, training_field.filter(|_| diffusion_field.is_none())];
-        let encoder_decoder = scope.program_encoder_decoder_models.contains(model);
+        let stacks = if scope.program_encoder_decoder_models.contains(model) {
+            Some(true)
+        } else {
+            scope.program_decoder_models.contains(model).then_some(false)
+        };
         for section in sections.into_iter().flatten() {
-            source_length(section, model, encoder_decoder, &fields);
+            source_length(section, model, stacks, &fields);
         }
     }
     diagnostics.extend(fields.finish());
@@ -162,13 +166,14 @@ pub(super) fn workload(
 }
 
 /// An encoder-decoder model's section states the encoder's input length (`source`); a
-/// decoder-only model's has none to state.
-fn source_length(section: &Field, model: &str, encoder_decoder: bool, fields: &Fields<'_>) {
+/// decoder-only model's has none to state. `encoder_decoder` is `None` for a model without a
+/// checked shape (its own errors, or a parameter count only, are reported elsewhere).
+fn source_length(section: &Field, model: &str, encoder_decoder: Option<bool>, fields: &Fields<'_>) {
     let Some(block) = &section.block else { return };
     let source = block.fields.iter().find(|f| f.key.name == "source");
     let length = if section.key.name == "training" { "sequence" } else { "context" };
     match (encoder_decoder, source) {
-        (true, None) => fields.push(
+        (Some(true), None) => fields.push(
             Diagnostic::error(
                 "E011",
                 section.key.span,
@@ -181,7 +186,7 @@ fn source_length(section: &Field, model: &str, encoder_decoder: bool, fields: &F
                 "add `source 512 tokens` (the encoder's input; `{length}` is the decoder's tokens)"
             )),
         ),
-        (false, Some(field)) => fields.push(
+        (Some(false), Some(field)) => fields.push(
             Diagnostic::error(
                 "E014",
                 field.key.span,

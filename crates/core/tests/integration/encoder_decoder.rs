@@ -154,6 +154,24 @@ workload w {
 check w on h100-sxm-80gb
 ";
     assert!(codes(refused).contains(&"E014".to_string()));
+    // A model with its own error is reported once: its workload's `source` is not blamed.
+    let broken = "
+model broken {
+  encoder_layers 24
+  hidden 1024
+  ffn 4096
+  heads 16
+  vocab 32128
+}
+workload w {
+  model broken
+  inference { weights bf16
+    context 128 tokens
+    source 512 tokens }
+}
+check w on h100-sxm-80gb
+";
+    assert_eq!(codes(broken), ["E011"]);
 }
 
 fn training(extra: &str) -> String {
