@@ -7,7 +7,7 @@
 //! last resort, declared from the architecture fields the point itself gives ([`from_fields`]),
 //! an assumption the expression records.
 
-use crate::gaps::{Gap, data, feature};
+use crate::gaps::{Gap, data};
 
 /// How LoRA target module names map onto the language's targets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +17,9 @@ pub enum Family {
     /// Qwen v1: `c_attn` (fused q, k, v), `c_proj` (attention output, and by PEFT's suffix
     /// match also the MLP's down projection), `w1`, `w2` (the two MLP input projections).
     QwenV1,
+    /// T5 encoder-decoders: `q k v o wi wo` (`wi_0 wi_1` gated); its workloads give the
+    /// encoder's `source` length beside the decoder's.
+    T5,
 }
 
 /// A model the generated source can name.
@@ -39,10 +42,7 @@ fn no_config(model: &str) -> Gap {
 /// The model for a `model` wording; `Err` lists why it cannot be used, `Ok(None)` means the
 /// wording is not in this table.
 pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
-    use Family::{Llama, QwenV1};
-    let encoder_decoder = |what: &str| {
-        Err(vec![Gap::feature(feature::ENCODER_DECODER, format!("{wording} is {what}"))])
-    };
+    use Family::{Llama, QwenV1, T5};
     Some(match wording.trim() {
         "Qwen/Qwen-1_8B-Chat"
         | "Qwen/Qwen-1_8B(-Chat)"
@@ -84,9 +84,9 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
         }
         "bigscience/bloomz-7b1" => Err(vec![no_config("bigscience/bloomz-7b1")]),
         "google-bert/bert-large-uncased" => Ok(declared("bert-large-uncased", Llama)),
-        "bigscience/T0_3B" => encoder_decoder("a T5 v1.1 encoder-decoder"),
-        "bigscience/mt0-xxl" => encoder_decoder("an mT5-XXL encoder-decoder"),
-        "t5-3b" => encoder_decoder("a T5 encoder-decoder"),
+        "bigscience/T0_3B" => Ok(declared("t5-v1.1-xl", T5)),
+        "bigscience/mt0-xxl" => Ok(declared("mt5-xxl", T5)),
+        "t5-3b" => Ok(declared("t5-3b", T5)),
         _ => return recognise(wording).map(Ok),
     })
 }
@@ -140,13 +140,26 @@ fn compressed(wording: &str) -> String {
 /// more digits (`qwen2.57b` is not `qwen2.572b`).
 pub fn recognise(wording: &str) -> Option<Model> {
     let text = compressed(wording);
-    SPELLINGS.iter().find_map(|(spelling, name)| {
-        let at = text.find(spelling)?;
-        let next = text[at + spelling.len()..].chars().next();
-        (!next.is_some_and(|c| c.is_ascii_digit() || c == '.'))
-            .then(|| declared(name, Family::Llama))
-    })
+    let found = |spellings: &[(&str, &str)], family: Family| {
+        spellings.iter().find_map(|(spelling, name)| {
+            let at = text.find(spelling)?;
+            let next = text[at + spelling.len()..].chars().next();
+            (!next.is_some_and(|c| c.is_ascii_digit() || c == '.')).then(|| declared(name, family))
+        })
+    };
+    found(&T5_SPELLINGS, Family::T5).or_else(|| found(&SPELLINGS, Family::Llama))
 }
+
+/// Spellings of the T5 encoder-decoders the harness declares: T0 3B and Flan-T5 XL have T5 1.1
+/// XL's shape, mT0 XXL mT5 XXL's (their model cards name the model each was fine-tuned from).
+const T5_SPELLINGS: [(&str, &str); 6] = [
+    ("t03b", "t5-v1.1-xl"),
+    ("flant5xl", "t5-v1.1-xl"),
+    ("t5v11xl", "t5-v1.1-xl"),
+    ("mt0xxl", "mt5-xxl"),
+    ("mt5xxl", "mt5-xxl"),
+    ("t53b", "t5-3b"),
+];
 
 /// The architecture a point states for itself.
 #[derive(Clone, Debug)]
@@ -271,15 +284,22 @@ pub fn lora_targets(
     let mut fused = false;
     for module in modules {
         let adds: &[&'static str] = match (family, module.as_str()) {
-            (Family::Llama, "q_proj") => &["q"],
-            (Family::Llama, "k_proj") => &["k"],
-            (Family::Llama, "v_proj") => &["v"],
-            (Family::Llama, "o_proj") | (_, "dense" | "out_proj") => &["o"],
-            (Family::Llama, "gate_proj") | (Family::QwenV1, "w2") => &["gate"],
+            // T5 (modeling_t5.py): T5Attention's q, k, v, o; T5DenseActDense's wi, wo and
+            // T5DenseGatedActDense's wi_0, wi_1, wo.
+            (Family::Llama, "q_proj") | (Family::T5, "q") => &["q"],
+            (Family::Llama, "k_proj") | (Family::T5, "k") => &["k"],
+            (Family::Llama, "v_proj") | (Family::T5, "v") => &["v"],
+            (Family::Llama, "o_proj") | (Family::T5, "o") | (_, "dense" | "out_proj") => &["o"],
+            (Family::Llama, "gate_proj") | (Family::QwenV1, "w2") | (Family::T5, "wi_0") => {
+                &["gate"]
+            }
             (Family::Llama, "up_proj")
             | (Family::QwenV1, "w1")
+            | (Family::T5, "wi" | "wi_1")
             | (_, "dense_h_to_4h" | "fc1" | "c_fc") => &["up"],
-            (Family::Llama, "down_proj") | (_, "dense_4h_to_h" | "fc2") => &["down"],
+            (Family::Llama, "down_proj") | (Family::T5, "wo") | (_, "dense_4h_to_h" | "fc2") => {
+                &["down"]
+            }
             // Fused q, k and v: Qwen v1's `c_attn`, and other families' names for the same
             // matrices (BLOOM, Falcon, GPT-NeoX `query_key_value`; Phi-3 `qkv_proj`; MPT
             // `Wqkv`); likewise the attention output (`dense`, `out_proj`), a fused gate and up
@@ -388,6 +408,23 @@ mod tests {
         assert_eq!(targets, ["q", "k", "v", "o", "down"]);
         assert!(fused);
         assert!(lora_targets(Family::Llama, &names(&["lm_head"])).is_err());
+    }
+
+    #[test]
+    fn t5_spellings_and_module_names() {
+        let name = |wording: &str| recognise(wording).map(|m| (m.name, m.family));
+        let xl = Some(("t5-v1.1-xl".to_owned(), Family::T5));
+        assert_eq!(name("google/flan-t5-xl"), xl);
+        assert_eq!(name("bigscience/T0_3B"), xl);
+        assert_eq!(name("google/t5-v1_1-xl"), xl);
+        assert_eq!(name("google/mt5-xxl"), Some(("mt5-xxl".to_owned(), Family::T5)));
+        assert_eq!(name("google-t5/t5-3b"), Some(("t5-3b".to_owned(), Family::T5)));
+        assert_eq!(name("google/flan-t5-xxl"), None);
+        let modules: Vec<String> =
+            ["q", "v", "wi_0", "wi_1", "wo"].iter().map(ToString::to_string).collect();
+        let (targets, fused) = lora_targets(Family::T5, &modules).unwrap();
+        assert_eq!(targets, ["q", "v", "gate", "up", "down"]);
+        assert!(!fused);
     }
 
     #[test]

@@ -168,9 +168,10 @@ pub enum Mlp {
     Plain,
 }
 
-/// The shape of a decoder-only transformer.
+/// The shape of a transformer: decoder-only, or an encoder-decoder ([`EncoderDecoder`]).
 #[derive(Clone, Debug)]
 pub struct Shape {
+    /// Every layer; in an encoder-decoder model the encoder's come first, then the decoder's.
     pub layers: u64,
     pub hidden: u64,
     pub ffn: u64,
@@ -191,6 +192,22 @@ pub struct Shape {
     pub attention: AttentionKind,
     pub moe: Option<Moe>,
     pub window: Option<Window>,
+    /// An encoder stack before the decoder (T5, BART); `None`: decoder-only.
+    pub encoder: Option<EncoderDecoder>,
+}
+
+/// An encoder-decoder transformer (transformers `modeling_t5.py` `T5ForConditionalGeneration`,
+/// `modeling_bart.py` `BartForConditionalGeneration`): the encoder reads the source tokens; every
+/// decoder layer adds a cross-attention (q, k, v, o and a norm) over the encoder's output. One
+/// embedding is shared by both stacks; each stack has its own position table (learned rows, or
+/// T5's relative-position buckets in its first layer) and its own norm outside the layers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncoderDecoder {
+    /// The first `encoder_layers` of [`Shape::layers`].
+    pub encoder_layers: u64,
+    /// T5's `relative_attention_num_buckets`: a `buckets × heads` table in the first layer of
+    /// each stack (`T5Attention.relative_attention_bias`); 0 without relative positions.
+    pub relative_buckets: u64,
 }
 
 /// Exact bytes of a checkpoint's weights and the format they are in.
@@ -265,6 +282,31 @@ pub struct Window {
 }
 
 impl Shape {
+    /// Whether layer `layer` (from 0) is a decoder layer of an encoder-decoder model, with a
+    /// cross-attention over the encoder's output.
+    pub fn has_cross_attention(&self, layer: u64) -> bool {
+        self.encoder.as_ref().is_some_and(|e| layer >= e.encoder_layers)
+    }
+
+    /// Whether layer `layer` (from 0) is an encoder layer (no cache, source tokens).
+    pub fn is_encoder_layer(&self, layer: u64) -> bool {
+        self.encoder.as_ref().is_some_and(|e| layer < e.encoder_layers)
+    }
+
+    /// The stacks of layers: 2 for an encoder-decoder model, else 1. Each has its own position
+    /// table and final norm.
+    pub fn stacks(&self) -> u64 {
+        if self.encoder.is_some() { 2 } else { 1 }
+    }
+
+    /// Of `count` layers from `first`, how many are encoder layers.
+    pub fn encoder_layers_in(&self, first: u64, count: u64) -> u64 {
+        match &self.encoder {
+            Some(e) => e.encoder_layers.saturating_sub(first).min(count),
+            None => 0,
+        }
+    }
+
     /// Whether layer `layer` (from 0) attends only within the sliding window.
     pub fn is_local(&self, layer: u64) -> bool {
         match &self.window {
@@ -332,6 +374,9 @@ pub struct Inference {
     /// their input to it and their output back, so only the matmul runs in it.
     pub compute: Precision,
     pub context: u64,
+    /// The encoder's input tokens per session (an encoder-decoder model's `source`); `context`
+    /// is then the decoder's tokens. `None` for a decoder-only model.
+    pub source: Option<u64>,
     pub sessions: u64,
     /// Tokens in one forward step, over all sequences; `None` leaves it to the runtime.
     pub prefill_chunk: Option<u64>,
@@ -429,6 +474,21 @@ impl LoraTarget {
         LoraTarget::Down,
     ];
 
+    /// An attention projection, which a decoder layer of an encoder-decoder model has twice
+    /// (self- and cross-attention).
+    pub fn is_attention(self) -> bool {
+        matches!(self, LoraTarget::Q | LoraTarget::K | LoraTarget::V | LoraTarget::O)
+    }
+
+    /// T5's names for the feed-forward projections (`T5DenseActDense` `wi`, `wo`;
+    /// `T5DenseGatedActDense` `wi_0`, `wi_1`, `wo`), as PEFT's `target_modules` spells them.
+    pub const T5_NAMES: [(&'static str, LoraTarget); 4] = [
+        ("wi", LoraTarget::Up),
+        ("wi_0", LoraTarget::Gate),
+        ("wi_1", LoraTarget::Up),
+        ("wo", LoraTarget::Down),
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             LoraTarget::Q => "q",
@@ -506,6 +566,9 @@ pub struct Training {
     /// Tokens per sample; 0 for a trained denoiser, whose positions its diffusion section's
     /// resolution gives.
     pub sequence: u64,
+    /// The encoder's tokens per sample (an encoder-decoder model's `source`); `sequence` is
+    /// then the decoder's (target) tokens. `None` for a decoder-only model.
+    pub source: Option<u64>,
     pub checkpointing: Checkpointing,
     pub attention: Attention,
     pub sharding: Sharding,

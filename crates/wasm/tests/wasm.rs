@@ -13,6 +13,10 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("dgx-405b.vram", include_str!("../../../examples/dgx-405b.vram")),
     ("diffusion-flux.vram", include_str!("../../../examples/diffusion-flux.vram")),
     ("diffusion-training.vram", include_str!("../../../examples/diffusion-training.vram")),
+    (
+        "flan-t5-xl-summarise-and-tune.vram",
+        include_str!("../../../examples/flan-t5-xl-summarise-and-tune.vram"),
+    ),
     ("full-finetune-7b-24gb.vram", include_str!("../../../examples/full-finetune-7b-24gb.vram")),
     ("gguf-on-a-desktop-gpu.vram", include_str!("../../../examples/gguf-on-a-desktop-gpu.vram")),
     ("llama3.1-405b-meta-fp8.vram", include_str!("../../../examples/llama3.1-405b-meta-fp8.vram")),

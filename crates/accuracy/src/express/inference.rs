@@ -29,8 +29,9 @@ pub(super) fn body(
     let kv_cache = kv_cache(cx, runtime);
     let sessions = sessions(cx, runtime, selector);
     // Read the context even when the sessions are missing, so that its gaps are listed too.
-    let shape = context(cx, runtime, selector, sessions.unwrap_or(1));
-    let (weights, kv_cache, sessions, (context, prefill)) =
+    let encoder_decoder = family == Some(Family::T5);
+    let shape = context(cx, runtime, selector, sessions.unwrap_or(1), encoder_decoder);
+    let (weights, kv_cache, sessions, (context, prefill, source)) =
         (weights?, kv_cache?, sessions?, shape?);
 
     let mut out = String::from("  inference {\n");
@@ -45,6 +46,9 @@ pub(super) fn body(
     if runtime == Runtime::LlamaCpp {
         // ggml keeps hidden states and attention scores in F32 whatever the weight format.
         out.push_str("    activations fp32  # llama.cpp computes in F32\n");
+    }
+    if let Some(source) = source {
+        let _ = writeln!(out, "    source   {source} tokens  # the encoder's input");
     }
     let _ = writeln!(out, "    context  {context} tokens");
     let _ = writeln!(out, "    sessions {sessions}");
@@ -220,16 +224,30 @@ fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Op
     }
 }
 
-/// The context and, where the source fixes it, the tokens of the largest forward step.
+/// The context and, where the source fixes it, the tokens of the largest forward step; for an
+/// encoder-decoder, the decoder's generated tokens and the encoder's source (the prompt).
 fn context(
     cx: &mut Cx<'_>,
     runtime: Runtime,
     selector: Option<Selector>,
     sessions: u64,
-) -> Option<(u64, Option<u64>)> {
+    encoder_decoder: bool,
+) -> Option<(u64, Option<u64>, Option<u64>)> {
     let point = cx.point;
     let settings = point.other_settings.clone().unwrap_or_default();
     let prompt = prompt_tokens(cx)?;
+    if encoder_decoder {
+        let (source, output) = (Some(prompt).filter(|p| *p > 0), point.output_tokens);
+        let (Some(source), Some(output)) = (source, output.filter(|o| *o > 0)) else {
+            cx.gap(Gap::data(
+                data::CONTEXT,
+                "an encoder-decoder: the source (input_tokens) and the generated tokens \
+                 (output_tokens)",
+            ));
+            return None;
+        };
+        return Some((output, Some(source.saturating_mul(sessions)), Some(source)));
+    }
     let context = if let Some(tokens) = point.seq_len_tokens() {
         tokens
     } else if let Some(output) = point.output_tokens {
@@ -253,7 +271,7 @@ fn context(
         Runtime::LlamaCpp => number_after(&settings, "n_ubatch"),
         Runtime::Vllm => None,
     };
-    Some((context, prefill))
+    Some((context, prefill, None))
 }
 
 /// Whether the compared components are the weights (and memory outside the allocator), which

@@ -227,6 +227,43 @@ mod tests {
         assert!(labels(&Ok(expressed)).contains(&assume::RUNTIME_DEFAULT));
     }
 
+    /// T5 fine-tuning and generation state the encoder's source beside the decoder's tokens,
+    /// and the generated files check; without the target length the point stays a gap.
+    #[test]
+    fn encoder_decoder_points_give_both_lengths() {
+        let tune = qwen_point(
+            r#"{"workload": "training_lora", "model": "google/flan-t5-xl",
+                "framework": "transformers Trainer + PEFT", "weight_precision": "fp32",
+                "quantization": null, "compute_dtype": null, "optimizer": "adamw_torch",
+                "finetune_method": "LoRA r=16 on q, v", "batch_size": 8,
+                "input_tokens": "512", "output_tokens": 128, "seq_len": null,
+                "activation_checkpointing": false}"#,
+        );
+        let expressed = express(&tune).unwrap_or_else(|gaps| panic!("{gaps:?}"));
+        assert!(expressed.source.contains("source        512 tokens"), "{}", expressed.source);
+        assert!(expressed.source.contains("sequence      128 tokens"), "{}", expressed.source);
+        assert!(expressed.source.contains("targets q v"), "{}", expressed.source);
+        let generate = qwen_point(
+            r#"{"workload": "llm_inference", "model": "t5-3b", "framework": "transformers",
+                "weight_precision": "fp16", "quantization": null, "batch_size": 4,
+                "input_tokens": "256", "output_tokens": 64, "kv_cache_dtype": "fp16",
+                "optimizer": null, "seq_len": null, "activation_checkpointing": null}"#,
+        );
+        let generated = express(&generate).unwrap_or_else(|gaps| panic!("{gaps:?}"));
+        assert!(generated.source.contains("source   256 tokens"), "{}", generated.source);
+        assert!(generated.source.contains("context  64 tokens"), "{}", generated.source);
+        for source in [&expressed.source, &generated.source] {
+            let outcome = vram_core::evaluate(source);
+            let errors: Vec<_> = outcome.diagnostics.iter().filter(|d| d.is_error()).collect();
+            assert!(errors.is_empty(), "{errors:?}\n{source}");
+        }
+        let untargeted = qwen_point(
+            r#"{"workload": "training_full", "model": "t5-3b", "finetune_method": null,
+                "seq_len": 128, "output_tokens": null}"#,
+        );
+        assert!(labels(&express(&untargeted)).contains(&crate::gaps::data::SEQUENCE));
+    }
+
     /// Diffusion pipelines named in their usual spellings; each generated file must check.
     #[test]
     fn common_diffusion_pipelines_are_expressed() {

@@ -28,10 +28,16 @@ pub(super) fn body(
     if micro_batch.is_none() {
         cx.gap(Gap::data(data::BATCH, "batch_size: none"));
     }
-    let sequence = point.seq_len_tokens();
-    if sequence.is_none() {
-        cx.gap(Gap::data(data::SEQUENCE, "seq_len: none"));
-    }
+    let (sequence, source) = if family == Some(Family::T5) {
+        let (source, target) = seq2seq_lengths(cx);
+        (target, source.map(Some))
+    } else {
+        let sequence = point.seq_len_tokens();
+        if sequence.is_none() {
+            cx.gap(Gap::data(data::SEQUENCE, "seq_len: none"));
+        }
+        (sequence, Some(None))
+    };
     let checkpointing = point.activation_checkpointing.or_else(|| {
         hf_trainer(point).then(|| {
             cx.assume(
@@ -47,6 +53,7 @@ pub(super) fn body(
     }
     let (method, weights, optimizer, states, micro_batch, sequence, checkpointing) =
         (method?, weights?, optimizer?, states?, micro_batch?, sequence?, checkpointing?);
+    let source = source?;
 
     let mut out = String::from("  training {\n");
     out.push_str(&method.lines);
@@ -57,6 +64,9 @@ pub(super) fn body(
     out.push_str(&states);
     let _ = writeln!(out, "    optimizer     {optimizer}");
     let _ = writeln!(out, "    micro_batch   {micro_batch}");
+    if let Some(source) = source {
+        let _ = writeln!(out, "    source        {source} tokens  # the encoder's input");
+    }
     let _ = writeln!(out, "    sequence      {sequence} tokens");
     let _ = writeln!(out, "    checkpointing {}", if checkpointing { "full" } else { "none" });
     if cx.eager_attention() {
@@ -67,6 +77,24 @@ pub(super) fn body(
     }
     out.push_str("  }\n");
     Some(out)
+}
+
+/// An encoder-decoder's two lengths: the encoder's source (`input_tokens`, else `seq_len`,
+/// which seq2seq scripts use for the source: `max_source_length`) and the decoder's target
+/// (`output_tokens`). A missing one is a gap.
+fn seq2seq_lengths(cx: &mut Cx<'_>) -> (Option<u64>, Option<u64>) {
+    let point = cx.point;
+    let stated = point.input_tokens.as_deref().and_then(crate::data::leading_number);
+    let source = stated.or_else(|| point.seq_len_tokens()).filter(|n| *n > 0);
+    let target = point.output_tokens.filter(|n| *n > 0);
+    if source.is_none() || target.is_none() {
+        cx.gap(Gap::data(
+            data::SEQUENCE,
+            "an encoder-decoder: source (input_tokens or seq_len) and target (output_tokens) \
+             lengths",
+        ));
+    }
+    (source, target)
 }
 
 /// The precision of a cross-entropy computed on 16-bit logits: Qwen v1's remote code does not

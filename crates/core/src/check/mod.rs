@@ -38,6 +38,10 @@ pub(crate) struct Scope<'a> {
     names: Table<Declared>,
     base: &'a Program,
     program_models_without_shape: NameSet,
+    /// Models with an encoder stack, whose workloads give the encoder's `source` length.
+    program_encoder_decoder_models: NameSet,
+    /// Models with a decoder-only shape, whose workloads have no `source` to give.
+    program_decoder_models: NameSet,
 }
 
 impl Scope<'_> {
@@ -154,8 +158,13 @@ pub fn check_with_imports<'a>(
 
     // Names first, so declarations may refer to ones that come later in the file.
     let mut names: Table<Declared> = Table::new();
-    let base_scope =
-        Scope { names: Table::new(), base, program_models_without_shape: NameSet::default() };
+    let base_scope = Scope {
+        names: Table::new(),
+        base,
+        program_models_without_shape: NameSet::default(),
+        program_encoder_decoder_models: NameSet::default(),
+        program_decoder_models: NameSet::default(),
+    };
     let mut own: Table<&Ident> = Table::new();
     for declaration in &file.declarations {
         let Declaration::Block(decl) = declaration else { continue };
@@ -192,7 +201,13 @@ pub fn check_with_imports<'a>(
         );
     }
 
-    let mut scope = Scope { names, base, program_models_without_shape: NameSet::default() };
+    let mut scope = Scope {
+        names,
+        base,
+        program_models_without_shape: NameSet::default(),
+        program_encoder_decoder_models: NameSet::default(),
+        program_decoder_models: NameSet::default(),
+    };
 
     // Models first: workloads need to know whether their model has a shape.
     let mut failed = NameSet::default();
@@ -221,6 +236,18 @@ pub fn check_with_imports<'a>(
         .filter(|m| m.shape.is_none())
         .map(|m| m.name.clone())
         .collect();
+    // A model that failed its own check is in neither set, so its workloads get no second error.
+    for model in program
+        .models
+        .values()
+        .chain(base.models.values().filter(|m| !program.models.contains_key(&m.name)))
+    {
+        match model.shape.as_ref().map(|s| s.encoder.is_some()) {
+            Some(true) => scope.program_encoder_decoder_models.insert(model.name.clone()),
+            Some(false) => scope.program_decoder_models.insert(model.name.clone()),
+            None => false,
+        };
+    }
     for decl in blocks.iter().filter(|d| d.kind != DeclarationKind::Model) {
         let name = decl.name.name.clone();
         let ok = match decl.kind {

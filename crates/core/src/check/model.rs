@@ -6,7 +6,8 @@ use super::quantity::Dim;
 use crate::ast::BlockDeclaration;
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
-    AttentionKind, Biases, Mla, Mlp, Model, Moe, Norm, Output, Shape, Stored, Window,
+    AttentionKind, Biases, EncoderDecoder, Mla, Mlp, Model, Moe, Norm, Output, Shape, Stored,
+    Window,
 };
 use crate::quant::WeightFormat;
 
@@ -47,10 +48,14 @@ const KNOWN: &[(&str, Repeat)] = &[
     ("positions", Repeat::Once),
     ("output", Repeat::Once),
     ("dropout", Repeat::Once),
+    ("encoder_layers", Repeat::Once),
+    ("decoder_layers", Repeat::Once),
+    ("relative_buckets", Repeat::Once),
 ];
 
 /// The fields that make a model a shape rather than a bare parameter count.
-const SHAPE: [&str; 5] = ["layers", "hidden", "ffn", "heads", "vocab"];
+const SHAPE: [&str; 7] =
+    ["layers", "encoder_layers", "decoder_layers", "hidden", "ffn", "heads", "vocab"];
 
 pub(super) fn model(
     decl: &BlockDeclaration,
@@ -129,7 +134,12 @@ fn count(fields: &Fields<'_>, key: &str, max: u64, example: &str) -> Option<u64>
 }
 
 fn shape(decl: &BlockDeclaration, fields: &Fields<'_>) -> Option<Shape> {
-    let layers = count(fields, "layers", 10_000, "32");
+    let encoder = encoder_decoder(decl, fields);
+    let layers = match &encoder {
+        Some(Ok((encoder, decoder_layers))) => Some(encoder.encoder_layers + decoder_layers),
+        Some(Err(())) => None,
+        None => count(fields, "layers", 10_000, "32"),
+    };
     let hidden = count(fields, "hidden", 1 << 20, "4096");
     let ffn = count(fields, "ffn", 1 << 24, "14336");
     let heads = count(fields, "heads", 1 << 14, "32");
@@ -156,8 +166,9 @@ fn shape(decl: &BlockDeclaration, fields: &Fields<'_>) -> Option<Shape> {
         Some(("plain", _)) => Mlp::Plain,
         _ => Mlp::Gated,
     };
+    let layers_missing = if encoder.is_none() { layers } else { Some(0) };
     for (key, value, example) in [
-        ("layers", layers, "layers 32"),
+        ("layers", layers_missing, "layers 32"),
         ("hidden", hidden, "hidden 4096"),
         ("ffn", ffn, "ffn 14336"),
         ("heads", heads, "heads 32"),
@@ -171,6 +182,7 @@ fn shape(decl: &BlockDeclaration, fields: &Fields<'_>) -> Option<Shape> {
     let attention = attention(fields);
     let window = window(fields);
     let (layers, hidden, ffn, heads, vocab) = (layers?, hidden?, ffn?, heads?, vocab?);
+    let encoder = encoder.map(|found| found.map(|(encoder, _)| encoder)).transpose().ok()?;
     let kv_heads = kv_heads.unwrap_or(heads);
     if heads % kv_heads != 0 {
         fields.push(
@@ -208,6 +220,19 @@ fn shape(decl: &BlockDeclaration, fields: &Fields<'_>) -> Option<Shape> {
         ));
         return None;
     }
+    if let (Some(_), AttentionKind::Mla(_)) = (&encoder, attention.as_ref()?) {
+        fields.push(
+            Diagnostic::error(
+                "E014",
+                field_span(decl, "attention"),
+                "latent attention in an encoder-decoder model: its cross-attention is not modelled",
+            )
+            .with_help(
+                "remove `attention mla`, or the encoder (`encoder_layers`, `decoder_layers`)",
+            ),
+        );
+        return None;
+    }
     Some(Shape {
         layers,
         hidden,
@@ -226,7 +251,65 @@ fn shape(decl: &BlockDeclaration, fields: &Fields<'_>) -> Option<Shape> {
         attention: attention?,
         moe,
         window,
+        encoder,
     })
+}
+
+/// `encoder_layers 24` and `decoder_layers 24` (T5's `num_layers` and `num_decoder_layers`,
+/// BART's `encoder_layers` and `decoder_layers`): an encoder-decoder model, with its
+/// relative-position buckets. `None`: decoder-only; `Err` after an error.
+#[allow(clippy::type_complexity, reason = "found, or not, or reported")]
+fn encoder_decoder(
+    decl: &BlockDeclaration,
+    fields: &Fields<'_>,
+) -> Option<Result<(EncoderDecoder, u64), ()>> {
+    let key_span = |key: &str| {
+        decl.body.fields.iter().find(|f| f.key.name == key).map_or(decl.name.span, |f| f.key.span)
+    };
+    let stack = ["encoder_layers", "decoder_layers"].into_iter().find(|key| fields.has(key));
+    let Some(stack) = stack else {
+        if fields.has("relative_buckets") {
+            fields.push(
+                Diagnostic::error(
+                    "E014",
+                    key_span("relative_buckets"),
+                    "`relative_buckets` belongs to an encoder-decoder model",
+                )
+                .with_help("give `encoder_layers` and `decoder_layers` (T5's num_layers and num_decoder_layers)"),
+            );
+        }
+        return None;
+    };
+    if fields.has("layers") {
+        fields.push(
+            Diagnostic::error(
+                "E014",
+                key_span("layers"),
+                "`layers` with `encoder_layers` or `decoder_layers`: say each stack's layers once",
+            )
+            .with_label(key_span(stack), "an encoder-decoder model")
+            .with_help("remove `layers`; give `encoder_layers` and `decoder_layers`"),
+        );
+        return Some(Err(()));
+    }
+    let encoder_layers = count(fields, "encoder_layers", 10_000, "24");
+    let decoder_layers = count(fields, "decoder_layers", 10_000, "24");
+    for (key, value, example) in [
+        ("encoder_layers", encoder_layers, "encoder_layers 24"),
+        ("decoder_layers", decoder_layers, "decoder_layers 24"),
+    ] {
+        if value.is_none() {
+            fields.missing(key, example);
+        }
+    }
+    let relative_buckets =
+        fields.whole("relative_buckets", Dim::Count, 1, 1 << 16, "32").unwrap_or(0);
+    match (encoder_layers, decoder_layers) {
+        (Some(encoder_layers), Some(decoder_layers)) => {
+            Some(Ok((EncoderDecoder { encoder_layers, relative_buckets }, decoder_layers)))
+        }
+        _ => Some(Err(())),
+    }
 }
 
 /// `experts 8; experts_active 2; expert_ffn 14336`: a mixture of experts, or `None`.

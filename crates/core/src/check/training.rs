@@ -22,6 +22,7 @@ const NOT_FOR_A_DENOISER: &[(&str, &str)] = &[
     ("weights", "the denoiser's weights are the diffusion section's `denoiser_weights`"),
     ("sequence", "a denoiser's tokens come from the diffusion section's `resolution`"),
     ("micro_batch", "a denoiser's batch is the diffusion section's `batch`"),
+    ("source", "a denoiser has no text encoder-decoder"),
     ("sequence_parallel", "sequence parallelism is not modelled for a denoiser"),
     ("sharding", "sharded training is not modelled for a denoiser"),
     ("offload", "offloaded training is not modelled for a denoiser"),
@@ -45,6 +46,7 @@ pub(super) fn training(
         ("optimizer", Repeat::Once),
         ("micro_batch", Repeat::Once),
         ("sequence", Repeat::Once),
+        ("source", Repeat::Once),
         ("checkpointing", Repeat::Once),
         ("attention", Repeat::Once),
         ("sharding", Repeat::Once),
@@ -141,6 +143,8 @@ pub(super) fn training(
     if sequence.is_none() {
         fields.missing("sequence", "sequence 2048 tokens");
     }
+    // An encoder-decoder model's encoder input; `sequence` is then the decoder's target.
+    let source = fields.whole("source", Dim::Tokens, 1, MAX_TOKENS, "512 tokens");
     let checkpointing =
         fields.choice("checkpointing", &["none", "selective", "full"]).map(|(w, _)| match w {
             "full" => Checkpointing::Full,
@@ -170,6 +174,7 @@ pub(super) fn training(
         optimizer: optimizer.unwrap_or(Optimizer::AdamW),
         micro_batch: micro_batch.unwrap_or(1),
         sequence,
+        source,
         checkpointing: checkpointing.unwrap_or(Checkpointing::None),
         attention: attention.unwrap_or(Attention::Fused),
         sharding: sharding.unwrap_or(Sharding::None),
@@ -240,13 +245,21 @@ fn method(
         }
         let mut targets = Vec::new();
         let adaptable: &[LoraTarget] = if denoiser { &DENOISER_TARGETS } else { &LoraTarget::ALL };
-        let names: Vec<&str> = adaptable.iter().map(|t| t.name()).chain(["all"]).collect();
+        // A denoiser has no MLP targets; a language model also takes T5's module names.
+        let t5: &[(&str, LoraTarget)] = if denoiser { &[] } else { &LoraTarget::T5_NAMES };
+        let names: Vec<&str> = adaptable
+            .iter()
+            .map(|t| t.name())
+            .chain(t5.iter().map(|(name, _)| *name))
+            .chain(["all"])
+            .collect();
         if let Some(targets_field) = inner.get("targets") {
             for word in inner.words(targets_field) {
                 match inner.word_in(targets_field, word, &names) {
                     Some("all") => targets.extend(adaptable),
                     Some(name) => {
                         targets.extend(adaptable.iter().filter(|t| t.name() == name));
+                        targets.extend(t5.iter().filter(|(n, _)| *n == name).map(|(_, t)| *t));
                     }
                     None => {}
                 }

@@ -130,6 +130,17 @@ pub(super) fn workload(
                     .with_help("give the model layers, hidden, ffn, heads, kv_heads and vocab"),
             );
     }
+    if let Some(model) = &model {
+        let sections = [inference_field, training_field.filter(|_| diffusion_field.is_none())];
+        let stacks = if scope.program_encoder_decoder_models.contains(model) {
+            Some(true)
+        } else {
+            scope.program_decoder_models.contains(model).then_some(false)
+        };
+        for section in sections.into_iter().flatten() {
+            source_length(section, model, stacks, &fields);
+        }
+    }
     diagnostics.extend(fields.finish());
     let ok = !diagnostics.iter().any(Diagnostic::is_error);
     let workload = match (ok, runtime) {
@@ -152,6 +163,39 @@ pub(super) fn workload(
         _ => None,
     };
     (workload, diagnostics)
+}
+
+/// An encoder-decoder model's section states the encoder's input length (`source`); a
+/// decoder-only model's has none to state. `encoder_decoder` is `None` for a model without a
+/// checked shape (its own errors, or a parameter count only, are reported elsewhere).
+fn source_length(section: &Field, model: &str, encoder_decoder: Option<bool>, fields: &Fields<'_>) {
+    let Some(block) = &section.block else { return };
+    let source = block.fields.iter().find(|f| f.key.name == "source");
+    let length = if section.key.name == "training" { "sequence" } else { "context" };
+    match (encoder_decoder, source) {
+        (Some(true), None) => fields.push(
+            Diagnostic::error(
+                "E011",
+                section.key.span,
+                format!(
+                    "model `{model}` is an encoder-decoder: `{}` needs the encoder's input length",
+                    section.key.name
+                ),
+            )
+            .with_help(format!(
+                "add `source 512 tokens` (the encoder's input; `{length}` is the decoder's tokens)"
+            )),
+        ),
+        (Some(false), Some(field)) => fields.push(
+            Diagnostic::error(
+                "E014",
+                field.key.span,
+                format!("`source` is an encoder's input, but model `{model}` has no encoder"),
+            )
+            .with_help("remove `source`, or give the model `encoder_layers` and `decoder_layers`"),
+        ),
+        _ => {}
+    }
 }
 
 /// The precision a trained denoiser is stored in: its format, when the pipeline checked and the
@@ -257,6 +301,7 @@ fn inference(
         ("kv_cache", Repeat::Once),
         ("activations", Repeat::Once),
         ("context", Repeat::Once),
+        ("source", Repeat::Once),
         ("sessions", Repeat::Once),
         ("prefill_chunk", Repeat::Once),
         ("max_sequences", Repeat::Once),
@@ -284,6 +329,8 @@ fn inference(
     if context.is_none() {
         fields.missing("context", "context 8192 tokens");
     }
+    // An encoder-decoder model's encoder input; `context` is then the decoder's tokens.
+    let source = fields.whole("source", Dim::Tokens, 1, MAX_TOKENS, "512 tokens");
     let sessions = fields.whole("sessions", Dim::Count, 1, 1_000_000, "16");
     let prefill_chunk = fields.whole("prefill_chunk", Dim::Tokens, 1, MAX_TOKENS, "2048 tokens");
     let max_sequences = fields.whole("max_sequences", Dim::Count, 1, 1_000_000, "256");
@@ -315,6 +362,7 @@ fn inference(
         activations,
         compute: compute.unwrap_or(activations),
         context,
+        source,
         sessions: sessions.unwrap_or(1),
         prefill_chunk,
         max_sequences,

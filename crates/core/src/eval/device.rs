@@ -97,13 +97,32 @@ pub(super) fn device_components_reusing(
                 block,
             )?);
         }
+        // An encoder-decoder model's encoder input; `context` is then the decoder's tokens.
+        let source = inference.source.filter(|_| shape.encoder.is_some());
+        if let Some(source) = source {
+            let cross = match layout {
+                // transformers keeps the cross-attention cache a plain DynamicCache.
+                crate::hir::CacheLayout::Quantized { .. } => inference.activations,
+                _ => inference.kv_cache,
+            };
+            components.extend(llm::encoder_decoder_held(
+                shape,
+                placement,
+                cross,
+                inference.activations,
+                source,
+                sessions,
+            )?);
+        }
         if let Some(kv) = components.iter().find(|c| c.category == crate::budget::Category::Cache) {
             let copy = match layout {
                 // Its update's transient is one of the layout's own components.
                 crate::hir::CacheLayout::Preallocated
                 | crate::hir::CacheLayout::Quantized { .. } => None,
                 crate::hir::CacheLayout::Concatenated => {
-                    let layers = placement.layers.max(1);
+                    // Only decoder layers cache.
+                    let encoder = shape.encoder_layers_in(placement.first_layer, placement.layers);
+                    let layers = (placement.layers - encoder).max(1);
                     Some((
                         Bytes(kv.bytes.0.div_ceil(layers)),
                         formula!(
@@ -129,7 +148,9 @@ pub(super) fn device_components_reusing(
                 });
             }
         }
-        let all_prompts = inference.context.checked_mul(sessions).ok_or(Overflow)?;
+        // An encoder-decoder model's largest step is the encoder's pass over the source.
+        let prompt = source.unwrap_or(inference.context);
+        let all_prompts = prompt.checked_mul(sessions).ok_or(Overflow)?;
         // vLLM's engine defaults (`EngineArgs.get_batch_defaults`, DOMAIN.md §4.4): larger
         // batches on GPUs of 70 GiB or more other than the A100.
         let large = device.memory.0 >= 70 * GIB && device.arch != crate::hir::Arch::Ampere;
@@ -153,8 +174,10 @@ pub(super) fn device_components_reusing(
         let step = llm::Step {
             tokens,
             sequences: rows,
-            key_length: inference.context,
-            logits: inference.logits,
+            key_length: prompt,
+            // An encoder-decoder's step over the source is the encoder's, without logits; its
+            // decoder computes them one generated token per session at a time.
+            logits: if source.is_some() { crate::hir::Logits::Last } else { inference.logits },
             attention: inference.attention,
             precision: inference.activations,
             sorting_sampler: workload.runtime == Runtime::Vllm,

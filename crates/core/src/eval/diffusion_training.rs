@@ -388,6 +388,7 @@ fn transformer_activations(
         attention: AttentionKind::Standard,
         moe: None,
         window: None,
+        encoder: None,
     };
     let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;
     let tokens = (latent / 4).checked_add(diffusion.text_tokens).ok_or(Overflow)?;

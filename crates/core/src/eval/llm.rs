@@ -1,6 +1,7 @@
-//! Decoder-only transformers: parameter counts, weights per device, KV cache and the inference
-//! transient peak. Formulas and their sources: DOMAIN.md §2.1 (parameters), §3.1-3.2 (KV cache,
-//! tensor parallel), §4 (logits and intermediates), §1.7 (tensors that stay unquantized).
+//! Transformer language models: parameter counts, weights per device, KV cache (and what an
+//! encoder-decoder holds beside it through a generation) and the inference transient peak.
+//! Formulas and their sources: DOMAIN.md §2.1 (parameters), §3.1-3.2 (KV cache, tensor
+//! parallel), §4 (logits and intermediates), §1.7 (tensors that stay unquantized).
 
 use super::Placement;
 use super::calc::{Overflow, Product, div_ceil, formula};
@@ -65,7 +66,15 @@ pub(crate) fn weights_keeping(
             // One precision: show the per-layer structure.
             let per_layer = params / placement.layers.max(1);
             let exact = per_layer * placement.layers.max(1) == *params;
-            let product = if exact {
+            let encoder = shape.encoder_layers_in(placement.first_layer, placement.layers);
+            let product = if shape.encoder.is_some() {
+                // Encoder and decoder layers differ (cross-attention): no per-layer count.
+                let decoder = placement.layers - encoder;
+                Product::new().times(
+                    *params,
+                    formula!("params ({encoder} encoder + {decoder} decoder layers)"),
+                )?
+            } else if exact {
                 Product::new().times(placement.layers, "layers")?.times(per_layer, "params")?
             } else {
                 Product::new().times(*params, "params")?
@@ -77,11 +86,17 @@ pub(crate) fn weights_keeping(
         components.push(component(format!("{label}: layer matrices"), category, total, formula));
     }
     let small = unquantized.unwrap_or(format.small());
-    let (bytes, formula) = Product::new()
-        .times(placement.layers, "layers")?
-        .times(params::layer_small(shape, placement.tensor), "norm and bias params")?
-        .bytes_each(small.bytes_per_element(), small.name())?
-        .finish()?;
+    let (small_params, per_layer) =
+        params::layers_small(shape, placement.first_layer, placement.layers, placement.tensor);
+    let small_product = match per_layer {
+        Some(per_layer) => Product::new()
+            .times(placement.layers, "layers")?
+            .times(per_layer, "norm and bias params")?,
+        // Encoder and decoder layers differ (cross-attention norms, position tables).
+        None => Product::new().times(small_params, "norm, bias and position params")?,
+    };
+    let (bytes, formula) =
+        small_product.bytes_each(small.bytes_per_element(), small.name())?.finish()?;
     if bytes.0 > 0 {
         components.push(component(format!("{label}: norms and biases"), category, bytes, formula));
     }
@@ -155,8 +170,12 @@ pub(crate) fn kv_cache(
     let per_token = |product: Product| kv_width(shape, placement, product);
     let factor = if matches!(shape.attention, AttentionKind::Standard) { 2 } else { 1 };
     let layers = placement.first_layer..placement.first_layer + placement.layers;
-    let local = layers.clone().filter(|&l| shape.is_local(l)).count() as u64;
-    let global = placement.layers - local;
+    // An encoder layer caches nothing: the decoder's layers hold the cache.
+    let cached =
+        placement.layers - shape.encoder_layers_in(placement.first_layer, placement.layers);
+    let local =
+        layers.clone().filter(|&l| shape.is_local(l) && !shape.is_encoder_layer(l)).count() as u64;
+    let global = cached - local;
     let mut total = Bytes::ZERO;
     let mut terms = Vec::new();
     let groups = [
@@ -187,7 +206,7 @@ pub(crate) fn kv_cache(
         let tokens = paged(context);
         let scales = Product::new()
             .times(2, "(K and V)")?
-            .times(placement.layers, "layers")?
+            .times(cached, "layers")?
             .times(div_ceil(shape.kv_heads, placement.tensor), "kv_heads")?
             .times(tokens, "tokens")?
             .times(sessions, "sessions")?
@@ -205,6 +224,62 @@ pub(crate) fn kv_cache(
         formula,
         source: Some("DOMAIN.md §3: vLLM AttentionSpec / MLAAttentionSpec page sizes; heads per GPU as vLLM get_num_kv_heads".into()),
     })
+}
+
+/// What an encoder-decoder model holds for the whole generation besides its decoder's cache:
+/// every decoder layer's cross-attention keys and values, computed once from the encoder's
+/// output at the first decoder step (`2 × decoder layers × kv_heads × head_dim × source tokens`,
+/// transformers `EncoderDecoderCache.cross_attention_cache`, filled by `T5Attention` when
+/// `is_cross_attention` and not yet `is_updated`), and the encoder's output itself, which
+/// `generate` keeps in its `model_kwargs` (`encoder_outputs`) until the end. Nothing for a
+/// decoder-only model, or on a device without decoder layers (a pipeline stage of the encoder).
+pub(crate) fn encoder_decoder_held(
+    shape: &Shape,
+    placement: &Placement,
+    cache: Precision,
+    activations: Precision,
+    source: u64,
+    sessions: u64,
+) -> Result<Vec<Component>, Overflow> {
+    let decoder =
+        placement.layers - shape.encoder_layers_in(placement.first_layer, placement.layers);
+    if shape.encoder.is_none() || decoder == 0 {
+        return Ok(Vec::new());
+    }
+    let mut components = Vec::new();
+    let product = Product::new().times(2, "(K and V)")?.times(decoder, "decoder layers")?;
+    let (bytes, formula) = kv_width(shape, placement, product)?
+        .times(source, "source tokens")?
+        .times(sessions, "sessions")?
+        .bytes_each(cache.bytes_per_element(), cache.name())?
+        .finish()?;
+    components.push(Component {
+        held_by: HeldBy::Tensors,
+        name: "cross-attention K/V (from the encoder output)".to_string(),
+        category: Category::Cache,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: Some("transformers modeling_t5.py T5Attention (cross-attention K/V computed once, kept in EncoderDecoderCache)".into()),
+    });
+    // Only the first decoder step reads it (to fill the cross-attention cache), but `generate`
+    // passes it to every step.
+    let (bytes, formula) = Product::new()
+        .times(source, "source tokens")?
+        .times(sessions, "sessions")?
+        .times(shape.hidden, "hidden")?
+        .bytes_each(activations.bytes_per_element(), activations.name())?
+        .finish()?;
+    components.push(Component {
+        held_by: HeldBy::Tensors,
+        name: "encoder output (kept for generation)".to_string(),
+        category: Category::Intermediate,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: Some("transformers GenerationMixin: encoder_outputs stay in model_kwargs for every decoder step".into()),
+    });
+    Ok(components)
 }
 
 /// The MLP width a token passes through: the dense `ffn`, or in MoE layers its active experts

@@ -1,4 +1,9 @@
-//! Parameters of a decoder-only transformer, matrix by matrix and device by device.
+//! Parameters of a transformer, matrix by matrix and device by device.
+//!
+//! An encoder-decoder model's layers are one list, the encoder's first; a decoder layer adds a
+//! cross-attention (q, k, v, o and a norm: transformers `modeling_t5.py` `T5LayerCrossAttention`,
+//! `modeling_bart.py` `encoder_attn`), each stack has a position table and a final norm, and one
+//! token embedding serves both (T5's `shared`).
 //!
 //! Dense layers follow DOMAIN.md §2.1 (SwiGLU or plain MLP, RMSNorm, optional q/k/v biases);
 //! mixture-of-experts layers §2.2 (every expert resident, a router, shared experts, leading dense
@@ -39,6 +44,15 @@ pub(crate) fn layer_matrices(shape: &Shape, layer: u64, tensor: u64) -> Vec<(Mat
             matrices.push((Matrix::O, heads * mla.v_head_dim * h));
         }
     }
+    if shape.has_cross_attention(layer) {
+        // A decoder layer's cross-attention (`T5LayerCrossAttention`, BART `encoder_attn`):
+        // q, k, v and o of the self-attention's sizes, k and v reading the encoder's output.
+        let kv_heads = div_ceil(shape.kv_heads, tensor);
+        matrices.push((Matrix::Q, h * heads * shape.head_dim));
+        matrices.push((Matrix::K, h * kv_heads * shape.head_dim));
+        matrices.push((Matrix::V, h * kv_heads * shape.head_dim));
+        matrices.push((Matrix::O, heads * shape.head_dim * h));
+    }
     let mlp = |matrices: &mut Vec<(Matrix, u64)>, ffn: u64, copies: u64| {
         let width = div_ceil(ffn, tensor) * h * copies;
         if shape.mlp == Mlp::Gated {
@@ -60,15 +74,20 @@ pub(crate) fn layer_matrices(shape: &Shape, layer: u64, tensor: u64) -> Vec<(Mat
     matrices
 }
 
-/// Norms and biases of one layer: small, kept at 16 or 32-bit by every quantizer.
-pub(crate) fn layer_small(shape: &Shape, tensor: u64) -> u64 {
+/// Norms and biases of layer `layer`: small, kept at 16 or 32-bit by every quantizer. A
+/// decoder layer of an encoder-decoder model has a third norm and its cross-attention's biases;
+/// the first layer of each T5 stack holds the relative-position table, `buckets × heads`
+/// (`T5Attention.relative_attention_bias`, `has_relative_attention_bias=bool(i == 0)`).
+pub(crate) fn layer_small(shape: &Shape, layer: u64, tensor: u64) -> u64 {
     let heads = shape.heads / tensor;
     let qkv = (heads + 2 * div_ceil(shape.kv_heads, tensor)) * shape.head_dim;
+    let cross = shape.has_cross_attention(layer);
     let bias = if shape.biases == Biases::All {
         // q/k/v (sharded), the output projection's (added once), the MLP's.
         let ffn = div_ceil(shape.ffn, tensor);
         let mlp = if shape.mlp == Mlp::Gated { 2 * ffn } else { ffn };
-        qkv + shape.hidden + mlp + shape.hidden
+        let cross_attention = if cross { qkv + shape.hidden } else { 0 };
+        qkv + shape.hidden + mlp + shape.hidden + cross_attention
     } else if shape.biases == Biases::Qkv {
         qkv
     } else {
@@ -78,7 +97,31 @@ pub(crate) fn layer_small(shape: &Shape, tensor: u64) -> u64 {
         AttentionKind::Mla(mla) => mla.kv_lora_rank + mla.q_lora_rank.unwrap_or(0),
         AttentionKind::Standard => 0,
     };
-    2 * norm(shape) + bias + latent_norms
+    let norms = if cross { 3 } else { 2 };
+    let relative = match &shape.encoder {
+        Some(e) if layer == 0 || layer == e.encoder_layers => e.relative_buckets * heads,
+        _ => 0,
+    };
+    norms * norm(shape) + bias + latent_norms + relative
+}
+
+/// Norm, bias and relative-position parameters of `count` layers from `first`, and the count
+/// per layer when every one of them has the same.
+pub(crate) fn layers_small(
+    shape: &Shape,
+    first: u64,
+    count: u64,
+    tensor: u64,
+) -> (u64, Option<u64>) {
+    let each = layer_small(shape, first, tensor);
+    let mut total = 0u64;
+    let mut uniform = true;
+    for layer in first..first + count {
+        let small = layer_small(shape, layer, tensor);
+        uniform &= small == each;
+        total = total.saturating_add(small);
+    }
+    (total, uniform.then_some(each))
 }
 
 /// Parameters of one norm: a weight, and a bias for LayerNorm.
@@ -91,12 +134,15 @@ pub fn parameter_count(shape: &Shape) -> Option<u64> {
     let mut total = 0u64;
     for layer in 0..shape.layers {
         let matrices: u64 = layer_matrices(shape, layer, 1).iter().map(|(_, n)| n).sum();
-        total = total.checked_add(matrices)?.checked_add(layer_small(shape, 1))?;
+        total = total.checked_add(matrices)?.checked_add(layer_small(shape, layer, 1))?;
     }
     let vocab = shape.vocab.checked_mul(shape.hidden)?;
-    let embeddings = vocab.checked_add(shape.positions.checked_mul(shape.hidden)?)?;
+    // One position table per stack; one shared token embedding (T5's `shared`).
+    let positions = shape.positions.checked_mul(shape.hidden)?.checked_mul(shape.stacks())?;
+    let embeddings = vocab.checked_add(positions)?;
     let head = if shape.tied_embeddings || shape.output == Output::None { 0 } else { vocab };
-    total.checked_add(embeddings)?.checked_add(head)?.checked_add(norm(shape))
+    let final_norms = norm(shape).checked_mul(shape.stacks())?;
+    total.checked_add(embeddings)?.checked_add(head)?.checked_add(final_norms)
 }
 
 /// The embeddings and final norm a device holds.
@@ -106,7 +152,7 @@ pub(crate) struct Ends {
     pub embedding: u64,
     /// Output projection (last stage; 0 when tied to the embedding on the same device).
     pub head: u64,
-    /// Final norm (last stage).
+    /// Final norm (last stage): one per stack, both on the last stage of a pipeline.
     pub final_norm: u64,
 }
 
@@ -120,10 +166,12 @@ pub(crate) fn ends(shape: &Shape, placement: &Placement) -> Ends {
     } else {
         0
     };
+    // An encoder-decoder model's position tables (one per stack) sit with the embedding.
+    let positions = shape.positions * shape.hidden * shape.stacks();
     Ends {
-        embedding: if first { vocab_shard + shape.positions * shape.hidden } else { 0 },
+        embedding: if first { vocab_shard + positions } else { 0 },
         head,
-        final_norm: if last { norm(shape) } else { 0 },
+        final_norm: if last { norm(shape) * shape.stacks() } else { 0 },
     }
 }
 
@@ -133,7 +181,8 @@ pub(crate) fn device_parameter_count(shape: &Shape, placement: &Placement) -> Op
     for layer in placement.first_layer..placement.first_layer + placement.layers {
         let matrices: u64 =
             layer_matrices(shape, layer, placement.tensor).iter().map(|(_, n)| n).sum();
-        total = total.checked_add(matrices)?.checked_add(layer_small(shape, placement.tensor))?;
+        let small = layer_small(shape, layer, placement.tensor);
+        total = total.checked_add(matrices)?.checked_add(small)?;
     }
     let ends = ends(shape, placement);
     total.checked_add(ends.embedding)?.checked_add(ends.head)?.checked_add(ends.final_norm)
@@ -152,10 +201,11 @@ pub(crate) fn factored_state_values(shape: &Shape, placement: &Placement) -> Opt
     };
     let mut total = 0u64;
     for layer in placement.first_layer..placement.first_layer + placement.layers {
+        let attentions = if shape.has_cross_attention(layer) { 2 } else { 1 };
         let attention = match &shape.attention {
             AttentionKind::Standard => {
                 let kv = div_ceil(shape.kv_heads, t) * shape.head_dim;
-                matrix(h, heads * shape.head_dim, 2) + matrix(h, kv, 2)
+                attentions * (matrix(h, heads * shape.head_dim, 2) + matrix(h, kv, 2))
             }
             AttentionKind::Mla(mla) => {
                 let qk = mla.nope_dim + mla.rope_dim;
@@ -176,12 +226,13 @@ pub(crate) fn factored_state_values(shape: &Shape, placement: &Placement) -> Opt
             }
             _ => mlp(shape.ffn, 1),
         };
-        total = total.checked_add(attention + feed_forward + layer_small(shape, t))?;
+        total = total.checked_add(attention + feed_forward + layer_small(shape, layer, t))?;
     }
     let ends = ends(shape, placement);
     let vocab = div_ceil(shape.vocab, t);
     let embedding = if ends.embedding > 0 {
-        matrix(vocab, h, 1) + if shape.positions > 0 { matrix(shape.positions, h, 1) } else { 0 }
+        let positions = shape.stacks() * matrix(shape.positions, h, 1);
+        matrix(vocab, h, 1) + if shape.positions > 0 { positions } else { 0 }
     } else {
         0
     };

@@ -4,7 +4,7 @@
 //!
 //! Families read: Llama, Mistral, Mixtral, Qwen2/2.5/3 (dense and MoE), Gemma 2/3 (including
 //! the `text_config` of multimodal checkpoints, with `Gemma3TextConfig`'s defaults for absent
-//! keys), Phi-3, DeepSeek-V2/V3 and gpt-oss; other decoders whose config uses the same key names
+//! keys), Phi-3, DeepSeek-V2/V3, gpt-oss, and the T5 and mT5 encoder-decoders; other decoders whose config uses the same key names
 //! read the same way. What the language cannot say (rope scaling, vision towers, biases besides
 //! q/k/v) becomes a note.
 
@@ -12,7 +12,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::json::{Doc, Object, value_kind};
-use super::model::{ImportedModel, Mla, Mlp, Moe, Quantization};
+use super::model::{EncoderDecoder, ImportedModel, Mla, Mlp, Moe, Quantization};
 use crate::diagnostic::Diagnostic;
 use crate::span::Span;
 
@@ -30,6 +30,10 @@ const GEMMA3_TEXT_DEFAULTS: &[(&str, u64)] = &[
     ("sliding_window", 4096),
     ("sliding_window_pattern", 6),
 ];
+
+/// Model types read as T5 encoder-decoders (transformers `T5Config`, `MT5Config`: one relative
+/// position table per stack). UMT5, whose every layer has its own table, is not among them.
+const T5_TYPES: &[&str] = &["t5", "mt5"];
 
 /// Model types whose MLP has two matrices (no gate).
 const PLAIN_MLP: &[&str] =
@@ -71,16 +75,20 @@ impl<'a> Reader<'a> {
         let architecture = Self::architecture(root, &model_type);
         let gemma = model_type.starts_with("gemma");
 
+        let t5 = T5_TYPES.contains(&model_type.as_str());
         let layers = self.shape(cfg, &["num_hidden_layers", "n_layer", "num_layers"], defaults);
+        let encoder_decoder = if t5 { self.t5_stacks(cfg, layers) } else { None };
+        let layers = if t5 { None } else { layers };
         let hidden = self.shape(cfg, &["hidden_size", "n_embd", "d_model"], defaults);
-        let mut ffn = self.shape(cfg, &["intermediate_size", "n_inner", "ffn_dim"], defaults);
-        let heads = self.shape(cfg, &["num_attention_heads", "n_head"], defaults);
+        let mut ffn =
+            self.shape(cfg, &["intermediate_size", "n_inner", "ffn_dim", "d_ff"], defaults);
+        let heads = self.shape(cfg, &["num_attention_heads", "n_head", "num_heads"], defaults);
         let kv_heads = self.shape(
             cfg,
             &["num_key_value_heads", "num_kv_heads", "multi_query_group_num"],
             defaults,
         );
-        let head_dim = self.shape(cfg, &["head_dim"], defaults);
+        let head_dim = self.shape(cfg, &["head_dim", "d_kv"], defaults);
         let vocab = self.shape(cfg, &["vocab_size", "padded_vocab_size"], defaults);
         let context = self.shape(
             cfg,
@@ -97,8 +105,9 @@ impl<'a> Reader<'a> {
             ));
             ffn = Some(expert_ffn);
         }
+        let stacked = encoder_decoder.as_ref().map(|s| s.encoder_layers);
         for (value, key, meaning) in [
-            (layers, "num_hidden_layers", "the number of decoder layers"),
+            (layers.or(stacked), "num_hidden_layers", "the number of decoder layers"),
             (hidden, "hidden_size", "the model width"),
             (ffn, "intermediate_size", "the MLP width"),
             (heads, "num_attention_heads", "the attention heads"),
@@ -120,20 +129,42 @@ impl<'a> Reader<'a> {
         let tied = self
             .flag(cfg, "tie_word_embeddings")
             .or_else(|| self.flag(root, "tie_word_embeddings"));
+        // T5Config keeps PretrainedConfig's default, a tied head (T5 1.0 rescales it).
+        let tied_by_default = gemma || t5;
         let tied_embeddings = tied.unwrap_or_else(|| {
             self.notes.push(format!(
                 "no tie_word_embeddings: {} (the {} default)",
-                if gemma { "tied" } else { "untied" },
-                if gemma { "Gemma" } else { "Llama-style" }
+                if tied_by_default { "tied" } else { "untied" },
+                if gemma {
+                    "Gemma"
+                } else if t5 {
+                    "T5Config"
+                } else {
+                    "Llama-style"
+                }
             ));
-            gemma
+            tied_by_default
         });
         let qkv_bias = self.qkv_bias(cfg, &model_type);
         if self.flag(cfg, "mlp_bias") == Some(true) {
             self.notes.push("mlp_bias: MLP biases are not represented".to_string());
         }
         let mla = self.mla(cfg);
-        let (sliding_window, global_every) = self.window(cfg, &model_type, layers, defaults);
+        let (sliding_window, global_every) =
+            if t5 { (None, None) } else { self.window(cfg, &model_type, layers, defaults) };
+        let mlp = if t5 {
+            self.t5_mlp(cfg)
+        } else if PLAIN_MLP.contains(&model_type.as_str()) {
+            Mlp::Plain
+        } else {
+            Mlp::Gated
+        };
+        // T5Config's dropout_rate defaults to 0.1; training runs with it unless a script sets 0.
+        let dropout = t5
+            && match cfg.value("dropout_rate") {
+                Some((Value::Number(rate), _)) => rate.as_f64().is_some_and(|r| r > 0.0),
+                _ => true,
+            };
         let quantization = root
             .get("quantization_config")
             .or_else(|| cfg.get("quantization_config"))
@@ -163,7 +194,7 @@ impl<'a> Reader<'a> {
             vocab,
             tied_embeddings,
             qkv_bias,
-            mlp: if PLAIN_MLP.contains(&model_type.as_str()) { Mlp::Plain } else { Mlp::Gated },
+            mlp,
             moe,
             mla,
             sliding_window,
@@ -173,6 +204,42 @@ impl<'a> Reader<'a> {
             declared_dtype,
             weights: None,
             notes: std::mem::take(&mut self.notes),
+            encoder_decoder,
+            dropout,
+        }
+    }
+
+    /// A T5 encoder-decoder's stacks (transformers `T5Config`): `num_layers` encoder layers,
+    /// `num_decoder_layers` decoder layers (default: as many), and the relative-position buckets
+    /// (`relative_attention_num_buckets`, default 32).
+    fn t5_stacks(&mut self, cfg: &Object<'a>, encoder: Option<u64>) -> Option<EncoderDecoder> {
+        let encoder_layers = encoder?;
+        let decoder_layers = self.count(cfg, "num_decoder_layers").unwrap_or_else(|| {
+            self.notes.push(
+                "no num_decoder_layers: as many as num_layers (the T5Config default)".to_string(),
+            );
+            encoder_layers
+        });
+        let relative_buckets = self.count(cfg, "relative_attention_num_buckets").or_else(|| {
+            self.notes
+                .push("no relative_attention_num_buckets: 32 (the T5Config default)".to_string());
+            Some(32)
+        });
+        Some(EncoderDecoder { encoder_layers, decoder_layers, relative_buckets })
+    }
+
+    /// T5's feed-forward (`T5Config.feed_forward_proj`, default `relu`): `gated-gelu` (T5 1.1,
+    /// mT5, Flan-T5: wi_0, wi_1, wo) is gated, `relu` (T5 1.0: wi, wo) plain.
+    fn t5_mlp(&mut self, cfg: &Object<'a>) -> Mlp {
+        match self.text(cfg, "feed_forward_proj") {
+            Some(kind) if kind.starts_with("gated-") => Mlp::Gated,
+            Some(_) => Mlp::Plain,
+            None => {
+                self.notes.push(
+                    "no feed_forward_proj: relu, two matrices (the T5Config default)".to_string(),
+                );
+                Mlp::Plain
+            }
         }
     }
 

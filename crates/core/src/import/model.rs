@@ -47,6 +47,21 @@ pub struct ImportedModel {
     pub weights: Option<Weights>,
     /// What was assumed, ignored or not represented, one sentence each.
     pub notes: Vec<String>,
+    /// An encoder-decoder's stacks (T5, mT5); `layers` is then `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoder_decoder: Option<EncoderDecoder>,
+    /// Dropout is active in training (`dropout_rate` above 0), as read for encoder-decoders.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dropout: bool,
+}
+
+/// An encoder-decoder's stacks (`encoder_layers`, `decoder_layers`, `relative_buckets`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EncoderDecoder {
+    pub encoder_layers: u64,
+    pub decoder_layers: u64,
+    /// T5's `relative_attention_num_buckets`.
+    pub relative_buckets: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -222,6 +237,10 @@ impl ImportedModel {
         if let Some(params) = self.params {
             shape.push(("params", grouped(params)));
         }
+        if let Some(stacks) = &self.encoder_decoder {
+            shape.push(("encoder_layers", count(stacks.encoder_layers)));
+            shape.push(("decoder_layers", count(stacks.decoder_layers)));
+        }
         let fields = [
             ("layers", self.layers),
             ("hidden", self.hidden),
@@ -240,6 +259,12 @@ impl ImportedModel {
         }
         if self.qkv_bias {
             shape.push(("qkv_bias", "true".to_string()));
+        }
+        if let Some(buckets) = self.encoder_decoder.as_ref().and_then(|s| s.relative_buckets) {
+            shape.push(("relative_buckets", count(buckets)));
+        }
+        if self.dropout {
+            shape.push(("dropout", "true".to_string()));
         }
 
         let mut moe = Vec::new();

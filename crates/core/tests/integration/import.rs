@@ -832,3 +832,83 @@ fn damaged_headers_never_panic() {
     }
     assert!(parsed > 5_000, "{parsed}");
 }
+
+/// The parameter count of the model block `text` declares as `name`.
+fn block_parameters(text: &str, name: &str) -> Option<u64> {
+    let (file, _) = vram_core::syntax::parse(text);
+    let (program, _) = vram_core::check::check(&file, vram_core::catalog::builtin(), false);
+    program.model(name)?.shape.as_ref().and_then(vram_core::eval::parameter_count)
+}
+
+/// T5-family configs (transformers `T5Config` keys) import as encoder-decoders. google/mt5-base's
+/// config.json as quoted verbatim in a public repository file (code index id 40799741122); the
+/// shape keys of google-t5/t5-3b's (id 54268972674), which leaves `num_decoder_layers`,
+/// `feed_forward_proj` and `tie_word_embeddings` at T5Config's defaults.
+#[test]
+fn t5_configs_import_as_encoder_decoders() {
+    let mt5_base = br#"{
+  "_name_or_path": "/home/patrick/hugging_face/t5/mt5-base",
+  "architectures": [
+    "MT5ForConditionalGeneration"
+  ],
+  "d_ff": 2048,
+  "d_kv": 64,
+  "d_model": 768,
+  "decoder_start_token_id": 0,
+  "dropout_rate": 0.1,
+  "eos_token_id": 1,
+  "feed_forward_proj": "gated-gelu",
+  "initializer_factor": 1.0,
+  "is_encoder_decoder": true,
+  "layer_norm_epsilon": 1e-06,
+  "model_type": "mt5",
+  "num_decoder_layers": 12,
+  "num_heads": 12,
+  "num_layers": 12,
+  "output_past": true,
+  "pad_token_id": 0,
+  "relative_attention_num_buckets": 32,
+  "tie_word_embeddings": false,
+  "tokenizer_class": "T5Tokenizer",
+  "transformers_version": "4.10.0.dev0",
+  "use_cache": true,
+  "vocab_size": 250112
+}"#;
+    let model = config_json::parse(mt5_base).expect("imports");
+    let text = assert_valid_block(&model, "mt5-base");
+    for line in [
+        "encoder_layers   12\n",
+        "decoder_layers   12\n",
+        "ffn              2048\n",
+        "heads            12\n",
+        "head_dim         64\n",
+        "relative_buckets 32\n",
+        "dropout          true\n",
+    ] {
+        assert!(text.contains(line), "{line:?} in\n{text}");
+    }
+    assert!(!text.contains("mlp") && !text.contains("tied_embeddings"), "{text}");
+    // google/mt5-base: 582,401,280 parameters as published.
+    assert_eq!(block_parameters(&text, "mt5-base"), Some(582_401_280));
+
+    let t5_3b = br#"{
+  "architectures": ["T5WithLMHeadModel"],
+  "d_ff": 16384,
+  "d_kv": 128,
+  "d_model": 1024,
+  "dropout_rate": 0.1,
+  "is_encoder_decoder": true,
+  "model_type": "t5",
+  "n_positions": 512,
+  "num_heads": 32,
+  "num_layers": 24,
+  "relative_attention_num_buckets": 32,
+  "vocab_size": 32128
+}"#;
+    let model = config_json::parse(t5_3b).expect("imports");
+    let text = assert_valid_block(&model, "t5-3b");
+    assert!(text.contains("mlp              plain\n"), "{text}");
+    assert!(text.contains("tied_embeddings  true\n"), "{text}");
+    assert!(text.contains("num_decoder_layers: as many as num_layers"), "{text}");
+    assert_eq!(block_parameters(&text, "t5-3b"), Some(2_851_598_336));
+}

@@ -21,6 +21,22 @@ fn layer_activation_formula(
     placement: &Placement,
     training: &Training,
 ) -> Result<Product, Overflow> {
+    let per_token = layer_elements_per_token(shape, placement, training)?;
+    let elem = stream(training).bytes_per_element();
+    Product::new()
+        .times(training.sequence, "tokens")?
+        .times(training.micro_batch, "micro_batch")?
+        .times(per_token, "elements per token per layer")?
+        .bytes_each(elem, stream(training).name())
+}
+
+/// [`layer_activation_formula`]'s elements per token of one layer, with the byte-sized
+/// statistics and masks folded in as elements of the stream's type (rounded up).
+pub(super) fn layer_elements_per_token(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<u64, Overflow> {
     let t = placement.tensor;
     let heads = shape.heads / t;
     let kv_heads = div_ceil(shape.kv_heads, t);
@@ -42,12 +58,7 @@ fn layer_activation_formula(
     let extra_bytes = 4 * heads + masks;
     let stats = Ratio::int(i128::from(extra_bytes)).checked_div(elem).ok_or(Overflow)?;
     let per_token = Ratio::int(i128::from(elements)).checked_add(stats).ok_or(Overflow)?;
-    let per_token = u64::try_from(per_token.ceil()).map_err(|_| Overflow)?;
-    Product::new()
-        .times(training.sequence, "tokens")?
-        .times(training.micro_batch, "micro_batch")?
-        .times(per_token, "elements per token per layer")?
-        .bytes_each(elem, stream.name())
+    u64::try_from(per_token.ceil()).map_err(|_| Overflow)
 }
 
 /// The type a layer's stored activations have. Usually the compute type; but a quantized base
@@ -55,12 +66,28 @@ fn layer_activation_formula(
 /// stream, the residual adds promote every layer's output back to fp32, and bitsandbytes layers
 /// return their input's type: the layer inputs and most of what a layer stores are fp32, though
 /// autocast runs the matmuls in 16-bit.
-fn stream(training: &Training) -> Precision {
+pub(super) fn stream(training: &Training) -> Precision {
     let cast = training.unquantized == Precision::Fp32 && !training.weights.is_float_compute();
     if cast { Precision::Fp32 } else { training.activations }
 }
 
 pub(in crate::eval) fn activations(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Vec<Component>, Overflow> {
+    let mut components = match (&shape.encoder, training.source) {
+        (Some(_), Some(source)) => super::seq2seq::activations(shape, placement, training, source)?,
+        _ => decoder_activations(shape, placement, training)?,
+    };
+    if let Some(logits) = logits(shape, placement, training)? {
+        components.push(logits);
+    }
+    Ok(components)
+}
+
+/// A decoder-only model's layers: their activations, what LoRA adapters keep, eager scores.
+fn decoder_activations(
     shape: &Shape,
     placement: &Placement,
     training: &Training,
@@ -111,6 +138,15 @@ pub(in crate::eval) fn activations(
     if training.attention == Attention::Eager {
         components.extend(eager_attention(shape, placement, training)?);
     }
+    Ok(components)
+}
+
+/// The loss over the last stage's logits, `sequence` tokens (a decoder's target) per sample.
+fn logits(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Option<Component>, Overflow> {
     if placement.stage + 1 == placement.stages && shape.output == crate::hir::Output::Lm {
         // The cross-entropy path at its peak, per logit: in the backward pass the log-softmax
         // kept from the forward pass, its incoming gradient and the logits' outgoing gradient,
@@ -131,9 +167,9 @@ pub(in crate::eval) fn activations(
         } else {
             "the workload's `loss`: the cross-entropy runs on the 16-bit logits"
         };
-        components.push(intermediate("logits and loss", logits.finish()?, source));
+        return Ok(Some(intermediate("logits and loss", logits.finish()?, source)));
     }
-    Ok(components)
+    Ok(None)
 }
 
 /// What an eager (unfused) attention materializes at the training peak, batch × heads × s²
@@ -147,23 +183,7 @@ fn eager_attention(
     placement: &Placement,
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
-    let elem = training.activations;
-    // The softmax runs in fp32 (autocast's fp32 list; transformers' eager attention asks for
-    // `dtype=float32`) and keeps its output for backward; a 16-bit run casts it back, and the
-    // matmul with V keeps that copy. Attention dropout keeps a one-byte mask and its output
-    // (Korthikanti et al.). DOMAIN.md §4.2.
-    let e = elem.bytes_per_element();
-    let mut per_score = Ratio::int(4);
-    let mut kept = "fp32 softmax".to_string();
-    if e < Ratio::int(4) {
-        per_score = per_score.checked_add(e).ok_or(Overflow)?;
-        kept = format!("{kept} + its {} copy", elem.name());
-    }
-    if shape.dropout {
-        per_score =
-            per_score.checked_add(e).and_then(|p| p.checked_add(Ratio::int(1))).ok_or(Overflow)?;
-        kept = format!("{kept} + dropout output and 1 B mask");
-    }
+    let (per_score, kept) = kept_per_score(shape, training)?;
     let (layers, which) = match training.checkpointing {
         Checkpointing::None => (placement.layers, "layers"),
         Checkpointing::Selective | Checkpointing::Full => (1, "recomputed layer"),
@@ -189,6 +209,31 @@ fn eager_attention(
             (training.sequence, "keys"),
         )?,
     ])
+}
+
+/// Bytes an eager attention keeps per score for the backward pass, and what they are.
+pub(super) fn kept_per_score(
+    shape: &Shape,
+    training: &Training,
+) -> Result<(Ratio, String), Overflow> {
+    let elem = training.activations;
+    // The softmax runs in fp32 (autocast's fp32 list; transformers' eager attention asks for
+    // `dtype=float32`) and keeps its output for backward; a 16-bit run casts it back, and the
+    // matmul with V keeps that copy. Attention dropout keeps a one-byte mask and its output
+    // (Korthikanti et al.). DOMAIN.md §4.2.
+    let e = elem.bytes_per_element();
+    let mut per_score = Ratio::int(4);
+    let mut kept = "fp32 softmax".to_string();
+    if e < Ratio::int(4) {
+        per_score = per_score.checked_add(e).ok_or(Overflow)?;
+        kept = format!("{kept} + its {} copy", elem.name());
+    }
+    if shape.dropout {
+        per_score =
+            per_score.checked_add(e).and_then(|p| p.checked_add(Ratio::int(1))).ok_or(Overflow)?;
+        kept = format!("{kept} + dropout output and 1 B mask");
+    }
+    Ok((per_score, kept))
 }
 
 /// The backward pass through one eager attention's softmax holds, beside the probabilities it
@@ -235,12 +280,43 @@ fn adapter_inputs(
     placement: &Placement,
     training: &Training,
 ) -> Result<Option<Component>, Overflow> {
+    let Some((per_token, what)) = adapter_per_token(shape, placement, training, |_| true)? else {
+        return Ok(None);
+    };
+    // As the layer activations: a pipeline stage keeps every micro-batch it has in flight.
+    let in_flight = placement.stages - placement.stage;
+    let (layers, which) = match training.checkpointing {
+        Checkpointing::None | Checkpointing::Selective => (placement.layers, "layers"),
+        Checkpointing::Full => (1, "recomputed layer"),
+    };
+    let mut product = Product::new().times(layers, which)?;
+    if in_flight > 1 && training.checkpointing != Checkpointing::Full {
+        product = product.times(in_flight, "micro-batches in flight")?;
+    }
+    let product = product
+        .times(training.micro_batch, "micro_batch")?
+        .times(training.sequence, "tokens")?
+        .bytes_each(per_token, what)?;
+    Ok(Some(intermediate("LoRA saved inputs", product.finish()?, ADAPTER_SOURCE)))
+}
+
+pub(super) const ADAPTER_SOURCE: &str = "derived: peft tuners/lora/layer.py Linear.forward (dropout \
+     mask and output, cast copies, lora_A's output) under autocast";
+
+/// What the LoRA adapters of one layer whose targets `adapts` accepts keep per token (see
+/// [`adapter_inputs`]), and what that is; `None` without adapters or when they keep nothing.
+pub(super) fn adapter_per_token(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+    adapts: impl Fn(LoraTarget) -> bool,
+) -> Result<Option<(Ratio, String)>, Overflow> {
     let Method::Lora { rank, targets, dtype, dropout, .. } = &training.method else {
         return Ok(None);
     };
     let mut inputs = 0u64;
     let mut adapted = 0u64;
-    for target in targets {
+    for target in targets.iter().filter(|t| adapts(**t)) {
         let Some((input, _)) = super::adapted_matrix(shape, *target) else { continue };
         // Column-parallel projections see the whole input on every rank; row-parallel ones
         // (o, down) a tensor-parallel slice of it.
@@ -274,29 +350,10 @@ fn adapter_inputs(
     if per_token == Ratio::ZERO {
         return Ok(None);
     }
-    // As the layer activations: a pipeline stage keeps every micro-batch it has in flight.
-    let in_flight = placement.stages - placement.stage;
-    let (layers, which) = match training.checkpointing {
-        Checkpointing::None | Checkpointing::Selective => (placement.layers, "layers"),
-        Checkpointing::Full => (1, "recomputed layer"),
-    };
     let what = if kept.is_empty() {
-        format!("rank-{rank} {} outputs", compute.name())
+        formula!("rank-{rank} {} outputs", compute.name())
     } else {
-        format!("{kept} over {inputs} input features + rank-{rank} {} outputs", compute.name())
+        formula!("{kept} over {inputs} input features + rank-{rank} {} outputs", compute.name())
     };
-    let mut product = Product::new().times(layers, which)?;
-    if in_flight > 1 && training.checkpointing != Checkpointing::Full {
-        product = product.times(in_flight, "micro-batches in flight")?;
-    }
-    let product = product
-        .times(training.micro_batch, "micro_batch")?
-        .times(training.sequence, "tokens")?
-        .bytes_each(per_token, what)?;
-    Ok(Some(intermediate(
-        "LoRA saved inputs",
-        product.finish()?,
-        "derived: peft tuners/lora/layer.py Linear.forward (dropout mask and output, cast \
-         copies, lora_A's output) under autocast",
-    )))
+    Ok(Some((per_token, what)))
 }

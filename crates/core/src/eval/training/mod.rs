@@ -17,6 +17,7 @@ use crate::quant::WeightFormat;
 use crate::ratio::Ratio;
 
 mod activations;
+mod seq2seq;
 mod states;
 
 pub(super) use activations::{activations, softmax_gradients};
@@ -52,17 +53,31 @@ fn lora_shapes(
     let t = placement.tensor;
     let mut per_layer = 0u64;
     let mut factored = 0u64;
+    // PEFT matches target names by suffix, so `q` adapts a T5 decoder layer's self-attention
+    // `SelfAttention.q` and its cross-attention `EncDecAttention.q` alike.
+    let mut per_cross = 0u64;
+    let mut factored_cross = 0u64;
     for target in targets {
         let (input, output) = adapted_matrix(shape, *target).unwrap_or((0, 0));
-        per_layer = per_layer
-            .checked_add(rank.checked_mul(input + output).ok_or(Overflow)?)
-            .ok_or(Overflow)?;
-        if input + output > 0 {
-            factored += input + output + 2 * rank;
+        let params = rank.checked_mul(input + output).ok_or(Overflow)?;
+        per_layer = per_layer.checked_add(params).ok_or(Overflow)?;
+        let factors = if input + output > 0 { input + output + 2 * rank } else { 0 };
+        factored += factors;
+        if target.is_attention() {
+            per_cross = per_cross.checked_add(params).ok_or(Overflow)?;
+            factored_cross += factors;
         }
     }
-    let params = div_ceil(per_layer, t).checked_mul(placement.layers).ok_or(Overflow)?;
-    let factored = div_ceil(factored, t).checked_mul(placement.layers).ok_or(Overflow)?;
+    let cross = placement.layers - shape.encoder_layers_in(placement.first_layer, placement.layers);
+    let cross = if shape.encoder.is_some() { cross } else { 0 };
+    let params = div_ceil(per_layer, t)
+        .checked_mul(placement.layers)
+        .and_then(|p| p.checked_add(div_ceil(per_cross, t).checked_mul(cross)?))
+        .ok_or(Overflow)?;
+    let factored = div_ceil(factored, t)
+        .checked_mul(placement.layers)
+        .and_then(|p| p.checked_add(div_ceil(factored_cross, t).checked_mul(cross)?))
+        .ok_or(Overflow)?;
     Ok((params, factored))
 }
 
