@@ -255,7 +255,7 @@ pub(crate) fn encoder_decoder_held(
         .finish()?;
     components.push(Component {
         held_by: HeldBy::Tensors,
-        name: "cross-attention K/V (from the encoder output)".to_string(),
+        name: "cross-attention K/V (from the encoder output)".into(),
         category: Category::Cache,
         bytes,
         provenance: Provenance::Formula,
@@ -272,7 +272,7 @@ pub(crate) fn encoder_decoder_held(
         .finish()?;
     components.push(Component {
         held_by: HeldBy::Tensors,
-        name: "encoder output (kept for generation)".to_string(),
+        name: "encoder output (kept for generation)".into(),
         category: Category::Intermediate,
         bytes,
         provenance: Provenance::Formula,

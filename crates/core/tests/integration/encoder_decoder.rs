@@ -330,7 +330,7 @@ check translate on 2 x h100-sxm-80gb split tensor 2
     );
     let pipeline = &checks[0];
     let names = |device: usize| -> Vec<&str> {
-        pipeline.devices[device].components.iter().map(|c| c.name.as_str()).collect()
+        pipeline.devices[device].components.iter().map(|c| &*c.name).collect()
     };
     // The first stage holds the 24 encoder layers: its KV cache is empty and it keeps no
     // cross-attention keys and values; the second holds the decoder's.
