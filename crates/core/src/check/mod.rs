@@ -42,6 +42,9 @@ pub(crate) struct Scope<'a> {
     program_encoder_decoder_models: NameSet,
     /// Models with a decoder-only shape, whose workloads have no `source` to give.
     program_decoder_models: NameSet,
+    /// Models whose attention transformers computes eagerly whatever is asked: T5's relative
+    /// position bias is added to the scores, and `T5Attention` has no fused (SDPA or flash) path.
+    program_eager_attention_models: NameSet,
 }
 
 impl Scope<'_> {
@@ -164,6 +167,7 @@ pub fn check_with_imports<'a>(
         program_models_without_shape: NameSet::default(),
         program_encoder_decoder_models: NameSet::default(),
         program_decoder_models: NameSet::default(),
+        program_eager_attention_models: NameSet::default(),
     };
     let mut own: Table<&Ident> = Table::new();
     for declaration in &file.declarations {
@@ -207,6 +211,7 @@ pub fn check_with_imports<'a>(
         program_models_without_shape: NameSet::default(),
         program_encoder_decoder_models: NameSet::default(),
         program_decoder_models: NameSet::default(),
+        program_eager_attention_models: NameSet::default(),
     };
 
     // Models first: workloads need to know whether their model has a shape.
@@ -242,6 +247,10 @@ pub fn check_with_imports<'a>(
         .values()
         .chain(base.models.values().filter(|m| !program.models.contains_key(&m.name)))
     {
+        let encoder = model.shape.as_ref().and_then(|s| s.encoder.as_ref());
+        if encoder.is_some_and(|e| e.relative_buckets > 0) {
+            scope.program_eager_attention_models.insert(model.name.clone());
+        }
         match model.shape.as_ref().map(|s| s.encoder.is_some()) {
             Some(true) => scope.program_encoder_decoder_models.insert(model.name.clone()),
             Some(false) => scope.program_decoder_models.insert(model.name.clone()),

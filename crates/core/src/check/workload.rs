@@ -143,14 +143,32 @@ pub(super) fn workload(
     }
     diagnostics.extend(fields.finish());
     let ok = !diagnostics.iter().any(Diagnostic::is_error);
+    let (mut inference, mut training) = (inference.flatten(), training.flatten());
+    // Under transformers, a T5-style model's attention is eager whatever the default elsewhere:
+    // unless the section says otherwise, estimate what will run.
+    if model.as_ref().is_some_and(|m| scope.program_eager_attention_models.contains(m))
+        && runtime == Some(Runtime::PyTorch)
+    {
+        let unwritten = |field: Option<&Field>| {
+            field
+                .and_then(|f| f.block.as_ref())
+                .is_some_and(|b| !b.fields.iter().any(|f| f.key.name == "attention"))
+        };
+        if let Some(inference) = inference.as_mut().filter(|_| unwritten(inference_field)) {
+            inference.attention = Attention::Eager;
+        }
+        if let Some(training) = training.as_mut().filter(|_| unwritten(training_field)) {
+            training.attention = Attention::Eager;
+        }
+    }
     let workload = match (ok, runtime) {
         (true, Some(runtime)) => Some(Workload {
             name: decl.name.name.clone(),
             title: decl.title.as_ref().map(|t| t.value.clone()),
             model,
             runtime,
-            inference: inference.flatten(),
-            training: training.flatten(),
+            inference,
+            training,
             diffusion,
             eager_modules: matches!(eager_modules, Some(("eager", _))),
             components: components

@@ -195,7 +195,8 @@ check tune on a100-sxm4-80gb
 
 #[test]
 fn training_stores_both_stacks_at_their_own_lengths() {
-    let checks = evaluate(&training(""));
+    // With a fused kernel (a model of T5's shape that some runtime computes fused).
+    let checks = evaluate(&training("attention fused"));
     // Per token, an fp16 layer stores 4h + 2(heads + kv_heads) head_dim + 2 ffn (plain MLP)
     // elements, plus 4 B per head of softmax statistics and two 1 B dropout masks of h:
     // (4 × 1024 + 4 × 32 × 128 + 2 × 16384) + (4 × 32 + 2 × 1024) / 2 = 53,248 + 1,088.
@@ -210,6 +211,38 @@ fn training_stores_both_stacks_at_their_own_lengths() {
     assert_eq!(bytes(&checks[0], "activations"), expected * FP16);
     // The loss over the target tokens: 64 × 2 × 32128 logits, 12 B each.
     assert_eq!(bytes(&checks[0], "logits and loss"), 64 * 2 * 32128 * 12);
+}
+
+#[test]
+fn a_t5_model_under_transformers_computes_attention_eagerly_unless_told_otherwise() {
+    let component_names = |extra: &str| -> Vec<String> {
+        evaluate(&training(extra))[0].devices[0]
+            .components
+            .iter()
+            .map(|c| c.name.to_string())
+            .collect()
+    };
+    // Unwritten, the attention is eager (T5Attention has no fused path): as written out.
+    assert_eq!(component_names(""), component_names("attention eager"));
+    assert_ne!(component_names(""), component_names("attention fused"));
+    let bytes_of = |source: &str| -> Vec<u64> {
+        evaluate(source)[0].devices[0].components.iter().map(|c| c.bytes.0).collect()
+    };
+    let inference = |extra: &str| {
+        format!(
+            "workload chat {{ model t5-3b\n inference {{ weights fp16\n source 512 tokens\n context 64 tokens\n sessions 4\n {extra} }} }}\ncheck chat on a100-sxm4-80gb\n"
+        )
+    };
+    assert_eq!(bytes_of(&inference("")), bytes_of(&inference("attention eager")));
+    assert_ne!(bytes_of(&inference("")), bytes_of(&inference("attention fused")));
+    // A model without relative positions (BART's learned ones) keeps the fused default.
+    let bart = |extra: &str| {
+        format!(
+            "model bart {{ encoder_layers 12\n decoder_layers 12\n hidden 1024\n ffn 4096\n heads 16\n vocab 50265\n mlp plain\n biases true\n norm layernorm\n positions 1026 }}\nworkload tune {{ model bart\n training {{ weights fp32\n micro_batch 2\n source 256 tokens\n sequence 64 tokens\n {extra} }} }}\ncheck tune on a100-sxm4-80gb\n"
+        )
+    };
+    assert_eq!(bytes_of(&bart("")), bytes_of(&bart("attention fused")));
+    assert_ne!(bytes_of(&bart("")), bytes_of(&bart("attention eager")));
 }
 
 #[test]
