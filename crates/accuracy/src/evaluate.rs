@@ -122,6 +122,17 @@ fn run(expressed: Expressed) -> Outcome {
     };
     match &expressed.target {
         Target::Verdict { expect_fits } => {
+            if !expressed.lower_bound.is_empty() && check.verdict.fits() {
+                // The smallest length or batch fits: the report's own, unstated, may not.
+                let undecided = |gap: &Gap| Gap {
+                    detail: format!(
+                        "{}; the smallest fits, so the report is undecided",
+                        gap.detail
+                    ),
+                    ..gap.clone()
+                };
+                return Outcome::Unexpressed(expressed.lower_bound.iter().map(undecided).collect());
+            }
             let device_peak = largest(check, |d| float(d.views.device));
             let capacity = check.devices.first().map_or(0.0, |d| float(d.capacity.bytes));
             Outcome::Verdict(VerdictResult {

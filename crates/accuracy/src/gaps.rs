@@ -149,4 +149,7 @@ pub mod assume {
          Llama-style, its feed-forward width solved from the stated parameter count";
     pub const SOURCE_LABEL: &str =
         "a condition the data leaves open, read from the source's own table labels";
+    pub const LOWER_BOUND: &str = "an out-of-memory report without a length or batch size: the \
+         smallest (1) gives a lower bound, which decides the report only if even it does not fit \
+         (memory never shrinks as a length or batch grows)";
 }

@@ -29,6 +29,10 @@ pub struct Expressed {
     pub measured: Option<f64>,
     pub unit_rule: Option<UnitRule>,
     pub assumptions: Vec<Assumption>,
+    /// The conditions the source leaves out that were given their smallest value, as the gaps
+    /// they would otherwise be: the estimate is then a lower bound, which decides an
+    /// out-of-memory report only when even it does not fit.
+    pub lower_bound: Vec<Gap>,
 }
 
 /// A point's expression, or every reason it has none.
@@ -42,11 +46,35 @@ pub(crate) struct Cx<'a> {
     pub(crate) point: &'a Point,
     gaps: Vec<Gap>,
     assumptions: Vec<Assumption>,
+    /// The point reports an out-of-memory failure.
+    out_of_memory: bool,
+    /// Missing lengths or batches given their smallest value (see [`Cx::smallest_or_gap`]).
+    lower_bound: Vec<Gap>,
 }
 
 impl<'a> Cx<'a> {
     fn new(point: &'a Point) -> Cx<'a> {
-        Cx { point, gaps: Vec::new(), assumptions: Vec::new() }
+        Cx {
+            point,
+            gaps: Vec::new(),
+            assumptions: Vec::new(),
+            out_of_memory: false,
+            lower_bound: Vec::new(),
+        }
+    }
+
+    /// A count the source leaves out that memory only grows with (a length, a batch): for an
+    /// out-of-memory report it takes its smallest value, 1, as the estimate is then a lower
+    /// bound and a failure it does not explain is left undecided (see `evaluate`); for any
+    /// other point it is the gap it is.
+    pub(crate) fn smallest_or_gap(&mut self, gap: Gap) -> Option<u64> {
+        if !self.out_of_memory {
+            self.gap(gap);
+            return None;
+        }
+        self.assume(crate::gaps::assume::LOWER_BOUND, format!("{}: 1", gap.detail));
+        self.lower_bound.push(gap);
+        Some(1)
     }
 
     pub(crate) fn gap(&mut self, gap: Gap) {
@@ -69,6 +97,7 @@ impl<'a> Cx<'a> {
 pub fn express(point: &Point) -> Expression {
     let mut cx = Cx::new(point);
     let target = cx.target();
+    cx.out_of_memory = matches!(target, Some(Target::Verdict { expect_fits: false }));
     let measured = target.as_ref().and_then(|t| cx.measured(t));
     let gpu = target.as_ref().and_then(|t| cx.gpu(t));
     let split = cx.split();
@@ -157,6 +186,7 @@ pub fn express(point: &Point) -> Expression {
         measured: measured.map(|(bytes, _)| bytes),
         unit_rule,
         assumptions: cx.assumptions,
+        lower_bound: cx.lower_bound,
     })
 }
 
@@ -262,6 +292,39 @@ mod tests {
                 "seq_len": 128, "output_tokens": null}"#,
         );
         assert!(labels(&express(&untargeted)).contains(&crate::gaps::data::SEQUENCE));
+    }
+
+    #[test]
+    fn an_out_of_memory_report_without_lengths_is_judged_at_the_smallest() {
+        use crate::evaluate::{Outcome, evaluate};
+        // t5-3b fully fine-tuned with AdamW in fp32 needs about 45 GiB of states before any
+        // activation: out of memory on 24 GiB at any length, so the report is decided.
+        let report = |gpu: &str| {
+            qwen_point(&format!(
+                r#"{{"workload": "training_full", "model": "t5-3b", "finetune_method": null,
+                    "framework": "transformers Trainer", "weight_precision": "fp32",
+                    "compute_dtype": "fp16", "seq_len": null, "output_tokens": null,
+                    "activation_checkpointing": false, "gpu_type": "{gpu}",
+                    "measured_kind": "oom", "value": null}}"#
+            ))
+        };
+        let small = report("RTX 3090 24GB");
+        let expressed = express(&small).unwrap_or_else(|gaps| panic!("{gaps:?}"));
+        assert!(expressed.source.contains("sequence      1 tokens"), "{}", expressed.source);
+        assert!(labels(&Ok(expressed.clone())).contains(&crate::gaps::assume::LOWER_BOUND));
+        let Outcome::Verdict(verdict) = evaluate(&small, Ok(expressed)).outcome else {
+            panic!("an out-of-memory report that even the smallest lengths explain is decided")
+        };
+        assert!(verdict.agrees(), "{verdict:?}");
+        // On one H200 (141 GB) the smallest lengths fit: undecided, not a
+        // disagreement, and listed under the lengths it lacks.
+        let large = report("H200 141GB");
+        let outcome = evaluate(&large, express(&large)).outcome;
+        let Outcome::Unexpressed(gaps) = outcome else { panic!("undecided: {outcome:?}") };
+        assert!(gaps.iter().all(|g| g.label == crate::gaps::data::SEQUENCE), "{gaps:?}");
+        // A measured peak without its length stays a gap: a lower bound compares with nothing.
+        let peak = qwen_point(r#"{"seq_len": null}"#);
+        assert!(labels(&express(&peak)).contains(&crate::gaps::data::SEQUENCE));
     }
 
     /// Diffusion pipelines named in their usual spellings; each generated file must check.

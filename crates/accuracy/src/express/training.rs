@@ -24,18 +24,15 @@ pub(super) fn body(
     let optimizer = optimizer(cx);
     let states = method.as_ref().map(|m| states(cx, m, weights, distribution));
     let point = cx.point;
-    let micro_batch = point.batch_size;
-    if micro_batch.is_none() {
-        cx.gap(Gap::data(data::BATCH, "batch_size: none"));
-    }
+    let micro_batch =
+        point.batch_size.or_else(|| cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none")));
     let (sequence, source) = if family == Some(Family::T5) {
         let (source, target) = seq2seq_lengths(cx);
         (target, source.map(Some))
     } else {
-        let sequence = point.seq_len_tokens();
-        if sequence.is_none() {
-            cx.gap(Gap::data(data::SEQUENCE, "seq_len: none"));
-        }
+        let sequence = point
+            .seq_len_tokens()
+            .or_else(|| cx.smallest_or_gap(Gap::data(data::SEQUENCE, "seq_len: none")));
         (sequence, Some(None))
     };
     let checkpointing = point.activation_checkpointing.or_else(|| {
@@ -87,14 +84,14 @@ fn seq2seq_lengths(cx: &mut Cx<'_>) -> (Option<u64>, Option<u64>) {
     let stated = point.input_tokens.as_deref().and_then(crate::data::leading_number);
     let source = stated.or_else(|| point.seq_len_tokens()).filter(|n| *n > 0);
     let target = point.output_tokens.filter(|n| *n > 0);
-    if source.is_none() || target.is_none() {
-        cx.gap(Gap::data(
-            data::SEQUENCE,
-            "an encoder-decoder: source (input_tokens or seq_len) and target (output_tokens) \
-             lengths",
-        ));
+    if source.is_some() && target.is_some() {
+        return (source, target);
     }
-    (source, target)
+    let smallest = cx.smallest_or_gap(Gap::data(
+        data::SEQUENCE,
+        "an encoder-decoder: source (input_tokens or seq_len) and target (output_tokens) lengths",
+    ));
+    (source.or(smallest), target.or(smallest))
 }
 
 /// The precision of a cross-entropy computed on 16-bit logits: Qwen v1's remote code does not
