@@ -212,10 +212,11 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let resolution = resolution(cx);
     let precisions = precisions(cx, &pipeline);
     let offload = offload(cx);
-    let batch = cx.point.batch_size.unwrap_or_else(|| {
-        cx.gap(Gap::data(data::BATCH, "batch_size: none"));
-        0
-    });
+    let batch = cx
+        .point
+        .batch_size
+        .or_else(|| cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none")))
+        .unwrap_or(0);
     let ((width, height), (base, denoiser, encoders), offload) =
         (resolution?, precisions?, offload?);
     if batch == 0 {

@@ -125,10 +125,10 @@ fn before_pytorch_2(cx: &Cx<'_>) -> bool {
 /// The denoiser's batch: the stated one, doubled by DreamBooth's prior preservation (each step
 /// concatenates the instance and class images).
 fn batch(cx: &mut Cx<'_>) -> Option<u64> {
-    let Some(batch) = cx.point.batch_size else {
-        cx.gap(Gap::data(data::BATCH, "batch_size: none"));
-        return None;
-    };
+    let batch = cx
+        .point
+        .batch_size
+        .or_else(|| cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none")))?;
     let settings = cx.point.other_settings.clone().unwrap_or_default().to_lowercase();
     if settings.contains("prior preservation") {
         cx.assume(

@@ -218,8 +218,7 @@ fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Op
             Some(1)
         }
         Runtime::PyTorch | Runtime::Diffusers => {
-            cx.gap(Gap::data(data::BATCH, "batch_size: none"));
-            None
+            cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none"))
         }
     }
 }
@@ -261,8 +260,7 @@ fn context(
         );
         1
     } else {
-        cx.gap(Gap::data(data::CONTEXT, "seq_len, output_tokens: none"));
-        return None;
+        cx.smallest_or_gap(Gap::data(data::CONTEXT, "seq_len, output_tokens: none"))?
     };
     let prefill = match runtime {
         // Hugging Face generate() runs the prompt of every sequence in one forward step.
