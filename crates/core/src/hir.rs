@@ -194,6 +194,10 @@ pub struct Shape {
     pub window: Option<Window>,
     /// An encoder stack before the decoder (T5, BART); `None`: decoder-only.
     pub encoder: Option<EncoderDecoder>,
+    /// Layer-matrix parameters that transformers keeps in fp32 when the model loads in fp16 or
+    /// through a bitsandbytes quantizer (`_keep_in_fp32_modules`: T5's `wo`), spread evenly
+    /// over the layers as T5's one `wo` per layer is; the model's `keep_in_fp32`, 0 without.
+    pub keep_in_fp32: u64,
 }
 
 /// An encoder-decoder transformer (transformers `modeling_t5.py` `T5ForConditionalGeneration`,

@@ -111,6 +111,7 @@ pub(super) fn model(
         );
     }
     let ok = !diagnostics.iter().any(Diagnostic::is_error);
+    let shape = shape.map(|shape| Shape { keep_in_fp32: keep_in_fp32.unwrap_or(0), ..shape });
     let model = ok.then(|| Model {
         name: decl.name.name.clone(),
         title: decl.title.as_ref().map(|t| t.value.clone()),
@@ -252,6 +253,7 @@ fn shape(decl: &BlockDeclaration, fields: &Fields<'_>) -> Option<Shape> {
         moe,
         window,
         encoder,
+        keep_in_fp32: 0,
     })
 }
 

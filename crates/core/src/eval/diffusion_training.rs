@@ -389,6 +389,7 @@ fn transformer_activations(
         moe: None,
         window: None,
         encoder: None,
+        keep_in_fp32: 0,
     };
     let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;
     let tokens = (latent / 4).checked_add(diffusion.text_tokens).ok_or(Overflow)?;

@@ -10,7 +10,7 @@ use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
 use crate::hir::{Attention, AttentionKind, Logits, Mlp, Shape};
 use crate::precision::Precision;
-use crate::quant::WeightFormat;
+use crate::quant::{Matrix, WeightFormat};
 use crate::ratio::Ratio;
 
 /// The weight components of a device under a weight format: the layer matrices (per
@@ -49,6 +49,7 @@ pub(crate) fn weights_keeping(
             }
         }
     }
+    let kept = kept_in_fp32(shape, placement, format, gqa, &mut by_precision)?;
     // One entry per precision, so an unstable sort gives the same order.
     by_precision.sort_unstable();
     let mut components = Vec::new();
@@ -84,6 +85,16 @@ pub(crate) fn weights_keeping(
             formula!("{} = {total}", terms.join(" + "))
         };
         components.push(component(format!("{label}: layer matrices"), category, total, formula));
+    }
+    if let Some(kept) = kept {
+        components.push(Component {
+            source: Some(
+                "transformers `_keep_in_fp32_modules` (T5: `wo`): kept in fp32 when the model \
+                 loads in fp16 or through a bitsandbytes quantizer"
+                    .into(),
+            ),
+            ..component(format!("{label}: layers kept in fp32"), category, kept.0, kept.1)
+        });
     }
     let small = unquantized.unwrap_or(format.small());
     let (small_params, per_layer) =
@@ -121,6 +132,38 @@ pub(crate) fn weights_keeping(
         components.push(component(format!("{label}: {name}"), category, bytes, formula));
     }
     Ok(components)
+}
+
+/// This device's share of the model's `keep_in_fp32` parameters, taken out of the layer
+/// matrices' count at their format's precision, and their bytes in fp32. `None` when the model
+/// has none or the format converts them like the rest: transformers keeps them in fp32 under an
+/// fp16 load and under bitsandbytes (`modeling_utils.py`: `use_keep_in_fp32_modules`), while a
+/// bf16 or fp32 load converts every layer alike and other checkpoints' formats are as stored.
+fn kept_in_fp32(
+    shape: &Shape,
+    placement: &Placement,
+    format: WeightFormat,
+    gqa: u64,
+    by_precision: &mut [(Precision, u64)],
+) -> Result<Option<(Bytes, String)>, Overflow> {
+    let precision = format.matrix(Matrix::Down, placement.first_layer, shape.layers, gqa);
+    if shape.keep_in_fp32 == 0 || !(precision == Precision::Fp16 || precision.is_bitsandbytes()) {
+        return Ok(None);
+    }
+    let Some((_, params)) = by_precision.iter_mut().find(|(p, _)| *p == precision) else {
+        return Ok(None);
+    };
+    // Spread evenly over the layers, and split by tensor parallelism as the layer's matrices are.
+    let these_layers = u128::from(shape.keep_in_fp32) * u128::from(placement.layers)
+        / u128::from(shape.layers.max(1));
+    let here = u64::try_from(these_layers).map_err(|_| Overflow)?.div_ceil(placement.tensor.max(1));
+    let here = here.min(*params);
+    *params -= here;
+    let (bytes, formula) = Product::new()
+        .times(here, "params")?
+        .bytes_each(Precision::Fp32.bytes_per_element(), Precision::Fp32.name())?
+        .finish()?;
+    Ok(Some((bytes, formula)))
 }
 
 fn component(name: String, category: Category, bytes: Bytes, formula: String) -> Component {

@@ -388,3 +388,42 @@ check translate on 2 x h100-sxm-80gb split tensor 2
     };
     assert!(weights(0) + weights(1) >= 2_851_598_336 * 2);
 }
+
+/// transformers keeps T5's `wo` in fp32 under an fp16 load and under bitsandbytes
+/// (`T5PreTrainedModel._keep_in_fp32_modules = ["wo"]`): 48 layers × d_model 2048 × d_ff 5120
+/// for T5 1.1 XL.
+#[test]
+fn kept_fp32_layers_follow_the_load_type() {
+    const KEPT: u64 = 48 * 2048 * 5120;
+    let source = |weights: &str, target: &str| {
+        format!(
+            "model xl-kept {{\n  encoder_layers 24\n  decoder_layers 24\n  hidden 2048\n  ffn 5120\n  heads 32\n  head_dim 64\n  vocab 32128\n  relative_buckets 32\n  keep_in_fp32 {KEPT}\n}}\nworkload w {{\n  model xl-kept\n  inference {{\n    weights {weights}\n    source 512 tokens\n    context 64 tokens\n  }}\n}}\ncheck w on {target}\n"
+        )
+    };
+    let weights = |weights: &str, target: &str| {
+        let outcome = vram_core::evaluate(&source(weights, target));
+        assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
+        let check = &outcome.budget.checks[0];
+        let kept = check.devices[0]
+            .components
+            .iter()
+            .find(|c| c.name.ends_with("layers kept in fp32"))
+            .map(|c| c.bytes.0);
+        (bytes(check, "weights"), kept)
+    };
+    let all = 2_849_757_184;
+    // A bf16 load converts every layer alike.
+    assert_eq!(weights("bf16", "h100-sxm-80gb"), (all * 2, None));
+    // An fp16 load keeps `wo` in fp32: 2 B more per kept parameter.
+    assert_eq!(weights("fp16", "h100-sxm-80gb"), (all * 2 + KEPT * 2, Some(KEPT * 4)));
+    // Under tensor parallelism each device keeps its half of every `wo`.
+    let (_, split) = weights("fp16", "2 x h100-sxm-80gb split tensor 2");
+    assert_eq!(split, Some(KEPT / 2 * 4));
+    // bitsandbytes' NF4 quantizes the other layer matrices and leaves `wo` in fp32.
+    let (nf4, kept) = weights("nf4", "h100-sxm-80gb");
+    assert_eq!(kept, Some(KEPT * 4));
+    let without = source("nf4", "h100-sxm-80gb").replace(&format!("  keep_in_fp32 {KEPT}\n"), "");
+    let nf4_all = bytes(&vram_core::evaluate(&without).budget.checks[0], "weights");
+    // The kept parameters cost their 4 B instead of NF4's half byte and block scales.
+    assert!(nf4 > nf4_all && nf4 - nf4_all < KEPT * 4, "{nf4} against {nf4_all}");
+}
