@@ -180,6 +180,14 @@ impl<'a> Reader<'a> {
             );
         }
         let title = self.text(root, "_name_or_path").filter(|t| !t.trim().is_empty());
+        // T5's `wo`, one hidden × ffn matrix per layer of both stacks, stays in fp32 under an
+        // fp16 load (`T5PreTrainedModel._keep_in_fp32_modules`).
+        let mut encoder_decoder = encoder_decoder;
+        if let (Some(stacks), Some(hidden), Some(ffn)) = (encoder_decoder.as_mut(), hidden, ffn) {
+            stacks.keep_in_fp32 = (stacks.encoder_layers.checked_add(stacks.decoder_layers))
+                .and_then(|n| n.checked_mul(hidden))
+                .and_then(|n| n.checked_mul(ffn));
+        }
         ImportedModel {
             source: "config.json".to_string(),
             title,
@@ -225,7 +233,12 @@ impl<'a> Reader<'a> {
                 .push("no relative_attention_num_buckets: 32 (the T5Config default)".to_string());
             Some(32)
         });
-        Some(EncoderDecoder { encoder_layers, decoder_layers, relative_buckets })
+        Some(EncoderDecoder {
+            encoder_layers,
+            decoder_layers,
+            relative_buckets,
+            keep_in_fp32: None,
+        })
     }
 
     /// T5's feed-forward (`T5Config.feed_forward_proj`, default `relu`): `gated-gelu` (T5 1.1,

@@ -62,6 +62,9 @@ pub struct EncoderDecoder {
     pub decoder_layers: u64,
     /// T5's `relative_attention_num_buckets`.
     pub relative_buckets: Option<u64>,
+    /// Parameters transformers keeps in fp32 under an fp16 load or bitsandbytes
+    /// (`T5PreTrainedModel._keep_in_fp32_modules = ["wo"]`: one d_model × d_ff per layer).
+    pub keep_in_fp32: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -262,6 +265,9 @@ impl ImportedModel {
         }
         if let Some(buckets) = self.encoder_decoder.as_ref().and_then(|s| s.relative_buckets) {
             shape.push(("relative_buckets", count(buckets)));
+        }
+        if let Some(kept) = self.encoder_decoder.as_ref().and_then(|s| s.keep_in_fp32) {
+            shape.push(("keep_in_fp32", count(kept)));
         }
         if self.dropout {
             shape.push(("dropout", "true".to_string()));

@@ -884,6 +884,8 @@ fn t5_configs_import_as_encoder_decoders() {
         "head_dim         64\n",
         "relative_buckets 32\n",
         "dropout          true\n",
+        // `wo` kept in fp32 under an fp16 load: 24 layers × 768 × 2048.
+        "keep_in_fp32     37748736\n",
     ] {
         assert!(text.contains(line), "{line:?} in\n{text}");
     }
@@ -909,6 +911,7 @@ fn t5_configs_import_as_encoder_decoders() {
     let text = assert_valid_block(&model, "t5-3b");
     assert!(text.contains("mlp              plain\n"), "{text}");
     assert!(text.contains("tied_embeddings  true\n"), "{text}");
+    assert!(text.contains("keep_in_fp32     805306368\n"), "{text}");
     assert!(text.contains("num_decoder_layers: as many as num_layers"), "{text}");
     assert_eq!(block_parameters(&text, "t5-3b"), Some(2_851_598_336));
 }
