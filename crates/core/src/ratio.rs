@@ -28,6 +28,19 @@ fn gcd(mut a: i128, mut b: i128) -> i128 {
     a
 }
 
+/// `a / g` for a divisor `g` of `a` (a gcd, at least 1). Byte counts and their factors fit in
+/// 64 bits, where division is one instruction, natively and in wasm; 128-bit division is a
+/// library routine, and division by 1 needs none.
+fn divide_exact(a: i128, g: i128) -> i128 {
+    if g == 1 {
+        return a;
+    }
+    match (i64::try_from(a), i64::try_from(g)) {
+        (Ok(a), Ok(g)) => i128::from(a / g),
+        _ => a / g,
+    }
+}
+
 /// Stein's binary greatest common divisor.
 fn gcd_u64(mut a: u64, mut b: u64) -> u64 {
     if a == 0 || b == 0 {
@@ -57,7 +70,7 @@ impl Ratio {
             return None;
         }
         let g = gcd(num, den);
-        let (mut num, mut den) = (num / g, den / g);
+        let (mut num, mut den) = (divide_exact(num, g), divide_exact(den, g));
         if den < 0 {
             num = num.checked_neg()?;
             den = den.checked_neg()?;
@@ -111,8 +124,8 @@ impl Ratio {
         // Cross-reduce first so that products of already-reduced values stay small.
         let g1 = gcd(self.num, other.den).max(1);
         let g2 = gcd(other.num, self.den).max(1);
-        let num = (self.num / g1).checked_mul(other.num / g2)?;
-        let den = (self.den / g2).checked_mul(other.den / g1)?;
+        let num = divide_exact(self.num, g1).checked_mul(divide_exact(other.num, g2))?;
+        let den = divide_exact(self.den, g2).checked_mul(divide_exact(other.den, g1))?;
         Ratio::new(num, den)
     }
 
@@ -130,12 +143,20 @@ impl Ratio {
 
     /// Rounds toward positive infinity.
     pub fn ceil(self) -> i128 {
+        if self.den == 1 {
+            // Most byte counts are whole already, and i128 division is a software routine in
+            // wasm: skip it.
+            return self.num;
+        }
         let q = self.num.div_euclid(self.den);
         if self.num.rem_euclid(self.den) == 0 { q } else { q + 1 }
     }
 
     /// Rounds toward negative infinity.
     pub fn floor(self) -> i128 {
+        if self.den == 1 {
+            return self.num;
+        }
         self.num.div_euclid(self.den)
     }
 }
@@ -218,6 +239,14 @@ mod tests {
         assert_eq!(r(1, 3).checked_div(Ratio::ZERO), None);
         assert_eq!(Ratio::int(i128::MAX).checked_add(Ratio::ONE), None);
         assert_eq!(r(-4, -6), r(2, 3));
+        // Past 64 bits the reduction takes the 128-bit division.
+        let big = i128::from(u64::MAX) * 6;
+        assert_eq!(r(big, 4), r(i128::from(u64::MAX) * 3, 2));
+        assert_eq!(r(big, 4).numer(), i128::from(u64::MAX) * 3);
+        assert_eq!(r(3, 2).checked_mul(r(big, 9)), Some(Ratio::int(i128::from(u64::MAX))));
+        assert_eq!(r(7, 2).ceil(), 4);
+        assert_eq!(r(-7, 2).floor(), -4);
+        assert_eq!(Ratio::int(-7).ceil(), -7);
     }
 
     #[test]
