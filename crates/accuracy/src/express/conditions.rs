@@ -92,10 +92,12 @@ impl Cx<'_> {
             Some(Target::Peak { view, basis, scope })
         } else if kind.starts_with("component") {
             self.selector().map(|selector| Target::Component { selector, scope })
-        } else if kind == "oom" || kind.contains("out of memory") || kind.contains("out_of_memory")
-        {
+        } else if out_of_memory_kind(kind) {
             Some(Target::Verdict { expect_fits: false })
-        } else if kind.starts_with("max_fit") || kind == "fits" {
+        } else if ["max_fit", "max fit", "max-fit", "fits", "fitted", "largest"]
+            .iter()
+            .any(|w| kind.starts_with(w))
+        {
             Some(Target::Verdict { expect_fits: true })
         } else {
             self.unreadable("measured_kind", kind);
@@ -585,6 +587,16 @@ fn bnb_bits(q: &str) -> Option<u32> {
     }
 }
 
+/// Whether a `measured_kind` reports a failure to fit: `oom`, `OOM error`, `CUDA out of memory`,
+/// `out_of_memory`, `does not fit`.
+fn out_of_memory_kind(kind: &str) -> bool {
+    let words = kind.replace(['_', '-'], " ");
+    kind.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == "oom")
+        || ["out of memory", "does not fit", "did not fit", "doesn't fit", "not fitting"]
+            .iter()
+            .any(|w| words.contains(w))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -634,5 +646,16 @@ mod cuda_tests {
         assert_eq!(super::transformers_minor("~v4.16-4.2x (nvidia-smi capture)"), Some(16));
         assert_eq!(super::transformers_minor("transformers v4.2.0 (jan 2021)"), Some(2));
         assert_eq!(super::transformers_minor("pytorch 2.0, cuda 11.8"), None);
+    }
+
+    #[test]
+    fn out_of_memory_kinds_in_several_wordings() {
+        for kind in ["oom", "oom (batch 8)", "cuda out of memory", "out_of_memory", "does not fit"]
+        {
+            assert!(super::out_of_memory_kind(kind), "{kind}");
+        }
+        for kind in ["peak", "max_fit_boundary", "room left", "fits"] {
+            assert!(!super::out_of_memory_kind(kind), "{kind}");
+        }
     }
 }
