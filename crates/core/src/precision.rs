@@ -361,6 +361,14 @@ impl Precision {
         self == Precision::Int8Bnb || self.is_bitsandbytes_4bit()
     }
 
+    /// Whether transformers keeps a model's `_keep_in_fp32_modules` in fp32 when it loads in
+    /// this format: under an fp16 load, and through the bitsandbytes quantizers
+    /// (`modeling_utils.py`: `use_keep_in_fp32_modules = ... and (torch_dtype == torch.float16
+    /// or hasattr(hf_quantizer, "use_keep_in_fp32_modules"))`).
+    pub fn keeps_fp32_modules(self) -> bool {
+        self == Precision::Fp16 || self.is_bitsandbytes()
+    }
+
     /// Whether tensors in this format are 16 or 32-bit floats that kernels compute in directly.
     pub fn is_float_compute(self) -> bool {
         matches!(self, Precision::Fp32 | Precision::Fp16 | Precision::Bf16)

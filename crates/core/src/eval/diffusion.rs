@@ -163,7 +163,7 @@ pub(super) fn weights(
 /// (optimum-quanto `quantize`, torchao `quantize_`).
 fn kept_precision(precision: Precision, load: Precision, on_load: bool) -> Option<Precision> {
     match precision {
-        p if p == Precision::Fp16 || p.is_bitsandbytes() => Some(Precision::Fp32),
+        p if p.keeps_fp32_modules() => Some(Precision::Fp32),
         p if on_load && !p.is_float_compute() && !matches!(p, Precision::Ggml(_)) => {
             Some(if load == Precision::Fp16 { Precision::Fp32 } else { load })
         }

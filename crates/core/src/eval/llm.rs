@@ -136,9 +136,8 @@ pub(crate) fn weights_keeping(
 
 /// This device's share of the model's `keep_in_fp32` parameters, taken out of the layer
 /// matrices' count at their format's precision, and their bytes in fp32. `None` when the model
-/// has none or the format converts them like the rest: transformers keeps them in fp32 under an
-/// fp16 load and under bitsandbytes (`modeling_utils.py`: `use_keep_in_fp32_modules`), while a
-/// bf16 or fp32 load converts every layer alike and other checkpoints' formats are as stored.
+/// has none or the format converts them like the rest ([`Precision::keeps_fp32_modules`]): a
+/// bf16 or fp32 load converts every layer alike, and other checkpoints' formats are as stored.
 fn kept_in_fp32(
     shape: &Shape,
     placement: &Placement,
@@ -147,7 +146,7 @@ fn kept_in_fp32(
     by_precision: &mut [(Precision, u64)],
 ) -> Result<Option<(Bytes, String)>, Overflow> {
     let precision = format.matrix(Matrix::Down, placement.first_layer, shape.layers, gqa);
-    if shape.keep_in_fp32 == 0 || !(precision == Precision::Fp16 || precision.is_bitsandbytes()) {
+    if shape.keep_in_fp32 == 0 || !precision.keeps_fp32_modules() {
         return Ok(None);
     }
     let Some((_, params)) = by_precision.iter_mut().find(|(p, _)| *p == precision) else {

@@ -50,15 +50,23 @@ pub(super) fn layer_elements_per_token(
     let elements = replicated
         + (2 * heads + 2 * kv_heads) * shape.head_dim
         + ffn_tensors * div_ceil(shape.ffn, t);
-    let stream = stream(training);
-    let elem = stream.bytes_per_element();
     // Softmax statistics are 4 fp32 bytes per head per token; with dropout, the attention and
     // MLP outputs' one-byte masks (Korthikanti et al.: sbh each). Fold them in as elements.
     let masks = if shape.dropout { 2 * div_ceil(shape.hidden, t) } else { 0 };
-    let extra_bytes = 4 * heads + masks;
-    let stats = Ratio::int(i128::from(extra_bytes)).checked_div(elem).ok_or(Overflow)?;
-    let per_token = Ratio::int(i128::from(elements)).checked_add(stats).ok_or(Overflow)?;
-    u64::try_from(per_token.ceil()).map_err(|_| Overflow)
+    with_bytes_as_elements(elements, 4 * heads + masks, training)
+}
+
+/// `elements` plus `bytes` counted as elements of the stream's type, rounded up: how byte-sized
+/// statistics and masks join a per-token element count.
+pub(super) fn with_bytes_as_elements(
+    elements: u64,
+    bytes: u64,
+    training: &Training,
+) -> Result<u64, Overflow> {
+    let elem = stream(training).bytes_per_element();
+    let extra = Ratio::int(i128::from(bytes)).checked_div(elem).ok_or(Overflow)?;
+    let total = Ratio::int(i128::from(elements)).checked_add(extra).ok_or(Overflow)?;
+    u64::try_from(total.ceil()).map_err(|_| Overflow)
 }
 
 /// The type a layer's stored activations have. Usually the compute type; but a quantized base

@@ -12,7 +12,7 @@
 
 use super::activations::{
     ADAPTER_SOURCE, adapter_per_token, kept_per_score, layer_elements_per_token, softmax_gradients,
-    stream,
+    stream, with_bytes_as_elements,
 };
 use super::states::intermediate;
 use crate::budget::Component;
@@ -109,12 +109,9 @@ fn per_token(
     let replicated = if training.sequence_parallel { div_ceil(2 * h, t) } else { 2 * h };
     let elements = replicated + 2 * heads * shape.head_dim;
     let masks = if shape.dropout { div_ceil(h, t) } else { 0 };
-    let elem = stream(training).bytes_per_element();
-    let extra = Ratio::int(i128::from(4 * heads + masks)).checked_div(elem).ok_or(Overflow)?;
-    let cross_target = Ratio::int(i128::from(elements)).checked_add(extra).ok_or(Overflow)?;
     Ok(PerToken {
         layer: layer_elements_per_token(shape, placement, training)?,
-        cross_target: u64::try_from(cross_target.ceil()).map_err(|_| Overflow)?,
+        cross_target: with_bytes_as_elements(elements, 4 * heads + masks, training)?,
         cross_source: 2 * kv_heads * shape.head_dim,
     })
 }
