@@ -6,7 +6,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { serve, browser, ROOT, WEB } from "./harness.js";
+import { serve, browser, openReady, ROOT, WEB } from "./harness.js";
 
 const SHOTS = process.env.SCREENSHOT_DIR ?? join(WEB, "artifacts");
 let server;
@@ -25,15 +25,8 @@ after(async () => {
   await server?.close();
 });
 
-async function open(path) {
-  const page = await context.newPage();
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(String(e)));
-  page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
-  await page.goto(server.origin + path);
-  await page.waitForSelector('body[data-ready="1"], body[data-ready="error"]', { state: "attached" });
-  assert.equal(await page.getAttribute("body", "data-ready"), "1");
-  return { page, errors };
+function open(path) {
+  return openReady(context, server.origin, path);
 }
 
 /** Replaces the editor's text, typing its last line key by key as a person would. */

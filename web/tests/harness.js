@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, extname, normalize, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
+import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
 
 export const WEB = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -59,4 +60,17 @@ export async function browser(extra = []) {
     args: [...CHROMIUM_ARGS, ...extra],
     viewport: { width: 1280, height: 900 },
   });
+}
+
+/** Opens `path` of `origin` in a new page of `context` and waits until the calculator (or the
+ * product page's elements) reports ready; `errors` collects the page's errors and console errors. */
+export async function openReady(context, origin, path) {
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+  await page.goto(origin + path);
+  await page.waitForSelector('body[data-ready="1"], body[data-ready="error"]', { state: "attached" });
+  assert.equal(await page.getAttribute("body", "data-ready"), "1");
+  return { page, errors };
 }
