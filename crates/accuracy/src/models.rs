@@ -73,6 +73,7 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
             Ok(declared("llama3.1-405b", Llama))
         }
         "meta-llama/Llama-2-7b-chat-hf" => Ok(declared("llama2-7b", Llama)),
+        "google/gemma-7b (Ollama gemma:7b)" => Ok(declared("gemma-7b", Llama)),
         "Yi-34B-200K (GGUF)" => Ok(declared("yi-34b-200k", Llama)),
         "Yi-6B-200K (GGUF)" => Err(vec![no_config(
             "01-ai/Yi-6B-200K (only Yi-6B's was found; the data's shape fields are recalled, not read)",

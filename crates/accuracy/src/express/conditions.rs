@@ -448,6 +448,11 @@ impl Cx<'_> {
                 "fp4",
                 Some((assume::RUNTIME_DEFAULT, "load_in_4bit: bitsandbytes' default FP4".into())),
             ))
+        } else if (q.contains("nf4") || w == "nf4")
+            && (q.contains("double") || w.contains("double"))
+        {
+            // bnb_4bit_use_double_quant: the fp32 absmax per 64 weights quantized to 8 bits.
+            Ok(("nf4-dq", None))
         } else if q.contains("nf4") || w == "nf4" {
             Ok(("nf4", None))
         } else if q.is_empty() || q == "none" {
@@ -475,7 +480,8 @@ impl Cx<'_> {
         let point = self.point;
         let settings = point.other_settings.clone().unwrap_or_default().to_lowercase();
         let kv = point.kv_cache_dtype.clone().unwrap_or_default().to_lowercase();
-        settings.contains("eager")
+        // vLLM's `enforce_eager` turns CUDA graphs off; it says nothing of attention.
+        settings.replace("enforce_eager", "").contains("eager")
             || settings.contains("flash_attn 0")
             || settings == "default attention"
             || kv.contains("flash attention disabled")

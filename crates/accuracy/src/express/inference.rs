@@ -267,7 +267,7 @@ fn context(
         Runtime::PyTorch | Runtime::Diffusers => Some(prompt.max(1).saturating_mul(sessions)),
         // llama.cpp's physical batch, when the source gives it.
         Runtime::LlamaCpp => number_after(&settings, "n_ubatch"),
-        Runtime::Vllm => None,
+        Runtime::Vllm => vllm_v0_profile_tokens(cx, context),
     };
     Some((context, prefill, None))
 }
@@ -329,6 +329,25 @@ fn states_version_at_least(text: &str, major: u64, minor: u64) -> bool {
 
 /// Whether the point ran vLLM's V1 engine: it says so, or names vLLM 0.8 or later, where V1
 /// became the default.
+/// The tokens of vLLM V0's profile step: without chunked prefill, which V0 turns on by default
+/// only past 32K tokens of context (`EngineArgs.create_engine_config`, `use_long_context`), its
+/// `SchedulerConfig` sets `max_num_batched_tokens` to `max(max_model_len, 2048)`
+/// (`_DEFAULT_MAX_NUM_BATCHED_TOKENS`). V1 and long contexts keep the language's default.
+fn vllm_v0_profile_tokens(cx: &mut Cx<'_>, context: u64) -> Option<u64> {
+    if vllm_v1(cx) || context > 32_768 {
+        return None;
+    }
+    let tokens = context.max(2048);
+    cx.assume(
+        assume::RUNTIME_DEFAULT,
+        format!(
+            "vLLM V0 profile step: max_num_batched_tokens = max(max_model_len, 2048) = {tokens} \
+             (SchedulerConfig without chunked prefill)"
+        ),
+    );
+    Some(tokens)
+}
+
 fn vllm_v1(cx: &Cx<'_>) -> bool {
     let point = cx.point;
     let text = format!("{} {}", point.framework, point.framework_version.as_deref().unwrap_or(""))

@@ -257,6 +257,35 @@ mod tests {
         assert!(labels(&Ok(expressed)).contains(&assume::RUNTIME_DEFAULT));
     }
 
+    /// A vLLM V0 log (vLLM issue #13882): the profile step covers max(max_model_len, 2048)
+    /// tokens, `enforce_eager` is about CUDA graphs rather than attention, and a double-quantized
+    /// NF4 checkpoint is `nf4-dq`.
+    #[test]
+    fn vllm_v0_logs_read_their_engine_settings() {
+        let point = qwen_point(
+            r#"{"workload": "llm_inference", "model": "Qwen2.5-7B-Instruct-bnb-4bit",
+                "framework": "vLLM (V0 engine)", "framework_version": "v0.7.3",
+                "weight_precision": "bitsandbytes 4-bit",
+                "quantization": "bitsandbytes nf4, double quant", "seq_len": 4096,
+                "batch_size": null, "optimizer": null, "activation_checkpointing": null,
+                "other_settings": "max_model_len 4096, enforce_eager False",
+                "measured_kind": "component", "components_included": "activation peak",
+                "gpu_type": "RTX 4060 8GB", "value": 1.42, "unit": "GiB"}"#,
+        );
+        let expressed = express(&point).unwrap_or_else(|gaps| panic!("{gaps:?}"));
+        assert!(expressed.source.contains("weights  nf4-dq"), "{}", expressed.source);
+        assert!(expressed.source.contains("prefill_chunk 4096 tokens"), "{}", expressed.source);
+        assert!(!expressed.source.contains("attention eager"), "{}", expressed.source);
+        let short = qwen_point(
+            r#"{"workload": "llm_inference", "model": "Qwen2.5-7B-Instruct",
+                "framework": "vLLM", "framework_version": "v0.6.3", "weight_precision": "bf16",
+                "quantization": null, "seq_len": 1024, "batch_size": 1, "optimizer": null,
+                "activation_checkpointing": null}"#,
+        );
+        let expressed = express(&short).unwrap_or_else(|gaps| panic!("{gaps:?}"));
+        assert!(expressed.source.contains("prefill_chunk 2048 tokens"), "{}", expressed.source);
+    }
+
     /// T5 fine-tuning and generation state the encoder's source beside the decoder's tokens,
     /// and the generated files check; without the target length the point stays a gap.
     #[test]

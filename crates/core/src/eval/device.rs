@@ -171,10 +171,13 @@ pub(super) fn device_components_reusing(
             }
             _ => (inference.prefill_chunk.unwrap_or(all_prompts).min(all_prompts), sessions),
         };
+        let ggml = workload.runtime == Runtime::LlamaCpp;
         let step = llm::Step {
             tokens,
             sequences: rows,
-            key_length: prompt,
+            // llama.cpp's worst-case graph attends over every cell of its cache, which holds
+            // the context of every slot (`n_kv` is the cache size when it reserves).
+            key_length: if ggml { all_prompts } else { prompt },
             // An encoder-decoder's step over the source is the encoder's, without logits; its
             // decoder computes them one generated token per session at a time.
             logits: if source.is_some() { crate::hir::Logits::Last } else { inference.logits },
@@ -187,6 +190,7 @@ pub(super) fn device_components_reusing(
                 inference.compute,
                 tokens,
             ),
+            ggml,
         };
         components.extend(llm::forward_step(shape, placement, &step)?);
         if workload.runtime == Runtime::Vllm {

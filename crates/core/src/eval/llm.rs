@@ -351,6 +351,25 @@ pub(crate) struct Step {
     /// Bytes per weight of the copies a quantized layer makes of its whole matrix to multiply
     /// it ([`dequantized_copies`]); `None` when its kernel reads the packed weight.
     pub dequantized: Option<(Ratio, String)>,
+    /// llama.cpp's compute graph (ggml) rather than PyTorch's: eager scores kept once in F32,
+    /// and the KQ mask, a graph input, beside every layer ([`kq_mask`]).
+    pub ggml: bool,
+}
+
+/// ggml's KQ mask: one row of `key_length` cells (every cell of llama.cpp's cache, which its
+/// worst-case graph attends over) per token of the batch, the tokens padded to
+/// `GGML_KQ_MASK_PAD` (32), in F32 (`build_inp_KQ_mask`); under flash attention the layers read
+/// its F16 cast, and the F32 input, whose one consumer is that cast, is freed by ggml-alloc
+/// before the first layer. It is alive through every layer and freed before the output layer.
+fn kq_mask(step: &Step) -> Result<Product, Overflow> {
+    let (bytes, what) = match step.attention {
+        Attention::Eager => (4, "F32"),
+        Attention::Fused => (2, "F16 cast"),
+    };
+    Product::new()
+        .times(step.key_length, "cells")?
+        .times(step.tokens.div_ceil(32).checked_mul(32).ok_or(Overflow)?, "tokens padded to 32")?
+        .bytes_each(Ratio::int(bytes), what)
 }
 
 /// What a bitsandbytes 4-bit layer holds of its weight while it multiplies a step of more than
@@ -457,16 +476,23 @@ pub(crate) fn forward_step(
     let mut attention_formula = qkv.terms();
     if step.attention == Attention::Eager {
         // Scores in the model's precision plus their fp32 softmax (transformers'
-        // eager_attention_forward), for every query against every key: DOMAIN.md §4.2.
-        let per_score = elem
-            .checked_mul(Ratio::int(2))
-            .and_then(|x| x.checked_add(Ratio::int(4)))
-            .ok_or(Overflow)?;
+        // eager_attention_forward), for every query against every key: DOMAIN.md §4.2. ggml
+        // computes KQ in F32 and ggml-alloc writes the softmax over its input
+        // (`ggml_op_can_inplace` lists GGML_OP_SOFT_MAX): one F32 matrix.
+        let (per_score, what) = if step.ggml {
+            (Ratio::int(4), "F32 scores, softmax in place")
+        } else {
+            let per_score = elem
+                .checked_mul(Ratio::int(2))
+                .and_then(|x| x.checked_add(Ratio::int(4)))
+                .ok_or(Overflow)?;
+            (per_score, "2 scores + fp32 softmax")
+        };
         let scores = Product::new()
             .times(step.tokens, "queries")?
             .times(step.key_length, "keys")?
             .times(heads, "heads")?
-            .bytes_each(per_score, "2 scores + fp32 softmax")?;
+            .bytes_each(per_score, what)?;
         attention_bytes = super::calc::add(attention_bytes, scores.value()?)?;
         attention_formula = formula!("{attention_formula} + {}", scores.terms());
     }
@@ -489,6 +515,15 @@ pub(crate) fn forward_step(
             .bytes_each(*per_weight, what.clone())?;
         mlp_bytes = super::calc::add(mlp_bytes, copies.value()?)?;
         mlp_formula = formula!("{mlp_formula} + {}", copies.terms());
+    }
+    if step.ggml {
+        // The mask sits beside each layer's attention and MLP, not beside the logits.
+        let mask = kq_mask(step)?;
+        let bytes = mask.value()?;
+        attention_bytes = super::calc::add(attention_bytes, bytes)?;
+        mlp_bytes = super::calc::add(mlp_bytes, bytes)?;
+        attention_formula = formula!("{attention_formula} + KQ mask {}", mask.terms());
+        mlp_formula = formula!("{mlp_formula} + KQ mask {}", mask.terms());
     }
     // Encoders with a small task head compute no vocabulary logits.
     let last = placement.stage + 1 == placement.stages && shape.output == crate::hir::Output::Lm;

@@ -698,6 +698,26 @@ fn llama_cpp_keeps_the_token_embedding_in_host_memory() {
 }
 
 #[test]
+fn llama_cpp_compute_buffer_keeps_one_f32_score_matrix_and_the_kq_mask() {
+    let source = |attention: &str, context: u64, sessions: u64| {
+        format!(
+            "workload w {{ model mistral-7b; runtime llama.cpp; inference {{ weights q4_k_m; activations fp32; context {context} tokens; sessions {sessions}; prefill_chunk 512 tokens; attention {attention} }} }}\ncheck w on h100-sxm-80gb"
+        )
+    };
+    // Without flash attention (llama.cpp issue #7450: -c 32000, n_ubatch 512, "CUDA0 compute
+    // buffer size = 2094.50 MiB"): q, k, v and the output, 512 x 80 heads x 128 in F32; one F32
+    // KQ matrix of 512 x 32,000 x 32 heads (the softmax is written over it); the F32 mask of
+    // 32,000 cells x 512 tokens.
+    let eager = 512 * 80 * 128 * 4 + 512 * 32_000 * 32 * 4 + 32_000 * 512 * 4;
+    assert_eq!(bytes(&evaluate(&source("eager", 32_000, 1))[0], 0, "forward-step peak"), eager);
+    // With flash attention the layers read the mask's F16 cast; the MLP's three F32 tensors
+    // (512 x 14,336) beside it outweigh the 512 x 32,768 F32 logits. Two slots of 16,000 tokens
+    // share one cache of 32,000 cells, which the worst-case graph attends over.
+    let fused = 3 * 512 * 14_336 * 4 + 32_000 * 512 * 2;
+    assert_eq!(bytes(&evaluate(&source("fused", 16_000, 2))[0], 0, "forward-step peak"), fused);
+}
+
+#[test]
 fn diffusion_pipelines_keep_every_model_and_the_largest_phase() {
     let source = |extra: &str| {
         format!(
