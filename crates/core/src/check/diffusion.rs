@@ -81,26 +81,34 @@ fn rope(fields: &Fields<'_>, unet: Option<bool>, training: bool) -> Option<Rope>
 /// is 1 + a multiple of the temporal compression frames long (the causal VAE keeps the first
 /// frame alone); `frames` gives the latent frames instead and is refused beside it; a trained
 /// pipeline's video encode is not derived.
-fn video(fields: &Fields<'_>, training: bool) -> Result<Option<Video>, ()> {
-    let temporal = fields.whole("vae_temporal", Dim::Count, 1, 8, "4");
-    // The decoder doubles time in at most its three upsamplers (`log2` of the ratio of them).
-    if let (Some(t), Some(field)) = (temporal, fields.get("vae_temporal"))
-        && !t.is_power_of_two()
-    {
-        fields.push(
-            Diagnostic::error(
-                "E013",
-                field.span,
-                format!("`vae_temporal {t}` is not 1, 2, 4 or 8"),
-            )
-            .with_help("the decoder doubles time in at most three of its upsamplers"),
-        );
-        return Err(());
-    }
+fn video(fields: &Fields<'_>, block: &Block, training: bool) -> Result<Option<Video>, ()> {
+    let whole = |field, max, example| {
+        let (value, span) = fields.quantity(field, Dim::Count, example)?;
+        fields.check_whole(&field.key.name, value, span, 1, max)
+    };
     // AutoencoderKLCogVideoX's `temporal_compression_ratio` (CogVideoX-2b and -5b vae/config.json).
-    let temporal = if fields.has("vae_temporal") { temporal.ok_or(())? } else { 4 };
+    let temporal = match fields.get("vae_temporal") {
+        None => 4,
+        Some(field) => {
+            let t = whole(field, 8, "4").ok_or(())?;
+            // The decoder doubles time in at most its three upsamplers (`log2` of the ratio of
+            // them).
+            if !t.is_power_of_two() {
+                fields.push(
+                    Diagnostic::error(
+                        "E013",
+                        field.span,
+                        format!("`vae_temporal {t}` is not 1, 2, 4 or 8"),
+                    )
+                    .with_help("the decoder doubles time in at most three of its upsamplers"),
+                );
+                return Err(());
+            }
+            t
+        }
+    };
     let Some(field) = fields.get("video_frames") else { return Ok(None) };
-    let frames = fields.whole("video_frames", Dim::Count, 1, 100_000, "49").ok_or(())?;
+    let frames = whole(field, 100_000, "49").ok_or(())?;
     if training {
         fields.push(
             Diagnostic::error(
@@ -112,7 +120,7 @@ fn video(fields: &Fields<'_>, training: bool) -> Result<Option<Video>, ()> {
         );
         return Err(());
     }
-    if let Some(latent) = fields.get("frames") {
+    if let Some(latent) = block.fields.iter().find(|f| f.key.name == "frames") {
         fields.push(
             Diagnostic::error(
                 "E014",
@@ -441,7 +449,7 @@ pub(super) fn diffusion(
     if !fields.has("resolution") {
         fields.missing("resolution", "resolution 1024 x 1024");
     }
-    let video = video(&fields, training);
+    let video = video(&fields, block, training);
     let frames = fields.whole("frames", Dim::Count, 1, 4096, "13").unwrap_or(1);
     let batch = fields.whole("batch", Dim::Count, 1, 4096, "1").unwrap_or(1);
     // Training runs the denoiser once per step on its batch (captions dropped at random stand in

@@ -400,9 +400,14 @@ fn decode_cache(
             width,
         ),
         source: Some(
-            "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
-             segments); diffusers AutoencoderKL Decoder (vae_decode.rs)"
-                .into(),
+            if diffusion.video.is_some() {
+                "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
+                 segments); diffusers AutoencoderKLCogVideoX decoder (vae_video.rs)"
+            } else {
+                "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
+                 segments); diffusers AutoencoderKL Decoder (vae_decode.rs)"
+            }
+            .into(),
         ),
     }))
 }
