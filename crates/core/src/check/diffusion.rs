@@ -1,5 +1,6 @@
 //! Checking `diffusion` sections: a pipeline of a denoiser, text encoders and a VAE, each a
-//! model declared by its parameter count, with the image size, batch and guidance. Next to a
+//! model declared by its parameter count, with the image size, batch and guidance (and, for a
+//! video through a causal 3D VAE, the video's frames). Next to a
 //! `training` section the same pipeline is trained: the denoiser's block structure is then
 //! required (its activations and LoRA adapters come from it), and settings that only inference
 //! has (guidance, model offload, VAE tiling and upcast) are refused, as is `rope`, whose

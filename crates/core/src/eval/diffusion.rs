@@ -18,6 +18,9 @@
 //!   (diffusers' `tile_sample_min_size`, the VAE config's `sample_size`: 1024 for the SDXL, SD3
 //!   and FLUX autoencoders, 512 for SD 1.x's); with `vae_upcast` (SDXL's `force_upcast`) the
 //!   decoder computes in fp32 and its weights are fp32 during the decode ([`vae_upcast`]).
+//! - a video pipeline's causal 3D VAE (`video_frames`): the denoiser sees the latent frames
+//!   (`(frames - 1) / temporal + 1`) in one sequence, and the decode peak is the allocated peak
+//!   of replaying the causal decoder's frame batches (`vae_video.rs`), one tile's when tiled.
 //!
 //! Reserved view: the caching allocator keeps every freed block, so after the decode it holds
 //! the denoising step's blocks (the tensors alive at the step's peak, allocated in order and
