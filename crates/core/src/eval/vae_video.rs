@@ -269,7 +269,8 @@ pub(crate) fn output_frames(latent_frames: u64, temporal: u64) -> u64 {
 }
 
 /// Replays the decode of `shape` through `alloc`: the first batch (with the remainder), the
-/// second with the first's caches held, the outputs of the batches between, and the last,
+/// second with the first's caches held, the outputs of the batches between (one block), and
+/// the last,
 /// whose tensors are the second's with more decoded frames held (the batches between repeat
 /// the second's sizes); then the concatenation of the decoded frames.
 pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &VideoShape) -> Result<(), Overflow> {
@@ -300,12 +301,13 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &VideoShape) -> Result
     let mut previous: Vec<Tensor> = Vec::new();
     for batch in 0..batches.min(3) {
         let frames = if batch == 0 { first } else { FRAME_BATCH };
-        if batch == 2 {
-            // The batches between the second and the last: their decoded frames.
-            for _ in 3..batches {
-                let at = At { frames: output_frames(FRAME_BATCH, shape.temporal), plane: full };
-                outputs.push(decoder.tensor(3, at)?);
-            }
+        if batch == 2 && batches > 3 {
+            // The batches between the second and the last: their decoded frames, as one block
+            // (the same bytes allocated, and a replay whose length does not grow with the video).
+            let frames = output_frames(FRAME_BATCH, shape.temporal)
+                .checked_mul(batches - 3)
+                .ok_or(Overflow)?;
+            outputs.push(decoder.tensor(3, At { frames, plane: full })?);
         }
         decoder.latents = At { frames, plane: latent_plane };
         let (image, _) = decoder.forward(shape)?;
@@ -425,6 +427,23 @@ mod tests {
         let peak = alloc.peak_allocated().0;
         assert!(peak > 6 * full, "{peak}");
         assert!(peak < 6 * full + 2048 * MIB, "{peak}");
+    }
+
+    #[test]
+    fn a_long_video_holds_every_decoded_batch_at_its_last() {
+        // 99 and 101 latent frames: one more batch of 2 latent frames, whose 8 decoded frames
+        // (3 channels × 8 × 480 × 720 × 2 B = 16,588,800 B) are held while the last batch
+        // decodes, and 2 more latent frames held throughout (16 × 2 × 60 × 90 × 2 B = 345,600
+        // B); the batches' own tensors are the same. With this many batches held (48 and 49, 8
+        // decoded frames each) the last batch is the peak, rather than the second, which holds
+        // the first's caches of 9 frames.
+        let mut before = CachingAllocator::new();
+        replay(&mut before, &cogvideox(480, 720, 99)).unwrap();
+        let mut after = CachingAllocator::new();
+        replay(&mut after, &cogvideox(480, 720, 101)).unwrap();
+        let one_batch = 3 * 8 * 480 * 720 * 2;
+        let latents = 16 * 2 * 60 * 90 * 2;
+        assert_eq!(after.peak_allocated().0 - before.peak_allocated().0, one_batch + latents);
     }
 
     #[test]
