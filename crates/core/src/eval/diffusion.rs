@@ -246,18 +246,18 @@ fn decoder_shape(diffusion: &Diffusion) -> DecoderShape {
 }
 
 /// The causal 3D decoder's shape for a video pipeline (`video_frames`): the whole frame, or one
-/// tile of at most `vae_tile` pixels while the tiles before hold about the video's frames
-/// (diffusers `AutoencoderKLCogVideoX.tiled_decode` decodes every tile's frame batches, keeps
-/// every decoded tile, then blends them).
+/// tile of at most `vae_tile` pixels while the other tiles' decoded frames are held (diffusers
+/// `AutoencoderKLCogVideoX.tiled_decode` decodes every tile's frame batches and keeps every
+/// decoded tile, then blends them).
 fn video_shape(diffusion: &Diffusion) -> Option<VideoShape> {
     let video = diffusion.video?;
-    let (height, width, tiled_video) = match diffusion.vae_tile {
+    let (height, width, other_tiles) = match diffusion.vae_tile {
         Some((tile_w, tile_h)) if diffusion.width > tile_w || diffusion.height > tile_h => (
             diffusion.height.min(tile_h),
             diffusion.width.min(tile_w),
-            Some((diffusion.height, diffusion.width)),
+            vae_video::other_tiles(diffusion.height, diffusion.width, tile_h, tile_w),
         ),
-        _ => (diffusion.height, diffusion.width, None),
+        _ => (diffusion.height, diffusion.width, 0),
     };
     Some(VideoShape {
         videos: diffusion.batch,
@@ -267,7 +267,7 @@ fn video_shape(diffusion: &Diffusion) -> Option<VideoShape> {
         width,
         base_channels: diffusion.vae_channels,
         element: decode_precision(diffusion).bytes_per_element(),
-        tiled_video,
+        other_tiles,
     })
 }
 
@@ -423,7 +423,7 @@ fn video_decode_peak(diffusion: &Diffusion) -> Result<Component, Overflow> {
     let first = shape
         .latent_frames
         .min(vae_video::FRAME_BATCH + shape.latent_frames % vae_video::FRAME_BATCH);
-    let tile = if shape.tiled_video.is_some() { "a tile of " } else { "" };
+    let tile = if shape.other_tiles > 0 { formula!("a tile of ") } else { String::new() };
     Ok(Component {
         held_by: HeldBy::Tensors,
         name: "VAE decode peak (causal 3D)".into(),
@@ -433,7 +433,7 @@ fn video_decode_peak(diffusion: &Diffusion) -> Result<Component, Overflow> {
         formula: formula!(
             "the largest live tensors of decoding {} latent frames to {tile}{} × {} pixels in \
              batches of {} ({first} first, {} frames out), {} channels at the base, {} B each, \
-             with the causal convolutions' caches of the batch before",
+             with the causal convolutions' caches of the batch before{}",
             shape.latent_frames,
             shape.width,
             shape.height,
@@ -441,6 +441,11 @@ fn video_decode_peak(diffusion: &Diffusion) -> Result<Component, Overflow> {
             vae_video::output_frames(first, shape.temporal),
             shape.base_channels,
             shape.element,
+            if shape.other_tiles > 0 {
+                formula!(" and the other tiles' {} pixels a frame, decoded", shape.other_tiles)
+            } else {
+                String::new()
+            },
         ),
         source: Some(
             "diffusers AutoencoderKLCogVideoX: CogVideoXDecoder3D over frame batches with causal \

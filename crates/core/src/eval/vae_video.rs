@@ -64,9 +64,35 @@ pub(crate) struct VideoShape {
     pub width: u64,
     pub base_channels: u64,
     pub element: Ratio,
-    /// Pixels of the whole video when the decode is tiled: the tiles decoded before hold about
-    /// the video's frames while the last tile decodes.
-    pub tiled_video: Option<(u64, u64)>,
+    /// When the decode is tiled, the pixels (per frame) of the other tiles, whose decoded
+    /// frames are held while a tile decodes ([`other_tiles`]); 0 otherwise.
+    pub other_tiles: u64,
+}
+
+/// AutoencoderKLCogVideoX's tile overlap factors (`tile_overlap_factor_height` 1/6 and
+/// `tile_overlap_factor_width` 1/5): tiles start every `tile × (1 - factor)` latents.
+const TILE_STEP_HEIGHT: (u64, u64) = (5, 6);
+const TILE_STEP_WIDTH: (u64, u64) = (4, 5);
+
+/// The pixels per frame of the tiles other than one whole tile, when a video of `height` ×
+/// `width` pixels is decoded in tiles of `tile_height` × `tile_width` (diffusers
+/// `AutoencoderKLCogVideoX.tiled_decode`: tiles of the tile's latents start every
+/// `int(tile × (1 - factor))` latents, each clipped by the video, and every decoded tile is kept
+/// until they are blended). Held while the last whole tile decodes: the tiles after it, smaller,
+/// are counted too, an over-estimate of at most a row and a column of clipped tiles.
+pub(crate) fn other_tiles(height: u64, width: u64, tile_height: u64, tile_width: u64) -> u64 {
+    let span = |size: u64, tile: u64, (num, den): (u64, u64)| {
+        let (size, tile) = (size / SPATIAL_FACTOR, (tile / SPATIAL_FACTOR).max(1));
+        // A step of 0 would be a Python error; a tile this small is not diffusers' use.
+        let step = usize::try_from((tile * num / den).max(1)).unwrap_or(usize::MAX);
+        (0..size).step_by(step).map(|start| tile.min(size - start)).sum::<u64>() * SPATIAL_FACTOR
+    };
+    let all = span(height, tile_height, TILE_STEP_HEIGHT).saturating_mul(span(
+        width,
+        tile_width,
+        TILE_STEP_WIDTH,
+    ));
+    all.saturating_sub(height.min(tile_height) * width.min(tile_width))
 }
 
 /// A tensor's frames and plane.
@@ -285,15 +311,15 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &VideoShape) -> Result
         caches: Vec::new(),
     };
     // The pipeline's scaled latents (`1 / scaling_factor * latents`), alive through the decode;
-    // a tiled decode also holds the tiles decoded before, about the video's frames.
+    // a tiled decode also holds the other tiles' decoded frames.
     let all_latents = At { frames: shape.latent_frames, plane: latent_plane };
     let mut held = vec![decoder.tensor(LATENT_CHANNELS, all_latents)?];
-    if let Some((height, width)) = shape.tiled_video {
-        let video = At {
+    if shape.other_tiles > 0 {
+        let tiles = At {
             frames: output_frames(shape.latent_frames, shape.temporal),
-            plane: Plane { height, width },
+            plane: Plane { height: 1, width: shape.other_tiles },
         };
-        held.push(decoder.tensor(3, video)?);
+        held.push(decoder.tensor(3, tiles)?);
     }
     let batches = (shape.latent_frames / FRAME_BATCH).max(1);
     let first = shape.latent_frames.min(FRAME_BATCH + shape.latent_frames % FRAME_BATCH);
@@ -338,7 +364,7 @@ mod tests {
             width,
             base_channels: 128,
             element: Ratio::int(2),
-            tiled_video: None,
+            other_tiles: 0,
         }
     }
 
@@ -361,6 +387,20 @@ mod tests {
             latents: At { frames: 3, plane },
             caches: Vec::new(),
         }
+    }
+
+    #[test]
+    fn cogvideox_tiles_at_720_by_480_by_hand() {
+        // Tiles of 30 × 45 latents (240 × 360 pixels) start every int(30 × 5/6) = 25 latent
+        // rows and int(45 × 4/5) = 36 latent columns of 60 × 90: rows at 0, 25 and 50 (30, 30
+        // and 10 latents high), columns at 0, 36 and 72 (45, 45 and 18 wide): 70 × 108 latents,
+        // 560 × 864 pixels in all, less one whole tile.
+        assert_eq!(other_tiles(480, 720, 240, 360), 560 * 864 - 240 * 360);
+        // One tile wide: columns at 0 and 36 (45 and 9 latents wide), 54 latents, 432 pixels.
+        // (A video no larger than a tile is not tiled at all: `eval/diffusion.rs`.)
+        assert_eq!(other_tiles(480, 360, 240, 360), 560 * 432 - 240 * 360);
+        // Tiny tiles step by one latent rather than by zero.
+        assert_eq!(other_tiles(16, 16, 8, 8), 4 * 64 - 64);
     }
 
     #[test]
