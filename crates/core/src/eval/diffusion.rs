@@ -416,10 +416,9 @@ fn decode_cache(
 }
 
 /// The causal 3D decoder's allocated peak: its frame batches replayed (`vae_video.rs`).
-fn video_decode_peak(diffusion: &Diffusion) -> Result<Component, Overflow> {
-    let Some(shape) = video_shape(diffusion) else { return Err(Overflow) };
+fn video_decode_peak(shape: &VideoShape) -> Result<Component, Overflow> {
     let mut alloc = CachingAllocator::new();
-    vae_video::replay(&mut alloc, &shape)?;
+    vae_video::replay(&mut alloc, shape)?;
     let first = shape
         .latent_frames
         .min(vae_video::FRAME_BATCH + shape.latent_frames % vae_video::FRAME_BATCH);
@@ -524,8 +523,8 @@ pub(crate) fn components(
     if let Some(vae) = &diffusion.vae {
         decode.extend(weights(program, diffusion, vae, diffusion.vae_weights, "VAE")?);
         decode.extend(upcast);
-        if diffusion.video.is_some() {
-            decode.push(video_decode_peak(diffusion)?);
+        if let Some(shape) = video_shape(diffusion) {
+            decode.push(video_decode_peak(&shape)?);
         } else {
             let pixels = if let Some((tile_w, tile_h)) = diffusion.vae_tile {
                 diffusion.width.min(tile_w) * diffusion.height.min(tile_h)
