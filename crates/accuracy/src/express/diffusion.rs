@@ -57,8 +57,9 @@ struct VideoDefaults {
     frames: u64,
     width: u64,
     height: u64,
-    /// Where the defaults come from.
-    note: &'static str,
+    /// Where the default size comes from, and the default frames.
+    size_note: &'static str,
+    frames_note: &'static str,
     /// The tile `enable_tiling` decodes, width × height.
     tile: (u64, u64),
 }
@@ -91,8 +92,9 @@ fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
             frames: 49,
             width: 720,
             height: 480,
-            note: "49 frames of 720 x 480 (CogVideoXPipeline defaults: the transformer's \
-                   sample_frames, sample_width and sample_height)",
+            size_note: "720 x 480 (CogVideoXPipeline default: the transformer's sample_width \
+                        and sample_height, 90 and 60 latents)",
+            frames_note: "49 frames (CogVideoXPipeline default: the transformer's sample_frames)",
             tile: (360, 240),
         }),
     }
@@ -256,11 +258,23 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     };
     let resolution = match &pipeline.video {
         Some(video) if !states_size(cx) => {
-            cx.assume(assume::PIPELINE_DEFAULT, video.note);
+            cx.assume(assume::PIPELINE_DEFAULT, video.size_note);
             Some((video.width, video.height))
         }
         _ => resolution(cx),
     };
+    let video_frames = pipeline.video.as_ref().map(|video| {
+        stated_frames(cx).unwrap_or_else(|| {
+            cx.assume(assume::PIPELINE_DEFAULT, video.frames_note);
+            video.frames
+        })
+    });
+    // The causal VAE (temporal factor 4, the language's default) takes 1 + 4k frames;
+    // CogVideoXPipeline pads other counts only for CogVideoX 1.5's temporal patches.
+    if let Some(frames) = video_frames.filter(|frames| *frames == 0 || (frames - 1) % 4 != 0) {
+        cx.unreadable("image_or_video frames", &frames.to_string());
+        return None;
+    }
     let precisions = precisions(cx, &pipeline);
     let offload = offload(cx);
     let batch = cx
@@ -305,8 +319,8 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let _ = writeln!(out, "    hidden        {}", pipeline.hidden);
     out.push_str(pipeline.unet.unwrap_or_default());
     let _ = writeln!(out, "    resolution    {width} x {height}");
-    if let Some(video) = &pipeline.video {
-        let _ = writeln!(out, "    video_frames  {}", video.frames);
+    if let Some(frames) = video_frames {
+        let _ = writeln!(out, "    video_frames  {frames}");
     }
     let _ = writeln!(out, "    batch         {batch}");
     let _ = writeln!(out, "    cfg           {}", pipeline.cfg);
@@ -340,6 +354,13 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     }
     out.push_str("  }\n");
     Some(out)
+}
+
+/// The frames a point's video wording states (`49 frames`).
+fn stated_frames(cx: &Cx<'_>) -> Option<u64> {
+    let text = cx.point.image_or_video.as_deref().unwrap_or_default().to_lowercase();
+    let words: Vec<&str> = text.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+    words.windows(2).find(|pair| pair[1] == "frames").and_then(|pair| pair[0].parse().ok())
 }
 
 /// Whether the point states a size (`720x480`) in its image or video wording.
