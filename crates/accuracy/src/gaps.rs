@@ -53,8 +53,6 @@ impl fmt::Display for Gap {
 
 /// Language features the core lacks, as the report groups them.
 pub mod feature {
-    pub const VIDEO_DIFFUSION: &str = "video diffusion (CogVideoX: a causal 3D VAE with temporal \
-         compression decoding latent frames in batches; `frames` scales latents and pixels only)";
     pub const MIXED_FP8: &str =
         "mixed-precision checkpoints (FP8 in some layers only) other than Meta's fbgemm FP8";
     pub const VLLM_POOL: &str = "vLLM KV pool (gpu_memory_utilization x capacity, less the profiled peak, filled with KV blocks)";

@@ -652,16 +652,19 @@ pub struct Diffusion {
     pub vae_weights: WeightFormat,
     pub width: u64,
     pub height: u64,
-    /// Latent frames for video models; 1 for images.
+    /// Latent frames for video models; 1 for images. With `video`, derived from its frames.
     pub frames: u64,
+    /// A video pipeline whose VAE is a causal 3D autoencoder (`video_frames`), else none.
+    pub video: Option<Video>,
     pub batch: u64,
     /// Classifier-free guidance runs the denoiser on a conditional and an unconditional batch.
     pub cfg: bool,
     pub text_tokens: u64,
     /// The VAE decoder's base channel count (128 for the SD, SDXL, SD3 and FLUX autoencoders).
     pub vae_channels: u64,
-    /// The tile edge in pixels when the decode is tiled (`enable_tiling`), else none.
-    pub vae_tile: Option<u64>,
+    /// The tile's width and height in pixels when the decode is tiled (`enable_tiling`), else
+    /// none.
+    pub vae_tile: Option<(u64, u64)>,
     /// The fp16 VAE is cast to fp32 for the decode and back after (diffusers' SDXL pipelines
     /// when the VAE config says `force_upcast`); set only where it takes effect.
     pub vae_upcast: bool,
@@ -669,6 +672,24 @@ pub struct Diffusion {
     /// The quantized formats were applied while loading (diffusers `PipelineQuantizationConfig`,
     /// `from_pretrained(quantization_config=...)`) rather than to loaded models.
     pub quantize_on_load: bool,
+}
+
+/// The video a pipeline with a causal 3D VAE generates (CogVideoX's `AutoencoderKLCogVideoX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Video {
+    /// Frames of the generated video: the first, then `temporal` per latent frame after it.
+    pub frames: u64,
+    /// The VAE's temporal compression (`temporal_compression_ratio`): 1, 2, 4 or 8.
+    pub temporal: u64,
+}
+
+impl Video {
+    /// The latent frames a causal VAE gives `frames`: the first frame alone, then one latent
+    /// frame per `temporal` frames (diffusers `CogVideoXPipeline.prepare_latents`:
+    /// `(num_frames - 1) // vae_scale_factor_temporal + 1`).
+    pub fn latent_frames(self) -> u64 {
+        (self.frames - 1) / self.temporal + 1
+    }
 }
 
 #[derive(Clone, Debug)]

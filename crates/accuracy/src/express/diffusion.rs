@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use super::Cx;
-use crate::gaps::{Gap, assume, data, feature};
+use crate::gaps::{Gap, assume, data};
 
 /// A text encoder of a pipeline, by role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +47,57 @@ struct Pipeline {
     unet: Option<&'static str>,
     /// Where the pipeline casts a 16-bit VAE to fp32 for the decode, the code that does it.
     vae_upcast: Option<&'static str>,
+    /// A video pipeline's defaults: the frames it generates and its size, where the point does
+    /// not restate them.
+    video: Option<VideoDefaults>,
+}
+
+/// A text-to-video pipeline's `__call__` defaults and its causal VAE's tile.
+struct VideoDefaults {
+    frames: u64,
+    width: u64,
+    height: u64,
+    /// Where the default size comes from, and the default frames.
+    size_note: &'static str,
+    frames_note: &'static str,
+    /// The tile `enable_tiling` decodes, width × height.
+    tile: (u64, u64),
+}
+
+/// CogVideoXPipeline (diffusers pipeline_cogvideox.py at 58eb52c): `num_frames` defaults to the
+/// transformer's `sample_frames` (49), height and width to its `sample_height` and
+/// `sample_width` (60 and 90 latents) times the VAE's spatial factor 8: 720 × 480;
+/// `max_sequence_length` 226 T5 tokens; `guidance_scale` 6, so a second (unconditional) batch.
+/// AutoencoderKLCogVideoX tiles at half its `sample_height` × `sample_width` (480 × 720):
+/// 360 × 240 pixels.
+fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
+    Pipeline {
+        denoiser,
+        encoders: &[Encoder::T5],
+        vae: "cogvideox-vae",
+        hidden,
+        text_tokens: 226,
+        tokens_note: "T5 max_sequence_length 226 (CogVideoXPipeline default)",
+        cfg: true,
+        // CogVideoX-5b's use_rotary_positional_embeddings: CogVideoXAttnProcessor2_0 rotates the
+        // image tokens' queries and keys with apply_rotary_emb (use_real: x.float() * cos +
+        // x_rotated.float() * sin); the 2b adds sine-cosine embeddings instead.
+        rope_fp32: rope.then_some(
+            "diffusers apply_rotary_emb in CogVideoXAttnProcessor2_0: x.float() * cos + \
+             x_rotated.float() * sin",
+        ),
+        unet: None,
+        vae_upcast: None,
+        video: Some(VideoDefaults {
+            frames: 49,
+            width: 720,
+            height: 480,
+            size_note: "720 x 480 (CogVideoXPipeline default: the transformer's sample_width \
+                        and sample_height, 90 and 60 latents)",
+            frames_note: "49 frames (CogVideoXPipeline default: the transformer's sample_frames)",
+            tile: (360, 240),
+        }),
+    }
 }
 
 /// CompVis v1 UNet (configs/stable-diffusion/v1-inference.yaml, diffusers unet/config.json):
@@ -79,6 +130,7 @@ fn flux() -> Pipeline {
         ),
         unet: None,
         vae_upcast: None,
+        video: None,
     }
 }
 
@@ -107,6 +159,7 @@ fn recognised(model: &str) -> Option<Pipeline> {
                 "StableDiffusionXLPipeline upcasts a 16-bit VAE whose config says \
                  force_upcast (SDXL base 1.0's does) to fp32 for the decode",
             ),
+            video: None,
         })
     } else if has(&[
         "stablediffusionv15",
@@ -128,9 +181,14 @@ fn recognised(model: &str) -> Option<Pipeline> {
             rope_fp32: None,
             unet: Some(SD1_UNET),
             vae_upcast: None,
+            video: None,
         })
     } else if has(&["stablediffusion3medium", "sd3medium"]) {
         pipeline("stabilityai/stable-diffusion-3-medium-diffusers").ok()
+    } else if has(&["cogvideox5b"]) {
+        pipeline("THUDM/CogVideoX-5b").ok()
+    } else if has(&["cogvideox2b"]) {
+        pipeline("THUDM/CogVideoX-2b").ok()
     } else if has(&["pixartsigma"]) {
         pipeline("PixArt-alpha/PixArt-Sigma-XL-2-1024-MS").ok()
     } else {
@@ -158,6 +216,7 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
             rope_fp32: None,
             unet: None,
             vae_upcast: None,
+            video: None,
         }),
         // PixArtSigmaPipeline: max_sequence_length 300; hidden 1152 (PixArt XL/2).
         "PixArt-alpha/PixArt-Sigma-XL-2-1024-MS" => Ok(Pipeline {
@@ -172,23 +231,11 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
             rope_fp32: None,
             unet: None,
             vae_upcast: None,
+            video: None,
         }),
-        "THUDM/CogVideoX-5b" | "THUDM/CogVideoX-2b" => Err(vec![
-            Gap::feature(
-                feature::VIDEO_DIFFUSION,
-                format!(
-                    "{model}: 49 frames in 13 latent frames, decoded by a causal 3D VAE in \
-                     frame batches"
-                ),
-            ),
-            Gap::data(
-                data::MODEL_CONFIG,
-                format!(
-                    "{model}: transformer parameter count only rounded (\"~5B\"/\"~2B\"), \
-                     frames and resolution left at unstated pipeline defaults"
-                ),
-            ),
-        ]),
+        // CogVideoX-2b and -5b transformer/config.json: 30 heads × 64 = 1920 and 48 × 64 = 3072.
+        "THUDM/CogVideoX-5b" => Ok(cogvideox("cogvideox-5b-transformer", 3072, true)),
+        "THUDM/CogVideoX-2b" => Ok(cogvideox("cogvideox-2b-transformer", 1920, false)),
         other => recognised(other).ok_or_else(|| {
             vec![Gap::data(
                 data::MODEL_CONFIG,
@@ -209,7 +256,25 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
             return None;
         }
     };
-    let resolution = resolution(cx);
+    let resolution = match &pipeline.video {
+        Some(video) if !states_size(cx) => {
+            cx.assume(assume::PIPELINE_DEFAULT, video.size_note);
+            Some((video.width, video.height))
+        }
+        _ => resolution(cx),
+    };
+    let video_frames = pipeline.video.as_ref().map(|video| {
+        stated_frames(cx).unwrap_or_else(|| {
+            cx.assume(assume::PIPELINE_DEFAULT, video.frames_note);
+            video.frames
+        })
+    });
+    // The causal VAE (temporal factor 4, the language's default) takes 1 + 4k frames;
+    // CogVideoXPipeline pads other counts only for CogVideoX 1.5's temporal patches.
+    if let Some(frames) = video_frames.filter(|frames| *frames == 0 || (frames - 1) % 4 != 0) {
+        cx.unreadable("image_or_video frames", &frames.to_string());
+        return None;
+    }
     let precisions = precisions(cx, &pipeline);
     let offload = offload(cx);
     let batch = cx
@@ -254,6 +319,9 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let _ = writeln!(out, "    hidden        {}", pipeline.hidden);
     out.push_str(pipeline.unet.unwrap_or_default());
     let _ = writeln!(out, "    resolution    {width} x {height}");
+    if let Some(frames) = video_frames {
+        let _ = writeln!(out, "    video_frames  {frames}");
+    }
     let _ = writeln!(out, "    batch         {batch}");
     let _ = writeln!(out, "    cfg           {}", pipeline.cfg);
     let _ = writeln!(out, "    text_tokens   {} tokens", pipeline.text_tokens);
@@ -262,6 +330,13 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     }
     if let (Some(code), true) = (pipeline.vae_upcast, base != "fp32") {
         let _ = writeln!(out, "    vae_upcast    true  # {code}");
+    }
+    let settings = cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase();
+    if settings.contains("vae tiling") || settings.contains("enable_tiling") {
+        out.push_str("    vae_tiling    true\n");
+        if let Some(video) = &pipeline.video {
+            let _ = writeln!(out, "    vae_tile      {} x {}", video.tile.0, video.tile.1);
+        }
     }
     if offload {
         out.push_str("    offload       model\n");
@@ -279,6 +354,20 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     }
     out.push_str("  }\n");
     Some(out)
+}
+
+/// The frames a point's video wording states (`49 frames`).
+fn stated_frames(cx: &Cx<'_>) -> Option<u64> {
+    let text = cx.point.image_or_video.as_deref().unwrap_or_default().to_lowercase();
+    let words: Vec<&str> = text.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+    words.windows(2).find(|pair| pair[1] == "frames").and_then(|pair| pair[0].parse().ok())
+}
+
+/// Whether the point states a size (`720x480`) in its image or video wording.
+fn states_size(cx: &Cx<'_>) -> bool {
+    let text = cx.point.image_or_video.as_deref().unwrap_or_default();
+    text.split(|c: char| !(c.is_ascii_digit() || c == 'x'))
+        .any(|word| word.split_once('x').is_some_and(|(w, h)| !w.is_empty() && !h.is_empty()))
 }
 
 /// The image size, `1024x1024` in the source's wording.
@@ -351,7 +440,11 @@ fn precisions(
         vec![Encoder::ClipL, Encoder::T5]
     } else if w.contains("te1 only") {
         vec![Encoder::ClipL]
-    } else if w.contains("+ t5") || w.contains("+ te ") {
+    } else if w.contains("+ t5")
+        || w.contains("+ te ")
+        || w.contains("te + ")
+        || settings_name_encoders(point.other_settings.as_deref())
+    {
         vec![Encoder::T5]
     } else if w.contains("transformer only") || w.contains(", te ") {
         Vec::new()
@@ -368,6 +461,13 @@ fn precisions(
     let encoders =
         all.iter().map(|encoder| if quantized.contains(encoder) { scheme } else { base }).collect();
     Some((base, scheme, encoders))
+}
+
+/// Whether a point's other settings say the scheme applies to the text encoder ("int8
+/// weight-only on TE, transformer and VAE").
+fn settings_name_encoders(settings: Option<&str>) -> bool {
+    let settings = settings.unwrap_or_default().to_lowercase();
+    settings.contains("on te,") || settings.contains("on te ") || settings.contains("te + ")
 }
 
 /// The floating-point type a precision wording starts with, in any of its usual spellings.

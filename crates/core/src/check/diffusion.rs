@@ -1,5 +1,6 @@
 //! Checking `diffusion` sections: a pipeline of a denoiser, text encoders and a VAE, each a
-//! model declared by its parameter count, with the image size, batch and guidance. Next to a
+//! model declared by its parameter count, with the image size, batch and guidance (and, for a
+//! video through a causal 3D VAE, the video's frames). Next to a
 //! `training` section the same pipeline is trained: the denoiser's block structure is then
 //! required (its activations and LoRA adapters come from it), and settings that only inference
 //! has (guidance, model offload, VAE tiling and upcast) are refused, as is `rope`, whose
@@ -10,7 +11,9 @@ use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
 use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
-use crate::hir::{BlockLayout, Denoiser, DenoiserBlocks, Diffusion, DiffusionOffload, Heads, Rope};
+use crate::hir::{
+    BlockLayout, Denoiser, DenoiserBlocks, Diffusion, DiffusionOffload, Heads, Rope, Video,
+};
 use crate::quant::WeightFormat;
 
 /// `text_encoder_weights`: one format for every text encoder, or one per encoder in the order of
@@ -72,6 +75,81 @@ fn rope(fields: &Fields<'_>, unet: Option<bool>, training: bool) -> Option<Rope>
     }
     let (word, _) = fields.choice_of(field, &["none", "fp32"])?;
     Some(if word == "fp32" { Rope::Fp32 } else { Rope::None })
+}
+
+/// `video_frames` and `vae_temporal`: a video pipeline with a causal 3D VAE. `Ok(None)` when
+/// the pipeline makes images (or gives latent `frames`), `Err` when a field was wrong (reported). A video
+/// is 1 + a multiple of the temporal compression frames long (the causal VAE keeps the first
+/// frame alone); `frames` gives the latent frames instead and is refused beside it; a trained
+/// pipeline's video encode is not derived.
+fn video(fields: &Fields<'_>, block: &Block, training: bool) -> Result<Option<Video>, ()> {
+    let whole = |field, max, example| {
+        let (value, span) = fields.quantity(field, Dim::Count, example)?;
+        fields.check_whole(&field.key.name, value, span, 1, max)
+    };
+    // AutoencoderKLCogVideoX's `temporal_compression_ratio` (CogVideoX-2b and -5b vae/config.json).
+    let temporal = match fields.get("vae_temporal") {
+        None => 4,
+        Some(field) => {
+            let t = whole(field, 8, "4").ok_or(())?;
+            // The decoder doubles time in at most its three upsamplers (`log2` of the ratio of
+            // them).
+            if !t.is_power_of_two() {
+                fields.push(
+                    Diagnostic::error(
+                        "E013",
+                        field.span,
+                        format!("`vae_temporal {t}` is not 1, 2, 4 or 8"),
+                    )
+                    .with_help("the decoder doubles time in at most three of its upsamplers"),
+                );
+                return Err(());
+            }
+            t
+        }
+    };
+    let Some(field) = fields.get("video_frames") else { return Ok(None) };
+    let frames = whole(field, 100_000, "49").ok_or(())?;
+    if training {
+        fields.push(
+            Diagnostic::error(
+                "E013",
+                field.key.span,
+                "`video_frames` is not modelled for a trained pipeline",
+            )
+            .with_help("give the latent frames with `frames`"),
+        );
+        return Err(());
+    }
+    if let Some(latent) = block.fields.iter().find(|f| f.key.name == "frames") {
+        fields.push(
+            Diagnostic::error(
+                "E014",
+                field.key.span,
+                "`video_frames` and `frames` both give the frames",
+            )
+            .with_label(latent.key.span, "`frames` given here")
+            .with_help("keep `video_frames` for a video VAE, or `frames` for latent frames"),
+        );
+        return Err(());
+    }
+    if (frames - 1) % temporal != 0 {
+        let below = (frames - 1) / temporal * temporal + 1;
+        fields.push(
+            Diagnostic::error(
+                "E013",
+                field.span,
+                format!("`video_frames {frames}` is not 1 + a multiple of {temporal}"),
+            )
+            .with_help(format!(
+                "a causal VAE keeps the first frame and compresses {temporal} frames into each \
+                 latent frame after it: {below} or {} frames",
+                below + temporal
+            )),
+        );
+        return Err(());
+    }
+    Ok(Some(Video { frames, temporal }))
 }
 
 /// The fields that describe only a UNet's blocks.
@@ -313,6 +391,8 @@ pub(super) fn diffusion(
         ("hidden", Repeat::Once),
         ("resolution", Repeat::Once),
         ("frames", Repeat::Once),
+        ("video_frames", Repeat::Once),
+        ("vae_temporal", Repeat::Once),
         ("batch", Repeat::Once),
         ("cfg", Repeat::Once),
         ("text_tokens", Repeat::Once),
@@ -370,6 +450,7 @@ pub(super) fn diffusion(
     if !fields.has("resolution") {
         fields.missing("resolution", "resolution 1024 x 1024");
     }
+    let video = video(&fields, block, training);
     let frames = fields.whole("frames", Dim::Count, 1, 4096, "13").unwrap_or(1);
     let batch = fields.whole("batch", Dim::Count, 1, 4096, "1").unwrap_or(1);
     // Training runs the denoiser once per step on its batch (captions dropped at random stand in
@@ -395,8 +476,10 @@ pub(super) fn diffusion(
     let vae_channels = fields.whole("vae_channels", Dim::Count, 1, 4096, "128").unwrap_or(128);
     let vae_tiling = fields.boolean("vae_tiling").unwrap_or(false);
     // diffusers' AutoencoderKL tiles at its config's `sample_size`: 1024 for the SDXL, SD3 and
-    // FLUX autoencoders, 512 for SD 1.x's.
-    let vae_tile = fields.whole("vae_tile", Dim::Count, 8, 1 << 16, "1024").unwrap_or(1024);
+    // FLUX autoencoders, 512 for SD 1.x's. A width and height for tiles that are not square
+    // (AutoencoderKLCogVideoX: half its `sample_width` × `sample_height`, 360 x 240).
+    let vae_tile = fields.get("vae_tile").and_then(|f| fields.dimensions(f, 8, 1 << 16, "1024"));
+    let vae_tile = if fields.has("vae_tile") { vae_tile } else { Some((1024, 1024)) };
     let vae_upcast = fields.boolean("vae_upcast").unwrap_or(false);
     // diffusers upcasts only a VAE loaded in fp16 (`self.vae.dtype == torch.float16`).
     let vae_fp16 = weights == WeightFormat::Uniform(crate::precision::Precision::Fp16);
@@ -409,6 +492,7 @@ pub(super) fn diffusion(
         let alone = [
             ("loaded_on_device", "offload model", offload == Some(true)),
             ("vae_tile", "vae_tiling true", vae_tiling),
+            ("vae_temporal", "video_frames", fields.has("video_frames")),
             if fields.has("vae") {
                 ("vae_upcast", "weights fp16", vae_fp16)
             } else {
@@ -436,6 +520,8 @@ pub(super) fn diffusion(
     diagnostics.extend(found);
     let (width, height) = resolution?;
     let text_encoder_weights = text_encoder_weights?;
+    let video = video.ok()?;
+    let vae_tile = vae_tile?;
     let denoiser = Denoiser {
         model: denoiser_model?,
         unet: architecture?,
@@ -452,7 +538,8 @@ pub(super) fn diffusion(
         vae_weights: weights,
         width,
         height,
-        frames,
+        frames: video.map_or(frames, Video::latent_frames),
+        video,
         batch,
         cfg,
         text_tokens,

@@ -45,13 +45,13 @@ pub fn measured_margins(basis: BandBasis) -> (u64, u64) {
     }
 }
 
-// Fitted with `vram-accuracy --fit-bands` over 33 inference, 95 training and 27 diffusion peaks
+// Fitted with `vram-accuracy --fit-bands` over 33 inference, 95 training and 34 diffusion peaks
 // (profiles 2026.11; see measured_margins).
 const INFERENCE_BELOW: u64 = 40;
 const INFERENCE_ABOVE: u64 = 140;
 const TRAINING_BELOW: u64 = 0;
 const TRAINING_ABOVE: u64 = 400;
-const DIFFUSION_BELOW: u64 = 0;
+const DIFFUSION_BELOW: u64 = 120;
 const DIFFUSION_ABOVE: u64 = 130;
 
 /// The band around `used`: on each side, the wider of the components' own uncertainty and the

@@ -18,6 +18,9 @@
 //!   (diffusers' `tile_sample_min_size`, the VAE config's `sample_size`: 1024 for the SDXL, SD3
 //!   and FLUX autoencoders, 512 for SD 1.x's); with `vae_upcast` (SDXL's `force_upcast`) the
 //!   decoder computes in fp32 and its weights are fp32 during the decode ([`vae_upcast`]).
+//! - a video pipeline's causal 3D VAE (`video_frames`): the denoiser sees the latent frames
+//!   (`(frames - 1) / temporal + 1`) in one sequence, and the decode peak is the allocated peak
+//!   of replaying the causal decoder's frame batches (`vae_video.rs`), one tile's when tiled.
 //!
 //! Reserved view: the caching allocator keeps every freed block, so after the decode it holds
 //! the denoising step's blocks (the tensors alive at the step's peak, allocated in order and
@@ -31,6 +34,7 @@ use std::borrow::Cow;
 use super::allocator::CachingAllocator;
 use super::calc::{self, Overflow, Product, formula};
 use super::vae_decode::{self, DecoderShape};
+use super::vae_video::{self, VideoShape};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
 use crate::hir::{Diffusion, DiffusionOffload, Layered, Rope};
@@ -227,8 +231,8 @@ fn rope_fp32(element: Ratio) -> Option<Ratio> {
 /// `tiled_decode`, tiles of `tile_sample_min_size` pixels, clipped by the image; an image no
 /// larger than a tile is decoded whole), frames decode as a batch of images.
 fn decoder_shape(diffusion: &Diffusion) -> DecoderShape {
-    let (height, width, images) = if let Some(tile) = diffusion.vae_tile {
-        (diffusion.height.min(tile), diffusion.width.min(tile), diffusion.batch)
+    let (height, width, images) = if let Some((tile_w, tile_h)) = diffusion.vae_tile {
+        (diffusion.height.min(tile_h), diffusion.width.min(tile_w), diffusion.batch)
     } else {
         (diffusion.height, diffusion.width, diffusion.batch.saturating_mul(diffusion.frames))
     };
@@ -239,6 +243,47 @@ fn decoder_shape(diffusion: &Diffusion) -> DecoderShape {
         base_channels: diffusion.vae_channels,
         element: decode_precision(diffusion).bytes_per_element(),
     }
+}
+
+/// The causal 3D decoder's shape for a video pipeline (`video_frames`): the whole frame, or one
+/// tile of at most `vae_tile` pixels while the other tiles' decoded frames are held (diffusers
+/// `AutoencoderKLCogVideoX.tiled_decode` decodes every tile's frame batches and keeps every
+/// decoded tile, then blends them).
+fn video_shape(diffusion: &Diffusion) -> Option<VideoShape> {
+    let video = diffusion.video?;
+    let (height, width, other_tiles) = match diffusion.vae_tile {
+        Some((tile_w, tile_h)) if diffusion.width > tile_w || diffusion.height > tile_h => (
+            diffusion.height.min(tile_h),
+            diffusion.width.min(tile_w),
+            vae_video::other_tiles(diffusion.height, diffusion.width, tile_h, tile_w),
+        ),
+        _ => (diffusion.height, diffusion.width, 0),
+    };
+    Some(VideoShape {
+        videos: diffusion.batch,
+        latent_frames: diffusion.frames,
+        temporal: video.temporal,
+        height,
+        width,
+        base_channels: diffusion.vae_channels,
+        element: decode_precision(diffusion).bytes_per_element(),
+        other_tiles,
+    })
+}
+
+/// Replays the decode through `alloc`: the causal 3D decoder's frame batches for a video, else
+/// the 2D decoder over every image (or tile). Gives the decoded plane, height and width.
+fn replay_decode(
+    alloc: &mut CachingAllocator,
+    diffusion: &Diffusion,
+) -> Result<(u64, u64), Overflow> {
+    if let Some(shape) = video_shape(diffusion) {
+        vae_video::replay(alloc, &shape)?;
+        return Ok((shape.height, shape.width));
+    }
+    let shape = decoder_shape(diffusion);
+    vae_decode::replay(alloc, &shape)?;
+    Ok((shape.height, shape.width))
 }
 
 /// The precision the decoder computes in: fp32 when the pipeline upcasts the VAE for the decode
@@ -319,8 +364,7 @@ fn decode_cache(
             alloc.free(tensor);
         }
     }
-    let shape = decoder_shape(diffusion);
-    vae_decode::replay(&mut alloc, &shape)?;
+    let (height, width) = replay_decode(&mut alloc, diffusion)?;
     let reserved = alloc.peak_reserved();
     let at_decode = calc::sum([reserved, upcast])?;
     let Some(extra) = at_decode.0.checked_sub(allocated_peak.0).filter(|extra| *extra > 0) else {
@@ -353,17 +397,61 @@ fn decode_cache(
             "{reserved} reserved by replaying {cached}the decoder's tensors from {} × {} latents \
              to {} × {} pixels through the caching allocator{upcast} less the \
              {allocated_peak} the largest phase holds live",
-            shape.height / vae_decode::SPATIAL_FACTOR,
-            shape.width / vae_decode::SPATIAL_FACTOR,
-            shape.height,
-            shape.width,
+            height / vae_decode::SPATIAL_FACTOR,
+            width / vae_decode::SPATIAL_FACTOR,
+            height,
+            width,
         ),
         source: Some(
-            "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
-             segments); diffusers AutoencoderKL Decoder (vae_decode.rs)"
-                .into(),
+            if diffusion.video.is_some() {
+                "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
+                 segments); diffusers AutoencoderKLCogVideoX decoder (vae_video.rs)"
+            } else {
+                "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
+                 segments); diffusers AutoencoderKL Decoder (vae_decode.rs)"
+            }
+            .into(),
         ),
     }))
+}
+
+/// The causal 3D decoder's allocated peak: its frame batches replayed (`vae_video.rs`).
+fn video_decode_peak(shape: &VideoShape) -> Result<Component, Overflow> {
+    let mut alloc = CachingAllocator::new();
+    vae_video::replay(&mut alloc, shape)?;
+    let first = shape
+        .latent_frames
+        .min(vae_video::FRAME_BATCH + shape.latent_frames % vae_video::FRAME_BATCH);
+    let tile = if shape.other_tiles > 0 { formula!("a tile of ") } else { String::new() };
+    Ok(Component {
+        held_by: HeldBy::Tensors,
+        name: "VAE decode peak (causal 3D)".into(),
+        category: Category::Intermediate,
+        bytes: alloc.peak_allocated(),
+        provenance: Provenance::Formula,
+        formula: formula!(
+            "the largest live tensors of decoding {} latent frames to {tile}{} × {} pixels in \
+             batches of {} ({first} first, {} frames out), {} channels at the base, {} B each, \
+             with the causal convolutions' caches of the batch before{}",
+            shape.latent_frames,
+            shape.width,
+            shape.height,
+            vae_video::FRAME_BATCH,
+            vae_video::output_frames(first, shape.temporal),
+            shape.base_channels,
+            shape.element,
+            if shape.other_tiles > 0 {
+                formula!(" and the other tiles' {} pixels a frame, decoded", shape.other_tiles)
+            } else {
+                String::new()
+            },
+        ),
+        source: Some(
+            "diffusers AutoencoderKLCogVideoX: CogVideoXDecoder3D over frame batches with causal \
+             conv caches, spatial norms (vae_video.rs)"
+                .into(),
+        ),
+    })
 }
 
 pub(crate) fn components(
@@ -435,27 +523,31 @@ pub(crate) fn components(
     if let Some(vae) = &diffusion.vae {
         decode.extend(weights(program, diffusion, vae, diffusion.vae_weights, "VAE")?);
         decode.extend(upcast);
-        let pixels = if let Some(tile) = diffusion.vae_tile {
-            diffusion.width.min(tile) * diffusion.height.min(tile)
+        if let Some(shape) = video_shape(diffusion) {
+            decode.push(video_decode_peak(&shape)?);
         } else {
-            diffusion.width * diffusion.height * diffusion.frames
-        };
-        let vae_elem = decode_precision(diffusion);
-        let product = Product::new()
-            .times(diffusion.batch, "batch")?
-            .times(
-                pixels,
-                if diffusion.vae_tile.is_some() { "pixels of a tile" } else { "pixels" },
-            )?
-            .times(3, "tensors (input, GroupNorm, SiLU)")?
-            .times(2 * diffusion.vae_channels, "(2 × base channels)")?
-            .bytes_each(vae_elem.bytes_per_element(), vae_elem.name())?;
-        decode.push(formula(
+            let pixels = if let Some((tile_w, tile_h)) = diffusion.vae_tile {
+                diffusion.width.min(tile_w) * diffusion.height.min(tile_h)
+            } else {
+                diffusion.width * diffusion.height * diffusion.frames
+            };
+            let vae_elem = decode_precision(diffusion);
+            let product = Product::new()
+                .times(diffusion.batch, "batch")?
+                .times(
+                    pixels,
+                    if diffusion.vae_tile.is_some() { "pixels of a tile" } else { "pixels" },
+                )?
+                .times(3, "tensors (input, GroupNorm, SiLU)")?
+                .times(2 * diffusion.vae_channels, "(2 × base channels)")?
+                .bytes_each(vae_elem.bytes_per_element(), vae_elem.name())?;
+            decode.push(formula(
             "VAE decode peak",
             Category::Intermediate,
             product,
             "diffusers AutoencoderKL Decoder: the first full-resolution ResnetBlock2D (vae_decode.rs)",
         )?);
+        }
     }
     match diffusion.offload {
         DiffusionOffload::None => {

@@ -25,6 +25,7 @@ mod training;
 mod vae_blocks;
 mod vae_decode;
 mod vae_encode;
+mod vae_video;
 
 pub(crate) use calc::Overflow;
 use calc::{div_ceil, formula};

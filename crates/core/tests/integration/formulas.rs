@@ -776,6 +776,42 @@ fn diffusion_pipelines_keep_every_model_and_the_largest_phase() {
 }
 
 #[test]
+fn a_video_pipeline_denoises_its_latent_frames_and_decodes_them_in_batches() {
+    // A denoiser heavy enough that under model offload its phase is the one on the device.
+    let source = |extra: &str| {
+        format!(
+            "model dit {{ params 50 billion }}\nmodel ae {{ params 215 million }}\nworkload w {{ runtime none; diffusion {{ denoiser dit; vae ae; weights bf16; architecture dit; hidden 1536; resolution 720 x 480; text_tokens 226 tokens; offload model{extra} }} }}\ncheck w on h200-sxm"
+        )
+    };
+    let step = |tokens: u64| 2 * tokens * 1536 * 10 * 2;
+    // 49 frames through a causal VAE of temporal factor 4: the first frame, then 48 / 4, 13
+    // latent frames of 60 × 90 latents, in 2 × 2 patches: 13 × 1350 = 17,550 tokens + 226.
+    let video = evaluate(&source("; video_frames 49"));
+    assert_eq!(bytes(&video[0], 0, "denoiser activations"), step(17_550 + 226));
+    // The same as 13 latent frames given directly.
+    let latent = evaluate(&source("; frames 13"));
+    assert_eq!(bytes(&latent[0], 0, "denoiser activations"), step(17_550 + 226));
+    // 45 frames: 1 + 44 / 4 = 12 latent frames; a factor of 8 gives 49 frames 1 + 48 / 8 = 7.
+    let shorter = evaluate(&source("; video_frames 45"));
+    assert_eq!(bytes(&shorter[0], 0, "denoiser activations"), step(12 * 1350 + 226));
+    let eight = evaluate(&source("; video_frames 49; vae_temporal 8"));
+    assert_eq!(bytes(&eight[0], 0, "denoiser activations"), step(7 * 1350 + 226));
+    // Without offload the decode is the largest transient: the first frame batch (3 latent
+    // frames, 9 decoded) holds six 256-channel tensors of 9 × 480 × 720 at one spatial norm,
+    // and the later batches add the caches of the batch before.
+    let whole = evaluate(&source("").replace("; offload model", "; video_frames 49"));
+    let decode = bytes(&whole[0], 0, "VAE decode peak (causal 3D)");
+    assert!(decode > 6 * 256 * 9 * 480 * 720 * 2, "{decode}");
+    // A tiled decode (tiles of 360 × 240) holds one tile's tensors and the tiles decoded before.
+    let tiled = evaluate(
+        &source("")
+            .replace("; offload model", "; video_frames 49; vae_tiling true; vae_tile 360 x 240"),
+    );
+    let tile = bytes(&tiled[0], 0, "VAE decode peak (causal 3D)");
+    assert!(tile < decode / 3, "{tile} of {decode}");
+}
+
+#[test]
 fn model_offload_holds_one_phase_and_empties_the_cache_between_models() {
     let source = |dit: &str, te: &str, extra: &str| {
         format!(
@@ -1251,6 +1287,7 @@ fn a_setting_that_needs_another_warns_and_changes_nothing() {
         ("; loaded_on_device true", "loaded_on_device"),
         ("; vae_tile 512", "vae_tile"),
         ("; vae_upcast true", "vae_upcast"),
+        ("; vae_temporal 8", "vae_temporal"),
     ] {
         let outcome = vram_core::evaluate(&source(extra));
         let warnings: Vec<_> = outcome.diagnostics.iter().filter(|d| d.code == "W005").collect();
