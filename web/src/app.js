@@ -8,11 +8,13 @@ import { bar, bytes, h, legend, table, verdictText } from "./render.js";
 const $ = (id) => document.getElementById(id);
 const EXAMPLES = [
   "llama3.1-8b-chat.vram", "llama3.1-70b-fp8-tp2.vram", "llama3.1-405b-meta-fp8.vram",
-  "mistral-7b-fleet.vram",
+  "mistral-7b-fleet.vram", "what-would-fit.vram", "one-card-three-workloads.vram",
+  "mixed-gpus-and-host.vram",
   "moe-and-latent-attention.vram", "sliding-window.vram", "flan-t5-xl-summarise-and-tune.vram",
   "gguf-on-a-desktop-gpu.vram",
   "bnb-4bit-on-a-t4.vram", "long-generation-quantized-kv.vram", "qlora-on-24gb.vram",
-  "full-finetune-7b-24gb.vram", "dgx-405b.vram", "diffusion-flux.vram", "diffusion-training.vram",
+  "qwen2.5-7b-lora.vram", "full-finetune-7b-24gb.vram", "dgx-405b.vram",
+  "diffusion-flux.vram", "sdxl-inference.vram", "cogvideox-video.vram", "diffusion-training.vram",
   "sdxl-lora.vram", "render-scene.vram",
 ];
 /** The fit map's axes: 60 context lengths (512 to 128 Ki tokens, geometric) by 1–56 sessions. */

@@ -4,7 +4,7 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { serve, browser, openReady, ROOT, WEB } from "./harness.js";
 
@@ -182,6 +182,20 @@ test("training mode in the form gives a training budget", async () => {
   assert.match(await page.textContent("#checks table.components"), /training_state|training state/);
   // A fit map varies context and sessions, which a training workload does not have.
   assert.match(await page.textContent("#fitmap-summary"), /no inference block/);
+  await page.close();
+});
+
+test("the example list offers every example, and a chosen one is evaluated", async () => {
+  const { page, errors } = await open("/");
+  const offered = await page.$$eval("#f-example option", (os) => os.map((o) => o.value).filter(Boolean));
+  const files = readdirSync(join(ROOT, "examples")).filter((f) => f.endsWith(".vram"));
+  assert.deepEqual([...offered].sort(), files.sort());
+  await page.selectOption("#f-example", "cogvideox-video.vram");
+  await page.waitForFunction(() => document.querySelector("#source").value.includes("video_frames"));
+  await page.waitForSelector('body[data-ready="1"]', { state: "attached" });
+  await page.waitForSelector("#checks .gpu");
+  assert.notEqual(await page.getAttribute("body", "data-status"), "input_errors");
+  assert.deepEqual(errors, []);
   await page.close();
 });
 

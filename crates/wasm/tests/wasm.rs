@@ -10,6 +10,7 @@ use wasm_bindgen_test::wasm_bindgen_test;
 
 const EXAMPLES: &[(&str, &str)] = &[
     ("bnb-4bit-on-a-t4.vram", include_str!("../../../examples/bnb-4bit-on-a-t4.vram")),
+    ("cogvideox-video.vram", include_str!("../../../examples/cogvideox-video.vram")),
     ("dgx-405b.vram", include_str!("../../../examples/dgx-405b.vram")),
     ("diffusion-flux.vram", include_str!("../../../examples/diffusion-flux.vram")),
     ("diffusion-training.vram", include_str!("../../../examples/diffusion-training.vram")),
