@@ -206,6 +206,25 @@ const STATUS_TEXT = {
   input_errors: "The text has errors: see the diagnostics.",
 };
 
+/** What would fit, when the check does not: each change as the file would say it, with its
+ * evidence and, for a precision change, the warning to validate quality. */
+function renderSuggestions(check) {
+  if (!check.suggestions?.length) return null;
+  return h(
+    "section",
+    { class: "suggestions", "aria-label": `What would fit: ${check.id}` },
+    h("h4", {}, "What would fit"),
+    h(
+      "ul",
+      {},
+      check.suggestions.map((s) =>
+        h("li", { "data-kind": s.kind }, h("code", {}, s.change), h("span", { class: "hint" }, ` — ${s.detail}`),
+          s.warning ? h("p", { class: "hint warning" }, s.warning) : null),
+      ),
+    ),
+  );
+}
+
 function renderChecks(evaluation) {
   const status = $("status");
   status.className = `status ${evaluation.status}`;
@@ -223,6 +242,7 @@ function renderChecks(evaluation) {
         h("h3", {}, check.title ?? check.id, " ", h("span", { class: "verdict" }, `· ${check.target} · ${verdictText(check.verdict)}`)),
         check.notes.map((n) => h("p", { class: "hint" }, n)),
         check.devices.map(bar),
+        renderSuggestions(check),
         distinct.map((d, i) =>
           h("details", { open: i === 0 }, h("summary", {}, `Components of GPU ${d.index} (${d.role})`), table(d)),
         ),

@@ -57,6 +57,11 @@ test("the calculator meets WCAG 2.1 AA in each state a user reaches", async () =
   await page.waitForSelector("#diagnostics li.diag");
   assertNoViolations(await audit(page), "with a diagnostic shown");
 
+  // A check that does not fit, with what would.
+  await page.fill("#source", source.replace(/sessions\s+\d+/, "sessions 5000"));
+  await page.waitForSelector("#checks .suggestions li");
+  assertNoViolations(await audit(page), "with suggestions shown");
+
   // Training mode, whose fieldset replaces the inference one.
   await page.fill("#source", source);
   await page.waitForSelector("#diagnostics li.none");

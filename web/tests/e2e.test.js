@@ -185,6 +185,26 @@ test("training mode in the form gives a training budget", async () => {
   await page.close();
 });
 
+test("a check that does not fit says what would", async () => {
+  const { page, errors } = await open("/");
+  await type(page, L4_CHAT.replace("sessions 3", "sessions 200"));
+  await page.waitForSelector('#checks .suggestions li[data-kind="sessions"]');
+  assert.match(await page.textContent("#status"), /Does not fit/);
+  const sessions = await page.textContent('#checks .suggestions li[data-kind="sessions"] code');
+  assert.match(sessions, /^sessions \d+$/);
+  assert.ok(Number(sessions.split(" ")[1]) < 200);
+  // Every suggestion is a change written as the file would say it, with its evidence.
+  const items = await page.$$eval("#checks .suggestions li", (ls) => ls.map((l) => [l.dataset.kind, l.querySelector("code").textContent]));
+  assert.ok(items.some(([kind]) => kind === "machine"), JSON.stringify(items));
+  assert.ok(items.every(([, change]) => change.length > 0));
+  // A fitting check has none.
+  await type(page, L4_CHAT);
+  await page.waitForSelector('body[data-status="fits"]', { state: "attached" });
+  assert.equal(await page.locator("#checks .suggestions").count(), 0);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
 test("the example list offers every example, and a chosen one is evaluated", async () => {
   const { page, errors } = await open("/");
   const offered = await page.$$eval("#f-example option", (os) => os.map((o) => o.value).filter(Boolean));

@@ -641,6 +641,10 @@ pub struct Workload {
     pub span: Span,
 }
 
+/// The tile of a tiled decode when the file names none: diffusers' `AutoencoderKL` tiles at its
+/// config's `sample_size`, 1024 for the SDXL, SD3 and FLUX autoencoders (512 for SD 1.x's).
+pub const DEFAULT_VAE_TILE: (u64, u64) = (1024, 1024);
+
 /// A diffusion pipeline: a denoiser run over latents, text encoders before it, a VAE after it.
 #[derive(Clone, Debug)]
 pub struct Diffusion {

@@ -98,6 +98,7 @@ pub enum SuggestionKind {
     Context,
     Batch,
     Devices,
+    Pipeline,
     Precision,
     Machine,
 }

@@ -12,7 +12,8 @@ use super::quantity::Dim;
 use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
-    BlockLayout, Denoiser, DenoiserBlocks, Diffusion, DiffusionOffload, Heads, Rope, Video,
+    BlockLayout, DEFAULT_VAE_TILE, Denoiser, DenoiserBlocks, Diffusion, DiffusionOffload, Heads,
+    Rope, Video,
 };
 use crate::quant::WeightFormat;
 
@@ -479,7 +480,7 @@ pub(super) fn diffusion(
     // FLUX autoencoders, 512 for SD 1.x's. A width and height for tiles that are not square
     // (AutoencoderKLCogVideoX: half its `sample_width` × `sample_height`, 360 x 240).
     let vae_tile = fields.get("vae_tile").and_then(|f| fields.dimensions(f, 8, 1 << 16, "1024"));
-    let vae_tile = if fields.has("vae_tile") { vae_tile } else { Some((1024, 1024)) };
+    let vae_tile = if fields.has("vae_tile") { vae_tile } else { Some(DEFAULT_VAE_TILE) };
     let vae_upcast = fields.boolean("vae_upcast").unwrap_or(false);
     // diffusers upcasts only a VAE loaded in fp16 (`self.vae.dtype == torch.float16`).
     let vae_fp16 = weights == WeightFormat::Uniform(crate::precision::Precision::Fp16);

@@ -10,6 +10,7 @@
 #[cfg(test)]
 mod exact;
 pub mod machines;
+mod pipeline;
 pub mod query;
 pub mod search;
 pub mod suggest;

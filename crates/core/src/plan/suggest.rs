@@ -3,7 +3,8 @@
 //!
 //! In order: the largest sessions at the declared context, the largest context at the declared
 //! sessions, the largest batch, the fewest devices of the check's kind and their split, a
-//! smaller precision (with the quality warning), and up to three catalog machines. A check whose
+//! diffusion pipeline's memory option (a tiled decode, models offloaded in turn), a smaller
+//! precision (with the quality warning), and up to three catalog machines. A check whose
 //! device cannot run it (capability, not capacity) gets the precisions the device does run
 //! and the machines.
 
@@ -56,6 +57,16 @@ pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Sugges
             detail: devices_detail(&answer),
             value: Some(answer.count),
             split: Some(answer.split),
+            warning: None,
+        });
+    }
+    if let Some(answer) = planner.find_pipeline_option()? {
+        out.push(Suggestion {
+            kind: SuggestionKind::Pipeline,
+            detail: format!("{}: {}", answer.change, verdict_words(&answer.at)),
+            change: answer.change,
+            value: None,
+            split: None,
             warning: None,
         });
     }

@@ -1,6 +1,6 @@
 //! Co-residency, heterogeneous machines, host lines and `find` answers, through `evaluate`.
 
-use vram_core::budget::{CheckBudget, QueryKind, Verdict};
+use vram_core::budget::{CheckBudget, QueryKind, SuggestionKind, Verdict};
 
 fn checks(source: &str) -> Vec<CheckBudget> {
     let outcome = vram_core::evaluate(source);
@@ -126,4 +126,63 @@ find precision for chat on l4
     let answer = &outcome.budget.queries[0];
     assert!(answer.answer.ends_with("kv_cache fp8"), "{answer:#?}");
     assert!(answer.warning.is_some());
+}
+
+/// The models of `examples/diffusion-flux.vram` and a FLUX.1-dev workload at `resolution`, with
+/// `extra` lines in its diffusion block, checked on `device`.
+fn flux(resolution: &str, extra: &str, device: &str) -> String {
+    let example = include_str!("../../../../examples/diffusion-flux.vram");
+    let models = &example[..example.find("workload ").expect("the example has workloads")];
+    format!(
+        "{models}workload f {{\n  runtime diffusers\n  diffusion {{\n    denoiser flux1-dev-transformer\n    \
+         text_encoders t5-xxl-encoder clip-l-text\n    vae flux-vae\n    weights bf16\n    \
+         architecture dit\n    hidden 3072\n    resolution {resolution}\n    text_tokens 512 tokens\n\
+         {extra}  }}\n}}\ncheck f on {device}\n"
+    )
+}
+
+fn pipeline_change(check: &CheckBudget) -> Option<&str> {
+    check.suggestions.iter().find(|s| s.kind == SuggestionKind::Pipeline).map(|s| s.change.as_str())
+}
+
+#[test]
+fn a_diffusion_pipeline_that_does_not_fit_is_told_the_cheapest_memory_option_that_does() {
+    // 2048 x 2048 on an L40S: the full-resolution decode is what does not fit, and tiling it is
+    // enough, so offloading (slower) is not offered.
+    let over = &checks(&flux("2048 x 2048", "", "l40s"))[0];
+    assert!(!over.verdict.fits());
+    let suggestion = over.suggestions.iter().find(|s| s.kind == SuggestionKind::Pipeline);
+    let suggestion = suggestion.expect("a pipeline option");
+    assert_eq!(suggestion.change, "vae_tiling true");
+    assert!(suggestion.detail.contains("fits"), "{}", suggestion.detail);
+    // Written into the file, the change fits.
+    let tiled = &checks(&flux("2048 x 2048", "    vae_tiling true\n", "l40s"))[0];
+    assert!(tiled.verdict.fits());
+    assert_eq!(pipeline_change(tiled), None, "a check that fits gets no suggestion");
+
+    // CogVideoX on a 24 GB card: its 720 x 480 video is smaller than the default tile, so only
+    // offloading whole models between phases can help, and does.
+    let video = include_str!("../../../../examples/cogvideox-video.vram")
+        .replace("check cogvideox on a100-sxm4-80gb", "check cogvideox on rtx-4090");
+    let over = &checks(&video)[0];
+    assert_eq!(pipeline_change(over), Some("offload model"));
+    let offloaded =
+        video.replace("    video_frames  49\n", "    video_frames  49\n    offload model\n");
+    assert_ne!(offloaded, video);
+    assert!(checks(&offloaded)[0].verdict.fits());
+}
+
+#[test]
+fn a_pipeline_already_tiled_and_offloaded_is_offered_neither_again() {
+    let both = "    vae_tiling true\n    offload model\n";
+    let card = "device card16 { memory 16 GiB; arch ampere; precisions fp16 bf16 }\n";
+    let over = &checks(&format!("{card}{}", flux("2048 x 2048", both, "card16")))[0];
+    assert!(!over.verdict.fits());
+    assert_eq!(pipeline_change(over), None);
+    // A language model gets none either.
+    let llm = &checks(
+        "workload w { model llama3.1-70b; runtime pytorch; inference { weights bf16; context 4096 tokens } }\ncheck w on l4",
+    )[0];
+    assert!(!llm.verdict.fits());
+    assert_eq!(pipeline_change(llm), None);
 }
