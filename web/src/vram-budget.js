@@ -134,6 +134,19 @@ class VramBudget extends HTMLElement {
           ),
         );
       }
+      // When it does not fit, what would: the budget's own suggestions, the sessions one aside
+      // (the line above says it), at most three.
+      const changes = check.verdict.status === "fits" ? [] : check.suggestions.filter((s) => s.kind !== "sessions").slice(0, 3);
+      if (changes.length) {
+        children.push(
+          h(
+            "div",
+            { class: "would-fit" },
+            h("p", {}, "What would fit:"),
+            h("ul", {}, changes.map((s) => h("li", { "data-kind": s.kind }, h("code", {}, s.change), s.warning ? h("span", { class: "muted" }, ` (${s.warning})`) : null))),
+          ),
+        );
+      }
       const used = check.devices[0];
       children.push(h("p", { class: "muted" }, `${bytes(used.used)} used, ${bytes(used.headroom.bytes)} headroom kept, of ${bytes(used.capacity.bytes)}.`));
     }

@@ -154,7 +154,15 @@ test("the product page's element renders in its shadow DOM", async () => {
     // Playwright's CSS locators pierce open shadow roots.
     assert.ok((await page.locator(`#${id} .gpu .seg`).count()) >= 3, id);
     assert.match(await page.locator(`#${id} .fit-sessions`).textContent(), /Up to \d+ concurrent sessions/);
+    assert.equal(await page.locator(`#${id} .would-fit`).count(), 0, id);
   }
+  // 70B in bf16 on one H100 does not fit, and the element says what would: more GPUs with
+  // their split, a smaller precision with its warning, a machine.
+  assert.equal(await page.getAttribute("#chat-70b-bf16", "data-status"), "does_not_fit");
+  assert.match(await page.locator("#chat-70b-bf16 .fit-sessions").textContent(), /No session count fits/);
+  const devices = await page.locator('#chat-70b-bf16 .would-fit li[data-kind="devices"] code').textContent();
+  assert.match(devices, /^check \S+ on \d+ x h100-sxm-80gb split tensor \d+/);
+  assert.match(await page.locator('#chat-70b-bf16 .would-fit li[data-kind="precision"]').textContent(), /weights \S+.*validate quality/);
   // The host page's styles do not reach inside: the element keeps its own font.
   const font = await page.evaluate(() => {
     const el = document.querySelector("vram-budget").shadowRoot.querySelector("h3");

@@ -242,6 +242,12 @@ pub struct KvPool {
     pub needed_tokens: u64,
     /// Bytes those tokens need.
     pub needed: Bytes,
+    /// What the sessions lack when the pool is short: the KV they need beyond the pool, plus
+    /// what the runtime's other tensors already exceed its share by (the weights of a model too
+    /// large for the device leave no pool at all, and more than the KV is missing). The verdict
+    /// states it as "over by"; not in the JSON, where `needed`, `bytes` and the components say it.
+    #[serde(skip)]
+    pub shortfall: Bytes,
 }
 
 /// One line of a budget.

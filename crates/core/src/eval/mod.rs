@@ -277,7 +277,7 @@ fn rank_devices<'p>(
             }
         } else if let Some(pool) = kv_pool.as_ref().filter(|pool| pool.tokens < pool.needed_tokens)
         {
-            Verdict::Over { over: Bytes(pool.needed.0.saturating_sub(pool.bytes.0)) }
+            Verdict::Over { over: pool.shortfall }
         } else if required <= device.memory {
             Verdict::Fits { free: Bytes(device.memory.0 - required.0) }
         } else {

@@ -100,5 +100,18 @@ pub(crate) fn fill(
             }
         }
     }
-    Ok(KvPool { fraction: formula!("{percent} %"), bytes, tokens, needed_tokens, needed })
+    let shortfall = if tokens >= needed_tokens {
+        Bytes::ZERO
+    } else {
+        let beyond_share = Bytes(others.0.saturating_sub(share.0));
+        calc::add(Bytes(needed.0.saturating_sub(bytes.0)), beyond_share)?
+    };
+    Ok(KvPool {
+        fraction: formula!("{percent} %"),
+        bytes,
+        tokens,
+        needed_tokens,
+        needed,
+        shortfall,
+    })
 }

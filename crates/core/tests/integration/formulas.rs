@@ -508,6 +508,21 @@ fn vllm_fills_its_share_of_the_device_with_kv_blocks() {
     // ...and the budget carries the cache the sessions need, in the pool's units.
     assert_eq!(bytes(&checks[0], 0, "KV cache"), 64 * 8192 * 131_072);
     assert!(checks[0].devices[0].used.0 > share);
+    // Weights too large for the share leave no pool, and more than the KV is missing: the
+    // sessions' KV plus what everything else exceeds the share by (70B in bf16 on one H100:
+    // 131 GiB of weights against 71.7 GiB).
+    let big = source(16).replace("llama3.1-8b", "llama3.1-70b");
+    let checks = evaluate(&big);
+    let device = &checks[0].devices[0];
+    let pool = device.kv_pool.clone().expect("pool");
+    assert_eq!(pool.tokens, 0);
+    let kv = bytes(&checks[0], 0, "KV cache");
+    let others = device.used.0 - kv;
+    assert!(others > share);
+    assert_eq!(
+        checks[0].verdict,
+        Verdict::Over { over: vram_core::bytes::Bytes(kv + others - share) }
+    );
 }
 
 #[test]
