@@ -255,15 +255,15 @@ fn eager_training_keeps_every_attention_s_scores() {
     assert_eq!(bytes(&checks[0], "eager attention backward"), 2 * 2 * 32 * 256 * 256 * 4);
 }
 
-#[test]
-fn lora_adapts_self_and_cross_attention() {
-    let lora = "
+/// T5 v1.1 XL under LoRA of rank 8 on `targets`, 128 source and 32 target tokens.
+fn t5_lora(targets: &str) -> String {
+    "
 workload tune {
   model t5-v1.1-xl
   training {
     method lora {
       rank 8
-      targets q v
+      targets TARGETS
     }
     weights fp32
     micro_batch 1
@@ -272,8 +272,13 @@ workload tune {
   }
 }
 check tune on a100-sxm4-80gb
-";
-    let checks = evaluate(lora);
+"
+    .replace("TARGETS", targets)
+}
+
+#[test]
+fn lora_adapts_self_and_cross_attention() {
+    let checks = evaluate(&t5_lora("q v"));
     // q and v (2048 → 2048) in 24 encoder layers and twice in 24 decoder layers: 72 layers
     // of 2 × 8 × (2048 + 2048) fp32 parameters, each with fp32 gradients and two AdamW states.
     let adapters: u64 = 72 * 2 * 8 * (2048 + 2048);
@@ -282,25 +287,8 @@ check tune on a100-sxm4-80gb
 
 #[test]
 fn t5_module_names_name_the_mlp_targets() {
-    let named = "
-workload tune {
-  model t5-v1.1-xl
-  training {
-    method lora {
-      rank 8
-      targets wi_0 wi_1 wo
-    }
-    weights fp32
-    micro_batch 1
-    source 128 tokens
-    sequence 32 tokens
-  }
-}
-check tune on a100-sxm4-80gb
-";
-    let generic = named.replace("wi_0 wi_1 wo", "gate up down");
-    let a = evaluate(named);
-    let b = evaluate(&generic);
+    let a = evaluate(&t5_lora("wi_0 wi_1 wo"));
+    let b = evaluate(&t5_lora("gate up down"));
     assert_eq!(bytes(&a[0], "LoRA adapters"), bytes(&b[0], "LoRA adapters"));
     // 48 layers × (2 × 8 × (2048 + 5120) + 8 × (5120 + 2048)) fp32 parameters.
     assert_eq!(bytes(&a[0], "LoRA adapters"), 48 * 3 * 8 * (2048 + 5120) * 4);
