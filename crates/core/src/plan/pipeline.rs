@@ -8,7 +8,7 @@
 
 use super::{Planner, Stop};
 use crate::budget::Verdict;
-use crate::hir::{CheckSpec, DEFAULT_VAE_TILE, DiffusionOffload};
+use crate::hir::{DEFAULT_VAE_TILE, DiffusionOffload};
 
 /// The first memory option that makes the check fit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,8 +43,7 @@ impl Planner<'_> {
             MemoryOption { tile: false, offload: true },
             MemoryOption { tile: true, offload: true },
         ];
-        let spec: CheckSpec = self.spec.clone();
-        let mut found = None;
+        let spec = self.spec.clone();
         for option in options {
             if (option.tile && !can_tile) || (option.offload && !can_offload) {
                 continue;
@@ -66,10 +65,9 @@ impl Planner<'_> {
                     (true, false) => "offload model",
                     _ => "vae_tiling true",
                 };
-                found = Some(PipelineAnswer { change: change.to_string(), at: verdict });
-                break;
+                return Ok(Some(PipelineAnswer { change: change.to_string(), at: verdict }));
             }
         }
-        Ok(found)
+        Ok(None)
     }
 }
