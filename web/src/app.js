@@ -13,7 +13,8 @@ const EXAMPLES = [
   "moe-and-latent-attention.vram", "sliding-window.vram", "flan-t5-xl-summarise-and-tune.vram",
   "gguf-on-a-desktop-gpu.vram",
   "bnb-4bit-on-a-t4.vram", "long-generation-quantized-kv.vram", "qlora-on-24gb.vram",
-  "qwen2.5-7b-lora.vram", "full-finetune-7b-24gb.vram", "dgx-405b.vram",
+  "qwen2.5-7b-lora.vram", "full-finetune-7b-24gb.vram", "torchtune-memory-levers.vram",
+  "dgx-405b.vram",
   "diffusion-flux.vram", "sdxl-inference.vram", "cogvideox-video.vram", "diffusion-training.vram",
   "sdxl-lora.vram", "render-scene.vram",
 ];

@@ -599,6 +599,29 @@ pub struct Training {
     /// norms, biases) in a quantized base: PEFT's `prepare_model_for_kbit_training` casts them
     /// to fp32 for bitsandbytes models; their 16-bit type otherwise.
     pub unquantized: Precision,
+    /// The cross-entropy runs over the logits in this many chunks of the sequence (torchtune
+    /// `CEWithChunkedOutputLoss`, 8): the output head returns 16-bit chunks and each is upcast
+    /// on its own. 1: the whole sequence at once.
+    pub loss_chunks: u64,
+    /// Memory levers that shorten how long the step holds its gradients, logits and activations.
+    pub levers: Levers,
+}
+
+/// Memory levers of a training step (torchtune's single-device recipes expose each).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Levers {
+    /// The optimizer steps each parameter as soon as its gradient is complete, in the backward
+    /// pass, and frees that gradient (torchtune `optimizer_in_bwd`, a per-parameter optimizer
+    /// run by `register_post_accumulate_grad_hook`): the gradients are never all held at once.
+    pub step_in_backward: bool,
+    /// `torch.compile` runs the loss: the upcast, log-softmax and its backward are fused, so the
+    /// compiled graph keeps only its 16-bit input. The layers' stored activations are counted
+    /// as in eager mode, an upper bound on what the compiled layers keep.
+    pub compile: bool,
+    /// Saved activations go to host memory in the forward pass and come back for the backward
+    /// pass (torchtune `enable_activation_offloading`, `OffloadActivations`): one layer's are on
+    /// the device at a time, beside the one being transferred.
+    pub offload_activations: bool,
 }
 
 impl Training {

@@ -8,7 +8,8 @@ use super::quantity::Dim;
 use crate::ast::{Block, Field, Value};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
-    Attention, Checkpointing, LoraTarget, Method, Offload, Optimizer, Saved, Sharding, Training,
+    Attention, Checkpointing, Levers, LoraTarget, Method, Offload, Optimizer, Saved, Sharding,
+    Training,
 };
 use crate::precision::Precision;
 use crate::ratio::Ratio;
@@ -29,6 +30,10 @@ const NOT_FOR_A_DENOISER: &[(&str, &str)] = &[
     ("bucket_elements", "DeepSpeed buckets are not modelled for a denoiser"),
     ("loss", "a denoiser's loss is on its latents, not on logits"),
     ("unquantized", "a denoiser's weights are counted by parameter count, without embeddings"),
+    ("step_in_backward", "a step in the backward pass is not modelled for a denoiser"),
+    ("loss_chunks", "a denoiser's loss is on its latents, not on logits"),
+    ("compile", "a compiled loss is modelled for logits, not for a denoiser's latents"),
+    ("offload_activations", "activation offloading is not modelled for a denoiser"),
 ];
 
 /// Checks a `training` section. `denoiser`: the workload trains a diffusion pipeline's
@@ -58,6 +63,10 @@ pub(super) fn training(
         ("foreach", Repeat::Once),
         ("loss", Repeat::Once),
         ("unquantized", Repeat::Once),
+        ("step_in_backward", Repeat::Once),
+        ("loss_chunks", Repeat::Once),
+        ("compile", Repeat::Once),
+        ("offload_activations", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
     if denoiser.is_some() {
@@ -132,7 +141,14 @@ pub(super) fn training(
         });
     // Accumulating gradients over micro-batches changes time, not memory: the gradients are
     // already held; only `micro_batch` sizes the activations.
-    fields.whole("gradient_accumulation", Dim::Count, 1, 1_000_000, "8");
+    let accumulation = fields.whole("gradient_accumulation", Dim::Count, 1, 1_000_000, "8");
+    let step_in_backward = fields.boolean("step_in_backward");
+    let loss_chunks = fields.whole("loss_chunks", Dim::Count, 1, 1_024, "8");
+    let compile = fields.boolean("compile");
+    let offload_activations = fields.boolean("offload_activations");
+    if step_in_backward == Some(true) {
+        step_in_backward_fits(block, accumulation, sharding, offload, &fields);
+    }
     let micro_batch = fields.whole("micro_batch", Dim::Count, 1, 1_000_000, "4");
     // A denoiser's positions are the diffusion section's; 0 marks the field unused.
     let sequence = if denoiser.is_some() {
@@ -185,11 +201,57 @@ pub(super) fn training(
         deepspeed,
         foreach: foreach.unwrap_or(true),
         loss: loss.flatten().unwrap_or(Precision::Fp32),
+        loss_chunks: loss_chunks.unwrap_or(1),
+        levers: Levers {
+            step_in_backward: step_in_backward.unwrap_or(false),
+            compile: compile.unwrap_or(false),
+            offload_activations: offload_activations.unwrap_or(false),
+        },
         // A denoiser is counted by its parameters alone: nothing of it is left unquantized.
         unquantized: unquantized.unwrap_or_else(|| {
             if denoiser.is_some() { weights.companion() } else { default_unquantized(weights) }
         }),
     })
+}
+
+/// A step in the backward pass frees each gradient as soon as it is applied, so it cannot
+/// accumulate gradients over micro-batches (torchtune refuses `optimizer_in_bwd` with
+/// `gradient_accumulation_steps` above 1), and it is modelled for one device's whole optimizer:
+/// not with sharded or offloaded optimizer states.
+fn step_in_backward_fits(
+    block: &Block,
+    accumulation: Option<u64>,
+    sharding: Option<Sharding>,
+    offload: Option<Offload>,
+    fields: &Fields<'_>,
+) {
+    let span =
+        |key: &str| block.fields.iter().find(|f| f.key.name == key).map_or(block.span, |f| f.span);
+    if accumulation.is_some_and(|n| n > 1) {
+        fields.push(
+            Diagnostic::error(
+                "E014",
+                span("step_in_backward"),
+                "`step_in_backward` frees each gradient once it is applied, so gradients cannot \
+                 accumulate over micro-batches",
+            )
+            .with_label(span("gradient_accumulation"), "accumulates gradients here")
+            .with_help("set `gradient_accumulation 1`, or step after the backward pass"),
+        );
+    }
+    let sharded = sharding.is_some_and(|s| s != Sharding::None);
+    let offloaded = offload.is_some_and(|o| o != Offload::None);
+    if sharded || offloaded {
+        fields.push(
+            Diagnostic::error(
+                "E014",
+                span("step_in_backward"),
+                "`step_in_backward` is modelled for an optimizer that holds its states on this \
+                 device unsharded",
+            )
+            .with_help("drop `sharding` and `offload`, or step after the backward pass"),
+        );
+    }
 }
 
 /// What a quantized base keeps beside its quantized matrices when the field is not given:

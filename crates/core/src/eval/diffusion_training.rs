@@ -123,6 +123,8 @@ pub(crate) fn components(
                 1,
                 training.weights,
                 None,
+                // Refused for a denoiser by the checker: every gradient is held.
+                params,
             )?);
         }
         Method::Lora { rank, targets, dtype, .. } => {
@@ -245,8 +247,9 @@ fn adapters(
         }
     };
     let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
+    let params = rank.checked_mul(per_rank).ok_or(Overflow)?;
     Ok(Adapters {
-        params: rank.checked_mul(per_rank).ok_or(Overflow)?,
+        params,
         label: formula!(
             "adapter params (rank {rank} × {}, {})",
             thousands(per_rank),
@@ -254,6 +257,8 @@ fn adapters(
         ),
         dtype,
         factored: None,
+        // A step in the backward pass is refused for a denoiser: every gradient is held.
+        largest: params,
     })
 }
 

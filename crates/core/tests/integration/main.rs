@@ -15,4 +15,5 @@ mod kv_quantized;
 mod limits;
 mod planner;
 mod properties;
+mod step_memory;
 mod tidy;

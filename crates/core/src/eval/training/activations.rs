@@ -94,6 +94,13 @@ pub(in crate::eval) fn activations(
     Ok(components)
 }
 
+/// Layers whose stored activations are on the device at once: all of them, or with activation
+/// offloading two (torchtune `OffloadActivations`: the layer being computed and the one whose
+/// tensors are in transfer on the side stream, in either pass).
+pub(super) fn kept_layers(layers: u64, training: &Training) -> u64 {
+    if training.levers.offload_activations { layers.min(2) } else { layers }
+}
+
 /// A decoder-only model's layers: their activations, what LoRA adapters keep, eager scores.
 fn decoder_activations(
     shape: &Shape,
@@ -105,13 +112,19 @@ fn decoder_activations(
     let per_layer_bytes = per_layer.value()?;
     // 1F1B pipeline schedule: stage s keeps (stages - s) micro-batches in flight.
     let in_flight = placement.stages - placement.stage;
+    let layers = kept_layers(placement.layers, training);
+    let which =
+        if layers < placement.layers { "layers on the device (offloaded)" } else { "layers" };
     let mut components = Vec::new();
-    let source =
-        "DOMAIN.md §5.3: Korthikanti et al. 2022 (Table 2) adapted to gated MLP, GQA, no dropout";
+    let source = if training.levers.offload_activations {
+        "DOMAIN.md §5.3: Korthikanti et al. 2022 (Table 2) adapted to gated MLP, GQA; torchtune OffloadActivations moves saved tensors to the host"
+    } else {
+        "DOMAIN.md §5.3: Korthikanti et al. 2022 (Table 2) adapted to gated MLP, GQA, no dropout"
+    };
     let (bytes, formula) = match training.checkpointing {
         Checkpointing::None | Checkpointing::Selective => {
             let total = Product::new()
-                .times(placement.layers, "layers")?
+                .times(layers, which)?
                 .times(in_flight, "micro-batches in flight")?
                 .bytes_each(
                     Ratio::int(i128::from(per_layer_bytes.0)),
@@ -122,7 +135,7 @@ fn decoder_activations(
         Checkpointing::Full => {
             // Only each layer's input is kept; one layer is recomputed at a time in backward.
             let inputs = Product::new()
-                .times(placement.layers, "layers")?
+                .times(layers, which)?
                 .times(in_flight, "micro-batches in flight")?
                 .times(training.sequence, "tokens")?
                 .times(training.micro_batch, "micro_batch")?
@@ -162,22 +175,71 @@ fn logits(
         // logits, their shifted contiguous copy, the fp32 upcast and the fp32 log-softmax are
         // 2 + 2 + 4 + 4 B, and fp32 logits skip the upcast (4 + 4 + 4 B). A 16-bit loss (remote
         // code without `.float()`, no autocast) has no upcast: 2 + 2 + 2 B forward, 3 × 2 B back.
-        let loss = training.loss;
-        let per_logit = loss.bytes_per_element().checked_mul(Ratio::int(3)).ok_or(Overflow)?;
-        let what = format!("{} log-softmax + its gradient + the logits' gradient", loss.name());
+        let (per_logit, what, source) = per_logit(training)?;
         let logits = Product::new()
             .times(training.sequence, "tokens")?
             .times(training.micro_batch, "micro_batch")?
             .times(shape.vocab, "vocab")?
             .bytes_each(per_logit, what)?;
-        let source = if loss == Precision::Fp32 {
-            "DOMAIN.md §4.1: training logits are upcast to fp32 for the cross-entropy loss"
-        } else {
-            "the workload's `loss`: the cross-entropy runs on the 16-bit logits"
-        };
         return Ok(Some(intermediate("logits and loss", logits.finish()?, source)));
     }
     Ok(None)
+}
+
+/// Bytes per logit at the loss's peak, what they are, and their source.
+///
+/// The whole sequence at once: the log-softmax kept from the forward pass, its incoming gradient
+/// and the logits' outgoing gradient, each in the loss's precision (3 L). In `n` chunks (the
+/// head returns 16-bit chunks, each upcast on its own): the forward pass holds every 16-bit
+/// chunk and every kept log-softmax beside one chunk's upcast (c + L + L/n); the backward pass
+/// the kept log-softmax beside one chunk's two gradients and its 16-bit cast (L + (2L + c)/n).
+/// Compiled, the loss is one fused graph that keeps its 16-bit input and recomputes the
+/// softmax: every 16-bit chunk and one chunk's gradient (c + c/n).
+fn per_logit(training: &Training) -> Result<(Ratio, String, &'static str), Overflow> {
+    let loss = training.loss;
+    let l = loss.bytes_per_element();
+    let c = training.activations.bytes_per_element();
+    let n = Ratio::int(i128::from(training.loss_chunks.max(1)));
+    let over_n = |r: Ratio| r.checked_div(n).ok_or(Overflow);
+    let add = |a: Ratio, b: Ratio| a.checked_add(b).ok_or(Overflow);
+    if training.levers.compile {
+        let per = add(c, over_n(c)?)?;
+        let what = format!(
+            "{} logits kept by the compiled loss + one of {} chunks' gradient",
+            training.activations.name(),
+            training.loss_chunks
+        );
+        return Ok((
+            per,
+            what,
+            "torch.compile fuses the upcast, log-softmax and its backward (the partitioner recomputes the softmax from the saved 16-bit input)",
+        ));
+    }
+    let source = if loss == Precision::Fp32 {
+        "DOMAIN.md §4.1: training logits are upcast to fp32 for the cross-entropy loss"
+    } else {
+        "the workload's `loss`: the cross-entropy runs on the 16-bit logits"
+    };
+    if training.loss_chunks <= 1 {
+        let per = l.checked_mul(Ratio::int(3)).ok_or(Overflow)?;
+        let what = format!("{} log-softmax + its gradient + the logits' gradient", loss.name());
+        return Ok((per, what, source));
+    }
+    let upcast = if l == c { Ratio::ZERO } else { l };
+    let forward = add(add(c, l)?, over_n(upcast)?)?;
+    let two_l = l.checked_mul(Ratio::int(2)).ok_or(Overflow)?;
+    let backward = add(l, over_n(add(two_l, c)?)?)?;
+    let per = if forward >= backward { forward } else { backward };
+    let what = format!(
+        "{} log-softmax kept + one of {} chunks' upcast and gradients",
+        loss.name(),
+        training.loss_chunks
+    );
+    Ok((
+        per,
+        what,
+        "torchtune CEWithChunkedOutputLoss: the head's output in chunks, each upcast and its log-softmax kept",
+    ))
 }
 
 /// What an eager (unfused) attention materializes at the training peak, batch × heads × s²
@@ -193,7 +255,7 @@ fn eager_attention(
 ) -> Result<Vec<Component>, Overflow> {
     let (per_score, kept) = kept_per_score(shape, training)?;
     let (layers, which) = match training.checkpointing {
-        Checkpointing::None => (placement.layers, "layers"),
+        Checkpointing::None => (kept_layers(placement.layers, training), "layers"),
         Checkpointing::Selective | Checkpointing::Full => (1, "recomputed layer"),
     };
     let heads = shape.heads / placement.tensor;

@@ -96,6 +96,29 @@ pub(super) fn adapted_matrix(shape: &Shape, target: LoraTarget) -> Option<(u64, 
     }
 }
 
+/// Values of the largest parameter tensor on this device: the embedding, the output head or
+/// the largest layer matrix.
+fn largest_tensor(shape: &Shape, placement: &Placement) -> u64 {
+    let ends = params::ends(shape, placement);
+    let first = placement.first_layer;
+    let matrices = (first..first + placement.layers)
+        .flat_map(|layer| params::layer_matrices(shape, layer, placement.tensor))
+        .map(|(_, n)| n)
+        .max()
+        .unwrap_or(0);
+    ends.embedding.max(ends.head).max(matrices)
+}
+
+/// Values of the largest adapter matrix: `rank × max(in, out)` of the widest target.
+fn largest_adapter(shape: &Shape, placement: &Placement, rank: u64, targets: &[LoraTarget]) -> u64 {
+    targets
+        .iter()
+        .filter_map(|t| adapted_matrix(shape, *t))
+        .map(|(input, output)| rank.saturating_mul(div_ceil(input.max(output), placement.tensor)))
+        .max()
+        .unwrap_or(0)
+}
+
 /// ZeRO-3 / FSDP gather one layer's full weights (and produce its full gradients) at a time:
 /// DeepSpeed's `largest_layer_memory = 4 × largest_layer_params` for 16-bit training.
 fn gathered_layer(
@@ -178,6 +201,7 @@ pub(crate) fn components(
                 data,
                 training.weights,
                 params::factored_state_values(shape, placement),
+                largest_tensor(shape, placement),
             )?);
         }
         Method::Lora { rank, targets, dtype, save, .. } => {
@@ -185,7 +209,9 @@ pub(crate) fn components(
             let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
             let label = formula!("adapter params (rank {rank}, {})", names.join(" "));
             let factored = lora_shapes(shape, placement, *rank, targets).ok().map(|(_, f)| f);
-            let adapters = Adapters { params: adapter_params, label, dtype: *dtype, factored };
+            let largest = largest_adapter(shape, placement, *rank, targets);
+            let adapters =
+                Adapters { params: adapter_params, label, dtype: *dtype, factored, largest };
             components.extend(adapter_states(&adapters, training, data, &mut step)?);
             // PEFT `modules_to_save`: whole modules trained next to the adapters, as a
             // trainable copy of the module with its own gradients and optimizer state.
@@ -226,6 +252,7 @@ pub(crate) fn components(
                         save.len() as u64
                             * (div_ceil(shape.vocab, placement.tensor) + shape.hidden),
                     ),
+                    ends.embedding.max(ends.head),
                 )?);
             }
         }

@@ -40,9 +40,10 @@ struct Stacks {
 impl Stacks {
     fn new(shape: &Shape, placement: &Placement, training: &Training, source: u64) -> Stacks {
         let encoder = shape.encoder_layers_in(placement.first_layer, placement.layers);
+        let kept = |layers: u64| super::activations::kept_layers(layers, training);
         Stacks {
-            encoder,
-            decoder: placement.layers - encoder,
+            encoder: kept(encoder),
+            decoder: kept(placement.layers - encoder),
             source,
             target: training.sequence,
             batch: training.micro_batch,

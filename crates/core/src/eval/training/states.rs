@@ -123,7 +123,9 @@ pub(in crate::eval) fn step_transient(
     updated: Precision,
     ways: u64,
 ) -> Result<Option<(crate::bytes::Bytes, String)>, Overflow> {
-    if training.offload != Offload::None || params == 0 {
+    // Stepped in the backward pass, each parameter has its own optimizer: its temporaries are
+    // one tensor's, left out like a per-tensor loop's.
+    if training.offload != Offload::None || params == 0 || training.levers.step_in_backward {
         return Ok(None);
     }
     if training.deepspeed {
@@ -151,9 +153,41 @@ pub(in crate::eval) fn step_transient(
     Ok(None)
 }
 
+/// The gradients of `params` trained parameters: all of them, divided over the data ranks
+/// when sharded; or, when the optimizer steps in the backward pass, only the largest tensor's
+/// (`largest` values), the one gradient that can be waiting for its step (a tied embedding's
+/// waits from the output head's backward to the embedding's).
+fn gradients(
+    params: u64,
+    label: &'static str,
+    training: &Training,
+    data: u64,
+    largest: u64,
+) -> Result<(crate::bytes::Bytes, String), Overflow> {
+    let g = training.gradients;
+    if training.levers.step_in_backward {
+        let product = Product::new()
+            .times(largest.min(params), "params of the largest trained tensor")?
+            .bytes_each(g.bytes_per_element(), g.name())?;
+        return product.finish();
+    }
+    sharded(
+        params,
+        label,
+        g.bytes_per_element(),
+        g.name(),
+        divisor(training, Sharding::Zero2, data),
+    )
+}
+
+const GRADIENTS_SOURCE: &str = "DOMAIN.md §5.1";
+const STEP_IN_BACKWARD_SOURCE: &str = "torchtune optimizer_in_bwd: one optimizer per parameter, stepped by register_post_accumulate_grad_hook, which then frees the gradient";
+
 /// Master copy, gradients and optimizer state of `params` trained parameters, each divided over
 /// the data ranks its sharding stage covers; master and optimizer stay on the host when
-/// offloaded, and so do the gradients of sharded training.
+/// offloaded, and so do the gradients of sharded training. `largest`: the values of the
+/// largest trained tensor.
+#[allow(clippy::too_many_arguments)]
 pub(in crate::eval) fn trained_states(
     prefix: &str,
     params: u64,
@@ -162,6 +196,7 @@ pub(in crate::eval) fn trained_states(
     data: u64,
     updated: Precision,
     factored: Option<u64>,
+    largest: u64,
 ) -> Result<Vec<Component>, Overflow> {
     let mut components = Vec::new();
     let master_ways = divisor(training, Sharding::Zero1, data);
@@ -174,10 +209,8 @@ pub(in crate::eval) fn trained_states(
     // Offloaded with sharding, each reduced gradient goes to the host; what stays on the device
     // is the buckets (ZeRO-1/2) or the gathered layer's gradients (ZeRO-3, FSDP).
     if !training.gradients_on_host() {
-        let g = training.gradients;
-        let gradient_ways = divisor(training, Sharding::Zero2, data);
-        let figures = sharded(params, label, g.bytes_per_element(), g.name(), gradient_ways)?;
-        components.push(state(&format!("{prefix}gradients"), figures, "DOMAIN.md §5.1"));
+        let figures = gradients(params, label, training, data, largest)?;
+        components.push(state(&format!("{prefix}gradients"), figures, gradients_source(training)));
     }
     if on_device {
         components.extend(optimizer_state(
@@ -200,6 +233,12 @@ pub(in crate::eval) struct Adapters {
     pub(in crate::eval) label: String,
     pub(in crate::eval) dtype: Precision,
     pub(in crate::eval) factored: Option<u64>,
+    /// Values of the largest adapter matrix (`rank × max(in, out)`).
+    pub(in crate::eval) largest: u64,
+}
+
+fn gradients_source(training: &Training) -> &'static str {
+    if training.levers.step_in_backward { STEP_IN_BACKWARD_SOURCE } else { GRADIENTS_SOURCE }
 }
 
 /// The adapters, their gradients and their optimizer state; what the optimizer step needs of
@@ -220,10 +259,11 @@ pub(in crate::eval) fn adapter_states(
         weights.finish()?,
         "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)",
     ));
-    let gradient_ways = divisor(training, Sharding::Zero2, data);
-    let figures =
-        sharded(params, "adapter params", dtype.bytes_per_element(), dtype.name(), gradient_ways)?;
-    components.push(state("adapter gradients", figures, "DOMAIN.md §5.4"));
+    let adapter_gradients = Training { gradients: dtype, ..training.clone() };
+    let figures = gradients(params, "adapter params", &adapter_gradients, data, adapters.largest)?;
+    let source =
+        if training.levers.step_in_backward { STEP_IN_BACKWARD_SOURCE } else { "DOMAIN.md §5.4" };
+    components.push(state("adapter gradients", figures, source));
     let master_ways = divisor(training, Sharding::Zero1, data);
     step.extend(step_transient(params, "adapter params", training, dtype, master_ways)?);
     if training.offload == Offload::None {
