@@ -118,6 +118,8 @@ pub mod assume {
          (`cache_layout tuple`): the whole previous cache is alive at the end of a decode step";
     pub const GGUF_UNIFORM: &str = "a GGUF transformer written as one ggml type for every weight \
          (the files keep norms, biases and some projections at higher precision)";
+    pub const COMPILED_LAYERS: &str = "torch.compile: the compiled loss is modelled, the compiled \
+         layers' stored activations are counted as in eager mode (an upper bound)";
     pub const NOT_MODELLED: &str =
         "a setting the language does not model and the measurement shows to be neutral";
     pub const LOADED_BEFORE_OFFLOAD: &str = "model offload after the whole pipeline was moved to \

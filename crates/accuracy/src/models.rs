@@ -290,17 +290,21 @@ pub fn lora_targets(
             (Family::Llama, "q_proj") | (Family::T5, "q") => &["q"],
             (Family::Llama, "k_proj") | (Family::T5, "k") => &["k"],
             (Family::Llama, "v_proj") | (Family::T5, "v") => &["v"],
-            (Family::Llama, "o_proj") | (Family::T5, "o") | (_, "dense" | "out_proj") => &["o"],
-            (Family::Llama, "gate_proj") | (Family::QwenV1, "w2") | (Family::T5, "wi_0") => {
+            // torchtune (and Meta's own code, Mixtral's experts) name the attention output
+            // `output_proj` and the MLP's gate, down and up projections `w1`, `w2`, `w3`.
+            (Family::Llama, "o_proj" | "output_proj")
+            | (Family::T5, "o")
+            | (_, "dense" | "out_proj") => &["o"],
+            (Family::Llama, "gate_proj" | "w1") | (Family::QwenV1, "w2") | (Family::T5, "wi_0") => {
                 &["gate"]
             }
-            (Family::Llama, "up_proj")
+            (Family::Llama, "up_proj" | "w3")
             | (Family::QwenV1, "w1")
             | (Family::T5, "wi" | "wi_1")
             | (_, "dense_h_to_4h" | "fc1" | "c_fc") => &["up"],
-            (Family::Llama, "down_proj") | (Family::T5, "wo") | (_, "dense_4h_to_h" | "fc2") => {
-                &["down"]
-            }
+            (Family::Llama, "down_proj" | "w2")
+            | (Family::T5, "wo")
+            | (_, "dense_4h_to_h" | "fc2") => &["down"],
             // Fused q, k and v: Qwen v1's `c_attn`, and other families' names for the same
             // matrices (BLOOM, Falcon, GPT-NeoX `query_key_value`; Phi-3 `qkv_proj`; MPT
             // `Wqkv`); likewise the attention output (`dense`, `out_proj`), a fused gate and up

@@ -57,7 +57,11 @@ pub fn view_for(method: &str) -> (View, Basis) {
     let method = method.to_lowercase();
     if method.trim_start().starts_with("not stated") {
         (View::Allocated, Basis::NotStated)
-    } else if method.contains("max_memory_allocated") || method.contains("allocated_bytes.all.peak")
+    } else if method.contains("max_memory_allocated")
+        || method.contains("allocated_bytes.all.peak")
+        // Active bytes are the allocated blocks and those freed but still in use by a stream.
+        || method.contains("active_bytes.all.peak")
+        || method.contains("peak memory active")
     {
         (View::Allocated, Basis::Stated)
     } else if method.contains("max_memory_reserved") || method.contains("reserved_bytes.all.peak") {
@@ -137,6 +141,10 @@ mod tests {
         assert_eq!(v("nvitop, peak over the run"), (View::Device, Basis::Stated));
         assert_eq!(v("torch.cuda.mem_get_info() before and after"), (View::Device, Basis::Stated));
         assert_eq!(v("memory_stats()['reserved_bytes.all.peak']"), (View::Reserved, Basis::Stated));
+        assert_eq!(
+            v("torchtune log_memory_stats: Peak Memory Active (active_bytes.all.peak)"),
+            (View::Allocated, Basis::Stated)
+        );
         assert_eq!(
             v("not stated in README; scripts of that era report max_memory_allocated"),
             (View::Allocated, Basis::NotStated)

@@ -48,6 +48,21 @@ fn published_logs_are_evaluated_or_have_a_reason() {
     }
 }
 
+/// Framework documentation tables (`data/published-tables.json`, torchtune's memory levers on
+/// Llama 3.2 3B), a third data set in the same schema: every point is compared or says why not,
+/// and every generated source checks.
+#[test]
+fn published_tables_are_evaluated_or_have_a_reason() {
+    let points =
+        data::parse(include_str!("../data/published-tables.json")).expect("the file parses");
+    assert!(points.len() >= 10, "the tables data set has {} points", points.len());
+    let run = run(&points);
+    every_point_is_accounted_for(&points, &run);
+    let c = counts(&run);
+    assert_eq!(c.harness_errors, 0, "generated sources that do not check");
+    assert!(c.compared >= 9, "only {} of the table's rows compared", c.compared);
+}
+
 /// Every point is compared, checked as a verdict, or unexpressed with reasons that say why,
 /// and the rules read every wording of the data set (a new wording is a rule to add).
 fn every_point_is_accounted_for(points: &[Point], run: &Run) {

@@ -66,6 +66,7 @@ pub(super) fn body(
     }
     let _ = writeln!(out, "    sequence      {sequence} tokens");
     let _ = writeln!(out, "    checkpointing {}", if checkpointing { "full" } else { "none" });
+    out.push_str(&levers(cx));
     if cx.eager_attention() {
         out.push_str("    attention     eager\n");
     }
@@ -177,7 +178,14 @@ fn method(
             return None;
         }
     };
-    if !distribution.deepspeed {
+    let torchtune = is_torchtune(point);
+    if torchtune && !distribution.deepspeed {
+        cx.assume(
+            assume::SCRIPT_SETTING,
+            "LoRA adapters in bf16: torchtune's recipes build the whole model, adapters \
+             included, in the config's dtype (bf16)",
+        );
+    } else if !distribution.deepspeed {
         cx.assume(assume::LORA_DTYPE, format!("{text:?} states no adapter precision"));
     }
     if fused {
@@ -200,6 +208,9 @@ fn method(
     let mut lines = format!("    method lora {{\n      rank    {rank}\n      targets {targets}\n");
     if saved {
         lines.push_str("      modules_to_save embeddings head\n");
+    }
+    if torchtune && !distribution.deepspeed {
+        lines.push_str("      dtype   bf16  # torchtune: the model's dtype\n");
     }
     if qwen_script {
         cx.assume(
@@ -231,6 +242,26 @@ fn states(
         if method.lora {
             cx.assume(assume::DEEPSPEED_ADAPTERS, format!("{stage}, compute {compute}"));
         }
+    }
+    let sixteen_bit = weights.is_some_and(|w| matches!(w, "bf16" | "fp16"));
+    let quantized = weights.is_some_and(|w| !matches!(w, "bf16" | "fp16" | "fp32"));
+    if quantized && is_torchtune(cx.point) {
+        // torchtune quantizes its LoRA layers itself; nothing casts the rest to fp32.
+        cx.assume(
+            assume::SCRIPT_SETTING,
+            "unquantized bf16: torchtune's QLoRA models keep embeddings and norms in the \
+             config's dtype (no PEFT k-bit preparation)",
+        );
+        out.push_str("    unquantized   bf16\n");
+    }
+    if !method.lora && sixteen_bit && !distribution.deepspeed && is_torchtune(cx.point) {
+        cx.assume(
+            assume::SCRIPT_SETTING,
+            "master none, gradients bf16: torchtune's full_finetune recipes train the model in \
+             the config's dtype (bf16) with no fp32 copy, so gradients and moments are bf16",
+        );
+        out.push_str("    master        none  # torchtune: pure bf16\n");
+        out.push_str("    gradients     bf16\n");
     }
     if method.saved {
         if distribution.deepspeed {
@@ -273,6 +304,52 @@ fn states(
         let _ = writeln!(out, "    offload       {word}");
     }
     out
+}
+
+/// The memory levers a point's settings name (torchtune's recipe flags and their wordings):
+/// `optimizer_in_bwd`, `CEWithChunkedOutputLoss`, activation offloading and `torch.compile`.
+fn levers(cx: &mut Cx<'_>) -> String {
+    let point = cx.point;
+    let text = format!(
+        "{} {}",
+        point.other_settings.as_deref().unwrap_or_default(),
+        point.optimizer.as_deref().unwrap_or_default()
+    )
+    .to_lowercase();
+    let says = |words: &[&str]| words.iter().any(|w| text.contains(w));
+    let mut out = String::new();
+    let accumulates = point.grad_accum.is_some_and(|n| n > 1);
+    let not_in_backward = says(&["no optimizer_in_bwd", "optimizer_in_bwd=false"]);
+    if says(&["optimizer_in_bwd", "optimizer in backward", "optimizer step into backward"])
+        && !not_in_backward
+        && !accumulates
+    {
+        out.push_str("    step_in_backward true  # optimizer_in_bwd\n");
+    }
+    if says(&["cewithchunkedoutputloss", "chunked cross", "chunked ce", "chunked output loss"]) {
+        cx.assume(
+            assume::RUNTIME_DEFAULT,
+            "chunked cross-entropy in 8 chunks: torchtune CEWithChunkedOutputLoss \
+             num_output_chunks = 8",
+        );
+        out.push_str("    loss_chunks   8  # CEWithChunkedOutputLoss\n");
+    }
+    if says(&["activation offloading", "activation_offloading", "offload activations"]) {
+        out.push_str("    offload_activations true\n");
+    }
+    let uncompiled = says(&["compile=false", "compile: false", "no compile", "without compile"]);
+    if says(&["torch.compile", "compile=true", "compile: true", "compile enabled", "+ compile"])
+        && !uncompiled
+    {
+        cx.assume(assume::COMPILED_LAYERS, "compile named in the settings");
+        out.push_str("    compile       true\n");
+    }
+    out
+}
+
+/// Whether the point trains with one of torchtune's recipes.
+fn is_torchtune(point: &crate::data::Point) -> bool {
+    point.framework.to_lowercase().contains("torchtune")
 }
 
 /// `r=64` or `rank 4`.
