@@ -19,6 +19,10 @@ const EXAMPLES: &[(&str, &str)] = &[
         include_str!("../../../examples/flan-t5-xl-summarise-and-tune.vram"),
     ),
     ("full-finetune-7b-24gb.vram", include_str!("../../../examples/full-finetune-7b-24gb.vram")),
+    (
+        "torchtune-memory-levers.vram",
+        include_str!("../../../examples/torchtune-memory-levers.vram"),
+    ),
     ("gguf-on-a-desktop-gpu.vram", include_str!("../../../examples/gguf-on-a-desktop-gpu.vram")),
     ("llama3.1-405b-meta-fp8.vram", include_str!("../../../examples/llama3.1-405b-meta-fp8.vram")),
     ("llama3.1-70b-fp8-tp2.vram", include_str!("../../../examples/llama3.1-70b-fp8-tp2.vram")),
