@@ -153,18 +153,18 @@ pub(in crate::eval) fn step_transient(
     Ok(None)
 }
 
-/// The gradients of `params` trained parameters: all of them, divided over the data ranks
-/// when sharded; or, when the optimizer steps in the backward pass, only the largest tensor's
-/// (`largest` values), the one gradient that can be waiting for its step (a tied embedding's
-/// waits from the output head's backward to the embedding's).
+/// The gradients, in `g`, of `params` trained parameters: all of them, divided over the data
+/// ranks when sharded; or, when the optimizer steps in the backward pass, only the largest
+/// tensor's (`largest` values), the one gradient that can be waiting for its step (a tied
+/// embedding's waits from the output head's backward to the embedding's).
 fn gradients(
     params: u64,
     label: &'static str,
+    g: Precision,
     training: &Training,
     data: u64,
     largest: u64,
 ) -> Result<(crate::bytes::Bytes, String), Overflow> {
-    let g = training.gradients;
     if training.levers.step_in_backward {
         let product = Product::new()
             .times(largest.min(params), "params of the largest trained tensor")?
@@ -209,7 +209,7 @@ pub(in crate::eval) fn trained_states(
     // Offloaded with sharding, each reduced gradient goes to the host; what stays on the device
     // is the buckets (ZeRO-1/2) or the gathered layer's gradients (ZeRO-3, FSDP).
     if !training.gradients_on_host() {
-        let figures = gradients(params, label, training, data, largest)?;
+        let figures = gradients(params, label, training.gradients, training, data, largest)?;
         components.push(state(&format!("{prefix}gradients"), figures, gradients_source(training)));
     }
     if on_device {
@@ -259,8 +259,7 @@ pub(in crate::eval) fn adapter_states(
         weights.finish()?,
         "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)",
     ));
-    let adapter_gradients = Training { gradients: dtype, ..training.clone() };
-    let figures = gradients(params, "adapter params", &adapter_gradients, data, adapters.largest)?;
+    let figures = gradients(params, "adapter params", dtype, training, data, adapters.largest)?;
     let source =
         if training.levers.step_in_backward { STEP_IN_BACKWARD_SOURCE } else { "DOMAIN.md §5.4" };
     components.push(state("adapter gradients", figures, source));
