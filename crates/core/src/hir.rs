@@ -605,6 +605,22 @@ pub struct Training {
     pub loss_chunks: u64,
     /// Memory levers that shorten how long the step holds its gradients, logits and activations.
     pub levers: Levers,
+    /// How the training loop clears the gradients after each optimizer step.
+    pub zero_grad: ZeroGrad,
+    /// Micro-batches whose gradients add up before each optimizer step.
+    pub accumulation: u64,
+}
+
+/// How a training loop clears the gradients after the optimizer step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZeroGrad {
+    /// `zero_grad(set_to_none=True)`, PyTorch's default since 2.0 (and what transformers'
+    /// Trainer, Accelerate, Lightning and torchtune call): the gradients are freed, so none
+    /// exists in the next forward pass.
+    SetToNone,
+    /// `zero_grad(set_to_none=False)` (PyTorch 1.x's default, diffusers' example scripts
+    /// without `--set_grads_to_none`): the gradient tensors stay allocated, filled with zeros.
+    Zeros,
 }
 
 /// Memory levers of a training step (torchtune's single-device recipes expose each).
@@ -631,6 +647,19 @@ impl Training {
     /// reduced shard).
     pub fn gradients_on_host(&self) -> bool {
         self.offload != Offload::None && self.sharding != Sharding::None
+    }
+
+    /// Whether the gradients exist only from the backward pass to the optimizer step: freed
+    /// after each step (`set_to_none`) and not accumulated over micro-batches. Not for
+    /// DeepSpeed ZeRO-3, which reduces into a flat gradient buffer it allocates once
+    /// (`stage3.py`, `grad_partitions_flat_buffer`), nor for gradients that live on the host
+    /// or are stepped one tensor at a time in the backward pass.
+    pub fn gradients_freed_each_step(&self) -> bool {
+        self.zero_grad == ZeroGrad::SetToNone
+            && self.accumulation == 1
+            && !self.levers.step_in_backward
+            && !(self.deepspeed && self.sharding == Sharding::Zero3)
+            && !self.gradients_on_host()
     }
 }
 

@@ -488,6 +488,44 @@ impl Cx<'_> {
             || self.transformers_before_sdpa()
     }
 
+    /// Whether the point ran on PyTorch before 2.0 (March 2023), as its version note says:
+    /// `PyTorch 1.x`, a date before 2023 or in its first months, or transformers before 4.27
+    /// (the release that followed PyTorch 2.0).
+    pub(crate) fn before_pytorch_2(&self) -> bool {
+        let point = self.point;
+        let text = format!(
+            "{} {}",
+            point.framework,
+            point.framework_version.as_deref().unwrap_or_default()
+        )
+        .to_lowercase();
+        let old_year = (2015..2023).any(|year| text.contains(&year.to_string()));
+        text.contains("pytorch 1.")
+            || text.contains("torch 1.")
+            || text.contains("early 2023")
+            || old_year
+            || transformers_minor(&text).is_some_and(|minor| minor < 27)
+    }
+
+    /// How long the gradients live: `gradient_accumulation N` when they accumulate over
+    /// micro-batches (held through every forward pass); else `zero_grad zeros` for a point
+    /// trained on PyTorch 1.x, whose `zero_grad()` keeps the gradient tensors
+    /// (`set_to_none=False`, its default until 2.0).
+    pub(crate) fn gradient_lifetime(&mut self) -> Option<String> {
+        if let Some(steps) = self.point.grad_accum.filter(|n| *n > 1) {
+            return Some(format!("    gradient_accumulation {steps}\n"));
+        }
+        if !self.before_pytorch_2() {
+            return None;
+        }
+        self.assume(
+            assume::RUNTIME_DEFAULT,
+            "zero_grad zeros: before PyTorch 2.0, zero_grad() filled the gradients with zeros \
+             (set_to_none=False), so they stay allocated through the next forward pass",
+        );
+        Some("    zero_grad     zeros  # PyTorch 1.x\n".to_string())
+    }
+
     /// The Trainer's default optimizer before it became PyTorch's AdamW: transformers' own
     /// `AdamW` (`optim="adamw_hf"`), in releases before 4.29.
     pub(crate) fn legacy_trainer_adamw(&self) -> bool {

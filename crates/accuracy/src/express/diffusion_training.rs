@@ -105,7 +105,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     }
     let _ = writeln!(out, "    optimizer     {}", optimizer(cx));
     let _ = writeln!(out, "    checkpointing {}", if checkpointing { "full" } else { "none" });
-    if before_pytorch_2(cx) {
+    if cx.before_pytorch_2() {
         cx.assume(
             assume::SCRIPT_SETTING,
             "diffusers attention before PyTorch 2.0 (early 2023) without xformers: eager \
@@ -113,15 +113,12 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         );
         out.push_str("    attention     eager\n");
     }
+    out.push_str(&cx.gradient_lifetime().unwrap_or_default());
     out.push_str("  }\n");
     Some(out)
 }
 
 /// Whether the point ran before PyTorch 2.0's fused attention reached diffusers (March 2023).
-fn before_pytorch_2(cx: &Cx<'_>) -> bool {
-    cx.point.framework_version.as_deref().unwrap_or_default().contains("early 2023")
-}
-
 /// The denoiser's batch: the stated one, doubled by DreamBooth's prior preservation (each step
 /// concatenates the instance and class images).
 fn batch(cx: &mut Cx<'_>) -> Option<u64> {

@@ -67,6 +67,7 @@ pub(super) fn body(
     let _ = writeln!(out, "    sequence      {sequence} tokens");
     let _ = writeln!(out, "    checkpointing {}", if checkpointing { "full" } else { "none" });
     out.push_str(&levers(cx));
+    out.push_str(&cx.gradient_lifetime().unwrap_or_default());
     if cx.eager_attention() {
         out.push_str("    attention     eager\n");
     }

@@ -9,7 +9,7 @@ use crate::ast::{Block, Field, Value};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
     Attention, Checkpointing, Levers, LoraTarget, Method, Offload, Optimizer, Saved, Sharding,
-    Training,
+    Training, ZeroGrad,
 };
 use crate::precision::Precision;
 use crate::ratio::Ratio;
@@ -67,6 +67,7 @@ pub(super) fn training(
         ("loss_chunks", Repeat::Once),
         ("compile", Repeat::Once),
         ("offload_activations", Repeat::Once),
+        ("zero_grad", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
     if denoiser.is_some() {
@@ -139,15 +140,23 @@ pub(super) fn training(
             "parameters" => Offload::Parameters,
             _ => Offload::None,
         });
-    // Accumulating gradients over micro-batches changes time, not memory: the gradients are
-    // already held; only `micro_batch` sizes the activations.
+    // Accumulated gradients are held through every micro-batch's forward pass; one micro-batch
+    // per step lets gradients freed after the step (`zero_grad`) leave the forward pass free.
     let accumulation = fields.whole("gradient_accumulation", Dim::Count, 1, 1_000_000, "8");
+    let zero_grad =
+        fields.choice("zero_grad", &["set_to_none", "zeros"]).map(|(w, _)| match w {
+            "zeros" => ZeroGrad::Zeros,
+            _ => ZeroGrad::SetToNone,
+        });
     let step_in_backward = fields.boolean("step_in_backward");
     let loss_chunks = fields.whole("loss_chunks", Dim::Count, 1, 1_024, "8");
     let compile = fields.boolean("compile");
     let offload_activations = fields.boolean("offload_activations");
     if step_in_backward == Some(true) {
         step_in_backward_fits(block, accumulation, sharding, offload, &fields);
+    }
+    if zero_grad == Some(ZeroGrad::SetToNone) {
+        set_to_none_matters(block, accumulation, step_in_backward, diagnostics);
     }
     let micro_batch = fields.whole("micro_batch", Dim::Count, 1, 1_000_000, "4");
     // A denoiser's positions are the diffusion section's; 0 marks the field unused.
@@ -207,6 +216,8 @@ pub(super) fn training(
             compile: compile.unwrap_or(false),
             offload_activations: offload_activations.unwrap_or(false),
         },
+        zero_grad: zero_grad.unwrap_or(ZeroGrad::SetToNone),
+        accumulation: accumulation.unwrap_or(1),
         // A denoiser is counted by its parameters alone: nothing of it is left unquantized.
         unquantized: unquantized.unwrap_or_else(|| {
             if denoiser.is_some() { weights.companion() } else { default_unquantized(weights) }
@@ -252,6 +263,44 @@ fn step_in_backward_fits(
             .with_help("drop `sharding` and `offload`, or step after the backward pass"),
         );
     }
+}
+
+/// `zero_grad set_to_none` frees the gradients after the step; it changes nothing while they
+/// accumulate over micro-batches (held through each forward pass) or when the step already
+/// frees each one in the backward pass.
+fn set_to_none_matters(
+    block: &Block,
+    accumulation: Option<u64>,
+    step_in_backward: Option<bool>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let field = |key: &str| block.fields.iter().find(|f| f.key.name == key);
+    let Some(written) = field("zero_grad") else { return };
+    let (why, other, help) = if accumulation.is_some_and(|n| n > 1) {
+        (
+            "gradients accumulate over micro-batches",
+            "gradient_accumulation",
+            "remove `zero_grad`, or set `gradient_accumulation 1`",
+        )
+    } else if step_in_backward == Some(true) {
+        (
+            "the step in the backward pass already frees each gradient",
+            "step_in_backward",
+            "remove `zero_grad`",
+        )
+    } else {
+        return;
+    };
+    let mut warning = Diagnostic::warning(
+        "W005",
+        written.key.span,
+        format!("`zero_grad set_to_none` has no effect: {why}"),
+    )
+    .with_help(help);
+    if let Some(other) = field(other) {
+        warning = warning.with_label(other.span, "here");
+    }
+    diagnostics.push(warning);
 }
 
 /// What a quantized base keeps beside its quantized matrices when the field is not given:

@@ -105,10 +105,10 @@ pub(crate) fn components(
         return Ok(components);
     };
     components.extend(llm_training::autocast_copies(params, training)?);
-    let mut step = Vec::new();
+    let mut phase = llm_training::StepPhase::default();
     match &training.method {
         Method::Full => {
-            step.extend(llm_training::step_transient(
+            phase.transients.extend(llm_training::step_transient(
                 params,
                 "params",
                 training,
@@ -125,15 +125,16 @@ pub(crate) fn components(
                 None,
                 // Refused for a denoiser by the checker: every gradient is held.
                 params,
+                &mut phase,
             )?);
         }
         Method::Lora { rank, targets, dtype, .. } => {
             let adapters = adapters(diffusion, blocks, *rank, targets, *dtype)?;
-            components.extend(llm_training::adapter_states(&adapters, training, 1, &mut step)?);
+            components.extend(llm_training::adapter_states(&adapters, training, 1, &mut phase)?);
         }
     }
     components.extend(activations(diffusion, blocks, training)?);
-    components.extend(llm_training::optimizer_step(&components, &step)?);
+    components.extend(llm_training::optimizer_step(&components, &phase)?);
     components.extend(vae_encode(diffusion, &components)?);
     Ok(components)
 }

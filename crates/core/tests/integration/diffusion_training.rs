@@ -50,7 +50,8 @@ fn sd_unet_lora_rank_4_on_every_attention_projection() {
     // Five blocks at 320, five at 640, five at 1280 and the mid block's one at 1280:
     // 5 × 6016 + 5 × 10496 + 6 × 19456 = 199,296 per rank; rank 4: 797,184 (computed by hand
     // from the layout above).
-    let checks = evaluate(&sd("", "method lora { rank 4 }"));
+    // Gradients zeroed in place stay a component of their own (freed ones join the step).
+    let checks = evaluate(&sd("", "method lora { rank 4 }; zero_grad zeros"));
     assert_eq!(component(&checks[0], "LoRA adapters"), 797_184 * 4);
     assert_eq!(component(&checks[0], "adapter gradients"), 797_184 * 4);
     assert_eq!(component(&checks[0], "adapter optimizer state"), 797_184 * 8);
@@ -121,7 +122,7 @@ fn sdxl_lora_adapts_every_transformer_layer() {
     // Per layer and rank, q and o of the self- and cross-attention 4c, k and v 2c + 2048 + c:
     // 14c + 4096; 10 × (14 × 640 + 4096) + 60 × (14 × 1280 + 4096) = 130,560 + 1,320,960 =
     // 1,451,520; rank 4: 5,806,080 parameters (23.2 MB in fp32).
-    let checks = evaluate(&sdxl("", "method lora { rank 4; dtype fp32 }"));
+    let checks = evaluate(&sdxl("", "method lora { rank 4; dtype fp32 }; zero_grad zeros"));
     assert_eq!(component(&checks[0], "LoRA adapters"), 5_806_080 * 4);
     assert_eq!(component(&checks[0], "adapter gradients"), 5_806_080 * 4);
 }
@@ -249,7 +250,7 @@ fn transformer_denoiser_blocks_are_language_model_layers_over_patches_and_text()
 #[test]
 fn full_denoiser_fine_tuning_keeps_the_language_model_states() {
     // bf16 weights: fp32 master, fp32 gradients and two fp32 AdamW moments (DOMAIN.md §5.1).
-    let checks = evaluate(&sd("", "method full"));
+    let checks = evaluate(&sd("", "method full; zero_grad zeros"));
     let params = 860_000_000;
     assert_eq!(component(&checks[0], "denoiser weights: unet"), params * 2);
     assert_eq!(component(&checks[0], "master weights"), params * 4);

@@ -92,7 +92,7 @@ fn quantized_weights_keep_embeddings_and_norms_at_16_bit() {
 #[test]
 fn full_fine_tune_keeps_eighteen_bytes_per_parameter() {
     let checks = evaluate(
-        "workload w { model llama3.1-8b; runtime none; training { weights bf16; sequence 1024 tokens } }\ncheck w on h200-sxm",
+        "workload w { model llama3.1-8b; runtime none; training { weights bf16; sequence 1024 tokens; zero_grad zeros } }\ncheck w on h200-sxm",
     );
     let p = 8_030_261_248u64;
     assert_eq!(bytes(&checks[0], 0, "weights"), 2 * p);
@@ -417,7 +417,7 @@ fn gptq_weights_pay_for_group_scales() {
 fn zero_stages_divide_model_states_over_data_ranks() {
     let source = |sharding: &str| {
         format!(
-            "workload w {{ model llama3.1-8b; runtime none; training {{ weights bf16; sequence 512 tokens; sharding {sharding} }} }}\ncheck w on 8 x a100-sxm4-80gb split data 8"
+            "workload w {{ model llama3.1-8b; runtime none; training {{ weights bf16; sequence 512 tokens; sharding {sharding}; zero_grad zeros }} }}\ncheck w on 8 x a100-sxm4-80gb split data 8"
         )
     };
     let p = 8_030_261_248u64;
@@ -592,7 +592,7 @@ fn mixed_precision_with_fp32_weights_keeps_16_bit_copies() {
 #[test]
 fn offloaded_optimizer_state_leaves_the_device() {
     let checks = evaluate(
-        "workload w { model llama3.1-8b; runtime none; training { weights bf16; sequence 512 tokens; offload optimizer } }\ncheck w on h200-sxm",
+        "workload w { model llama3.1-8b; runtime none; training { weights bf16; sequence 512 tokens; offload optimizer; zero_grad zeros } }\ncheck w on h200-sxm",
     );
     let names: Vec<&str> = checks[0].devices[0].components.iter().map(|c| &*c.name).collect();
     assert!(!names.contains(&"optimizer state") && !names.contains(&"master weights"), "{names:?}");
@@ -620,7 +620,7 @@ check w on box split data 2";
 #[test]
 fn lora_can_train_the_embedding_and_head_in_full() {
     let checks = evaluate(
-        "workload w { model llama3.1-8b; runtime none; training { method lora { rank 8; modules_to_save embeddings head }; weights bf16; sequence 512 tokens } }\ncheck w on h200-sxm",
+        "workload w { model llama3.1-8b; runtime none; training { method lora { rank 8; modules_to_save embeddings head }; weights bf16; sequence 512 tokens; zero_grad zeros } }\ncheck w on h200-sxm",
     );
     let saved = 2 * 128_256 * 4096u64;
     assert_eq!(bytes(&checks[0], 0, "saved modules (trainable copy)"), saved * 2);
@@ -1152,7 +1152,7 @@ check w on l4",
 fn the_optimizer_step_counts_only_what_it_needs_beyond_the_backward_pass() {
     let source = |sharding: &str, sequence: u64| {
         format!(
-            "workload w {{ model llama3.1-8b; runtime none; training {{ weights bf16; sharding {sharding}; micro_batch 1; sequence {sequence} tokens; checkpointing full }} }}\ncheck w on h200-sxm"
+            "workload w {{ model llama3.1-8b; runtime none; training {{ weights bf16; sharding {sharding}; micro_batch 1; sequence {sequence} tokens; checkpointing full; zero_grad zeros }} }}\ncheck w on h200-sxm"
         )
     };
     let params: u64 = 8_030_261_248;
@@ -1177,7 +1177,7 @@ fn the_optimizer_step_counts_only_what_it_needs_beyond_the_backward_pass() {
 #[test]
 fn pytorch_adamw_steps_with_one_second_moment_sized_temporary() {
     let checks = evaluate(
-        "workload w { model llama3.1-8b; runtime none; training { method lora { rank 16; targets all }; weights bf16; sequence 16 tokens } }\ncheck w on a100-sxm4-80gb",
+        "workload w { model llama3.1-8b; runtime none; training { method lora { rank 16; targets all }; weights bf16; sequence 16 tokens; zero_grad zeros } }\ncheck w on a100-sxm4-80gb",
     );
     // 41,943,040 fp32 adapter parameters: one fp32 temporary each (torch foreach AdamW), beyond
     // what the backward pass held.

@@ -56,7 +56,7 @@ fn a_compiled_loss_keeps_its_16_bit_input() {
 
 #[test]
 fn a_step_in_the_backward_pass_holds_one_gradient() {
-    let after = check("checkpointing full");
+    let after = check("checkpointing full; zero_grad zeros");
     let during = check("checkpointing full; step_in_backward true");
     // The largest tensor is the embedding (and the untied head): 128,256 × 4,096 values, whose
     // fp32 gradient waits for its step (AMP keeps fp32 gradients).
@@ -96,4 +96,92 @@ fn a_step_in_the_backward_pass_refuses_accumulation_and_sharding() {
     assert_eq!(codes("step_in_backward true; offload optimizer"), ["E014"]);
     assert!(codes("step_in_backward true; gradient_accumulation 1").is_empty());
     assert_eq!(codes("loss_chunks 0"), ["E007"]);
+}
+
+/// Llama 3.1 8B's parameters (catalog, published count).
+const PARAMS: u64 = 8_030_261_248;
+
+/// What the forward and backward passes hold: the intermediates but the step's own.
+fn intermediates(check: &CheckBudget) -> u64 {
+    check.devices[0]
+        .components
+        .iter()
+        .filter(|c| c.category == vram_core::budget::Category::Intermediate)
+        .filter(|c| !c.name.ends_with("optimizer step") && c.name != "gradients (freed each step)")
+        .map(|c| c.bytes.0)
+        .sum()
+}
+
+#[test]
+fn gradients_freed_after_each_step_share_memory_with_the_activations() {
+    // bf16 weights under AMP keep fp32 gradients: 4 B per parameter. A per-tensor optimizer
+    // loop (`foreach false`) adds no temporaries over the whole model.
+    let gradients = PARAMS * 4;
+    let freed = check("foreach false");
+    let activations = intermediates(&freed);
+    assert!(activations < gradients);
+    // The backward pass frees activations as it makes gradients: the step's phase holds the
+    // gradients, beyond what the forward and backward passes held.
+    assert_eq!(bytes(&freed, "gradients (freed each step)"), gradients - activations);
+    assert_eq!(component(&freed, "gradients"), None);
+    // Zeroed in place, they are held through the forward pass too: the two add up.
+    let zeroed = check("foreach false; zero_grad zeros");
+    assert_eq!(bytes(&zeroed, "gradients"), gradients);
+    assert_eq!(intermediates(&zeroed), activations);
+    let allocated = |c: &CheckBudget| c.devices[0].views.allocated.0;
+    assert_eq!(allocated(&zeroed) - allocated(&freed), activations);
+    // With foreach AdamW's fp32 square root of the second moment (4 B per parameter) in the
+    // step's phase too.
+    let foreach = check("");
+    let name = "gradients and optimizer step";
+    assert_eq!(bytes(&foreach, name), gradients + PARAMS * 4 - activations);
+    assert_eq!(component(&foreach, "optimizer step"), None);
+}
+
+#[test]
+fn gradients_within_the_activations_add_nothing_but_stay_in_the_breakdown() {
+    // 16 sequences of 4,096 tokens without checkpointing store far more than the 64 GB of
+    // gradients and square roots, so the step's phase fits inside the backward pass's.
+    let big = vram_core::evaluate(
+        "workload w { model llama3.1-8b; runtime none; training { weights bf16; micro_batch 16; sequence 4096 tokens } }\ncheck w on 8 x h200-sxm split pipeline 8",
+    );
+    assert!(big.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", big.diagnostics);
+    let first = &big.budget.checks[0].devices[0];
+    let step = first
+        .components
+        .iter()
+        .find(|c| c.name == "gradients and optimizer step")
+        .expect("the gradients are still named");
+    assert_eq!(step.bytes.0, 0);
+    assert!(step.formula.contains("nothing beyond them"), "{}", step.formula);
+}
+
+#[test]
+fn accumulated_sharded_or_host_gradients_are_held() {
+    let gradients = PARAMS * 4;
+    assert_eq!(bytes(&check("gradient_accumulation 4"), "gradients"), gradients);
+    // DeepSpeed ZeRO-3 reduces into one flat 16-bit buffer it allocates once.
+    assert_eq!(bytes(&check("sharding zero3"), "gradients"), PARAMS * 2);
+    // A step in the backward pass holds one tensor's gradient at a time already.
+    assert_eq!(bytes(&check("step_in_backward true"), "gradients"), 128_256 * 4096 * 4);
+}
+
+#[test]
+fn set_to_none_without_effect_is_a_warning() {
+    let warnings = |training: &str| -> Vec<String> {
+        outcome(training)
+            .diagnostics
+            .iter()
+            .filter(|d| !d.is_error())
+            .map(|d| format!("{} {}", d.code, d.message))
+            .collect()
+    };
+    assert_eq!(
+        warnings("zero_grad set_to_none; gradient_accumulation 4"),
+        ["W005 `zero_grad set_to_none` has no effect: gradients accumulate over micro-batches"]
+    );
+    assert_eq!(warnings("zero_grad set_to_none; step_in_backward true").len(), 1);
+    assert!(warnings("zero_grad set_to_none").is_empty());
+    assert!(warnings("zero_grad zeros; gradient_accumulation 4").is_empty());
+    assert_eq!(codes("zero_grad none"), ["E015"]);
 }

@@ -22,7 +22,8 @@ mod states;
 
 pub(super) use activations::{activations, softmax_gradients};
 pub(super) use states::{
-    Adapters, adapter_states, optimizer_step, sharded, state, step_transient, trained_states,
+    Adapters, StepPhase, adapter_states, optimizer_step, sharded, state, step_transient,
+    trained_states,
 };
 use states::{divisor, intermediate};
 
@@ -189,10 +190,16 @@ pub(crate) fn components(
     }
     components.extend(autocast_copies(params, training)?);
     let master_ways = divisor(training, Sharding::Zero1, data);
-    let mut step = Vec::new();
+    let mut phase = StepPhase::default();
     match &training.method {
         Method::Full => {
-            step.extend(step_transient(params, "params", training, training.weights, master_ways)?);
+            phase.transients.extend(step_transient(
+                params,
+                "params",
+                training,
+                training.weights,
+                master_ways,
+            )?);
             components.extend(trained_states(
                 "",
                 params,
@@ -202,6 +209,7 @@ pub(crate) fn components(
                 training.weights,
                 params::factored_state_values(shape, placement),
                 largest_tensor(shape, placement),
+                &mut phase,
             )?);
         }
         Method::Lora { rank, targets, dtype, save, .. } => {
@@ -212,7 +220,7 @@ pub(crate) fn components(
             let largest = largest_adapter(shape, placement, *rank, targets);
             let adapters =
                 Adapters { params: adapter_params, label, dtype: *dtype, factored, largest };
-            components.extend(adapter_states(&adapters, training, data, &mut step)?);
+            components.extend(adapter_states(&adapters, training, data, &mut phase)?);
             // PEFT `modules_to_save`: whole modules trained next to the adapters, as a
             // trainable copy of the module with its own gradients and optimizer state.
             let ends = params::ends(shape, placement);
@@ -224,7 +232,7 @@ pub(crate) fn components(
                 })
                 .sum();
             if saved > 0 {
-                step.extend(step_transient(
+                phase.transients.extend(step_transient(
                     saved,
                     "params",
                     training,
@@ -253,6 +261,7 @@ pub(crate) fn components(
                             * (div_ceil(shape.vocab, placement.tensor) + shape.hidden),
                     ),
                     ends.embedding.max(ends.head),
+                    &mut phase,
                 )?);
             }
         }
@@ -278,7 +287,7 @@ pub(crate) fn components(
     }
     components.extend(activations(shape, placement, training)?);
     components.extend(saved_dequantized_weights(shape, placement, training)?);
-    components.extend(optimizer_step(&components, &step)?);
+    components.extend(optimizer_step(&components, &phase)?);
     Ok(components)
 }
 

@@ -197,6 +197,7 @@ pub(in crate::eval) fn trained_states(
     updated: Precision,
     factored: Option<u64>,
     largest: u64,
+    phase: &mut StepPhase,
 ) -> Result<Vec<Component>, Overflow> {
     let mut components = Vec::new();
     let master_ways = divisor(training, Sharding::Zero1, data);
@@ -210,7 +211,15 @@ pub(in crate::eval) fn trained_states(
     // is the buckets (ZeRO-1/2) or the gathered layer's gradients (ZeRO-3, FSDP).
     if !training.gradients_on_host() {
         let figures = gradients(params, label, training.gradients, training, data, largest)?;
-        components.push(state(&format!("{prefix}gradients"), figures, gradients_source(training)));
+        if training.gradients_freed_each_step() {
+            phase.gradients.push((figures.0, formula!("{prefix}gradients {}", figures.1)));
+        } else {
+            components.push(state(
+                &format!("{prefix}gradients"),
+                figures,
+                gradients_source(training),
+            ));
+        }
     }
     if on_device {
         components.extend(optimizer_state(
@@ -247,7 +256,7 @@ pub(in crate::eval) fn adapter_states(
     adapters: &Adapters,
     training: &Training,
     data: u64,
-    step: &mut Vec<(crate::bytes::Bytes, String)>,
+    phase: &mut StepPhase,
 ) -> Result<Vec<Component>, Overflow> {
     let Adapters { params, dtype, .. } = *adapters;
     let mut components = Vec::new();
@@ -260,11 +269,18 @@ pub(in crate::eval) fn adapter_states(
         "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)",
     ));
     let figures = gradients(params, "adapter params", dtype, training, data, adapters.largest)?;
-    let source =
-        if training.levers.step_in_backward { STEP_IN_BACKWARD_SOURCE } else { "DOMAIN.md §5.4" };
-    components.push(state("adapter gradients", figures, source));
+    if training.gradients_freed_each_step() {
+        phase.gradients.push((figures.0, formula!("adapter gradients {}", figures.1)));
+    } else {
+        let source = if training.levers.step_in_backward {
+            STEP_IN_BACKWARD_SOURCE
+        } else {
+            "DOMAIN.md §5.4"
+        };
+        components.push(state("adapter gradients", figures, source));
+    }
     let master_ways = divisor(training, Sharding::Zero1, data);
-    step.extend(step_transient(params, "adapter params", training, dtype, master_ways)?);
+    phase.transients.extend(step_transient(params, "adapter params", training, dtype, master_ways)?);
     if training.offload == Offload::None {
         components.extend(optimizer_state(
             "adapter optimizer state",
@@ -279,33 +295,71 @@ pub(in crate::eval) fn adapter_states(
     Ok(components)
 }
 
+/// What the step holds beyond the model states once the backward pass is over: the optimizer's
+/// temporaries and, when the loop frees the gradients after every step, the gradients
+/// themselves (they exist from the backward pass to the step, never in the forward pass).
+#[derive(Default)]
+pub(in crate::eval) struct StepPhase {
+    pub(in crate::eval) transients: Vec<(crate::bytes::Bytes, String)>,
+    pub(in crate::eval) gradients: Vec<(crate::bytes::Bytes, String)>,
+}
+
 /// The optimizer step runs after the backward pass has freed its activations, so the device
 /// holds the larger of the two phases' transients: the step is counted only for what it needs
-/// beyond the backward pass's intermediates.
+/// beyond the backward pass's intermediates. Gradients freed after every step belong to the
+/// step's phase too: the backward pass frees each layer's activations as it makes that
+/// layer's gradients, so the peak is the larger of the intermediates and the gradients with
+/// the step's temporaries, not their sum.
 pub(in crate::eval) fn optimizer_step(
     components: &[Component],
-    step: &[(crate::bytes::Bytes, String)],
+    phase: &StepPhase,
 ) -> Result<Option<Component>, Overflow> {
-    let needed = crate::eval::calc::sum(step.iter().map(|(bytes, _)| *bytes))?;
+    let step = || phase.gradients.iter().chain(&phase.transients);
+    let needed = crate::eval::calc::sum(step().map(|(bytes, _)| *bytes))?;
     let backward = crate::eval::calc::sum(
         components.iter().filter(|c| c.category == Category::Intermediate).map(|c| c.bytes),
     )?;
-    if needed <= backward {
+    let freed_gradients = !phase.gradients.is_empty();
+    if needed <= backward && !freed_gradients {
         return Ok(None);
     }
-    let held = if let [(_, formula)] = step {
-        formula.clone()
+    let held = if phase.gradients.len() + phase.transients.len() == 1 {
+        step().map(|(_, formula)| formula.clone()).collect()
     } else {
-        let terms: Vec<String> = step.iter().map(|(_, f)| formula!("({f})")).collect();
+        let terms: Vec<String> = step().map(|(_, f)| formula!("({f})")).collect();
         formula!("{} = {needed}", terms.join(" + "))
     };
-    let beyond = crate::bytes::Bytes(needed.0 - backward.0);
-    let formula = formula!(
-        "{held}, less the backward pass's intermediates ({backward}) freed before the step = {beyond}"
-    );
+    if !freed_gradients {
+        let beyond = crate::bytes::Bytes(needed.0 - backward.0);
+        let formula = formula!(
+            "{held}, less the backward pass's intermediates ({backward}) freed before the step = {beyond}"
+        );
+        return Ok(Some(intermediate(
+            "optimizer step",
+            (beyond, formula),
+            "DeepSpeed stage_1_and_2.py (flat gradients cast to fp32); torch.optim.AdamW foreach (one sqrt temporary)",
+        )));
+    }
+    let name = if phase.transients.is_empty() {
+        "gradients (freed each step)"
+    } else {
+        "gradients and optimizer step"
+    };
+    let beyond = crate::bytes::Bytes(needed.0.saturating_sub(backward.0));
+    let formula = if needed > backward {
+        formula!(
+            "{held}, less the forward and backward passes' intermediates ({backward}), freed as the gradients are made = {beyond}"
+        )
+    } else {
+        formula!(
+            "{held}, within the forward and backward passes' intermediates ({backward}), freed as the gradients are made: nothing beyond them"
+        )
+    };
+    // Transient like the step it ends in: a phase that other phases (a VAE encode before the
+    // forward pass) overlap with, not a state held through the step.
     Ok(Some(intermediate(
-        "optimizer step",
+        name,
         (beyond, formula),
-        "DeepSpeed stage_1_and_2.py (flat gradients cast to fp32); torch.optim.AdamW foreach (one sqrt temporary)",
+        "PyTorch 2.0+ zero_grad(set_to_none=True), its default: no gradient exists in the forward pass, and the backward pass makes them as it frees the activations",
     )))
 }
