@@ -143,11 +143,10 @@ pub(super) fn training(
     // Accumulated gradients are held through every micro-batch's forward pass; one micro-batch
     // per step lets gradients freed after the step (`zero_grad`) leave the forward pass free.
     let accumulation = fields.whole("gradient_accumulation", Dim::Count, 1, 1_000_000, "8");
-    let zero_grad =
-        fields.choice("zero_grad", &["set_to_none", "zeros"]).map(|(w, _)| match w {
-            "zeros" => ZeroGrad::Zeros,
-            _ => ZeroGrad::SetToNone,
-        });
+    let zero_grad = fields.choice("zero_grad", &["set_to_none", "zeros"]).map(|(w, _)| match w {
+        "zeros" => ZeroGrad::Zeros,
+        _ => ZeroGrad::SetToNone,
+    });
     let step_in_backward = fields.boolean("step_in_backward");
     let loss_chunks = fields.whole("loss_chunks", Dim::Count, 1, 1_024, "8");
     let compile = fields.boolean("compile");

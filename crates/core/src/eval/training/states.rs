@@ -280,7 +280,13 @@ pub(in crate::eval) fn adapter_states(
         components.push(state("adapter gradients", figures, source));
     }
     let master_ways = divisor(training, Sharding::Zero1, data);
-    phase.transients.extend(step_transient(params, "adapter params", training, dtype, master_ways)?);
+    phase.transients.extend(step_transient(
+        params,
+        "adapter params",
+        training,
+        dtype,
+        master_ways,
+    )?);
     if training.offload == Offload::None {
         components.extend(optimizer_state(
             "adapter optimizer state",
