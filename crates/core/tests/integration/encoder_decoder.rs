@@ -200,7 +200,9 @@ fn training_stores_both_stacks_at_their_own_lengths() {
     // Per token, an fp16 layer stores 4h + 2(heads + kv_heads) head_dim + 2 ffn (plain MLP)
     // elements, plus 4 B per head of softmax statistics and two 1 B dropout masks of h:
     // (4 × 1024 + 4 × 32 × 128 + 2 × 16384) + (4 × 32 + 2 × 1024) / 2 = 53,248 + 1,088.
-    let layer = 4 * 1024 + 4 * 32 * 128 + 2 * 16384 + (4 * 32 + 2 * 1024) / FP16;
+    // T5's two RMS norms per layer compute in fp32 (a copy of each input, 2 B beyond the fp16
+    // input) and, their weights trained, keep the normalized tensor: 4h more.
+    let layer = 4 * 1024 + 4 * 32 * 128 + 2 * 16384 + (4 * 32 + 2 * 1024) / FP16 + 4 * 1024;
     // The cross-attention, per target token: norm in and out (2h), queries and output
     // (2 × heads × head_dim), softmax statistics and a dropout mask of h, in 2 B elements.
     let cross = 2 * 1024 + 2 * 32 * 128 + (4 * 32 + 1024) / FP16;

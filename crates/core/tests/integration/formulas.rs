@@ -152,8 +152,10 @@ fn checkpointing_keeps_layer_inputs_plus_one_layer() {
     let none = bytes(&evaluate(&source("none"))[0], 0, "activations");
     let full = bytes(&evaluate(&source("full"))[0], 0, "activations");
     let inputs = 32 * 1024 * 2 * 4096 * 2;
-    // One layer: (4·4096 + (2·32 + 2·8)·128 + 4·14336 + 4·32/2 fp32 stats) elements × 2 B per token.
-    let per_layer = 1024 * 2 * (4 * 4096 + 80 * 128 + 4 * 14336 + 64) * 2;
+    // One layer: (4·4096 + (2·32 + 2·8)·128 + 4·14336 + 4·32/2 fp32 stats) elements × 2 B per
+    // token, and each of the two eager RMSNorms' fp32 copy of its input (2 B beyond the input
+    // counted in bf16) and normalized bf16 tensor (kept for the trained weight): 4·4096 more.
+    let per_layer = 1024 * 2 * (4 * 4096 + 80 * 128 + 4 * 14336 + 64 + 4 * 4096) * 2;
     assert_eq!(none, 32 * per_layer);
     assert_eq!(full, inputs + per_layer);
 }
@@ -227,10 +229,13 @@ fn a_k_bit_base_keeps_its_unquantized_parameters_and_stream_in_fp32() {
     assert_eq!(bytes(kept, 0, "frozen base weights: embedding"), vocab_hidden * 2);
     assert!(kept.devices[0].components.iter().all(|c| c.name != "output head: autocast copy"));
     // One recomputed layer: 4·4,096 + 80·128 + 4·14,336 elements per token, plus 4 B of fp32
-    // softmax statistics per head (32 heads: 32 elements of 4 B, 64 of 2 B).
+    // softmax statistics per head (32 heads: 32 elements of 4 B, 64 of 2 B). On a bf16 stream,
+    // each of the two RMSNorms keeps an fp32 copy of its input: 2 B more per element, 2·4,096
+    // elements of 2 B (the frozen norm weights keep no normalized tensor).
     let layer = 4 * 4096 + 80 * 128 + 4 * 14_336;
     assert_eq!(bytes(cast, 0, "activations"), checkpoints * 4 + 1024 * (layer + 32) * 4);
-    assert_eq!(bytes(kept, 0, "activations"), checkpoints * 2 + 1024 * (layer + 64) * 2);
+    let upcasts = 2 * 4096;
+    assert_eq!(bytes(kept, 0, "activations"), checkpoints * 2 + 1024 * (layer + 64 + upcasts) * 2);
 }
 
 #[test]
@@ -1313,4 +1318,27 @@ fn a_setting_that_needs_another_warns_and_changes_nothing() {
     // Beside what it needs, it is no warning.
     let outcome = vram_core::evaluate(&source("; offload model; loaded_on_device true"));
     assert!(outcome.diagnostics.iter().all(|d| d.code != "W005"), "{:?}", outcome.diagnostics);
+}
+
+#[test]
+fn eager_rms_norms_keep_an_fp32_copy_and_the_trained_weight_s_input() {
+    let activations = |training: &str| {
+        let source = format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ micro_batch 2; sequence 1024 tokens; {training} }} }}\ncheck w on h200-sxm"
+        );
+        bytes(&evaluate(&source)[0], 0, "activations")
+    };
+    // 32 layers × 2,048 tokens × 2 norms × 4,096; compiled layers fuse the norm and keep only
+    // the input and output counted for every model.
+    let norms = 32 * 2048 * 2 * 4096;
+    // bf16 full fine-tuning: the fp32 copy (2 B beyond the bf16 input) and the normalized bf16
+    // tensor the weight's gradient needs (2 B).
+    let full = "weights bf16";
+    assert_eq!(activations(full) - activations(&format!("{full}; compile true")), norms * (2 + 2));
+    // LoRA freezes the norm weights: only the fp32 copy.
+    let lora = "weights bf16; method lora { rank 8 }";
+    assert_eq!(activations(lora) - activations(&format!("{lora}; compile true")), norms * 2);
+    // An fp32 stream computes the norm in its own type: only the normalized fp32 tensor.
+    let fp32 = "weights fp32";
+    assert_eq!(activations(fp32) - activations(&format!("{fp32}; compile true")), norms * 4);
 }

@@ -53,7 +53,25 @@ pub(super) fn layer_elements_per_token(
     // Softmax statistics are 4 fp32 bytes per head per token; with dropout, the attention and
     // MLP outputs' one-byte masks (Korthikanti et al.: sbh each). Fold them in as elements.
     let masks = if shape.dropout { 2 * div_ceil(shape.hidden, t) } else { 0 };
-    with_bytes_as_elements(elements, 4 * heads + masks, training)
+    let norms = 2 * eager_rms_norm_bytes(shape, training);
+    let norms = if training.sequence_parallel { div_ceil(norms, t) } else { norms };
+    with_bytes_as_elements(elements, 4 * heads + masks + norms, training)
+}
+
+/// What one eager RMSNorm keeps per token beyond the input and output counted as stream
+/// elements. It computes in fp32 (transformers' `LlamaRMSNorm`, torchtune's `RMSNorm`:
+/// `x.to(float32)`, then `pow(2)` and the product with `rsqrt` both save that fp32 copy, 4 B
+/// where a 16-bit input counted 2), and `weight * x.to(input_dtype)` saves the normalized
+/// tensor for the weight's gradient when the weight trains (full fine-tuning). Compiled layers
+/// fuse the norm and keep its input; LayerNorm is one native op that keeps its input.
+fn eager_rms_norm_bytes(shape: &Shape, training: &Training) -> u64 {
+    if shape.norm != crate::hir::Norm::Rms || training.levers.compile {
+        return 0;
+    }
+    let stream = u64::try_from(stream(training).bytes_per_element().ceil()).unwrap_or(4);
+    let upcast = 4u64.saturating_sub(stream);
+    let normalized = if matches!(training.method, Method::Full) { stream } else { 0 };
+    (upcast + normalized) * shape.hidden
 }
 
 /// `elements` plus `bytes` counted as elements of the stream's type, rounded up: how byte-sized
@@ -193,8 +211,11 @@ fn logits(
 /// head returns 16-bit chunks, each upcast on its own): the forward pass holds every 16-bit
 /// chunk and every kept log-softmax beside one chunk's upcast (c + L + L/n); the backward pass
 /// the kept log-softmax beside one chunk's two gradients and its 16-bit cast (L + (2L + c)/n).
-/// Compiled, the loss is one fused graph that keeps its 16-bit input and recomputes the
-/// softmax: every 16-bit chunk and one chunk's gradient (c + c/n).
+/// Compiled, the loss is one fused graph that keeps its input and recomputes the softmax. In
+/// chunks it receives the 16-bit chunks and upcasts each inside: every 16-bit chunk and one
+/// chunk's gradient (c + c/n). Whole, it receives logits the model already upcast to the loss's
+/// precision (torchtune's `output(h).float()` when unchunked): that input and its gradient
+/// (2 L; the 16-bit logits and the upcast, c + L, are held only in passing).
 fn per_logit(training: &Training) -> Result<(Ratio, String, &'static str), Overflow> {
     let loss = training.loss;
     let l = loss.bytes_per_element();
@@ -202,7 +223,7 @@ fn per_logit(training: &Training) -> Result<(Ratio, String, &'static str), Overf
     let n = Ratio::int(i128::from(training.loss_chunks.max(1)));
     let over_n = |r: Ratio| r.checked_div(n).ok_or(Overflow);
     let add = |a: Ratio, b: Ratio| a.checked_add(b).ok_or(Overflow);
-    if training.levers.compile {
+    if training.levers.compile && training.loss_chunks > 1 {
         let per = add(c, over_n(c)?)?;
         let what = format!(
             "{} logits kept by the compiled loss + one of {} chunks' gradient",
@@ -213,6 +234,15 @@ fn per_logit(training: &Training) -> Result<(Ratio, String, &'static str), Overf
             per,
             what,
             "torch.compile fuses the upcast, log-softmax and its backward (the partitioner recomputes the softmax from the saved 16-bit input)",
+        ));
+    }
+    if training.levers.compile {
+        let per = l.checked_mul(Ratio::int(2)).ok_or(Overflow)?;
+        let what = format!("{} logits kept by the compiled loss + their gradient", loss.name());
+        return Ok((
+            per,
+            what,
+            "torch.compile fuses the log-softmax and its backward (the partitioner recomputes the softmax from the saved input, the model's upcast logits)",
         ));
     }
     let source = if loss == Precision::Fp32 {
