@@ -56,7 +56,12 @@ pub(super) fn body(
     out.push_str(&method.lines);
     let _ = writeln!(out, "    weights       {weights}");
     if let Some(activations) = activations {
-        let _ = writeln!(out, "    activations   {activations}  # mixed precision (autocast)");
+        let why = if weights == "fp32" {
+            "mixed precision (autocast)"
+        } else {
+            "the stated compute type"
+        };
+        let _ = writeln!(out, "    activations   {activations}  # {why}");
     }
     out.push_str(&states);
     let _ = writeln!(out, "    optimizer     {optimizer}");
@@ -409,9 +414,16 @@ fn named_modules(text: &str) -> Option<Vec<String>> {
 }
 
 /// Mixed precision with fp32 weights (PyTorch AMP): the 16-bit type autocast computes in, which
-/// the language writes as `activations` beside `weights fp32`.
+/// the language writes as `activations` beside `weights fp32`. Beside quantized weights, the
+/// stated compute type (bitsandbytes' `bnb_4bit_compute_dtype`, torchtune's `dtype`) when it is
+/// bf16: the language's default there is fp16, the same bytes but another type, which decides
+/// whether adapters of the model's type need a copy of their input.
 fn mixed_precision(cx: &mut Cx<'_>, weights: &str) -> Option<&'static str> {
     let compute = cx.point.compute_dtype.clone().unwrap_or_default().to_lowercase();
+    let quantized = !matches!(weights, "fp32" | "bf16" | "fp16");
+    if quantized && compute.trim() == "bf16" {
+        return Some("bf16");
+    }
     if weights != "fp32" || !compute.contains("mixed") {
         return None;
     }
@@ -471,6 +483,60 @@ fn hf_trainer(point: &crate::data::Point) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::Point;
+
+    /// A Llama 3 8B fine-tuning point with `fields` (a JSON object) over the defaults.
+    fn point(fields: &str) -> Point {
+        let mut point = serde_json::json!({
+            "id": "T-001", "source_id": "T", "workload": "training_lora",
+            "model": "meta-llama/Meta-Llama-3-8B", "framework": "transformers Trainer + PEFT",
+            "weight_precision": "bf16", "compute_dtype": "bf16", "optimizer": "adamw_torch",
+            "finetune_method": "LoRA r=16 on q_proj,v_proj", "batch_size": 1, "seq_len": 512,
+            "activation_checkpointing": true, "num_gpus": 1, "gpu_type": "A100 80GB",
+            "measurement_method": "torch.cuda.max_memory_allocated", "measured_kind": "peak",
+            "value": 20, "unit": "GB", "quality": "B"
+        });
+        let fields: serde_json::Value = serde_json::from_str(fields).expect("fields parse");
+        if let (Some(point), Some(fields)) = (point.as_object_mut(), fields.as_object()) {
+            point.extend(fields.clone());
+        }
+        serde_json::from_value(point).expect("test point parses")
+    }
+
+    fn workload(fields: &str) -> String {
+        let expressed = super::super::express(&point(fields)).expect("expressible");
+        expressed.source.split("workload point").nth(1).expect("a workload").to_string()
+    }
+
+    #[test]
+    fn gradients_live_as_the_loop_and_its_pytorch_keep_them() {
+        // PyTorch 2 and one micro-batch per step: the language's default, set_to_none.
+        let modern = workload(r#"{"framework_version": "transformers 4.44, PyTorch 2.4"}"#);
+        assert!(!modern.contains("zero_grad") && !modern.contains("gradient_accumulation"));
+        // Accumulated gradients are held whatever the PyTorch.
+        let accumulated = workload(r#"{"grad_accum": 4, "framework_version": "PyTorch 1.13"}"#);
+        assert!(accumulated.contains("gradient_accumulation 4"), "{accumulated}");
+        assert!(!accumulated.contains("zero_grad"));
+        // PyTorch 1.x zeroes in place: by its version, its year or an old transformers.
+        for version in ["PyTorch 1.13", "Jan 2022", "early 2023", "transformers v4.20.0"] {
+            let old = workload(&format!(r#"{{"framework_version": "{version}"}}"#));
+            assert!(old.contains("zero_grad     zeros"), "{version}: {old}");
+        }
+    }
+
+    #[test]
+    fn a_quantized_base_takes_its_stated_bf16_compute_type() {
+        let qlora = workload(
+            r#"{"weight_precision": "nf4", "quantization": "bitsandbytes NF4", "workload": "training_qlora",
+                "framework_version": "PyTorch 2.4"}"#,
+        );
+        assert!(qlora.contains("activations   bf16  # the stated compute type"), "{qlora}");
+        let fp16 = workload(
+            r#"{"weight_precision": "nf4", "quantization": "bitsandbytes NF4", "workload": "training_qlora",
+                "compute_dtype": "fp16", "framework_version": "PyTorch 2.4"}"#,
+        );
+        assert!(!fp16.contains("activations"), "{fp16}");
+    }
 
     #[test]
     fn lora_text() {
