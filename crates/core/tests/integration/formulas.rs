@@ -1342,3 +1342,26 @@ fn eager_rms_norms_keep_an_fp32_copy_and_the_trained_weight_s_input() {
     let fp32 = "weights fp32";
     assert_eq!(activations(fp32) - activations(&format!("{fp32}; compile true")), norms * 4);
 }
+
+#[test]
+fn deepspeed_accumulation_holds_the_next_micro_batch_s_gradient_partition() {
+    let check = |training: &str| {
+        let source = format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ weights bf16; sequence 512 tokens; {training} }} }}\ncheck w on 2 x a100-sxm4-80gb split data 2"
+        );
+        evaluate(&source).remove(0)
+    };
+    let name = "ZeRO gradient partition of the next micro-batch";
+    let has = |c: &CheckBudget| c.devices[0].components.iter().any(|c| c.name.starts_with(name));
+    // DeepSpeed keeps bf16 gradients: 8,030,261,248 × 2 B over 2 data ranks, for ZeRO-2 and
+    // ZeRO-1 alike (ZeRO-1 keeps views of its partition of the full gradients).
+    for stage in ["zero2", "zero1"] {
+        let accumulating = check(&format!("sharding {stage}; gradient_accumulation 4"));
+        assert_eq!(bytes(&accumulating, 0, name), 8_030_261_248 * 2 / 2, "{stage}");
+    }
+    // One micro-batch per step, ZeRO-3's flat buffer, FSDP and offloaded gradients: none.
+    assert!(!has(&check("sharding zero2")));
+    assert!(!has(&check("sharding zero3; gradient_accumulation 4")));
+    assert!(!has(&check("sharding fsdp-grad-op; gradient_accumulation 4")));
+    assert!(!has(&check("sharding zero2; offload optimizer; gradient_accumulation 4")));
+}

@@ -17,6 +17,7 @@ use crate::quant::WeightFormat;
 use crate::ratio::Ratio;
 
 mod activations;
+mod deepspeed;
 mod seq2seq;
 mod states;
 
@@ -191,7 +192,7 @@ pub(crate) fn components(
     components.extend(autocast_copies(params, training)?);
     let master_ways = divisor(training, Sharding::Zero1, data);
     let mut phase = StepPhase::default();
-    match &training.method {
+    let trained = match &training.method {
         Method::Full => {
             phase.transients.extend(step_transient(
                 params,
@@ -211,6 +212,7 @@ pub(crate) fn components(
                 largest_tensor(shape, placement),
                 &mut phase,
             )?);
+            params
         }
         Method::Lora { rank, targets, dtype, save, .. } => {
             let adapter_params = lora_params(shape, placement, *rank, targets)?;
@@ -264,27 +266,11 @@ pub(crate) fn components(
                     &mut phase,
                 )?);
             }
+            adapter_params + saved
         }
-    }
-    if let Some(elements) =
-        training.bucket_elements.filter(|_| data > 1 || training.sharding != Sharding::None)
-    {
-        // Gradients reduce through a bucket, double-buffered to overlap with the backward pass
-        // (`overlap_comm`): two buckets of 16-bit gradients.
-        let a = training.activations;
-        let product = Product::new()
-            .times(2, "buckets")?
-            .times(elements, "elements (reduce_bucket_size)")?
-            .bytes_each(a.bytes_per_element(), a.name())?;
-        components.push(Component {
-            category: Category::Workspace,
-            ..state(
-                "ZeRO gradient buckets (DeepSpeed)",
-                product.finish()?,
-                "DeepSpeed zero_optimization: reduce_bucket_size (default 5e8) with overlap_comm",
-            )
-        });
-    }
+    };
+    components.extend(deepspeed::buckets(training, data)?);
+    components.extend(deepspeed::accumulating_partition(trained, training, data)?);
     components.extend(activations(shape, placement, training)?);
     components.extend(saved_dequantized_weights(shape, placement, training)?);
     components.extend(optimizer_step(&components, &phase)?);
