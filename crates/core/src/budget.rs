@@ -177,6 +177,9 @@ pub enum SuggestionKind {
     /// A diffusion pipeline's memory option: the VAE decode tiled, whole models offloaded
     /// between phases.
     Pipeline,
+    /// A training step's memory levers: checkpointing, 8-bit moments, the optimizer stepped
+    /// in the backward pass, a chunked loss.
+    Training,
     /// Smaller weights.
     Precision,
     /// A catalog machine that fits.

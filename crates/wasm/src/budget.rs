@@ -99,6 +99,7 @@ pub enum SuggestionKind {
     Batch,
     Devices,
     Pipeline,
+    Training,
     Precision,
     Machine,
 }

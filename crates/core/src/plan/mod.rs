@@ -16,6 +16,7 @@ pub mod search;
 pub mod suggest;
 #[cfg(test)]
 mod tests;
+mod training;
 
 use crate::budget::{SplitReport, Verdict};
 use crate::eval::{self, Overflow};

@@ -3,8 +3,9 @@
 //!
 //! In order: the largest sessions at the declared context, the largest context at the declared
 //! sessions, the largest batch, the fewest devices of the check's kind and their split, a
-//! diffusion pipeline's memory option (a tiled decode, models offloaded in turn), a smaller
-//! precision (with the quality warning), and up to three catalog machines. A check whose
+//! diffusion pipeline's memory option (a tiled decode, models offloaded in turn), a training
+//! step's memory levers (checkpointing, 8-bit moments, a step in the backward pass, a chunked
+//! loss), a smaller precision (with the quality warning), and up to three catalog machines. A check whose
 //! device cannot run it (capability, not capacity) gets the precisions the device does run
 //! and the machines.
 
@@ -70,6 +71,16 @@ pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Sugges
             warning: None,
         });
     }
+    if let Some(answer) = planner.find_training_option()? {
+        out.push(Suggestion {
+            kind: SuggestionKind::Training,
+            detail: format!("{}: {}", answer.change, verdict_words(&answer.at)),
+            change: answer.change,
+            value: None,
+            split: None,
+            warning: None,
+        });
+    }
     if let Some(answer) = planner.find_precision()? {
         out.push(precision_suggestion(&answer));
     }
@@ -85,6 +96,16 @@ pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Sugges
 pub fn runnable(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Suggestion>, Stop> {
     let Some(mut planner) = Planner::new(program, spec) else { return Ok(Vec::new()) };
     let mut out = Vec::new();
+    if let Some(answer) = planner.find_training_option()? {
+        out.push(Suggestion {
+            kind: SuggestionKind::Training,
+            detail: format!("{}: {}", answer.change, verdict_words(&answer.at)),
+            change: answer.change,
+            value: None,
+            split: None,
+            warning: None,
+        });
+    }
     if let Some(answer) = planner.find_precision()? {
         out.push(precision_suggestion(&answer));
     }

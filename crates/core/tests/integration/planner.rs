@@ -186,3 +186,47 @@ fn a_pipeline_already_tiled_and_offloaded_is_offered_neither_again() {
     assert!(!llm.verdict.fits());
     assert_eq!(pipeline_change(llm), None);
 }
+
+fn training_change(check: &CheckBudget) -> Option<&str> {
+    check.suggestions.iter().find(|s| s.kind == SuggestionKind::Training).map(|s| s.change.as_str())
+}
+
+/// Llama 3.1 8B trained in pure bf16 with `extra` training lines, on `device`.
+fn llama_training(extra: &str, device: &str) -> String {
+    format!(
+        "workload t {{\n  model llama3.1-8b\n  runtime pytorch\n  training {{\n    weights bf16\n    \
+         master none\n    gradients bf16\n    micro_batch 2\n    sequence 4096 tokens\n{extra}  }}\n}}\n\
+         check t on {device}\n"
+    )
+}
+
+#[test]
+fn a_training_step_that_does_not_fit_is_told_the_fewest_levers_that_make_it_fit() {
+    // On an H100 the stored activations are what does not fit: checkpointing alone is enough,
+    // so 8-bit moments are not offered.
+    let over = &checks(&llama_training("", "h100-sxm-80gb"))[0];
+    assert!(!over.verdict.fits());
+    let suggestion = over.suggestions.iter().find(|s| s.kind == SuggestionKind::Training);
+    let suggestion = suggestion.expect("a training option");
+    assert_eq!(suggestion.change, "checkpointing full");
+    assert!(suggestion.detail.contains("fits"), "{}", suggestion.detail);
+    // Written into the file, the change fits, and nothing more is suggested.
+    let checkpointed = &checks(&llama_training("    checkpointing full\n", "h100-sxm-80gb"))[0];
+    assert!(checkpointed.verdict.fits());
+    assert_eq!(training_change(checkpointed), None);
+
+    // On a 48 GB card the 16 GB of bf16 moments must shrink too, and the levers accumulate in
+    // order; each taken into the file, the suggestion fits as said.
+    let l40s = &checks(&llama_training("", "l40s"))[0];
+    let change = training_change(l40s).expect("levers that fit a 48 GB card");
+    assert!(change.starts_with("checkpointing full, optimizer adamw-8bit"), "{change}");
+    let written =
+        change.split(", ").fold(String::new(), |lines, lever| lines + "    " + lever + "\n");
+    assert!(checks(&llama_training(&written, "l40s"))[0].verdict.fits());
+
+    // A step in the backward pass cannot accumulate gradients: with accumulation it is skipped,
+    // and the other three levers leave the card over, so no training option is offered.
+    let accumulating = &checks(&llama_training("    gradient_accumulation 4\n", "l40s"))[0];
+    assert!(!accumulating.verdict.fits());
+    assert_eq!(training_change(accumulating), None);
+}

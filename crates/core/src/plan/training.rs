@@ -1,0 +1,86 @@
+//! A training step's memory levers as a suggestion: what the step can give up before the model,
+//! the batch or the hardware changes.
+//!
+//! Tried cumulatively, cheapest first, each by a full evaluation of the changed workload:
+//! activation checkpointing (`checkpointing full`: each layer recomputed in the backward pass,
+//! about a third more compute), 8-bit AdamW moments (`optimizer adamw-8bit`, bitsandbytes),
+//! the optimizer stepped in the backward pass (`step_in_backward true`: one gradient held at a
+//! time; one micro-batch per step, no sharding or offload), then the cross-entropy in chunks
+//! (`loss_chunks 8`). A lever the workload already pulls, or cannot pull, is skipped.
+
+use super::{Planner, Stop};
+use crate::budget::Verdict;
+use crate::hir::{Checkpointing, Offload, Optimizer, Sharding, Training};
+
+/// The first set of levers that makes the check fit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrainingAnswer {
+    /// The change as the file's `training` section would say it, levers joined by ", ".
+    pub change: String,
+    pub at: Verdict,
+}
+
+/// One memory lever: how the file says it, whether this workload can pull it, and pulling it.
+struct Lever {
+    says: &'static str,
+    applies: fn(&Training, bool) -> bool,
+    pull: fn(&mut Training),
+}
+
+const LEVERS: [Lever; 4] = [
+    Lever {
+        says: "checkpointing full",
+        applies: |t, _| t.checkpointing != Checkpointing::Full,
+        pull: |t| t.checkpointing = Checkpointing::Full,
+    },
+    Lever {
+        says: "optimizer adamw-8bit",
+        applies: |t, _| t.optimizer == Optimizer::AdamW && t.offload == Offload::None,
+        pull: |t| t.optimizer = Optimizer::AdamW8bit,
+    },
+    Lever {
+        // The checker's own rule (E014): no accumulation, sharding or offload; and it is not
+        // modelled for a denoiser.
+        says: "step_in_backward true",
+        applies: |t, denoiser| {
+            !denoiser
+                && !t.levers.step_in_backward
+                && t.accumulation == 1
+                && t.sharding == Sharding::None
+                && t.offload == Offload::None
+        },
+        pull: |t| t.levers.step_in_backward = true,
+    },
+    Lever {
+        says: "loss_chunks 8",
+        applies: |t, denoiser| !denoiser && t.loss_chunks == 1,
+        pull: |t| t.loss_chunks = 8,
+    },
+];
+
+impl Planner<'_> {
+    /// The fewest of the training levers, taken in order, that make the check fit; `None` for a
+    /// workload that does not train, or when even all of them leave it over.
+    pub fn find_training_option(&mut self) -> Result<Option<TrainingAnswer>, Stop> {
+        let Some(declared) = self.original.training.clone() else { return Ok(None) };
+        let denoiser = self.original.diffusion.is_some();
+        let spec = self.spec.clone();
+        let mut pulled: Vec<&'static str> = Vec::new();
+        let mut training = declared;
+        for lever in &LEVERS {
+            if !(lever.applies)(&training, denoiser) {
+                continue;
+            }
+            (lever.pull)(&mut training);
+            pulled.push(lever.says);
+            self.workload_mut().training = Some(training.clone());
+            let verdict = self.verdict();
+            self.reset(&spec);
+            let verdict = verdict?;
+            if verdict.fits() {
+                return Ok(Some(TrainingAnswer { change: pulled.join(", "), at: verdict }));
+            }
+        }
+        Ok(None)
+    }
+}
