@@ -62,24 +62,10 @@ pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Sugges
         });
     }
     if let Some(answer) = planner.find_pipeline_option()? {
-        out.push(Suggestion {
-            kind: SuggestionKind::Pipeline,
-            detail: format!("{}: {}", answer.change, verdict_words(&answer.at)),
-            change: answer.change,
-            value: None,
-            split: None,
-            warning: None,
-        });
+        out.push(option_suggestion(SuggestionKind::Pipeline, answer.change, &answer.at));
     }
     if let Some(answer) = planner.find_training_option()? {
-        out.push(Suggestion {
-            kind: SuggestionKind::Training,
-            detail: format!("{}: {}", answer.change, verdict_words(&answer.at)),
-            change: answer.change,
-            value: None,
-            split: None,
-            warning: None,
-        });
+        out.push(option_suggestion(SuggestionKind::Training, answer.change, &answer.at));
     }
     if let Some(answer) = planner.find_precision()? {
         out.push(precision_suggestion(&answer));
@@ -90,22 +76,25 @@ pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Sugges
     Ok(out)
 }
 
+/// A set of settings written into the workload (a pipeline's memory options, a training
+/// step's levers), with the verdict they reach.
+fn option_suggestion(kind: SuggestionKind, change: String, at: &Verdict) -> Suggestion {
+    Suggestion {
+        kind,
+        detail: format!("{change}: {}", verdict_words(at)),
+        change,
+        value: None,
+        split: None,
+        warning: None,
+    }
+}
+
 /// The suggestions for `spec`, whose device cannot run it (capability, not capacity): a weight
 /// format the devices run that fits, and catalog machines that fit. Sessions, context and more
 /// devices of the same kind cannot help.
 pub fn runnable(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Suggestion>, Stop> {
     let Some(mut planner) = Planner::new(program, spec) else { return Ok(Vec::new()) };
     let mut out = Vec::new();
-    if let Some(answer) = planner.find_training_option()? {
-        out.push(Suggestion {
-            kind: SuggestionKind::Training,
-            detail: format!("{}: {}", answer.change, verdict_words(&answer.at)),
-            change: answer.change,
-            value: None,
-            split: None,
-            warning: None,
-        });
-    }
     if let Some(answer) = planner.find_precision()? {
         out.push(precision_suggestion(&answer));
     }
