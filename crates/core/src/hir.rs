@@ -737,6 +737,19 @@ pub struct Video {
     pub frames: u64,
     /// The VAE's temporal compression (`temporal_compression_ratio`): 1, 2, 4 or 8.
     pub temporal: u64,
+    /// How the decoder carries its causal convolutions' caches from one frame batch to the next.
+    pub caches: VaeCaches,
+}
+
+/// How a causal 3D VAE decoder carries its convolutions' caches between frame batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VaeCaches {
+    /// Passed to and returned from each call (diffusers 0.31 and later, huggingface/diffusers
+    /// #9524): the caller holds the previous batch's set until the batch returns its new one.
+    Passed,
+    /// Module attributes, each replaced as its convolution runs (diffusers before 0.31): one
+    /// set at a time.
+    Replaced,
 }
 
 impl Video {

@@ -526,6 +526,25 @@ impl Cx<'_> {
         Some("    zero_grad     zeros  # PyTorch 1.x\n".to_string())
     }
 
+    /// Whether the point ran a diffusers older than 0.31 (released in October 2024): a version
+    /// `diffusers 0.NN` below 31, or a date no later than September 2024 in its version note.
+    pub(crate) fn diffusers_before_0_31(&self) -> bool {
+        let point = self.point;
+        let text = format!(
+            "{} {}",
+            point.framework,
+            point.framework_version.as_deref().unwrap_or_default()
+        )
+        .to_lowercase();
+        if let Some(at) = text.find("diffusers 0.") {
+            let rest = &text[at + "diffusers 0.".len()..];
+            if let Some(minor) = crate::data::leading_number(rest) {
+                return minor < 31;
+            }
+        }
+        latest_month(&text).is_some_and(|(year, month)| (year, month) < (2024, 10))
+    }
+
     /// The Trainer's default optimizer before it became PyTorch's AdamW: transformers' own
     /// `AdamW` (`optim="adamw_hf"`), in releases before 4.29.
     pub(crate) fn legacy_trainer_adamw(&self) -> bool {
@@ -662,6 +681,52 @@ fn transformers_minor(text: &str) -> Option<u32> {
     rest[..end].parse().ok()
 }
 
+/// The latest year and month (1-12) a version note names: `Aug-Sep 2024` is (2024, 9), a year
+/// alone its December.
+fn latest_month(text: &str) -> Option<(u32, u32)> {
+    const MONTHS: [&str; 12] = [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
+    let (at, year) = text.match_indices("20").find_map(|(at, _)| {
+        let year: u32 = text.get(at..at + 4)?.parse().ok()?;
+        let bounded = !text[at + 4..].starts_with(|c: char| c.is_ascii_digit());
+        (bounded && (2015..2100).contains(&year)).then_some((at, year))
+    })?;
+    let before = &text[..at];
+    // A month written whole or by its first three letters, as a word of its own (not the
+    // start of `decode`, `marlin` or `maybe`); the one nearest the year.
+    let month_at = |name: &str| {
+        let short = &name[..3];
+        before
+            .match_indices(short)
+            .filter_map(|(found, _)| {
+                let starts = before[..found].chars().last().is_none_or(|c| !c.is_alphabetic());
+                let rest = &before[found..];
+                let word_end = rest.find(|c: char| !c.is_alphabetic()).unwrap_or(rest.len());
+                let word = &rest[..word_end];
+                (starts && name.starts_with(word)).then_some(found)
+            })
+            .last()
+    };
+    let month = (1u32..)
+        .zip(MONTHS)
+        .filter_map(|(number, name)| month_at(name).map(|found| (found, number)))
+        .max_by_key(|(found, _)| *found)
+        .map_or(12, |(_, number)| number);
+    Some((year, month))
+}
+
 /// The first `CUDA major.minor` a version note names.
 fn cuda_version(text: &str) -> Option<(u32, u32)> {
     let at = text.find("CUDA ")? + "CUDA ".len();
@@ -701,5 +766,22 @@ mod cuda_tests {
         for kind in ["peak", "max_fit_boundary", "room left", "fits"] {
             assert!(!super::out_of_memory_kind(kind), "{kind}");
         }
+    }
+}
+
+#[cfg(test)]
+mod month_tests {
+    use super::latest_month;
+
+    #[test]
+    fn the_latest_month_a_version_note_names() {
+        assert_eq!(latest_month("pytorch nightly (aug-sep 2024), cuda 12.2"), Some((2024, 9)));
+        assert_eq!(latest_month("diffusers of september 2024"), Some((2024, 9)));
+        assert_eq!(latest_month("mid-2025"), Some((2025, 12)));
+        // Words that begin like a month are not months.
+        assert_eq!(latest_month("decode benchmark, maybe 2023"), Some((2023, 12)));
+        assert_eq!(latest_month("marlin kernels, oct 2024"), Some((2024, 10)));
+        assert_eq!(latest_month("pytorch 2.0, cuda 11.8"), None);
+        assert_eq!(latest_month("transformers 4.20"), None);
     }
 }

@@ -321,6 +321,14 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let _ = writeln!(out, "    resolution    {width} x {height}");
     if let Some(frames) = video_frames {
         let _ = writeln!(out, "    video_frames  {frames}");
+        if cx.diffusers_before_0_31() {
+            cx.assume(
+                assume::SCRIPT_SETTING,
+                "vae_cache replaced: a diffusers older than 0.31 (huggingface/diffusers#9524, \
+                 2024-09-28), whose causal convolutions replace their own caches as they run",
+            );
+            out.push_str("    vae_cache     replaced  # diffusers before 0.31\n");
+        }
     }
     let _ = writeln!(out, "    batch         {batch}");
     let _ = writeln!(out, "    cfg           {}", pipeline.cfg);

@@ -13,7 +13,7 @@ use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
     BlockLayout, DEFAULT_VAE_TILE, Denoiser, DenoiserBlocks, Diffusion, DiffusionOffload, Heads,
-    Rope, Video,
+    Rope, VaeCaches, Video,
 };
 use crate::quant::WeightFormat;
 
@@ -109,6 +109,12 @@ fn video(fields: &Fields<'_>, block: &Block, training: bool) -> Result<Option<Vi
             t
         }
     };
+    // diffusers 0.31 (huggingface/diffusers#9524) passes the causal convolutions' caches
+    // through the call; before it, each convolution replaced its own as a module attribute.
+    let caches = match fields.choice("vae_cache", &["passed", "replaced"]) {
+        Some(("replaced", _)) => VaeCaches::Replaced,
+        _ => VaeCaches::Passed,
+    };
     let Some(field) = fields.get("video_frames") else { return Ok(None) };
     let frames = whole(field, 100_000, "49").ok_or(())?;
     if training {
@@ -150,7 +156,7 @@ fn video(fields: &Fields<'_>, block: &Block, training: bool) -> Result<Option<Vi
         );
         return Err(());
     }
-    Ok(Some(Video { frames, temporal }))
+    Ok(Some(Video { frames, temporal, caches }))
 }
 
 /// The fields that describe only a UNet's blocks.
@@ -394,6 +400,7 @@ pub(super) fn diffusion(
         ("frames", Repeat::Once),
         ("video_frames", Repeat::Once),
         ("vae_temporal", Repeat::Once),
+        ("vae_cache", Repeat::Once),
         ("batch", Repeat::Once),
         ("cfg", Repeat::Once),
         ("text_tokens", Repeat::Once),
@@ -494,6 +501,7 @@ pub(super) fn diffusion(
             ("loaded_on_device", "offload model", offload == Some(true)),
             ("vae_tile", "vae_tiling true", vae_tiling),
             ("vae_temporal", "video_frames", fields.has("video_frames")),
+            ("vae_cache", "video_frames", fields.has("video_frames")),
             if fields.has("vae") {
                 ("vae_upcast", "weights fp16", vae_fp16)
             } else {

@@ -268,6 +268,7 @@ fn video_shape(diffusion: &Diffusion) -> Option<VideoShape> {
         base_channels: diffusion.vae_channels,
         element: decode_precision(diffusion).bytes_per_element(),
         other_tiles,
+        caches_replaced: video.caches == crate::hir::VaeCaches::Replaced,
     })
 }
 
@@ -423,6 +424,11 @@ fn video_decode_peak(shape: &VideoShape) -> Result<Component, Overflow> {
         .latent_frames
         .min(vae_video::FRAME_BATCH + shape.latent_frames % vae_video::FRAME_BATCH);
     let tile = if shape.other_tiles > 0 { formula!("a tile of ") } else { String::new() };
+    let caches = if shape.caches_replaced {
+        "each causal convolution's cache replacing the batch before's as it runs"
+    } else {
+        "the causal convolutions' caches of the batch before"
+    };
     Ok(Component {
         held_by: HeldBy::Tensors,
         name: "VAE decode peak (causal 3D)".into(),
@@ -432,7 +438,7 @@ fn video_decode_peak(shape: &VideoShape) -> Result<Component, Overflow> {
         formula: formula!(
             "the largest live tensors of decoding {} latent frames to {tile}{} × {} pixels in \
              batches of {} ({first} first, {} frames out), {} channels at the base, {} B each, \
-             with the causal convolutions' caches of the batch before{}",
+             with {caches}{}",
             shape.latent_frames,
             shape.width,
             shape.height,

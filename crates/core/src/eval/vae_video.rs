@@ -67,6 +67,8 @@ pub(crate) struct VideoShape {
     /// When the decode is tiled, the pixels (per frame) of the other tiles, whose decoded
     /// frames are held while a tile decodes ([`other_tiles`]); 0 otherwise.
     pub other_tiles: u64,
+    /// Each causal convolution replaces its own cache as it runs (diffusers before 0.31).
+    pub caches_replaced: bool,
 }
 
 /// AutoencoderKLCogVideoX's tile overlap factors (`tile_overlap_factor_height` 1/6 and
@@ -109,6 +111,11 @@ struct Decoder<'a> {
     latents: At,
     /// The caches this batch's causal convolutions keep.
     caches: Vec<Tensor>,
+    /// The previous batch's caches, in the order the convolutions made them.
+    previous: std::collections::VecDeque<Tensor>,
+    /// Each convolution replaces its own cache as it runs (diffusers before 0.31), rather than
+    /// the caller holding the previous batch's set until the batch returns.
+    replaced: bool,
 }
 
 impl Decoder<'_> {
@@ -121,13 +128,26 @@ impl Decoder<'_> {
         self.replay.alloc.free(tensor);
     }
 
+    /// Keeps a convolution's new cache for the next batch. Where each convolution holds its
+    /// cache as a module attribute (diffusers before 0.31: `_clear_fake_context_parallel_cache`
+    /// deletes it once joined to the input, then `conv_cache` takes the clone), the previous
+    /// batch's cache of this convolution goes as the new one comes.
+    fn keep_cache(&mut self, cache: Tensor) {
+        if self.replaced
+            && let Some(old) = self.previous.pop_front()
+        {
+            self.free(old);
+        }
+        self.caches.push(cache);
+    }
+
     /// `CogVideoXCausalConv3d` with a temporal kernel of 3 over its input at `at`, from `from` to
     /// `to` channels; the caller drops the input.
     fn causal_conv(&mut self, from: u64, to: u64, at: At) -> Result<Tensor, Overflow> {
         let padded_at = At { frames: at.frames + CAUSAL_PAD, ..at };
         let padded = self.tensor(from, padded_at)?;
         let cache = self.tensor(from, At { frames: CAUSAL_PAD, ..at })?;
-        self.caches.push(cache);
+        self.keep_cache(cache);
         let elements = (self.videos.checked_mul(from))
             .and_then(|n| n.checked_mul(padded_at.frames))
             .and_then(|n| n.checked_mul(padded_at.plane.height))
@@ -163,7 +183,7 @@ impl Decoder<'_> {
         for _ in 0..2 {
             // conv_y, conv_b: kernel 1, a clone of the whole input kept as the cache.
             let cache = self.tensor(LATENT_CHANNELS, at)?;
-            self.caches.push(cache);
+            self.keep_cache(cache);
             held.push(self.tensor(channels, at)?);
         }
         held.push(self.tensor(channels, at)?); // GroupNorm(f)
@@ -309,6 +329,8 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &VideoShape) -> Result
         videos: shape.videos,
         latents: At { frames: 0, plane: latent_plane },
         caches: Vec::new(),
+        previous: std::collections::VecDeque::new(),
+        replaced: shape.caches_replaced,
     };
     // The pipeline's scaled latents (`1 / scaling_factor * latents`), alive through the decode;
     // a tiled decode also holds the other tiles' decoded frames.
@@ -324,7 +346,6 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &VideoShape) -> Result
     let batches = (shape.latent_frames / FRAME_BATCH).max(1);
     let first = shape.latent_frames.min(FRAME_BATCH + shape.latent_frames % FRAME_BATCH);
     let mut outputs = Vec::new();
-    let mut previous: Vec<Tensor> = Vec::new();
     for batch in 0..batches.min(3) {
         let frames = if batch == 0 { first } else { FRAME_BATCH };
         if batch == 2 && batches > 3 {
@@ -338,12 +359,14 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &VideoShape) -> Result
         decoder.latents = At { frames, plane: latent_plane };
         let (image, _) = decoder.forward(shape)?;
         outputs.push(image);
-        for cache in std::mem::replace(&mut previous, std::mem::take(&mut decoder.caches)) {
+        let kept = std::mem::take(&mut decoder.caches).into();
+        for cache in std::mem::replace(&mut decoder.previous, kept) {
             decoder.free(cache);
         }
     }
     let video = At { frames: output_frames(shape.latent_frames, shape.temporal), plane: full };
     let joined = decoder.tensor(3, video)?;
+    let previous = std::mem::take(&mut decoder.previous);
     for tensor in outputs.into_iter().chain(previous).chain(held).chain([joined]) {
         decoder.free(tensor);
     }
@@ -365,6 +388,7 @@ mod tests {
             base_channels: 128,
             element: Ratio::int(2),
             other_tiles: 0,
+            caches_replaced: false,
         }
     }
 
@@ -386,6 +410,8 @@ mod tests {
             videos: 1,
             latents: At { frames: 3, plane },
             caches: Vec::new(),
+            previous: std::collections::VecDeque::new(),
+            replaced: false,
         }
     }
 
@@ -452,6 +478,23 @@ mod tests {
         let mut all = CachingAllocator::new();
         replay(&mut all, &cogvideox(480, 720, 13)).unwrap();
         assert!(all.peak_allocated() > one.peak_allocated());
+    }
+
+    #[test]
+    fn caches_replaced_as_they_run_hold_one_set() {
+        let peak = |latent_frames, caches_replaced| {
+            let mut alloc = CachingAllocator::new();
+            let shape = VideoShape { caches_replaced, ..cogvideox(480, 720, latent_frames) };
+            replay(&mut alloc, &shape).unwrap();
+            alloc.peak_allocated()
+        };
+        // One batch has no batch before: the two ways are the same.
+        assert_eq!(peak(3, true), peak(3, false));
+        // Thirteen latent frames: diffusers 0.31 holds the previous batch's whole set beside
+        // the new caches; replaced as they run, the later batches hold one set between them,
+        // so their peak falls, and stays at or above the first batch's, which has none.
+        assert!(peak(13, true) < peak(13, false));
+        assert!(peak(13, true) >= peak(3, true));
     }
 
     #[test]
