@@ -493,12 +493,7 @@ impl Cx<'_> {
     /// (the release that followed PyTorch 2.0).
     pub(crate) fn before_pytorch_2(&self) -> bool {
         let point = self.point;
-        let text = format!(
-            "{} {}",
-            point.framework,
-            point.framework_version.as_deref().unwrap_or_default()
-        )
-        .to_lowercase();
+        let text = framework_and_version(point);
         let old_year = (2015..2023).any(|year| text.contains(&year.to_string()));
         text.contains("pytorch 1.")
             || text.contains("torch 1.")
@@ -530,12 +525,7 @@ impl Cx<'_> {
     /// `diffusers 0.NN` below 31, or a date no later than September 2024 in its version note.
     pub(crate) fn diffusers_before_0_31(&self) -> bool {
         let point = self.point;
-        let text = format!(
-            "{} {}",
-            point.framework,
-            point.framework_version.as_deref().unwrap_or_default()
-        )
-        .to_lowercase();
+        let text = framework_and_version(point);
         if let Some(at) = text.find("diffusers 0.") {
             let rest = &text[at + "diffusers 0.".len()..];
             if let Some(minor) = crate::data::leading_number(rest) {
@@ -681,6 +671,12 @@ fn transformers_minor(text: &str) -> Option<u32> {
     rest[..end].parse().ok()
 }
 
+/// A point's framework and version note, lowercased: where versions and dates are read.
+fn framework_and_version(point: &crate::data::Point) -> String {
+    format!("{} {}", point.framework, point.framework_version.as_deref().unwrap_or_default())
+        .to_lowercase()
+}
+
 /// The latest year and month (1-12) a version note names: `Aug-Sep 2024` is (2024, 9), a year
 /// alone its December.
 fn latest_month(text: &str) -> Option<(u32, u32)> {
@@ -739,8 +735,8 @@ fn cuda_version(text: &str) -> Option<(u32, u32)> {
 }
 
 #[cfg(test)]
-mod cuda_tests {
-    use super::cuda_version;
+mod version_tests {
+    use super::{cuda_version, latest_month};
 
     #[test]
     fn cuda_versions_are_read_from_version_notes() {
@@ -767,11 +763,6 @@ mod cuda_tests {
             assert!(!super::out_of_memory_kind(kind), "{kind}");
         }
     }
-}
-
-#[cfg(test)]
-mod month_tests {
-    use super::latest_month;
 
     #[test]
     fn the_latest_month_a_version_note_names() {
