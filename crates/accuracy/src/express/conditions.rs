@@ -677,8 +677,8 @@ fn framework_and_version(point: &crate::data::Point) -> String {
         .to_lowercase()
 }
 
-/// The latest year and month (1-12) a version note names: `Aug-Sep 2024` is (2024, 9), a year
-/// alone its December.
+/// The latest year and month (1-12) a version note names: `Aug-Sep 2024` is (2024, 9),
+/// `2024-06-01` (2024, 6), a year alone its December.
 fn latest_month(text: &str) -> Option<(u32, u32)> {
     const MONTHS: [&str; 12] = [
         "january",
@@ -715,12 +715,17 @@ fn latest_month(text: &str) -> Option<(u32, u32)> {
             })
             .last()
     };
-    let month = (1u32..)
+    // An ISO date's month (`2024-06-01`) first.
+    let iso = text.get(at + 4..at + 7).and_then(|m| m.strip_prefix('-')).and_then(|m| {
+        let month: u32 = m.parse().ok()?;
+        (1..=12).contains(&month).then_some(month)
+    });
+    let named = (1u32..)
         .zip(MONTHS)
         .filter_map(|(number, name)| month_at(name).map(|found| (found, number)))
         .max_by_key(|(found, _)| *found)
-        .map_or(12, |(_, number)| number);
-    Some((year, month))
+        .map(|(_, number)| number);
+    Some((year, iso.or(named).unwrap_or(12)))
 }
 
 /// The first `CUDA major.minor` a version note names.
@@ -769,6 +774,7 @@ mod version_tests {
         assert_eq!(latest_month("pytorch nightly (aug-sep 2024), cuda 12.2"), Some((2024, 9)));
         assert_eq!(latest_month("diffusers of september 2024"), Some((2024, 9)));
         assert_eq!(latest_month("mid-2025"), Some((2025, 12)));
+        assert_eq!(latest_month("llama.cpp of 2024-06-01"), Some((2024, 6)));
         // Words that begin like a month are not months.
         assert_eq!(latest_month("decode benchmark, maybe 2023"), Some((2023, 12)));
         assert_eq!(latest_month("marlin kernels, oct 2024"), Some((2024, 10)));
