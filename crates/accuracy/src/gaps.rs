@@ -131,8 +131,8 @@ pub mod assume {
     pub const SCRIPT_METHOD: &str = "the measurement method, not in the data, read from the \
          source's published benchmark script: a reading at rest, compared with what stays allocated";
     pub const TEXT_ENCODER_FROZEN: &str = "the source's example command also trains the text \
-         encoder (--train_text_encoder); the language trains the denoiser only, so the text \
-         encoder is counted frozen (its gradients, optimizer state and activations left out)";
+         encoder with LoRA (--train_text_encoder); its adapters, their states and its activations \
+         over 77 tokens (a few MB) are not modelled, so the text encoder is counted frozen";
     pub const UNIFORM_BLOCKS: &str = "a transformer denoiser written as uniform blocks: FLUX's 38 \
          single blocks counted with an output projection they do not have (+0.93 M LoRA \
          parameters on to_out, about 13 MB of adapter state)";

@@ -609,6 +609,16 @@ pub struct Training {
     pub zero_grad: ZeroGrad,
     /// Micro-batches whose gradients add up before each optimizer step.
     pub accumulation: u64,
+    /// Whether a trained pipeline's text encoders train too.
+    pub text_encoders: TextEncoders,
+}
+
+/// A trained pipeline's text encoders: frozen, or fine-tuned in full beside its denoiser
+/// (diffusers' DreamBooth scripts, `--train_text_encoder`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextEncoders {
+    Frozen,
+    Trained,
 }
 
 /// How a training loop clears the gradients after the optimizer step.

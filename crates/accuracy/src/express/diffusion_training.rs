@@ -75,7 +75,15 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         (resolution?, batch?, precision?, method?, checkpointing?);
     let point = cx.point;
     let settings = point.other_settings.clone().unwrap_or_default().to_lowercase();
-    if settings.contains("train_text_encoder") {
+    let full = method.trim_start().starts_with("method        full");
+    let trains_encoders = settings.contains("train_text_encoder");
+    if trains_encoders && full {
+        cx.assume(
+            assume::SCRIPT_SETTING,
+            "train_text_encoders: the example command's --train_text_encoder fine-tunes the \
+             text encoder in full beside the UNet",
+        );
+    } else if trains_encoders {
         cx.assume(assume::TEXT_ENCODER_FROZEN, "--train_text_encoder in the example command");
     }
     let image = point.image_or_video.clone().unwrap_or_default().to_lowercase();
@@ -113,12 +121,14 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         );
         out.push_str("    attention     eager\n");
     }
+    if trains_encoders && full {
+        out.push_str("    train_text_encoders true  # --train_text_encoder\n");
+    }
     out.push_str(&cx.gradient_lifetime().unwrap_or_default());
     out.push_str("  }\n");
     Some(out)
 }
 
-/// Whether the point ran before PyTorch 2.0's fused attention reached diffusers (March 2023).
 /// The denoiser's batch: the stated one, doubled by DreamBooth's prior preservation (each step
 /// concatenates the instance and class images).
 fn batch(cx: &mut Cx<'_>) -> Option<u64> {

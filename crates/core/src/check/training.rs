@@ -9,7 +9,7 @@ use crate::ast::{Block, Field, Value};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
     Attention, Checkpointing, Levers, LoraTarget, Method, Offload, Optimizer, Saved, Sharding,
-    Training, ZeroGrad,
+    TextEncoders, Training, ZeroGrad,
 };
 use crate::precision::Precision;
 use crate::ratio::Ratio;
@@ -68,6 +68,7 @@ pub(super) fn training(
         ("compile", Repeat::Once),
         ("offload_activations", Repeat::Once),
         ("zero_grad", Repeat::Once),
+        ("train_text_encoders", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
     if denoiser.is_some() {
@@ -157,6 +158,28 @@ pub(super) fn training(
     if zero_grad == Some(ZeroGrad::SetToNone) {
         set_to_none_matters(block, accumulation, step_in_backward, diagnostics);
     }
+    let text_encoders = fields.boolean("train_text_encoders");
+    let written = block.fields.iter().find(|f| f.key.name == "train_text_encoders");
+    if let (Some(true), Some(field)) = (text_encoders, written) {
+        if denoiser.is_none() {
+            fields.push(Diagnostic::error(
+                "E013",
+                field.key.span,
+                "`train_text_encoders`: a language model has no text encoders to train",
+            ));
+        } else if matches!(method, Some(Method::Lora { .. })) {
+            diagnostics.push(
+                Diagnostic::warning(
+                    "W005",
+                    field.key.span,
+                    "`train_text_encoders` has no effect without `method full`",
+                )
+                .with_help(
+                    "text-encoder LoRA adapters are a few MB and not modelled; remove the field",
+                ),
+            );
+        }
+    }
     let micro_batch = fields.whole("micro_batch", Dim::Count, 1, 1_000_000, "4");
     // A denoiser's positions are the diffusion section's; 0 marks the field unused.
     let sequence = if denoiser.is_some() {
@@ -184,6 +207,7 @@ pub(super) fn training(
         (Method::Full, Precision::Fp16 | Precision::Bf16) => Some(Precision::Fp32),
         _ => None,
     };
+    let full = matches!(method, Method::Full);
     ok.then(|| Training {
         method,
         weights,
@@ -217,6 +241,11 @@ pub(super) fn training(
         },
         zero_grad: zero_grad.unwrap_or(ZeroGrad::SetToNone),
         accumulation: accumulation.unwrap_or(1),
+        text_encoders: if text_encoders.unwrap_or(false) && full && denoiser.is_some() {
+            TextEncoders::Trained
+        } else {
+            TextEncoders::Frozen
+        },
         // A denoiser is counted by its parameters alone: nothing of it is left unquantized.
         unquantized: unquantized.unwrap_or_else(|| {
             if denoiser.is_some() { weights.companion() } else { default_unquantized(weights) }

@@ -77,6 +77,32 @@ pub(super) fn workload(
         section(field, &fields)
             .map(|block| super::training::training(block, denoiser, &mut diagnostics))
     });
+    // Text encoders trained in full must store their weights in a float type.
+    let training = match (training, &diffusion, training_field) {
+        (Some(Some(t)), Some(d), Some(field))
+            if t.text_encoders == crate::hir::TextEncoders::Trained =>
+        {
+            match d.text_encoder_weights.iter().find(|f| !f.is_float_compute()) {
+                Some(format) => {
+                    diagnostics.push(
+                        Diagnostic::error(
+                            "E013",
+                            field.key.span,
+                            format!(
+                                "`train_text_encoders` updates every text-encoder weight, which \
+                                 {} cannot store",
+                                format.name()
+                            ),
+                        )
+                        .with_help("load the text encoders in bf16, or keep them frozen"),
+                    );
+                    Some(None)
+                }
+                None => Some(Some(t)),
+            }
+        }
+        (training, ..) => training,
+    };
     let components = fields
         .get("components")
         .and_then(|field| section(field, &fields))

@@ -69,14 +69,10 @@ pub(crate) fn components(
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
     let mut components = Vec::new();
+    let trained = training.text_encoders == crate::hir::TextEncoders::Trained;
+    let encoder_role = if trained { "text encoder" } else { "frozen text encoder" };
     for (encoder, format) in diffusion.text_encoders.iter().zip(&diffusion.text_encoder_weights) {
-        components.extend(diffusion::weights(
-            program,
-            diffusion,
-            encoder,
-            *format,
-            "frozen text encoder",
-        )?);
+        components.extend(diffusion::weights(program, diffusion, encoder, *format, encoder_role)?);
     }
     if let Some(vae) = &diffusion.vae {
         components.extend(diffusion::weights(
@@ -133,10 +129,57 @@ pub(crate) fn components(
             components.extend(llm_training::adapter_states(&adapters, training, 1, &mut phase)?);
         }
     }
+    components.extend(text_encoder_states(program, diffusion, training, &mut phase)?);
     components.extend(activations(diffusion, blocks, training)?);
     components.extend(llm_training::optimizer_step(&components, &phase)?);
     components.extend(vae_encode(diffusion, &components)?);
     Ok(components)
+}
+
+/// The text encoders' training state when they are fine-tuned beside the denoiser
+/// (`train_text_encoders`, diffusers' DreamBooth `--train_text_encoder`): the gradients,
+/// optimizer state and master copy of all their parameters, through the language-model path.
+/// Their activations over 77 tokens are a few MB and not counted.
+fn text_encoder_states(
+    program: &crate::hir::Layered<'_>,
+    diffusion: &Diffusion,
+    training: &Training,
+    phase: &mut llm_training::StepPhase,
+) -> Result<Vec<Component>, Overflow> {
+    if training.text_encoders == crate::hir::TextEncoders::Frozen {
+        return Ok(Vec::new());
+    }
+    let params: u64 = diffusion
+        .text_encoders
+        .iter()
+        .filter_map(|encoder| diffusion::parameter_count(program, encoder))
+        .sum();
+    if params == 0 {
+        return Ok(Vec::new());
+    }
+    // Trained in full, an encoder is in a float type: its own, else the training's.
+    let updated = match diffusion.text_encoder_weights.first() {
+        Some(crate::quant::WeightFormat::Uniform(p)) if p.is_float_compute() => *p,
+        _ => training.weights,
+    };
+    phase.transients.extend(llm_training::step_transient(
+        params,
+        "text encoder params",
+        training,
+        updated,
+        1,
+    )?);
+    llm_training::trained_states(
+        "text encoders: ",
+        params,
+        "text encoder params",
+        training,
+        1,
+        updated,
+        None,
+        params,
+        phase,
+    )
 }
 
 /// The VAE encode of each batch's pixels (diffusers' DreamBooth and LoRA training scripts call

@@ -262,6 +262,30 @@ fn full_denoiser_fine_tuning_keeps_the_language_model_states() {
 }
 
 #[test]
+fn text_encoders_trained_beside_the_denoiser_keep_their_own_states() {
+    // DreamBooth's --train_text_encoder: the 123 M CLIP parameters, bf16 like the pipeline,
+    // gain an fp32 master (4 B), fp32 gradients (4 B) and two fp32 moments (8 B).
+    let checks = evaluate(&sd("", "method full; zero_grad zeros; train_text_encoders true"));
+    let te = 123_000_000;
+    assert_eq!(component(&checks[0], "text encoder weights: te"), te * 2);
+    assert_eq!(component(&checks[0], "text encoders: master weights"), te * 4);
+    assert_eq!(component(&checks[0], "text encoders: gradients"), te * 4);
+    assert_eq!(component(&checks[0], "text encoders: optimizer state"), te * 8);
+    // The denoiser's own states are unchanged.
+    assert_eq!(component(&checks[0], "gradients"), 860_000_000 * 4);
+    // With LoRA the encoders' adapters are not modelled: a warning, and no states.
+    let lora = vram_core::evaluate(&sd("", "method lora { rank 4 }; train_text_encoders true"));
+    let warnings: Vec<&str> = lora.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(warnings, ["W005"]);
+    assert!(names(&lora.budget.checks[0]).iter().all(|n| !n.starts_with("text encoders:")));
+    // Quantized encoders cannot be trained in full; a language model has no encoders.
+    let quantized = sd("; text_encoder_weights int8", "method full; train_text_encoders true");
+    assert!(codes(&quantized).contains(&"E013".to_string()));
+    let language = "workload w { model llama3.1-8b; runtime none; training { weights bf16; sequence 512 tokens; train_text_encoders true } }\ncheck w on h200-sxm";
+    assert!(codes(language).contains(&"E013".to_string()));
+}
+
+#[test]
 fn quantized_denoiser_with_8_bit_adam_and_no_encoders_loaded() {
     let checks = evaluate(&flux(
         "; denoiser_weights nf4",
