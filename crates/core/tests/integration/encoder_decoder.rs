@@ -204,8 +204,9 @@ fn training_stores_both_stacks_at_their_own_lengths() {
     // input) and, their weights trained, keep the normalized tensor: 4h more.
     let layer = 4 * 1024 + 4 * 32 * 128 + 2 * 16384 + (4 * 32 + 2 * 1024) / FP16 + 4 * 1024;
     // The cross-attention, per target token: norm in and out (2h), queries and output
-    // (2 × heads × head_dim), softmax statistics and a dropout mask of h, in 2 B elements.
-    let cross = 2 * 1024 + 2 * 32 * 128 + (4 * 32 + 1024) / FP16;
+    // (2 × heads × head_dim), softmax statistics and a dropout mask of h, in 2 B elements; its
+    // RMS norm's fp32 input copy and normalized tensor as the layer's own: 2h more.
+    let cross = 2 * 1024 + 2 * 32 * 128 + (4 * 32 + 1024) / FP16 + 2 * 1024;
     // Per source token and decoder layer: the cross-attention's keys and values.
     let kv = 2 * 32 * 128;
     let expected =

@@ -64,7 +64,7 @@ pub(super) fn layer_elements_per_token(
 /// where a 16-bit input counted 2), and `weight * x.to(input_dtype)` saves the normalized
 /// tensor for the weight's gradient when the weight trains (full fine-tuning). Compiled layers
 /// fuse the norm and keep its input; LayerNorm is one native op that keeps its input.
-fn eager_rms_norm_bytes(shape: &Shape, training: &Training) -> u64 {
+pub(super) fn eager_rms_norm_bytes(shape: &Shape, training: &Training) -> u64 {
     if shape.norm != crate::hir::Norm::Rms || training.levers.compile {
         return 0;
     }

@@ -11,8 +11,8 @@
 //! k and v from `key_value_states` when it is a cross-attention).
 
 use super::activations::{
-    ADAPTER_SOURCE, adapter_per_token, kept_per_score, layer_elements_per_token, softmax_gradients,
-    stream, with_bytes_as_elements,
+    ADAPTER_SOURCE, adapter_per_token, eager_rms_norm_bytes, kept_per_score,
+    layer_elements_per_token, softmax_gradients, stream, with_bytes_as_elements,
 };
 use super::states::intermediate;
 use crate::budget::Component;
@@ -110,9 +110,12 @@ fn per_token(
     let replicated = if training.sequence_parallel { div_ceil(2 * h, t) } else { 2 * h };
     let elements = replicated + 2 * heads * shape.head_dim;
     let masks = if shape.dropout { div_ceil(h, t) } else { 0 };
+    // The cross-attention's own norm computes in fp32 like the layer's (T5LayerNorm).
+    let norm = eager_rms_norm_bytes(shape, training);
+    let norm = if training.sequence_parallel { div_ceil(norm, t) } else { norm };
     Ok(PerToken {
         layer: layer_elements_per_token(shape, placement, training)?,
-        cross_target: with_bytes_as_elements(elements, 4 * heads + masks, training)?,
+        cross_target: with_bytes_as_elements(elements, 4 * heads + masks + norm, training)?,
         cross_source: 2 * kv_heads * shape.head_dim,
     })
 }
