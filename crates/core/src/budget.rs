@@ -317,7 +317,8 @@ pub enum HeldBy {
     /// Memory the caching allocator holds beyond live tensors (fragmentation, graph pools):
     /// counted in the reserved and device views.
     AllocatorCache,
-    /// Memory outside the framework's allocator (CUDA context and kernels, NCCL): device view only.
+    /// Memory outside the framework's allocator (CUDA context and kernels, NCCL, bitsandbytes'
+    /// paged optimizer states in unified memory): device view only.
     Runtime,
 }
 

@@ -611,6 +611,18 @@ pub struct Training {
     pub accumulation: u64,
     /// Whether a trained pipeline's text encoders train too.
     pub text_encoders: TextEncoders,
+    /// Where the optimizer keeps its states.
+    pub states_memory: StatesMemory,
+}
+
+/// Where an optimizer keeps its states on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatesMemory {
+    /// Tensors of PyTorch's caching allocator.
+    Allocator,
+    /// CUDA unified memory (`cudaMallocManaged`, bitsandbytes' paged optimizers): on the device
+    /// while there is room, outside the allocator's counters.
+    Paged,
 }
 
 /// A trained pipeline's text encoders: frozen, or fine-tuned in full beside its denoiser

@@ -451,9 +451,20 @@ fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
         return None;
     };
     let lower = text.to_lowercase();
+    // bitsandbytes' paged optimizers keep their states in unified memory, outside the allocator.
+    let paged = lower.contains("paged");
     if lower.contains("8bit") || lower.contains("8-bit") {
         // bitsandbytes Adam8bit and AdamW8bit keep the same two 8-bit states.
-        Some("adamw-8bit")
+        Some(if paged {
+            "adamw-8bit\n    paged_optimizer true  # bitsandbytes paged: unified memory"
+        } else {
+            "adamw-8bit"
+        })
+    } else if lower.contains("adam") && paged {
+        Some("adamw\n    paged_optimizer true  # bitsandbytes paged: unified memory")
+    } else if lower.contains("adam") && lower.contains("fused") {
+        // A fused kernel steps each tensor in place: no whole-model temporaries.
+        Some("adamw\n    foreach       false  # a fused kernel (adamw_torch_fused)")
     } else if lower.contains("adafactor") {
         Some("adafactor")
     } else if lower.contains("adam") && cx.legacy_trainer_adamw() {
@@ -522,6 +533,21 @@ mod tests {
             let old = workload(&format!(r#"{{"framework_version": "{version}"}}"#));
             assert!(old.contains("zero_grad     zeros"), "{version}: {old}");
         }
+    }
+
+    #[test]
+    fn paged_and_fused_optimizers_are_read_from_their_names() {
+        let paged =
+            workload(r#"{"optimizer": "paged_adamw_8bit", "framework_version": "PyTorch 2.4"}"#);
+        assert!(paged.contains("optimizer     adamw-8bit\n    paged_optimizer true"), "{paged}");
+        let paged32 =
+            workload(r#"{"optimizer": "paged_adamw_32bit", "framework_version": "PyTorch 2.4"}"#);
+        assert!(paged32.contains("optimizer     adamw\n    paged_optimizer true"), "{paged32}");
+        let fused =
+            workload(r#"{"optimizer": "adamw_torch_fused", "framework_version": "PyTorch 2.4"}"#);
+        assert!(fused.contains("optimizer     adamw\n    foreach       false"), "{fused}");
+        let plain = workload(r#"{"optimizer": "adamw_torch", "framework_version": "PyTorch 2.4"}"#);
+        assert!(!plain.contains("paged_optimizer") && !plain.contains("foreach"), "{plain}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::ast::{Block, Field, Value};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
     Attention, Checkpointing, Levers, LoraTarget, Method, Offload, Optimizer, Saved, Sharding,
-    TextEncoders, Training, ZeroGrad,
+    StatesMemory, TextEncoders, Training, ZeroGrad,
 };
 use crate::precision::Precision;
 use crate::ratio::Ratio;
@@ -69,6 +69,7 @@ pub(super) fn training(
         ("offload_activations", Repeat::Once),
         ("zero_grad", Repeat::Once),
         ("train_text_encoders", Repeat::Once),
+        ("paged_optimizer", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
     if denoiser.is_some() {
@@ -180,6 +181,20 @@ pub(super) fn training(
             );
         }
     }
+    let paged = fields.boolean("paged_optimizer");
+    let paged_field = block.fields.iter().find(|f| f.key.name == "paged_optimizer");
+    if let (Some(true), Some(field)) = (paged, paged_field)
+        && offload.is_some_and(|o| o != Offload::None)
+    {
+        diagnostics.push(
+            Diagnostic::warning(
+                "W005",
+                field.key.span,
+                "`paged_optimizer` has no effect when `offload` keeps the states on the host",
+            )
+            .with_help("remove `paged_optimizer`, or `offload`"),
+        );
+    }
     let micro_batch = fields.whole("micro_batch", Dim::Count, 1, 1_000_000, "4");
     // A denoiser's positions are the diffusion section's; 0 marks the field unused.
     let sequence = if denoiser.is_some() {
@@ -241,6 +256,11 @@ pub(super) fn training(
         },
         zero_grad: zero_grad.unwrap_or(ZeroGrad::SetToNone),
         accumulation: accumulation.unwrap_or(1),
+        states_memory: if paged.unwrap_or(false) {
+            StatesMemory::Paged
+        } else {
+            StatesMemory::Allocator
+        },
         text_encoders: if text_encoders.unwrap_or(false) && full && denoiser.is_some() {
             TextEncoders::Trained
         } else {

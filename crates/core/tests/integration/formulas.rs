@@ -1365,3 +1365,22 @@ fn deepspeed_accumulation_holds_the_next_micro_batch_s_gradient_partition() {
     assert!(!has(&check("sharding fsdp-grad-op; gradient_accumulation 4")));
     assert!(!has(&check("sharding zero2; offload optimizer; gradient_accumulation 4")));
 }
+
+#[test]
+fn paged_optimizer_states_are_outside_the_allocator() {
+    let check = |extra: &str| {
+        evaluate(&format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ method lora {{ rank 16; targets all }}; weights nf4; optimizer adamw-8bit; sequence 512 tokens{extra} }} }}\ncheck w on h200-sxm"
+        ))
+        .remove(0)
+    };
+    let plain = check("");
+    let paged = check("; paged_optimizer true");
+    let states = bytes(&paged, 0, "adapter optimizer state");
+    assert_eq!(states, bytes(&plain, 0, "adapter optimizer state"));
+    // Same bytes on the device, but PyTorch's counters never see them.
+    let views = |c: &CheckBudget| c.devices[0].views;
+    assert_eq!(views(&plain).allocated.0 - views(&paged).allocated.0, states);
+    assert_eq!(views(&plain).reserved.0 - views(&paged).reserved.0, states);
+    assert_eq!(views(&plain).device, views(&paged).device);
+}

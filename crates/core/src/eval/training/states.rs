@@ -101,6 +101,19 @@ fn optimizer_state(
     let per_param = per_state.checked_mul(Ratio::int(i128::from(states))).ok_or(Overflow)?;
     let label_states = formula!("{states} {} states", training.optimizer.name());
     let (bytes, formula) = sharded(params, label, per_param, label_states, ways)?;
+    if training.states_memory == crate::hir::StatesMemory::Paged {
+        // bitsandbytes' paged optimizers allocate their states with cudaMallocManaged: on the
+        // device while there is room, but outside PyTorch's allocator, so only the device view
+        // (nvidia-smi) sees them.
+        return Ok(Some(Component {
+            held_by: HeldBy::Runtime,
+            ..state(
+                name,
+                (bytes, formula!("{formula}, paged (unified memory, outside the allocator)")),
+                "bitsandbytes paged optimizers (Paged AdamW, Paged AdamW8bit): states in CUDA unified memory (cudaMallocManaged), evicted to the host under pressure",
+            )
+        }));
+    }
     let source = "DOMAIN.md §5.1: AdamW keeps two moments per parameter, in the updated parameter's precision (8-bit AdamW: 1 B + an fp32 absmax per 256), SGD with momentum one";
     Ok(Some(state(name, (bytes, formula), source)))
 }
