@@ -110,6 +110,8 @@ pub mod assume {
     pub const DEEPSPEED_ADAPTERS: &str = "DeepSpeed casts LoRA adapters to 16-bit and keeps an \
          fp32 master copy (2 + 2 + 4 + 8 B per adapter parameter): written as the language's fp32 \
          adapters (4 + 4 + 8 B), the same bytes";
+    pub const EQUIVALENT_OPTIMIZER: &str = "an optimizer written as the language's optimizer of \
+         the same state bytes (Lion keeps one momentum per parameter, as SGD with momentum does)";
     pub const SCRIPT_SETTING: &str =
         "a setting not in the data but read from the source's own script or configuration";
     pub const EQUIVALENT_FORMAT: &str =

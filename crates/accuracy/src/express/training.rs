@@ -453,7 +453,12 @@ fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
     let lower = text.to_lowercase();
     // bitsandbytes' paged optimizers keep their states in unified memory, outside the allocator.
     let paged = lower.contains("paged");
-    if lower.contains("8bit") || lower.contains("8-bit") {
+    let eight_bit = lower.contains("8bit") || lower.contains("8-bit");
+    if eight_bit && lower.contains("lion") {
+        // One 8-bit state: no language optimizer keeps those bytes.
+        cx.unreadable("optimizer", &text);
+        None
+    } else if eight_bit {
         // bitsandbytes Adam8bit and AdamW8bit keep the same two 8-bit states.
         Some(if paged {
             "adamw-8bit\n    paged_optimizer true  # bitsandbytes paged: unified memory"
@@ -465,6 +470,13 @@ fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
     } else if lower.contains("adam") && lower.contains("fused") {
         // A fused kernel steps each tensor in place: no whole-model temporaries.
         Some("adamw\n    foreach       false  # a fused kernel (adamw_torch_fused)")
+    } else if lower.contains("lion") {
+        cx.assume(assume::EQUIVALENT_OPTIMIZER, text.clone());
+        Some(if paged {
+            "sgd-momentum\n    paged_optimizer true  # Lion: one momentum; bitsandbytes paged"
+        } else {
+            "sgd-momentum  # Lion: one momentum per parameter"
+        })
     } else if lower.contains("adafactor") {
         Some("adafactor")
     } else if lower.contains("adam") && cx.legacy_trainer_adamw() {
@@ -546,6 +558,9 @@ mod tests {
         let fused =
             workload(r#"{"optimizer": "adamw_torch_fused", "framework_version": "PyTorch 2.4"}"#);
         assert!(fused.contains("optimizer     adamw\n    foreach       false"), "{fused}");
+        let lion =
+            workload(r#"{"optimizer": "Lion (lucidrains)", "framework_version": "PyTorch 2.4"}"#);
+        assert!(lion.contains("optimizer     sgd-momentum"), "{lion}");
         let plain = workload(r#"{"optimizer": "adamw_torch", "framework_version": "PyTorch 2.4"}"#);
         assert!(!plain.contains("paged_optimizer") && !plain.contains("foreach"), "{plain}");
     }
