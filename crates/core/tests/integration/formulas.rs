@@ -1308,6 +1308,7 @@ fn a_setting_that_needs_another_warns_and_changes_nothing() {
         ("; vae_tile 512", "vae_tile"),
         ("; vae_upcast true", "vae_upcast"),
         ("; vae_temporal 8", "vae_temporal"),
+        ("; vae_cache replaced", "vae_cache"),
     ] {
         let outcome = vram_core::evaluate(&source(extra));
         let warnings: Vec<_> = outcome.diagnostics.iter().filter(|d| d.code == "W005").collect();
