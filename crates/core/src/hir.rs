@@ -652,9 +652,10 @@ pub struct Levers {
     /// pass, and frees that gradient (torchtune `optimizer_in_bwd`, a per-parameter optimizer
     /// run by `register_post_accumulate_grad_hook`): the gradients are never all held at once.
     pub step_in_backward: bool,
-    /// `torch.compile` runs the loss: the upcast, log-softmax and its backward are fused, so the
-    /// compiled graph keeps only its 16-bit input. The layers' stored activations are counted
-    /// as in eager mode, an upper bound on what the compiled layers keep.
+    /// `torch.compile` runs the loss and the layers: the log-softmax and its backward are
+    /// fused, so the compiled loss keeps only its input (the 16-bit chunks, each upcast inside,
+    /// or the model's upcast logits when whole), and the compiled layers fuse their RMSNorms.
+    /// Their other stored activations are counted as in eager mode, an upper bound.
     pub compile: bool,
     /// Saved activations go to host memory in the forward pass and come back for the backward
     /// pass (torchtune `enable_activation_offloading`, `OffloadActivations`): one layer's are on

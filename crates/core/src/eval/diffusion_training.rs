@@ -104,13 +104,6 @@ pub(crate) fn components(
     let mut phase = llm_training::StepPhase::default();
     match &training.method {
         Method::Full => {
-            phase.transients.extend(llm_training::step_transient(
-                params,
-                "params",
-                training,
-                training.weights,
-                1,
-            )?);
             components.extend(llm_training::trained_states(
                 "",
                 params,
@@ -162,13 +155,6 @@ fn text_encoder_states(
         Some(crate::quant::WeightFormat::Uniform(p)) if p.is_float_compute() => *p,
         _ => training.weights,
     };
-    phase.transients.extend(llm_training::step_transient(
-        params,
-        "text encoder params",
-        training,
-        updated,
-        1,
-    )?);
     llm_training::trained_states(
         "text encoders: ",
         params,

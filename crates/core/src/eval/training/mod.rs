@@ -23,8 +23,7 @@ mod states;
 
 pub(super) use activations::{activations, softmax_gradients};
 pub(super) use states::{
-    Adapters, StepPhase, adapter_states, optimizer_step, sharded, state, step_transient,
-    trained_states,
+    Adapters, StepPhase, adapter_states, optimizer_step, sharded, state, trained_states,
 };
 use states::{divisor, intermediate};
 
@@ -190,17 +189,9 @@ pub(crate) fn components(
         components.extend(autocast_head_copy(shape, placement, training, kept)?);
     }
     components.extend(autocast_copies(params, training)?);
-    let master_ways = divisor(training, Sharding::Zero1, data);
     let mut phase = StepPhase::default();
     let trained = match &training.method {
         Method::Full => {
-            phase.transients.extend(step_transient(
-                params,
-                "params",
-                training,
-                training.weights,
-                master_ways,
-            )?);
             components.extend(trained_states(
                 "",
                 params,
@@ -234,13 +225,6 @@ pub(crate) fn components(
                 })
                 .sum();
             if saved > 0 {
-                phase.transients.extend(step_transient(
-                    saved,
-                    "params",
-                    training,
-                    training.activations,
-                    master_ways,
-                )?);
                 let a = training.activations;
                 let copy = Product::new()
                     .times(saved, "params")?

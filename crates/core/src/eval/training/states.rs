@@ -129,7 +129,7 @@ const SUB_GROUP_SIZE: u64 = 1_000_000_000;
 ///   (`stage_1_and_2.py`: `flatten(averaged_gradients[i]).to(fp32)`), holding both at once.
 /// - PyTorch's foreach AdamW holds one state-sized temporary, the square root of the second
 ///   moment (`torch/optim/adamw.py`, `_multi_tensor_adamw`: `_foreach_sqrt(exp_avg_sqs)`).
-pub(in crate::eval) fn step_transient(
+fn step_transient(
     params: u64,
     label: &'static str,
     training: &Training,
@@ -199,7 +199,8 @@ const STEP_IN_BACKWARD_SOURCE: &str = "torchtune optimizer_in_bwd: one optimizer
 /// Master copy, gradients and optimizer state of `params` trained parameters, each divided over
 /// the data ranks its sharding stage covers; master and optimizer stay on the host when
 /// offloaded, and so do the gradients of sharded training. `largest`: the values of the
-/// largest trained tensor.
+/// largest trained tensor. What the optimizer step holds of its own goes to `phase`, and so do
+/// gradients freed after every step.
 #[allow(clippy::too_many_arguments)]
 pub(in crate::eval) fn trained_states(
     prefix: &str,
@@ -214,6 +215,7 @@ pub(in crate::eval) fn trained_states(
 ) -> Result<Vec<Component>, Overflow> {
     let mut components = Vec::new();
     let master_ways = divisor(training, Sharding::Zero1, data);
+    phase.transients.extend(step_transient(params, label, training, updated, master_ways)?);
     let on_device = training.offload == Offload::None;
     if let (Some(master), true) = (training.master, on_device) {
         let figures =
