@@ -278,18 +278,14 @@ mod tests {
 
     /// A point of `workload` `diffusion_training` with `fields` (a JSON object) over the defaults.
     fn point(fields: &str) -> Point {
-        let mut point = serde_json::json!({
+        let defaults = serde_json::json!({
             "id": "T-001", "source_id": "T", "workload": "diffusion_training",
             "framework": "diffusers train_dreambooth_lora_flux_miniature.py + PEFT + accelerate",
             "batch_size": 1, "num_gpus": 1, "gpu_type": "RTX 4090 24GB",
             "measurement_method": "not stated", "measured_kind": "peak", "value": 9,
             "unit": "GB", "quality": "C"
         });
-        let fields: serde_json::Value = serde_json::from_str(fields).expect("fields parse");
-        if let (Some(point), Some(fields)) = (point.as_object_mut(), fields.as_object()) {
-            point.extend(fields.clone());
-        }
-        serde_json::from_value(point).expect("test point parses")
+        super::super::test_point(defaults, fields)
     }
 
     #[test]

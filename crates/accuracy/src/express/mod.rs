@@ -196,6 +196,18 @@ fn runtime_only_body() -> String {
         .to_string()
 }
 
+/// A test point: `defaults` (a JSON object) with the fields of `changes` (a JSON object)
+/// replacing or adding to them.
+#[cfg(test)]
+pub(crate) fn test_point(defaults: serde_json::Value, changes: &str) -> Point {
+    let mut point = defaults;
+    let changes: serde_json::Value = serde_json::from_str(changes).expect("changes parse");
+    if let (Some(point), Some(changes)) = (point.as_object_mut(), changes.as_object()) {
+        point.extend(changes.clone());
+    }
+    serde_json::from_value(point).expect("test point parses")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,7 +216,7 @@ mod tests {
     /// A Qwen finetune.py point on one A100, with the fields of `changes` (a JSON object)
     /// replacing or adding to the defaults.
     fn qwen_point(changes: &str) -> Point {
-        let mut point = serde_json::json!({
+        let defaults = serde_json::json!({
             "id": "T-001", "source_id": "T", "workload": "training_lora",
             "model": "Qwen/Qwen-7B (base)",
             "framework": "transformers Trainer + PEFT (<0.8) + DeepSpeed (Qwen finetune.py)",
@@ -214,11 +226,7 @@ mod tests {
             "activation_checkpointing": true, "measurement_method": "not stated",
             "measured_kind": "peak", "value": 33.7, "unit": "GB", "quality": "B"
         });
-        let changes: serde_json::Value = serde_json::from_str(changes).expect("changes parse");
-        if let (Some(point), Some(changes)) = (point.as_object_mut(), changes.as_object()) {
-            point.extend(changes.clone());
-        }
-        serde_json::from_value(point).expect("test point parses")
+        test_point(defaults, changes)
     }
 
     fn labels(expression: &Expression) -> Vec<&'static str> {

@@ -510,7 +510,7 @@ mod tests {
 
     /// A Llama 3 8B fine-tuning point with `fields` (a JSON object) over the defaults.
     fn point(fields: &str) -> Point {
-        let mut point = serde_json::json!({
+        let defaults = serde_json::json!({
             "id": "T-001", "source_id": "T", "workload": "training_lora",
             "model": "meta-llama/Meta-Llama-3-8B", "framework": "transformers Trainer + PEFT",
             "weight_precision": "bf16", "compute_dtype": "bf16", "optimizer": "adamw_torch",
@@ -519,11 +519,7 @@ mod tests {
             "measurement_method": "torch.cuda.max_memory_allocated", "measured_kind": "peak",
             "value": 20, "unit": "GB", "quality": "B"
         });
-        let fields: serde_json::Value = serde_json::from_str(fields).expect("fields parse");
-        if let (Some(point), Some(fields)) = (point.as_object_mut(), fields.as_object()) {
-            point.extend(fields.clone());
-        }
-        serde_json::from_value(point).expect("test point parses")
+        super::super::test_point(defaults, fields)
     }
 
     fn workload(fields: &str) -> String {
