@@ -10,7 +10,7 @@ use serde_json::Value;
 /// One published measurement with its conditions. Every field is read leniently (a number
 /// written as a string, a string where a number was expected, a missing field): another data
 /// set's quirks make a condition unreadable, never the whole file ([`parse`]).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 pub struct Point {
     #[serde(default, deserialize_with = "text")]
     pub id: String,
@@ -187,11 +187,17 @@ fn small_count<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u32>, D
 fn flag<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<bool>, D::Error> {
     Ok(match Value::deserialize(de)? {
         Value::Bool(b) => Some(b),
-        Value::String(s) => match s.trim().to_lowercase().as_str() {
-            "true" | "yes" | "on" | "enabled" => Some(true),
-            "false" | "no" | "off" | "disabled" | "none" => Some(false),
-            _ => None,
-        },
+        // The first word decides: `yes (full)`, `enabled, every layer`, Unsloth's
+        // `use_gradient_checkpointing="unsloth"`.
+        Value::String(s) => {
+            let lower = s.trim().to_lowercase();
+            let first = lower.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or("");
+            match first {
+                "true" | "yes" | "on" | "enabled" | "full" | "unsloth" => Some(true),
+                "false" | "no" | "off" | "disabled" | "none" => Some(false),
+                _ => None,
+            }
+        }
         _ => None,
     })
 }
@@ -234,6 +240,20 @@ mod tests {
         assert_eq!(point.source_id, "");
         let wrapped = parse(r#"{"version": 2, "points": [{"id": "Y-1"}]}"#).expect("parses");
         assert_eq!(wrapped[0].id, "Y-1");
+    }
+
+    #[test]
+    fn checkpointing_flags_in_their_wordings() {
+        let read = |value: &str| {
+            let text = format!(r#"[{{"id": "F", "activation_checkpointing": {value}}}]"#);
+            parse(&text).expect("parses")[0].activation_checkpointing
+        };
+        assert_eq!(read("true"), Some(true));
+        assert_eq!(read(r#""yes (full)""#), Some(true));
+        assert_eq!(read(r#""unsloth""#), Some(true));
+        assert_eq!(read(r#""Disabled""#), Some(false));
+        assert_eq!(read(r#""not stated""#), None);
+        assert_eq!(read(r#""selective?""#), None);
     }
 
     #[test]

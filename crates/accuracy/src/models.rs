@@ -287,22 +287,24 @@ pub fn lora_targets(
         let adds: &[&'static str] = match (family, module.as_str()) {
             // T5 (modeling_t5.py): T5Attention's q, k, v, o; T5DenseActDense's wi, wo and
             // T5DenseGatedActDense's wi_0, wi_1, wo.
-            (Family::Llama, "q_proj") | (Family::T5, "q") => &["q"],
-            (Family::Llama, "k_proj") | (Family::T5, "k") => &["k"],
-            (Family::Llama, "v_proj") | (Family::T5, "v") => &["v"],
+            // Short names (`q,k,v,o,gate,up,down`, Unsloth's and many tables' wording) are a
+            // Llama-style model's projections too.
+            (Family::Llama, "q_proj") | (Family::T5 | Family::Llama, "q") => &["q"],
+            (Family::Llama, "k_proj") | (Family::T5 | Family::Llama, "k") => &["k"],
+            (Family::Llama, "v_proj") | (Family::T5 | Family::Llama, "v") => &["v"],
             // torchtune (and Meta's own code, Mixtral's experts) name the attention output
             // `output_proj` and the MLP's gate, down and up projections `w1`, `w2`, `w3`.
-            (Family::Llama, "o_proj" | "output_proj")
+            (Family::Llama, "o_proj" | "output_proj" | "o")
             | (Family::T5, "o")
             | (_, "dense" | "out_proj") => &["o"],
-            (Family::Llama, "gate_proj" | "w1") | (Family::QwenV1, "w2") | (Family::T5, "wi_0") => {
-                &["gate"]
-            }
-            (Family::Llama, "up_proj" | "w3")
+            (Family::Llama, "gate_proj" | "w1" | "gate")
+            | (Family::QwenV1, "w2")
+            | (Family::T5, "wi_0") => &["gate"],
+            (Family::Llama, "up_proj" | "w3" | "up")
             | (Family::QwenV1, "w1")
             | (Family::T5, "wi" | "wi_1")
             | (_, "dense_h_to_4h" | "fc1" | "c_fc") => &["up"],
-            (Family::Llama, "down_proj" | "w2")
+            (Family::Llama, "down_proj" | "w2" | "down")
             | (Family::T5, "wo")
             | (_, "dense_4h_to_h" | "fc2") => &["down"],
             // Fused q, k and v: Qwen v1's `c_attn`, and other families' names for the same

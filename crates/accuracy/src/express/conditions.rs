@@ -308,6 +308,14 @@ impl Cx<'_> {
             "lightning",
             "hugging face",
             "huggingface",
+            "autoawq",
+            "auto-gptq",
+            "autogptq",
+            "gptqmodel",
+            "optimum",
+            "bitsandbytes",
+            "torchao",
+            "hqq",
         ]
         .iter()
         .any(|w| framework.contains(w))
@@ -671,6 +679,36 @@ fn transformers_minor(text: &str) -> Option<u32> {
     rest[..end].parse().ok()
 }
 
+/// The transformers release a point names: the version written after the word
+/// (`transformers 4.46.1`, `HF transformers==4.45`, `transformers v5.0`), or a version note of
+/// its own (`v4.41 (May 2024)`) when the framework is transformers.
+pub(crate) fn transformers_version(point: &crate::data::Point) -> Option<(u32, u32)> {
+    let text = framework_and_version(point);
+    let after_name = text.match_indices("transformers").find_map(|(at, name)| {
+        let rest = text[at + name.len()..].trim_start_matches([' ', '=', ':', '(', 'v', '@']);
+        major_minor(rest).filter(|(major, _)| (4..10).contains(major))
+    });
+    after_name.or_else(|| {
+        let note = point.framework_version.as_deref()?.to_lowercase();
+        let named = point.framework.to_lowercase().contains("transformers");
+        let first = note.trim_start_matches(['~', ' ', 'v']);
+        named.then(|| major_minor(first)).flatten().filter(|(major, _)| (4..10).contains(major))
+    })
+}
+
+/// `A.B` at the start of `text`.
+fn major_minor(text: &str) -> Option<(u32, u32)> {
+    let (major, rest) = text.split_once('.')?;
+    let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    Some((major.parse().ok()?, rest[..end].parse().ok()?))
+}
+
+/// Whether the point ran on a release from `(year, month)` on, by the latest month its version
+/// note names; `None` when it names none.
+pub(crate) fn dated_from(point: &crate::data::Point, year: u32, month: u32) -> Option<bool> {
+    latest_month(&framework_and_version(point)).map(|found| found >= (year, month))
+}
+
 /// A point's framework and version note, lowercased: where versions and dates are read.
 fn framework_and_version(point: &crate::data::Point) -> String {
     format!("{} {}", point.framework, point.framework_version.as_deref().unwrap_or_default())
@@ -741,7 +779,7 @@ fn cuda_version(text: &str) -> Option<(u32, u32)> {
 
 #[cfg(test)]
 mod version_tests {
-    use super::{cuda_version, latest_month};
+    use super::{cuda_version, dated_from, latest_month, transformers_version};
 
     #[test]
     fn cuda_versions_are_read_from_version_notes() {
@@ -767,6 +805,32 @@ mod version_tests {
         for kind in ["peak", "max_fit_boundary", "room left", "fits"] {
             assert!(!super::out_of_memory_kind(kind), "{kind}");
         }
+    }
+
+    #[test]
+    fn the_transformers_release_a_point_names() {
+        let point = |framework: &str, version: Option<&str>| crate::data::Point {
+            framework: framework.to_owned(),
+            framework_version: version.map(str::to_owned),
+            ..crate::data::Point::default()
+        };
+        assert_eq!(transformers_version(&point("HF transformers 4.45", None)), Some((4, 45)));
+        assert_eq!(
+            transformers_version(&point("Trainer", Some("PyTorch 2.5, transformers==4.46.1"))),
+            Some((4, 46))
+        );
+        assert_eq!(
+            transformers_version(&point("transformers", Some("v4.41 (May 2024)"))),
+            Some((4, 41))
+        );
+        assert_eq!(transformers_version(&point("transformers v5.0", None)), Some((5, 0)));
+        assert_eq!(
+            transformers_version(&point("transformers", Some("PyTorch 2.0.1, CUDA 11.8"))),
+            None
+        );
+        assert_eq!(transformers_version(&point("vLLM 0.6.3", None)), None);
+        assert_eq!(dated_from(&point("transformers", Some("November 2024")), 2024, 10), Some(true));
+        assert_eq!(dated_from(&point("transformers", None), 2024, 10), None);
     }
 
     #[test]

@@ -373,18 +373,30 @@ fn stated_frames(cx: &Cx<'_>) -> Option<u64> {
 
 /// Whether the point states a size (`720x480`) in its image or video wording.
 fn states_size(cx: &Cx<'_>) -> bool {
-    let text = cx.point.image_or_video.as_deref().unwrap_or_default();
-    text.split(|c: char| !(c.is_ascii_digit() || c == 'x'))
-        .any(|word| word.split_once('x').is_some_and(|(w, h)| !w.is_empty() && !h.is_empty()))
+    image_size(cx.point.image_or_video.as_deref().unwrap_or_default()).is_some()
+}
+
+/// The first `W x H` a wording states, however it is spelled: `1024x1024`, `1024 x 1024`,
+/// `1024×1024`, `1024*1024`, `1024 by 1024`.
+pub(super) fn image_size(text: &str) -> Option<(u64, u64)> {
+    let words: Vec<String> = text
+        .to_lowercase()
+        .replace(['×', '*'], " x ")
+        .replace(" by ", " x ")
+        .replace('x', " x ")
+        .split(|c: char| !(c.is_ascii_digit() || c == 'x'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect();
+    words.windows(3).find_map(|w| {
+        (w[1] == "x").then(|| Some((w[0].parse().ok()?, w[2].parse().ok()?))).flatten()
+    })
 }
 
 /// The image size, `1024x1024` in the source's wording.
 pub(super) fn resolution(cx: &mut Cx<'_>) -> Option<(u64, u64)> {
     let text = cx.point.image_or_video.clone().unwrap_or_default();
-    let found = text.split(|c: char| !(c.is_ascii_digit() || c == 'x')).find_map(|word| {
-        let (w, h) = word.split_once('x')?;
-        Some((w.parse().ok()?, h.parse().ok()?))
-    });
+    let found = image_size(&text);
     if found.is_none() {
         cx.gap(Gap::data(data::UNREADABLE, format!("image_or_video = {text:?}")));
     }
@@ -531,4 +543,20 @@ fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
         return None;
     };
     Some(word)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::image_size;
+
+    #[test]
+    fn image_sizes_in_their_usual_spellings() {
+        assert_eq!(image_size("1024x1024"), Some((1024, 1024)));
+        assert_eq!(image_size("1024 x 1024 image"), Some((1024, 1024)));
+        assert_eq!(image_size("49 frames of 720×480"), Some((720, 480)));
+        assert_eq!(image_size("768*512, 30 steps"), Some((768, 512)));
+        assert_eq!(image_size("512 by 768 images"), Some((512, 768)));
+        assert_eq!(image_size("images pre-cached"), None);
+        assert_eq!(image_size("4x upscaling"), None);
+    }
 }

@@ -306,13 +306,17 @@ fn prompt_tokens(cx: &mut Cx<'_>) -> Option<u64> {
     }
 }
 
-/// Transformers computed the logits of every prompt position, in fp32, until `logits_to_keep`
-/// (v4.45); the harness says so unless the source states a later version.
+/// Transformers computed the logits of every prompt position, in fp32, until `generate` passed
+/// `num_logits_to_keep` (v4.45, released in September 2024); the harness says so unless the
+/// source states a later version or, stating none, a date from October 2024 on.
 fn logits_for_every_position(cx: &Cx<'_>, runtime: Runtime) -> bool {
     let point = cx.point;
     let transformers = point.framework.to_lowercase().contains("transformers");
-    let version = point.framework_version.clone().unwrap_or_default();
-    runtime == Runtime::PyTorch && transformers && !states_version_at_least(&version, 4, 45)
+    let before = match super::conditions::transformers_version(point) {
+        Some(version) => version < (4, 45),
+        None => super::conditions::dated_from(point, 2024, 10) != Some(true),
+    };
+    runtime == Runtime::PyTorch && transformers && before
 }
 
 /// Whether `text` names a version `major.minor` or later, as `v4.46` or `4.46.1`.

@@ -388,7 +388,7 @@ const LLAMA_PROJECTIONS: [&str; 7] =
 /// projection for PEFT's `all-linear`.
 fn named_modules(text: &str) -> Option<Vec<String>> {
     let lower = text.to_lowercase();
-    if ["all-linear", "all_linear", "all linear"].iter().any(|w| lower.contains(w)) {
+    if adapts_every_linear(&lower) {
         return Some(LLAMA_PROJECTIONS.iter().map(ToString::to_string).collect());
     }
     // Other families' module names, unambiguous in free text (`dense` alone is not).
@@ -403,14 +403,48 @@ fn named_modules(text: &str) -> Option<Vec<String>> {
         "c_attn",
         "c_fc",
     ];
+    let words: Vec<&str> =
+        lower.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
     let mut names: Vec<String> = Vec::new();
-    for word in lower.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-        let known = LLAMA_PROJECTIONS.contains(&word) || others.contains(&word);
+    for word in &words {
+        let known = LLAMA_PROJECTIONS.contains(word) || others.contains(word);
         if known && !names.iter().any(|n| n == word) {
-            names.push(word.to_string());
+            names.push((*word).to_string());
         }
     }
+    if names.is_empty() {
+        names = short_projection_names(&words);
+    }
     (!names.is_empty()).then_some(names)
+}
+
+/// PEFT's `all-linear` in the other tools' words: Axolotl's `lora_target_linear`,
+/// LLaMA-Factory's `lora_target: all`, "target all", "all linear layers".
+fn adapts_every_linear(lower: &str) -> bool {
+    let words: Vec<&str> = lower
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    ["all-linear", "all_linear", "all linear", "lora_target_linear"]
+        .iter()
+        .any(|w| lower.contains(w))
+        || words.windows(2).any(|pair| {
+            matches!(pair[0], "target" | "targets" | "lora_target" | "target_modules")
+                && pair[1] == "all"
+        })
+}
+
+/// Projections written by their short names, as Unsloth's notebooks and many tables do
+/// (`q,k,v,o,gate,up,down`): taken as such only when at least two of them are listed, since a
+/// lone letter in free text means nothing ([`models::lora_targets`] maps them per family).
+fn short_projection_names(words: &[&str]) -> Vec<String> {
+    const SHORT: [&str; 7] = ["q", "k", "v", "o", "gate", "up", "down"];
+    let found: Vec<String> = SHORT
+        .iter()
+        .filter(|short| words.contains(short))
+        .map(|short| (*short).to_string())
+        .collect();
+    if found.len() >= 2 { found } else { Vec::new() }
 }
 
 /// Mixed precision with fp32 weights (PyTorch AMP): the 16-bit type autocast computes in, which
@@ -585,6 +619,14 @@ mod tests {
         let peft = "LoRA r=16, alpha=32, target_modules=['q_proj', 'v_proj'], dropout 0.05";
         assert_eq!(modules(peft).unwrap(), ["q_proj", "v_proj"]);
         assert_eq!(modules("QLoRA rank=8, all-linear").unwrap().len(), 7);
+        assert_eq!(modules("LoRA r=32 alpha=16 lora_target_linear").unwrap().len(), 7);
+        assert_eq!(modules("LoRA rank 8, lora_target: all").unwrap().len(), 7);
+        assert_eq!(
+            modules("QLoRA r=16 on q,k,v,o,gate,up,down").unwrap(),
+            ["q", "k", "v", "o", "gate", "up", "down"]
+        );
+        assert_eq!(modules("LoRA (r=8) for q and v only").unwrap(), ["q", "v"]);
+        assert_eq!(modules("LoRA r=8, dropout 0.1, v2 recipe"), None);
         assert_eq!(rank("qlora rank=8, all-linear"), Some(8));
     }
 }
