@@ -22,12 +22,14 @@ struct Pipeline {
 
 /// The pipeline for a `model` wording, or the gap that stops it.
 fn pipeline(model: &str) -> Result<Pipeline, Gap> {
-    let model = model.trim();
-    if model == "CompVis/stable-diffusion-v1-4" {
+    let name = model.trim().rsplit('/').next().unwrap_or_default().to_lowercase();
+    let text: String = name.chars().filter(char::is_ascii_alphanumeric).collect();
+    let has = |keys: &[&str]| keys.iter().any(|k| text.contains(k));
+    if has(&["stablediffusionv1", "stablediffusion1", "sdv1", "sd14", "sd15"]) {
         // CompVis v1 UNet (configs/stable-diffusion/v1-inference.yaml, diffusers
-        // unet/config.json): model_channels 320, channel_mult [1, 2, 4, 4], num_res_blocks 2,
-        // attention at the three upper levels, 8 heads, context_dim 768 (CLIP-L); prompts of 77
-        // CLIP tokens.
+        // unet/config.json), shared by v1.4 and v1.5: model_channels 320, channel_mult
+        // [1, 2, 4, 4], num_res_blocks 2, attention at the three upper levels, 8 heads,
+        // context_dim 768 (CLIP-L); prompts of 77 CLIP tokens.
         Ok(Pipeline {
             denoiser: "sd14-unet",
             encoders: &["clip-l-text"],
@@ -36,7 +38,21 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
                         channel_mult  1 2 4 4\n    layers_per_block 2\n    \
                         cross_attention_dim 768\n    text_tokens   77 tokens\n",
         })
-    } else if model.starts_with("black-forest-labs/FLUX.1-dev") {
+    } else if has(&["stablediffusionxl", "sdxl"]) && !has(&["refiner"]) {
+        // SDXL base 1.0's unet/config.json: block_out_channels 320 640 1280,
+        // layers_per_block 2, transformer_layers_per_block 1 2 10 with no attention at the
+        // first level, 64-wide heads, cross_attention_dim 2048 (CLIP-L and bigG concatenated);
+        // prompts of 77 CLIP tokens, as for inference (`express/diffusion.rs`).
+        Ok(Pipeline {
+            denoiser: "sdxl-unet",
+            encoders: &["clip-l-text", "clip-g-text"],
+            vae: "sdxl-vae",
+            structure: "    architecture  unet\n    hidden        320\n    \
+                        channel_mult  1 2 4\n    layers_per_block 2\n    \
+                        transformer_layers 0 2 10\n    head_dim      64\n    \
+                        cross_attention_dim 2048\n    text_tokens   77 tokens\n",
+        })
+    } else if has(&["flux1dev"]) {
         // FLUX.1-dev: hidden 3072, 24 heads, 19 double and 38 single blocks (DOMAIN.md §7.1);
         // T5 max_sequence_length 512 (the training script's default).
         Ok(Pipeline {
@@ -71,8 +87,10 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let precision = precision(cx);
     let method = method(cx, pipeline.denoiser == "flux1-dev-transformer");
     let checkpointing = checkpointing(cx);
+    let optimizer = optimizer(cx);
     let ((width, height), batch, (weights, denoiser, activations), method, checkpointing) =
         (resolution?, batch?, precision?, method?, checkpointing?);
+    let optimizer = optimizer?;
     let point = cx.point;
     let settings = point.other_settings.clone().unwrap_or_default().to_lowercase();
     let full = method.trim_start().starts_with("method        full");
@@ -111,7 +129,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     if let Some(activations) = activations {
         let _ = writeln!(out, "    activations   {activations}  # mixed precision (autocast)");
     }
-    let _ = writeln!(out, "    optimizer     {}", optimizer(cx));
+    let _ = writeln!(out, "    optimizer     {optimizer}");
     let _ = writeln!(out, "    checkpointing {}", if checkpointing { "full" } else { "none" });
     if cx.before_pytorch_2() {
         cx.assume(
@@ -160,13 +178,23 @@ fn precision(cx: &mut Cx<'_>) -> Option<(&'static str, &'static str, Option<&'st
              (accelerate's default is none)",
         );
         "fp32"
-    } else if compute.starts_with("bf16") {
-        "bf16"
-    } else if compute.starts_with("fp16") {
-        "fp16"
     } else {
-        cx.unreadable("compute_dtype", &compute);
-        return None;
+        // The compute type, else the weights' stated precision (a data set that gives only
+        // `weight_precision`: the script's --mixed_precision casts the frozen parts to it).
+        let stated = if compute.is_empty() {
+            point.weight_precision.clone().unwrap_or_default().to_lowercase()
+        } else {
+            compute.clone()
+        };
+        match stated.replace("float", "fp").replace("bfp", "bf") {
+            s if s.starts_with("bf16") => "bf16",
+            s if s.starts_with("fp16") => "fp16",
+            s if s.starts_with("fp32") => "fp32",
+            _ => {
+                cx.unreadable("compute_dtype", &stated);
+                return None;
+            }
+        }
     };
     let denoiser = if quantization.contains("nf4") {
         // diffusers' BitsAndBytesConfig: bnb_4bit_use_double_quant defaults to False.
@@ -255,18 +283,25 @@ fn checkpointing(cx: &mut Cx<'_>) -> Option<bool> {
     None
 }
 
-/// The optimizer word: the stated one, else the example scripts' torch AdamW.
-fn optimizer(cx: &mut Cx<'_>) -> &'static str {
-    match cx.point.optimizer.as_deref().map(str::to_lowercase) {
-        Some(text) if text.contains("8bit") => "adamw-8bit",
-        Some(_) => "adamw",
-        None => {
-            cx.assume(
-                assume::SCRIPT_SETTING,
-                "optimizer not stated: the example script's torch.optim.AdamW (no --use_8bit_adam)",
-            );
-            "adamw"
-        }
+/// The optimizer word: the stated one (bitsandbytes' 8-bit AdamW, or an AdamW), else the
+/// example scripts' torch AdamW. Another optimizer (Prodigy, whose four states per parameter no
+/// language optimizer keeps) is a wording the harness cannot write.
+fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
+    let Some(text) = cx.point.optimizer.clone() else {
+        cx.assume(
+            assume::SCRIPT_SETTING,
+            "optimizer not stated: the example script's torch.optim.AdamW (no --use_8bit_adam)",
+        );
+        return Some("adamw");
+    };
+    let lower = text.to_lowercase();
+    if lower.contains("8bit") || lower.contains("8-bit") {
+        Some("adamw-8bit")
+    } else if lower.contains("adam") {
+        Some("adamw")
+    } else {
+        cx.unreadable("optimizer", &text);
+        None
     }
 }
 
@@ -328,6 +363,38 @@ mod tests {
         assert!(source.contains("attention     eager") && source.contains("checkpointing none"));
         let labels: Vec<&str> = expressed.assumptions.iter().map(|a| a.label).collect();
         assert!(labels.contains(&assume::TEXT_ENCODER_FROZEN), "{labels:?}");
+    }
+
+    /// SDXL and SD 1.5 by their usual names; the precision from `weight_precision` alone; an
+    /// 8-bit AdamW written with a hyphen; an optimizer the language has no states for is a gap.
+    #[test]
+    fn other_pipelines_and_wordings() {
+        let sdxl = express(&point(
+            r#"{"model": "stabilityai/stable-diffusion-xl-base-1.0",
+                "framework": "diffusers train_dreambooth_lora_sdxl.py", "weight_precision": "fp16",
+                "finetune_method": "LoRA rank 4 on UNet", "optimizer": "AdamW 8-bit",
+                "image_or_video": "1024x1024", "activation_checkpointing": true}"#,
+        ))
+        .expect("expressible");
+        let source = sdxl.source.split("workload point").nth(1).expect("a workload");
+        assert!(source.contains("denoiser      sdxl-unet"), "{source}");
+        assert!(source.contains("text_encoders clip-l-text clip-g-text"), "{source}");
+        assert!(source.contains("transformer_layers 0 2 10"), "{source}");
+        assert!(source.contains("weights       fp16"), "{source}");
+        assert!(source.contains("optimizer     adamw-8bit"), "{source}");
+        let sd15 = express(&point(
+            r#"{"model": "runwayml/stable-diffusion-v1-5", "compute_dtype": "bf16",
+                "finetune_method": "full", "image_or_video": "512 x 512",
+                "activation_checkpointing": false}"#,
+        ))
+        .expect("expressible");
+        assert!(sd15.source.contains("denoiser      sd14-unet"), "{}", sd15.source);
+        let prodigy = express(&point(
+            r#"{"model": "runwayml/stable-diffusion-v1-5", "compute_dtype": "bf16",
+                "finetune_method": "full", "image_or_video": "512x512", "optimizer": "Prodigy",
+                "activation_checkpointing": false}"#,
+        ));
+        assert!(prodigy.is_err());
     }
 
     #[test]
