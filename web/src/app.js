@@ -8,7 +8,8 @@ import { bar, bytes, h, legend, table, verdictText } from "./render.js";
 const $ = (id) => document.getElementById(id);
 const EXAMPLES = [
   "llama3.1-8b-chat.vram", "llama3.1-70b-fp8-tp2.vram", "llama3.1-405b-meta-fp8.vram",
-  "mistral-7b-fleet.vram", "what-would-fit.vram", "one-card-three-workloads.vram",
+  "mistral-7b-fleet.vram", "serving-engines.vram", "what-would-fit.vram",
+  "one-card-three-workloads.vram",
   "mixed-gpus-and-host.vram",
   "moe-and-latent-attention.vram", "sliding-window.vram", "flan-t5-xl-summarise-and-tune.vram",
   "gguf-on-a-desktop-gpu.vram",

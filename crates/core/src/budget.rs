@@ -236,7 +236,9 @@ pub struct HeadroomReport {
 /// A KV pool sized by the runtime: a fraction of the device minus everything else.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct KvPool {
-    /// The share of the device the runtime takes (`gpu_memory_utilization`).
+    /// The share the runtime takes, and of what: `90 % of the device` (vLLM's
+    /// `gpu_memory_utilization`, TGI's `cuda_memory_fraction × TGI_WIGGLE_ROOM`) or `88 % of the
+    /// free memory` (SGLang's `mem_fraction_static`, of what its CUDA context leaves).
     pub fraction: String,
     pub bytes: Bytes,
     /// Tokens of KV the pool holds (over all sessions).

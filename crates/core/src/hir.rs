@@ -349,6 +349,11 @@ pub enum Runtime {
     /// Hugging Face diffusers pipelines: PyTorch's context and workspaces, named for the reader.
     Diffusers,
     Vllm,
+    /// SGLang: a KV pool sized from `mem_fraction_static` of the free memory ([`crate::eval`]'s
+    /// serving rules).
+    Sglang,
+    /// Hugging Face text-generation-inference: a KV pool sized after a warm-up prefill.
+    Tgi,
     LlamaCpp,
     None,
     Custom {

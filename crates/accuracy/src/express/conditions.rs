@@ -15,6 +15,8 @@ pub(crate) enum Runtime {
     PyTorch,
     Diffusers,
     Vllm,
+    Sglang,
+    Tgi,
     LlamaCpp,
 }
 
@@ -24,6 +26,8 @@ impl Runtime {
             Runtime::PyTorch => "pytorch",
             Runtime::Diffusers => "diffusers",
             Runtime::Vllm => "vllm",
+            Runtime::Sglang => "sglang",
+            Runtime::Tgi => "tgi",
             Runtime::LlamaCpp => "llama.cpp",
         }
     }
@@ -284,8 +288,17 @@ impl Cx<'_> {
     /// The runtime profile for the framework.
     pub(crate) fn runtime(&mut self) -> Option<Runtime> {
         let framework = self.point.framework.to_lowercase();
+        let words: Vec<&str> =
+            framework.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).collect();
         if framework.contains("vllm") {
             Some(Runtime::Vllm)
+        } else if framework.contains("sglang") {
+            Some(Runtime::Sglang)
+        } else if framework.contains("text-generation-inference")
+            || framework.contains("text generation inference")
+            || words.contains(&"tgi")
+        {
+            Some(Runtime::Tgi)
         } else if framework.contains("llama.cpp") || framework.contains("ollama") {
             Some(Runtime::LlamaCpp)
         } else if framework.contains("diffusers") {
@@ -435,8 +448,21 @@ impl Cx<'_> {
             Ok(("fp8", Some((assume::META_FP8, both))))
         } else if w.contains("fp8") && (w.contains("not all layers") || q.contains("compressed")) {
             Err(Gap::feature(feature::MIXED_FP8, both))
-        } else if q.contains("torchao") || (torchtune && (q.contains("nf4") || w.contains("nf4"))) {
+        } else if (q.contains("torchao") && q.contains("nf4"))
+            || (torchtune && (q.contains("nf4") || w.contains("nf4")))
+        {
             Ok(("nf4-dq", Some((assume::EQUIVALENT_FORMAT, TORCHAO_NF4.to_string()))))
+        } else if q.contains("torchao") && q.contains("int8") {
+            // int8_weight_only: int8 matrices with one scale per output channel.
+            Ok(("int8", None))
+        } else if q.contains("torchao") && q.contains("int4") {
+            Ok((
+                "int4-g128",
+                Some((
+                    assume::RUNTIME_DEFAULT,
+                    format!("{both}: torchao int4_weight_only's default group_size 128"),
+                )),
+            ))
         } else if q.contains("awq") || w.contains("awq") {
             // AutoAWQ's `quant_config` default: `q_group_size` 128, 4-bit, zero point.
             Ok((
@@ -463,6 +489,10 @@ impl Cx<'_> {
             Ok(("nf4-dq", None))
         } else if q.contains("nf4") || w == "nf4" {
             Ok(("nf4", None))
+        } else if q.contains("fp8") || q.contains("float8") {
+            // FP8 checkpoints and on-the-fly FP8 (vLLM, SGLang `--quantization fp8`): one
+            // byte per weight of the linear layers, a scale per tensor or channel.
+            Ok(("fp8", None))
         } else if q.is_empty() || q == "none" {
             match w.as_str() {
                 "bf16" => Ok(("bf16", None)),

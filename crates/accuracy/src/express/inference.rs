@@ -55,6 +55,9 @@ pub(super) fn body(
     if let Some(prefill) = prefill {
         let _ = writeln!(out, "    prefill_chunk {prefill} tokens");
     }
+    if let Some(percent) = stated_memory_fraction(cx, runtime) {
+        let _ = writeln!(out, "    memory_fraction {percent} %");
+    }
     if runtime == Runtime::Vllm && !vllm_v1(cx) {
         // This data set's engines are V0 (v0.5-v0.6), whose max_num_seqs defaulted to 256 on
         // every GPU; the language's default is V1's (the default engine from 0.8), 1024 on large
@@ -217,7 +220,7 @@ fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Op
             );
             Some(1)
         }
-        Runtime::PyTorch | Runtime::Diffusers => {
+        Runtime::PyTorch | Runtime::Diffusers | Runtime::Sglang | Runtime::Tgi => {
             cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none"))
         }
     }
@@ -268,6 +271,10 @@ fn context(
         // llama.cpp's physical batch, when the source gives it.
         Runtime::LlamaCpp => number_after(&settings, "n_ubatch"),
         Runtime::Vllm => vllm_v0_profile_tokens(cx, context),
+        // SGLang's chunked prefill and TGI's warm-up prefill, when the source sets them; else
+        // the language's defaults for the runtime.
+        Runtime::Sglang => number_after(&settings.replace('-', "_"), "chunked_prefill_size"),
+        Runtime::Tgi => number_after(&settings.replace('-', "_"), "max_batch_prefill_tokens"),
     };
     Some((context, prefill, None))
 }
@@ -359,6 +366,35 @@ fn vllm_v1(cx: &Cx<'_>) -> bool {
     text.contains("v1 engine") || states_version_at_least(&text, 0, 8)
 }
 
+/// The share of the device a pooling server was told to take, in percent: vLLM's
+/// `gpu_memory_utilization`, SGLang's `mem_fraction_static` or TGI's `cuda_memory_fraction`
+/// (times its 95 % wiggle room), written with underscores or as the flag's hyphens.
+fn stated_memory_fraction(cx: &mut Cx<'_>, runtime: Runtime) -> Option<u64> {
+    let key = match runtime {
+        Runtime::Vllm => "gpu_memory_utilization",
+        Runtime::Sglang => "mem_fraction_static",
+        Runtime::Tgi => "cuda_memory_fraction",
+        _ => return None,
+    };
+    let text = format!(
+        "{} {}",
+        cx.point.other_settings.as_deref().unwrap_or_default(),
+        cx.point.framework
+    )
+    .to_lowercase()
+    .replace('-', "_");
+    let start = text.find(key)? + key.len();
+    let rest = text[start..].trim_start_matches([' ', '(', '=', ':']);
+    let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+    let fraction: f64 = rest[..end].parse().ok().filter(|f: &f64| *f > 0.0 && *f <= 1.0)?;
+    let wiggle = if runtime == Runtime::Tgi { 0.95 } else { 1.0 };
+    // Whole percents: the language's unit, and the precision these settings are written in.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "0 < f <= 1")]
+    let percent = (fraction * wiggle * 100.0).round() as u64;
+    cx.assume(assume::SCRIPT_SETTING, format!("{key} {fraction}: memory_fraction {percent} %"));
+    Some(percent)
+}
+
 /// The number written after `key` in a settings text: `n_ubatch 512`, `max_model_len (8192)`.
 fn number_after(text: &str, key: &str) -> Option<u64> {
     let start = text.find(key)? + key.len();
@@ -369,6 +405,25 @@ fn number_after(text: &str, key: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pooling_servers_read_their_own_memory_settings() {
+        let point = |framework: &str, settings: &str| crate::data::Point {
+            framework: framework.to_owned(),
+            other_settings: Some(settings.to_owned()),
+            ..crate::data::Point::default()
+        };
+        let fraction =
+            |p: &crate::data::Point, runtime| stated_memory_fraction(&mut Cx::new(p), runtime);
+        let sglang = point("SGLang 0.3", "--mem-fraction-static 0.85, chunked prefill");
+        assert_eq!(fraction(&sglang, Runtime::Sglang), Some(85));
+        let tgi = point("TGI 2.0", "cuda_memory_fraction=0.8");
+        assert_eq!(fraction(&tgi, Runtime::Tgi), Some(76));
+        let vllm = point("vLLM", "gpu_memory_utilization 0.95");
+        assert_eq!(fraction(&vllm, Runtime::Vllm), Some(95));
+        assert_eq!(fraction(&vllm, Runtime::Sglang), None);
+        assert_eq!(fraction(&point("vLLM", "gpu_memory_utilization 95"), Runtime::Vllm), None);
+    }
 
     #[test]
     fn versions() {

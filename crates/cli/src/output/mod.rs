@@ -126,7 +126,7 @@ pub(crate) fn host_verdict_text(verdict: &vram_core::budget::Verdict) -> String 
 pub(crate) fn pool_text(pool: &vram_core::budget::KvPool) -> String {
     use vram_core::bytes::group_thousands;
     format!(
-        "KV pool ({} of the device): {} tokens; the sessions need {}",
+        "KV pool ({}): {} tokens; the sessions need {}",
         pool.fraction,
         group_thousands(pool.tokens),
         group_thousands(pool.needed_tokens)

@@ -290,7 +290,8 @@ fn runtime(
     fields: &Fields<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<Runtime> {
-    const NAMES: [&str; 6] = ["pytorch", "diffusers", "vllm", "llama.cpp", "none", "custom"];
+    const NAMES: [&str; 8] =
+        ["pytorch", "diffusers", "vllm", "sglang", "tgi", "llama.cpp", "none", "custom"];
     let [Value::Word(word)] = field.values.as_slice() else {
         fields.push(Diagnostic::error(
             "E013",
@@ -330,6 +331,8 @@ fn runtime(
         ("pytorch", None) => Some(Runtime::PyTorch),
         ("diffusers", None) => Some(Runtime::Diffusers),
         ("vllm", None) => Some(Runtime::Vllm),
+        ("sglang", None) => Some(Runtime::Sglang),
+        ("tgi", None) => Some(Runtime::Tgi),
         ("llama.cpp", None) => Some(Runtime::LlamaCpp),
         _ => Some(Runtime::None),
     }
@@ -478,8 +481,17 @@ fn cache_layout(
         }
         _ => {}
     }
-    if let (true, Some(runtime @ (Runtime::Vllm | Runtime::LlamaCpp))) = (quantized, runtime) {
-        let name = if *runtime == Runtime::Vllm { "vLLM" } else { "llama.cpp" };
+    if let (
+        true,
+        Some(runtime @ (Runtime::Vllm | Runtime::Sglang | Runtime::Tgi | Runtime::LlamaCpp)),
+    ) = (quantized, runtime)
+    {
+        let name = match runtime {
+            Runtime::Vllm => "vLLM",
+            Runtime::Sglang => "SGLang",
+            Runtime::Tgi => "text-generation-inference",
+            _ => "llama.cpp",
+        };
         let span =
             written("cache_layout").or_else(|| written("kv_cache")).map_or(block.span, |f| f.span);
         fields.push(

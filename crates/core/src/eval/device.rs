@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use super::calc::{self, Overflow, div_ceil, formula};
 use super::{
     Placement, diffusion, diffusion_training, headroom_for, kv_quantized, llm, params, pool,
-    runtime, training,
+    runtime, serving, training,
 };
 use crate::budget::{Component, HeldBy, KvPool, Provenance};
 use crate::bytes::{Bytes, GIB};
@@ -71,8 +71,9 @@ pub(super) fn device_components_reusing(
             || weight_components(shape, stored, placement, inference.weights, &workload.runtime),
         )?;
         let sessions = div_ceil(inference.sessions, d);
+        let rule = serving::pool_rule(&workload.runtime, inference, placement);
         // vLLM pages the cache in blocks of 16 tokens (`CacheConfig.DEFAULT_BLOCK_SIZE`).
-        let block = if workload.runtime == Runtime::Vllm { 16 } else { 1 };
+        let block = rule.as_ref().map_or(1, |rule| rule.block);
         let layout = inference.cache_layout.unwrap_or(match workload.runtime {
             Runtime::PyTorch | Runtime::Diffusers => crate::hir::CacheLayout::Concatenated,
             _ => crate::hir::CacheLayout::Preallocated,
@@ -169,6 +170,15 @@ pub(super) fn device_components_reusing(
                 let tokens = inference.prefill_chunk.unwrap_or(512).min(all_prompts);
                 (tokens, tokens)
             }
+            // SGLang's chunked prefill and TGI's warm-up prefill: a step of their default
+            // tokens (or the stated chunk) over as many sequences as fit in it.
+            Runtime::Sglang | Runtime::Tgi => {
+                let tokens = inference
+                    .prefill_chunk
+                    .or_else(|| serving::profile_tokens(&workload.runtime, device))
+                    .unwrap_or(all_prompts);
+                (tokens, sessions.min(tokens))
+            }
             _ => (inference.prefill_chunk.unwrap_or(all_prompts).min(all_prompts), sessions),
         };
         let ggml = workload.runtime == Runtime::LlamaCpp;
@@ -193,17 +203,14 @@ pub(super) fn device_components_reusing(
             ggml,
         };
         components.extend(llm::forward_step(shape, placement, &step)?);
-        if workload.runtime == Runtime::Vllm {
-            let (num, den) = pool::DEFAULT_FRACTION;
-            let fraction =
-                inference.memory_fraction.unwrap_or(Ratio::new(num, den).ok_or(Overflow)?);
+        if let Some(rule) = rule {
             let model = workload.model.as_deref().unwrap_or_default();
             let per_token = reuse.kv_per_token(model, placement, inference.kv_cache, || {
                 Ok(llm::kv_cache(shape, placement, inference.kv_cache, 1, 1, 1)?.bytes)
             })?;
             let needed_tokens =
                 div_ceil(inference.context, block).checked_mul(block * sessions).ok_or(Overflow)?;
-            pool_request = Some((fraction, per_token, needed_tokens));
+            pool_request = Some((rule, per_token, needed_tokens, inference.context));
         }
     }
     match (&workload.diffusion, &workload.training) {
@@ -230,10 +237,15 @@ pub(super) fn device_components_reusing(
         &mut components,
         || Ok(runtime::components(&workload.runtime, &device.arch, peers, workload.eager_modules)),
     )?;
-    // vLLM fills what its own tensors and the runtime leave of its share with KV blocks.
+    // A serving runtime fills what its own tensors and the runtime leave of its share with KV
+    // blocks; SGLang then allocates its request table, sized by the pool, outside the share.
     let kv_pool = match pool_request {
-        Some((fraction, per_token, needed)) => {
-            Some(pool::fill(&mut components, device.memory, fraction, per_token, needed)?)
+        Some((rule, per_token, needed, context)) => {
+            let pool = pool::fill(&mut components, device.memory, &rule, per_token, needed)?;
+            if workload.runtime == Runtime::Sglang {
+                components.extend(serving::sglang_tables(pool.tokens, context)?);
+            }
+            Some(pool)
         }
         None => None,
     };

@@ -20,6 +20,7 @@ mod pool;
 pub use band::measured_margins;
 pub use params::parameter_count;
 mod runtime;
+mod serving;
 mod sharing;
 mod training;
 mod vae_blocks;

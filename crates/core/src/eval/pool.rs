@@ -1,45 +1,70 @@
-//! vLLM's KV pool: the runtime takes a fraction of the device and fills what its own tensors
-//! leave with KV-cache blocks. The question is then how many tokens of KV fit, not a peak.
+//! The KV pool of a serving runtime: it takes a share of the device and fills what its own
+//! tensors leave of it with KV-cache blocks. The question is then how many tokens of KV fit,
+//! not a peak. Each runtime's rule is in [`super::serving`].
 //!
-//! `available = total × gpu_memory_utilization − peak`, where the peak is the weights, the
+//! vLLM: `available = total × gpu_memory_utilization − peak`, where the peak is the weights, the
 //! activations of a profiling step and the memory outside PyTorch (`gpu_worker.py`, DOMAIN.md
 //! §3.6); the pool is cut into blocks of 16 tokens per layer (`kv_cache_utils.get_num_blocks`).
 
+use std::fmt::Write as _;
+
 use super::calc::{self, Overflow, Product, formula};
+use super::serving::PoolRule;
 use crate::budget::{Category, Component, HeldBy, KvPool, Provenance};
 use crate::bytes::{Bytes, write_thousands};
 use crate::ratio::Ratio;
 
-/// vLLM's `gpu_memory_utilization` default up to v0.19 (0.92 from v0.22): DOMAIN.md §3.6.
-pub(crate) const DEFAULT_FRACTION: (i128, i128) = (9, 10);
-
-/// Replaces the needed KV cache in `components` by the pool vLLM allocates, and reports the
-/// pool. `per_token` is the KV bytes of one token on this device; `needed_tokens` what the
-/// workload's sessions need at their full context.
+/// Replaces the needed KV cache in `components` by the pool the runtime allocates by `rule`, and
+/// reports the pool. `per_token` is the KV bytes of one token on this device; `needed_tokens`
+/// what the workload's sessions need at their full context.
 pub(crate) fn fill(
     components: &mut Vec<Component>,
     capacity: Bytes,
-    fraction: Ratio,
+    rule: &PoolRule,
     per_token: Bytes,
     needed_tokens: u64,
 ) -> Result<KvPool, Overflow> {
     let kv_index = components.iter().position(|c| c.category == Category::Cache);
+    let carved = |c: &Component| !rule.weights_only || c.category == Category::Persistent;
     let others = calc::sum(
-        components.iter().enumerate().filter(|(i, _)| Some(*i) != kv_index).map(|(_, c)| c.bytes),
+        components
+            .iter()
+            .enumerate()
+            .filter(|(i, c)| Some(*i) != kv_index && carved(c))
+            .map(|(_, c)| c.bytes),
     )?;
-    let share = Ratio::int(i128::from(capacity.0)).checked_mul(fraction).ok_or(Overflow)?;
+    let outside = if rule.of_free_memory {
+        calc::sum(components.iter().filter(|c| c.held_by == HeldBy::Runtime).map(|c| c.bytes))?
+    } else {
+        Bytes::ZERO
+    };
+    let base = Bytes(capacity.0.saturating_sub(outside.0));
+    let share = Ratio::int(i128::from(base.0)).checked_mul(rule.fraction).ok_or(Overflow)?;
     let share = Bytes(u64::try_from(share.floor()).map_err(|_| Overflow)?);
     let available = share.0.saturating_sub(others.0);
-    // Whole 16-token blocks per layer: the pool's token count is a multiple of 16.
-    let per_block = per_token.0.checked_mul(16).ok_or(Overflow)?.max(1);
-    let tokens = available / per_block * 16;
-    let bytes = Bytes(tokens / 16 * per_block);
-    let percent = fraction.checked_mul(Ratio::int(100)).ok_or(Overflow)?;
-    let mut formula =
-        formula!("{percent} % × {} − {} (everything else) = ", capacity.human(), others.human());
+    // Whole blocks per layer: the pool's token count is a multiple of the block.
+    let block = rule.block.max(1);
+    let per_block = per_token.0.checked_mul(block).ok_or(Overflow)?.max(1);
+    let tokens = available / per_block * block;
+    let bytes = Bytes(tokens / block * per_block);
+    let percent = rule.fraction.checked_mul(Ratio::int(100)).ok_or(Overflow)?;
+    let mut formula = if rule.of_free_memory {
+        formula!(
+            "{percent} % × ({} − {} outside PyTorch) − {} (the weights) = ",
+            capacity.human(),
+            outside.human(),
+            others.human()
+        )
+    } else {
+        formula!("{percent} % × {} − {} (everything else) = ", capacity.human(), others.human())
+    };
     if calc::writing() {
         formula.push_str(&Bytes(available).human());
-        formula.push_str(", in blocks of 16 tokens × ");
+        if block > 1 {
+            let _ = write!(formula, ", in blocks of {block} tokens × ");
+        } else {
+            formula.push_str(", in tokens of ");
+        }
         write_thousands(&mut formula, per_token.0);
         formula.push_str(" B: ");
         write_thousands(&mut formula, tokens);
@@ -48,21 +73,19 @@ pub(crate) fn fill(
     }
     let pool = Component {
         held_by: HeldBy::Tensors,
-        name: "KV cache pool (vLLM)".into(),
+        name: format!("KV cache pool ({})", rule.runtime).into(),
         category: Category::Cache,
         bytes,
         provenance: Provenance::Formula,
         formula,
-        source: Some(
-            "DOMAIN.md §3.6: vLLM gpu_worker available KV memory and get_num_blocks".into(),
-        ),
+        source: Some(rule.source.into()),
     };
     let needed = Product::new().times(needed_tokens, "tokens")?.times(per_token.0, "B")?;
     let needed_formula = needed.terms();
     let needed = needed.value()?;
     let mut held = String::new();
     if calc::writing() {
-        held.push_str(" (vLLM's pool holds ");
+        let _ = write!(held, " ({}'s pool holds ", rule.runtime);
         write_thousands(&mut held, tokens);
         held.push_str(" tokens)");
     }
@@ -88,7 +111,7 @@ pub(crate) fn fill(
                     formula.push_str(&held);
                 }
                 let kv = Component {
-                    name: "KV cache (more than vLLM's pool)".into(),
+                    name: format!("KV cache (more than {}'s pool)", rule.runtime).into(),
                     bytes: floor,
                     formula,
                     ..pool
@@ -106,8 +129,9 @@ pub(crate) fn fill(
         let beyond_share = Bytes(others.0.saturating_sub(share.0));
         calc::add(Bytes(needed.0.saturating_sub(bytes.0)), beyond_share)?
     };
+    let of = if rule.of_free_memory { "of the free memory" } else { "of the device" };
     Ok(KvPool {
-        fraction: formula!("{percent} %"),
+        fraction: formula!("{percent} % {of}"),
         bytes,
         tokens,
         needed_tokens,

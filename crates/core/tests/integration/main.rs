@@ -15,5 +15,6 @@ mod kv_quantized;
 mod limits;
 mod planner;
 mod properties;
+mod serving;
 mod step_memory;
 mod tidy;

@@ -1,0 +1,166 @@
+//! Serving runtimes that size a KV pool from what they measure at start-up (vLLM, SGLang,
+//! text-generation-inference): how each takes its share of the device, what it carves out of
+//! that share before the pool, the granularity of the pool, and the step it profiles.
+//!
+//! - vLLM: `total × gpu_memory_utilization − (weights + profile-step peak + memory outside
+//!   PyTorch)`, in blocks of 16 tokens (DOMAIN.md §3.6).
+//! - SGLang (`python/sglang/srt/model_executor/model_runner.py`, `profile_max_num_token`,
+//!   releases 0.3-0.4): the free memory `F0` measured after the CUDA context exists and before
+//!   the weights load, and `F1` after: `F1 − F0 × (1 − mem_fraction_static)`, that is
+//!   `F0 × mem_fraction_static − weights`, in single tokens. Activations, CUDA graphs and the
+//!   tables below live in the rest.
+//! - text-generation-inference (`server/text_generation_server/models/flash_causal_lm.py`,
+//!   `warmup`, v2-v3): after a warm-up prefill of `max_batch_prefill_tokens`, whose peak the
+//!   caching allocator still holds, `free − (1 − cuda_memory_fraction × TGI_WIGGLE_ROOM) × total`
+//!   becomes blocks: vLLM's rule with a share of 100 % × 95 %, in flashinfer's pages of one
+//!   token (its default attention).
+
+use super::Placement;
+use super::calc::{Overflow, Product, formula};
+use crate::budget::{Category, Component, HeldBy, Provenance};
+use crate::bytes::{Bytes, GIB, MIB};
+use crate::hir::{Device, Inference, Runtime};
+use crate::ratio::Ratio;
+
+/// How a serving runtime turns its share of the device into a KV pool.
+pub(crate) struct PoolRule {
+    /// The runtime's name in the pool's label (`KV cache pool (SGLang)`).
+    pub runtime: &'static str,
+    /// The share, of the whole device or of what the runtime's context leaves.
+    pub fraction: Ratio,
+    /// SGLang takes its share of the free memory it measures after creating its context.
+    pub of_free_memory: bool,
+    /// SGLang carves only the weights out of its share; vLLM and TGI everything they hold.
+    pub weights_only: bool,
+    /// Tokens per block: the pool holds whole blocks.
+    pub block: u64,
+    pub source: &'static str,
+}
+
+/// The rule of a pooling runtime, with the workload's `memory_fraction` when it gives one;
+/// `None` for a runtime that allocates its cache as it goes.
+pub(crate) fn pool_rule(
+    runtime: &Runtime,
+    inference: &Inference,
+    placement: &Placement,
+) -> Option<PoolRule> {
+    let stated = inference.memory_fraction;
+    let percent = |n: i128| Ratio::new(n, 100).unwrap_or(Ratio::int(1));
+    Some(match runtime {
+        // `gpu_memory_utilization`'s default up to v0.19 (0.92 from v0.22): DOMAIN.md §3.6.
+        Runtime::Vllm => PoolRule {
+            runtime: "vLLM",
+            fraction: stated.unwrap_or(percent(90)),
+            of_free_memory: false,
+            weights_only: false,
+            block: 16,
+            source: "DOMAIN.md §3.6: vLLM gpu_worker available KV memory and get_num_blocks",
+        },
+        Runtime::Sglang => PoolRule {
+            runtime: "SGLang",
+            fraction: stated.unwrap_or_else(|| percent(sglang_fraction(placement.tensor))),
+            of_free_memory: true,
+            weights_only: true,
+            block: 1,
+            source: "SGLang model_runner.py profile_max_num_token: free memory after loading − free memory before × (1 − mem_fraction_static)",
+        },
+        Runtime::Tgi => PoolRule {
+            runtime: "TGI",
+            fraction: stated.unwrap_or(percent(95)),
+            of_free_memory: false,
+            weights_only: false,
+            block: 1,
+            source: "text-generation-inference flash_causal_lm.py warmup: free memory after the warm-up prefill less (1 − cuda_memory_fraction × TGI_WIGGLE_ROOM) of the device",
+        },
+        _ => return None,
+    })
+}
+
+/// SGLang's default `mem_fraction_static`, in percent, by tensor-parallel degree
+/// (`server_args.py` `__post_init__`, releases 0.4.0-0.4.3; 0.3.x differs only at 8 GPUs,
+/// 82-83 %). Later releases reserve a number of MiB by GPU size instead: a workload on them
+/// states `memory_fraction`.
+fn sglang_fraction(tensor: u64) -> i128 {
+    match tensor {
+        16.. => 79,
+        8.. => 81,
+        4.. => 85,
+        2.. => 87,
+        _ => 88,
+    }
+}
+
+/// The tokens of the step a serving runtime profiles or warms up with, when the workload does
+/// not state `prefill_chunk`; `None` for the other runtimes.
+pub(crate) fn profile_tokens(runtime: &Runtime, device: &Device) -> Option<u64> {
+    match runtime {
+        // SGLang's `chunked_prefill_size` default (server_args.py, 0.4.10 on): 2048 on GPUs
+        // under 35 GiB, else 8192.
+        Runtime::Sglang => Some(if device.memory.0 < 35 * GIB { 2048 } else { 8192 }),
+        // TGI v3's `max_batch_prefill_tokens` default (launcher, without a flops estimate).
+        Runtime::Tgi => Some(4096),
+        _ => None,
+    }
+}
+
+/// FlashInfer's workspace buffer, which SGLang allocates beside the pool (`global_config.py`
+/// `flashinfer_workspace_size`, 384 MiB).
+const SGLANG_FLASHINFER_WORKSPACE: Bytes = Bytes(384 * MIB);
+
+/// What SGLang allocates after sizing its pool, outside `mem_fraction_static`: its FlashInfer
+/// workspace, and the request-to-token table (`memory_pool.py` `ReqToTokenPool`), int32 entries
+/// for `max_num_reqs + 1` requests of `context + 4` tokens, where `max_num_reqs` is
+/// `pool tokens ÷ context × 512` held between 2048 and 4096 (`model_runner.py`,
+/// `init_memory_pool`).
+pub(crate) fn sglang_tables(pool_tokens: u64, context: u64) -> Result<Vec<Component>, Overflow> {
+    let context = context.max(1);
+    let requests = (pool_tokens.checked_mul(512).ok_or(Overflow)? / context).clamp(2048, 4096);
+    let table = Product::new()
+        .times(requests + 1, "requests (max_num_reqs + 1)")?
+        .times(context + 4, "tokens (context + 4)")?
+        .bytes_each(Ratio::int(4), "int32")?;
+    let (bytes, formula) = table.finish()?;
+    let workspace = SGLANG_FLASHINFER_WORKSPACE;
+    Ok(vec![
+        Component {
+            held_by: HeldBy::Tensors,
+            name: "request-to-token table (SGLang)".into(),
+            category: Category::Workspace,
+            bytes,
+            provenance: Provenance::Formula,
+            formula,
+            source: Some("SGLang memory_pool.py ReqToTokenPool; model_runner.py init_memory_pool: max_num_reqs = clamp(max_total_tokens / context_len × 512, 2048, 4096)".into()),
+        },
+        Component {
+            held_by: HeldBy::Tensors,
+            name: "FlashInfer workspace (SGLang)".into(),
+            category: Category::Workspace,
+            bytes: workspace,
+            provenance: Provenance::Assumed,
+            formula: formula!("{} = {workspace}", workspace.human()),
+            source: Some("SGLang global_config.py flashinfer_workspace_size (384 MiB)".into()),
+        },
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sglang_reserves_more_of_each_device_as_tensor_parallelism_grows() {
+        assert_eq!([1, 2, 4, 8, 16].map(sglang_fraction), [88, 87, 85, 81, 79]);
+    }
+
+    /// Llama 3.1 8B on one 80 GB GPU at a 131,072-token context, 455,000 tokens of pool:
+    /// 455,000 × 512 ÷ 131,072 = 1777 requests, held at 2048; (2048 + 1) × (131,072 + 4) × 4 B.
+    #[test]
+    fn the_request_table_is_sized_by_the_pool_and_the_context() {
+        let tables = sglang_tables(455_000, 131_072).expect("no overflow");
+        assert_eq!(tables[0].bytes, Bytes(2049 * 131_076 * 4));
+        assert_eq!(tables[1].bytes, Bytes(384 * MIB));
+        // A short context and a large pool: at most 4096 requests.
+        let short = sglang_tables(2_000_000, 4096).expect("no overflow");
+        assert_eq!(short[0].bytes, Bytes(4097 * 4100 * 4));
+    }
+}

@@ -1,0 +1,95 @@
+//! Serving runtimes that size a KV pool at start-up: SGLang's and text-generation-inference's
+//! rules, pinned against hand computations from their sources (`eval/serving.rs`).
+
+use vram_core::budget::CheckBudget;
+
+fn evaluate(source: &str) -> Vec<CheckBudget> {
+    let outcome = vram_core::evaluate(source);
+    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
+    outcome.budget.checks
+}
+
+fn component(check: &CheckBudget, name: &str) -> u64 {
+    check.devices[0]
+        .components
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no {name:?} in {:#?}", check.devices[0].components))
+        .bytes
+        .0
+}
+
+fn source(runtime: &str, extra: &str, on: &str) -> String {
+    format!(
+        "workload w {{ model llama3.1-8b; runtime {runtime}; inference {{ weights bf16; context 8192 tokens; sessions 16{extra} }} }}\ncheck w on {on}"
+    )
+}
+
+/// An H100 SXM's 85,520,809,984 B; Llama 3.1 8B's 8,030,261,248 parameters in bf16; its KV,
+/// 32 layers × 8 KV heads × 128 × (K and V) × 2 B = 131,072 B per token; PyTorch's context
+/// profile, 500 MiB.
+const H100: u64 = 85_520_809_984;
+const WEIGHTS: u64 = 8_030_261_248 * 2;
+const KV_PER_TOKEN: u64 = 32 * 8 * 128 * 2 * 2;
+const CONTEXT: u64 = 500 * 1024 * 1024;
+
+#[test]
+fn sglang_takes_its_fraction_of_the_free_memory_less_the_weights() {
+    let checks = evaluate(&source("sglang", "", "h100-sxm-80gb"));
+    let pool = checks[0].devices[0].kv_pool.clone().expect("SGLang reports its pool");
+    // mem_fraction_static 0.88 on one GPU, of what the context leaves; single tokens.
+    let share = (H100 - CONTEXT) * 88 / 100;
+    let tokens = (share - WEIGHTS) / KV_PER_TOKEN;
+    assert_eq!(pool.tokens, tokens);
+    assert_eq!(pool.bytes.0, tokens * KV_PER_TOKEN);
+    assert_eq!(pool.fraction, "88 % of the free memory");
+    assert_eq!(component(&checks[0], "KV cache pool (SGLang)"), pool.bytes.0);
+    // The request table, outside the share: 448,123 × 512 ÷ 8192 requests, held at 4096.
+    assert!(tokens * 512 / 8192 > 4096);
+    assert_eq!(component(&checks[0], "request-to-token table (SGLang)"), 4097 * (8192 + 4) * 4);
+    assert_eq!(component(&checks[0], "FlashInfer workspace (SGLang)"), 384 * 1024 * 1024);
+    assert!(checks[0].verdict.fits());
+}
+
+#[test]
+fn sglang_leaves_more_to_each_gpu_of_a_tensor_parallel_group() {
+    let checks = evaluate(&source("sglang", "", "2 x h100-sxm-80gb split tensor 2"));
+    assert_eq!(
+        checks[0].devices[0].kv_pool.as_ref().expect("pool").fraction,
+        "87 % of the free memory"
+    );
+    let stated = evaluate(&source("sglang", "; memory_fraction 80 %", "h100-sxm-80gb"));
+    let pool = stated[0].devices[0].kv_pool.clone().expect("pool");
+    assert_eq!(pool.tokens, ((H100 - CONTEXT) * 80 / 100 - WEIGHTS) / KV_PER_TOKEN);
+}
+
+#[test]
+fn tgi_carves_everything_it_holds_out_of_95_percent_of_the_device() {
+    let checks = evaluate(&source("tgi", "", "h100-sxm-80gb"));
+    let device = &checks[0].devices[0];
+    let pool = device.kv_pool.clone().expect("TGI reports its pool");
+    let others: u64 = device
+        .components
+        .iter()
+        .filter(|c| c.name != "KV cache pool (TGI)")
+        .map(|c| c.bytes.0)
+        .sum();
+    assert_eq!(pool.tokens, (H100 * 95 / 100 - others) / KV_PER_TOKEN);
+    assert_eq!(pool.fraction, "95 % of the device");
+    // Its warm-up prefill: max_batch_prefill_tokens 4096 tokens, not every session's prompt.
+    let hidden = component(&checks[0], "hidden states");
+    assert_eq!(hidden, 4096 * 4096 * 2 * 2);
+}
+
+#[test]
+fn a_pooling_server_refuses_transformers_quantized_cache() {
+    for (runtime, name) in [("sglang", "SGLang"), ("tgi", "text-generation-inference")] {
+        let outcome = vram_core::evaluate(&source(
+            runtime,
+            "; cache_layout quantized; kv_cache quanto-int4",
+            "h100-sxm-80gb",
+        ));
+        let error = outcome.diagnostics.iter().find(|d| d.code == "E014").expect("E014");
+        assert!(error.message.starts_with(name), "{}", error.message);
+    }
+}
