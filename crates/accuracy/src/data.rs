@@ -72,10 +72,10 @@ pub struct Point {
     pub gpu_type: String,
     #[serde(default, deserialize_with = "optional_text")]
     pub parallelism: Option<String>,
-    #[serde(default, deserialize_with = "small_count")]
+    #[serde(default, deserialize_with = "zero_stage")]
     pub zero_stage: Option<u32>,
-    #[serde(default, deserialize_with = "flag")]
-    pub activation_checkpointing: Option<bool>,
+    #[serde(default, deserialize_with = "checkpointing")]
+    pub activation_checkpointing: Option<Checkpointing>,
     #[serde(default, deserialize_with = "optional_text")]
     pub offload: Option<String>,
     #[serde(default, deserialize_with = "optional_text")]
@@ -183,18 +183,51 @@ fn small_count<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u32>, D
     Ok(count(de)?.and_then(|n| u32::try_from(n).ok()))
 }
 
-/// A flag: `true`/`false`, or a string that says yes or no; anything else reads as not stated.
-fn flag<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<bool>, D::Error> {
+/// A ZeRO stage: a number, or the digit after `zero` or `stage` in a wording (`ZeRO-3`,
+/// `stage 2 (DeepSpeed)`); 0 and anything else read as not stated.
+fn zero_stage<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u32>, D::Error> {
+    let value = Value::deserialize(de)?;
+    let Value::String(text) = &value else {
+        return Ok(Point::count(Some(&value))
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n > 0));
+    };
+    let lower = text.to_lowercase();
+    let after = ["zero", "stage"].iter().find_map(|word| {
+        let rest = &lower[lower.find(word)? + word.len()..];
+        rest.trim_start_matches([' ', '-', '_', ':']).chars().next()?.to_digit(10)
+    });
+    Ok(after
+        .or_else(|| leading_number(&lower).and_then(|n| u32::try_from(n).ok()))
+        .filter(|n| (1..=3).contains(n)))
+}
+
+/// Which activations a training run recomputes in the backward pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checkpointing {
+    Off,
+    /// Every layer's activations but its input (`gradient_checkpointing=True`).
+    Full,
+    /// Only the attention core's (Megatron's and torchtune's "selective").
+    Selective,
+}
+
+/// Checkpointing: `true`/`false`, or a wording whose first word says yes or no (`yes (full)`,
+/// `enabled, every layer`, Unsloth's `use_gradient_checkpointing="unsloth"`), or that names
+/// selective recomputation; anything else reads as not stated.
+fn checkpointing<'de, D: serde::Deserializer<'de>>(
+    de: D,
+) -> Result<Option<Checkpointing>, D::Error> {
     Ok(match Value::deserialize(de)? {
-        Value::Bool(b) => Some(b),
-        // The first word decides: `yes (full)`, `enabled, every layer`, Unsloth's
-        // `use_gradient_checkpointing="unsloth"`.
+        Value::Bool(true) => Some(Checkpointing::Full),
+        Value::Bool(false) => Some(Checkpointing::Off),
         Value::String(s) => {
             let lower = s.trim().to_lowercase();
             let first = lower.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or("");
             match first {
-                "true" | "yes" | "on" | "enabled" | "full" | "unsloth" => Some(true),
-                "false" | "no" | "off" | "disabled" | "none" => Some(false),
+                _ if lower.contains("selective") => Some(Checkpointing::Selective),
+                "true" | "yes" | "on" | "enabled" | "full" | "unsloth" => Some(Checkpointing::Full),
+                "false" | "no" | "off" | "disabled" | "none" => Some(Checkpointing::Off),
                 _ => None,
             }
         }
@@ -236,10 +269,25 @@ mod tests {
         assert_eq!(point.value, Some(14.6));
         assert_eq!(point.gpu_type, "80");
         assert_eq!(point.measurement_method, "");
-        assert_eq!(point.zero_stage, None);
+        assert_eq!(point.zero_stage, Some(3));
         assert_eq!(point.source_id, "");
         let wrapped = parse(r#"{"version": 2, "points": [{"id": "Y-1"}]}"#).expect("parses");
         assert_eq!(wrapped[0].id, "Y-1");
+    }
+
+    #[test]
+    fn zero_stages_in_their_wordings() {
+        let read = |value: &str| {
+            let text = format!(r#"[{{"id": "Z", "zero_stage": {value}}}]"#);
+            parse(&text).expect("parses")[0].zero_stage
+        };
+        assert_eq!(read("2"), Some(2));
+        assert_eq!(read(r#""ZeRO-3""#), Some(3));
+        assert_eq!(read(r#""stage 1 (DeepSpeed)""#), Some(1));
+        assert_eq!(read(r#""2""#), Some(2));
+        assert_eq!(read("0"), None);
+        assert_eq!(read(r#""none""#), None);
+        assert_eq!(read(r#""ZeRO++""#), None);
     }
 
     #[test]
@@ -248,12 +296,14 @@ mod tests {
             let text = format!(r#"[{{"id": "F", "activation_checkpointing": {value}}}]"#);
             parse(&text).expect("parses")[0].activation_checkpointing
         };
-        assert_eq!(read("true"), Some(true));
-        assert_eq!(read(r#""yes (full)""#), Some(true));
-        assert_eq!(read(r#""unsloth""#), Some(true));
-        assert_eq!(read(r#""Disabled""#), Some(false));
+        assert_eq!(read("true"), Some(Checkpointing::Full));
+        assert_eq!(read(r#""yes (full)""#), Some(Checkpointing::Full));
+        assert_eq!(read(r#""unsloth""#), Some(Checkpointing::Full));
+        assert_eq!(read(r#""Disabled""#), Some(Checkpointing::Off));
+        assert_eq!(read("false"), Some(Checkpointing::Off));
+        assert_eq!(read(r#""selective (attention only)""#), Some(Checkpointing::Selective));
         assert_eq!(read(r#""not stated""#), None);
-        assert_eq!(read(r#""selective?""#), None);
+        assert_eq!(read(r#""maybe""#), None);
     }
 
     #[test]

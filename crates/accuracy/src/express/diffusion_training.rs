@@ -265,7 +265,8 @@ fn method(cx: &mut Cx<'_>, flux: bool) -> Option<String> {
 fn checkpointing(cx: &mut Cx<'_>) -> Option<bool> {
     let point = cx.point;
     if let Some(stated) = point.activation_checkpointing {
-        return Some(stated);
+        // diffusers' denoisers checkpoint whole blocks: selective reads as on.
+        return Some(stated != crate::data::Checkpointing::Off);
     }
     let method = point.finetune_method.clone().unwrap_or_default().to_lowercase();
     if method.contains("gradient checkpointing") {

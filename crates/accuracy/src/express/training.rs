@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::Cx;
 use super::conditions::{Distribution, Offload};
+use crate::data::Checkpointing;
 use crate::gaps::{Gap, assume, data};
 use crate::models::{self, Family};
 
@@ -42,7 +43,7 @@ pub(super) fn body(
                 "activation checkpointing not stated: the Trainer's default, off \
                  (TrainingArguments.gradient_checkpointing = False)",
             );
-            false
+            Checkpointing::Off
         })
     });
     if checkpointing.is_none() {
@@ -70,7 +71,12 @@ pub(super) fn body(
         let _ = writeln!(out, "    source        {source} tokens  # the encoder's input");
     }
     let _ = writeln!(out, "    sequence      {sequence} tokens");
-    let _ = writeln!(out, "    checkpointing {}", if checkpointing { "full" } else { "none" });
+    let checkpointing = match checkpointing {
+        Checkpointing::Off => "none",
+        Checkpointing::Full => "full",
+        Checkpointing::Selective => "selective",
+    };
+    let _ = writeln!(out, "    checkpointing {checkpointing}");
     out.push_str(&levers(cx));
     out.push_str(&cx.gradient_lifetime().unwrap_or_default());
     if cx.eager_attention() {
