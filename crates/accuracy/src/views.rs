@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `torch.cuda.max_memory_allocated` | allocated |
 //! | `torch.cuda.max_memory_reserved` | reserved |
-//! | `nvidia-smi`, `pynvml`, NVML | device |
+//! | `nvidia-smi`, `pynvml`, NVML, and tools reading the driver (nvitop, DCGM, W&B, ...) | device |
 //! | not stated (starts with "not stated", or names none of the above) | allocated |
 //!
 //! A source that does not state its method in the data but publishes the script that measured is
@@ -62,9 +62,15 @@ pub fn view_for(method: &str) -> (View, Basis) {
         // Active bytes are the allocated blocks and those freed but still in use by a stream.
         || method.contains("active_bytes.all.peak")
         || method.contains("peak memory active")
+        // PEFT's and accelerate's examples: `TorchTracemalloc` reads max_memory_allocated.
+        || method.contains("tracemalloc")
     {
         (View::Allocated, Basis::Stated)
-    } else if method.contains("max_memory_reserved") || method.contains("reserved_bytes.all.peak") {
+    } else if method.contains("max_memory_reserved")
+        || method.contains("reserved_bytes.all.peak")
+        // `max_memory_cached`: the same counter's name before PyTorch 1.4.
+        || method.contains("max_memory_cached")
+    {
         (View::Reserved, Basis::Stated)
     } else if [
         "nvidia-smi",
@@ -75,6 +81,11 @@ pub fn view_for(method: &str) -> (View, Basis) {
         "nvtop",
         "gpustat",
         "mem_get_info",
+        "dcgm",
+        // Weights & Biases' system metrics and Windows' Task Manager read the driver too.
+        "wandb",
+        "weights & biases",
+        "task manager",
     ]
     .iter()
     .any(|tool| method.contains(tool))
@@ -137,6 +148,11 @@ mod tests {
         );
         assert_eq!(v("pynvml nvmlDeviceGetMemoryInfo().used"), (View::Device, Basis::Stated));
         assert_eq!(v("nvidia-smi per-process GPU memory"), (View::Device, Basis::Stated));
+        assert_eq!(v("rocm-smi --showmeminfo vram"), (View::Device, Basis::Stated));
+        assert_eq!(v("W&B system metrics (wandb)"), (View::Device, Basis::Stated));
+        assert_eq!(v("Windows Task Manager, dedicated GPU memory"), (View::Device, Basis::Stated));
+        assert_eq!(v("torch.cuda.max_memory_cached()"), (View::Reserved, Basis::Stated));
+        assert_eq!(v("TorchTracemalloc (peft examples)"), (View::Allocated, Basis::Stated));
         assert_eq!(v("not stated (Qwen profile.py)"), (View::Allocated, Basis::NotStated));
         assert_eq!(v("nvitop, peak over the run"), (View::Device, Basis::Stated));
         assert_eq!(v("torch.cuda.mem_get_info() before and after"), (View::Device, Basis::Stated));

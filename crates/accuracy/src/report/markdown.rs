@@ -27,8 +27,8 @@ The estimate is then read in the same terms as the measurement:
 | the source measured | compared with |
 |---|---|
 | `torch.cuda.max_memory_allocated()` | the budget's `allocated` view |
-| `torch.cuda.max_memory_reserved()` | the `reserved` view |
-| `nvidia-smi`, `pynvml`, NVML | the `device` view |
+| `torch.cuda.max_memory_reserved()` (`max_memory_cached()` before PyTorch 1.4) | the `reserved` view |
+| `nvidia-smi`, `pynvml`, NVML, and the tools that read the driver's count (nvitop, gpustat, DCGM, rocm-smi, W&B system metrics, Task Manager) | the `device` view |
 | a peak whose method is not stated | the `allocated` view (below) |
 | `torch.cuda.memory_allocated()` read after the runs, where the data leaves the method out but the source publishes its script (S17) | the `at rest` view: what stays allocated, persistent tensors and the allocator-held cuBLAS workspace |
 | a runtime log's component (vLLM profiler, llama.cpp buffers) | the matching components: weights = persistent, KV = cache, activations = intermediate, non-PyTorch memory = held by the runtime, the vLLM KV pool = the budget's `kv_pool` |
