@@ -97,7 +97,7 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
 /// and `Meta-Llama-3.1-8B` are both `llama3.18b...`. A few releases share another's shape in
 /// every field the language reads (layers, widths, heads, vocabulary) and name it: Llama 3 and
 /// 3.3 70B (Llama 3.1 70B's), Qwen2 (Qwen2.5's sizes 0.5B, 7B and 72B), Qwen2.5-Coder (Qwen2.5's).
-const SPELLINGS: [(&str, &str); 29] = [
+const SPELLINGS: [(&str, &str); 43] = [
     ("llama370b", "llama3.1-70b"),
     ("llama3.370b", "llama3.1-70b"),
     ("qwen20.5b", "qwen2.5-0.5b"),
@@ -113,17 +113,35 @@ const SPELLINGS: [(&str, &str); 29] = [
     ("llama3.23b", "llama3.2-3b"),
     ("llama38b", "llama3-8b"),
     ("llama27b", "llama2-7b"),
+    ("llama213b", "llama2-13b"),
+    ("llama270b", "llama2-70b"),
     ("mistral7b", "mistral-7b"),
+    ("mistralnemo12b", "mistral-nemo-12b"),
+    ("mistralnemobase2407", "mistral-nemo-12b"),
+    ("mistralnemoinstruct2407", "mistral-nemo-12b"),
     ("mixtral8x7b", "mixtral-8x7b"),
+    ("mixtral8x22b", "mixtral-8x22b"),
     ("qwen2.50.5b", "qwen2.5-0.5b"),
+    ("qwen2.51.5b", "qwen2.5-1.5b"),
+    // Qwen2-1.5B's config.json has Qwen2.5-1.5B's shape (Girafboy/pytorchKQI,
+    // llms/Qwen/Qwen2-1.5B/config.json @ 4adb1daa).
+    ("qwen21.5b", "qwen2.5-1.5b"),
     ("qwen2.57b", "qwen2.5-7b"),
     ("qwen2.514b", "qwen2.5-14b"),
     ("qwen2.532b", "qwen2.5-32b"),
     ("qwen2.572b", "qwen2.5-72b"),
+    ("gemma22b", "gemma2-2b"),
     ("gemma29b", "gemma2-9b"),
     ("phi3mini", "phi3-mini"),
     ("qwen330ba3b", "qwen3-30b-a3b"),
+    ("qwen38b", "qwen3-8b"),
+    ("qwen314b", "qwen3-14b"),
+    ("qwen332b", "qwen3-32b"),
     ("deepseekv3", "deepseek-v3"),
+    ("deepseekv2lite", "deepseek-v2-lite"),
+    // DeepSeek-Coder-V2-Lite's config.json has DeepSeek-V2-Lite's shape (Girafboy/pytorchKQI,
+    // llms/deepseek-ai/DeepSeek-Coder-V2-Lite-Base/config.json @ 4adb1daa).
+    ("deepseekcoderv2lite", "deepseek-v2-lite"),
     ("gptoss20b", "gpt-oss-20b"),
     ("yi34b200k", "yi-34b-200k"),
     ("octocoder", "octocoder"),
