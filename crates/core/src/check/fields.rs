@@ -484,15 +484,29 @@ fn unit_lookalike(word: &str) -> Option<&'static str> {
         .find(|unit| unit.eq_ignore_ascii_case(word) || (word.len() > 3 && unit.starts_with(word)))
 }
 
-/// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
+/// The closest of `candidates` to `word`, if it is close enough to be a likely typo. Between
+/// candidates as close, the one sharing the longest start and end with `word` (`llama4-8b` is
+/// as far from `llama3.1-8b` as from `llama2-13b`, but shares its `-8b`), then the first in
+/// alphabetical order.
 pub fn suggest<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
     let limit = (word.chars().count() / 3).max(1);
     candidates
         .iter()
-        .map(|candidate| (edit_distance(word, candidate), *candidate))
-        .filter(|(distance, _)| *distance <= limit)
+        .map(|candidate| {
+            let shared = std::cmp::Reverse(shared_ends(word, candidate));
+            (edit_distance(word, candidate), shared, *candidate)
+        })
+        .filter(|(distance, _, _)| *distance <= limit)
         .min()
-        .map(|(_, candidate)| candidate)
+        .map(|(_, _, candidate)| candidate)
+}
+
+/// Characters `a` and `b` share at their start plus those they share at their end (case-folded).
+fn shared_ends(a: &str, b: &str) -> usize {
+    let (a, b) = (case_folded(a), case_folded(b));
+    let start = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let end = a.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count();
+    start + end
 }
 
 /// Edit distance counting an adjacent swap as one edit (`modle` is one from `model`),
@@ -548,6 +562,8 @@ mod tests {
         assert_eq!(suggest("hiden", &["hidden", "heads"]), Some("hidden"));
         assert_eq!(suggest("kv_head", &["kv_heads", "heads"]), Some("kv_heads"));
         assert_eq!(suggest("banana", &["hidden", "heads"]), None);
+        // As close either way: the size the word ends with decides.
+        assert_eq!(suggest("llama4-8b", &["llama2-13b", "llama3.1-8b"]), Some("llama3.1-8b"));
         assert_eq!(edit_distance("gib", "GiB"), 0);
         assert_eq!(edit_distance("modle", "model"), 1);
         assert_eq!(edit_distance("", "abc"), 3);
