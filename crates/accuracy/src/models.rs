@@ -190,6 +190,8 @@ pub struct Fields {
     pub vocab: Option<u64>,
     /// `param_count` as written (`7.7B`, `~12B`, `560M`).
     pub params: Option<String>,
+    /// `arch_notes`, where a mixture of experts says how many experts and how many per token.
+    pub notes: Option<String>,
 }
 
 /// A decoder-only model declared from `fields`, for a model with no config.json in the
@@ -220,15 +222,26 @@ pub fn from_fields(wording: &str, fields: &Fields) -> Result<Model, String> {
     let name_words = wording.to_lowercase();
     let plain = PLAIN_MLP.iter().any(|family| name_words.contains(family));
     let tied = TIED_EMBEDDINGS.iter().any(|family| name_words.contains(family));
+    let moe = match fields.notes.as_deref().map(str::to_lowercase) {
+        Some(notes) if notes.contains("moe") || notes.contains("expert") => {
+            Some(mixture(&notes, &name_words)?)
+        }
+        _ => None,
+    };
     let attention = 2 * hidden * hidden + 2 * hidden * kv_heads * head_dim;
     let embeddings = if tied { 1 } else { 2 } * vocab * hidden;
-    let fixed = embeddings + layers * (attention + 2 * hidden) + hidden;
+    // A mixture's router: one row of `hidden` weights per expert in every layer.
+    let router = moe.map_or(0, |(experts, _)| layers * experts * hidden);
+    let fixed = embeddings + layers * (attention + 2 * hidden) + hidden + router;
     let mlp = params.checked_sub(fixed).filter(|m| *m > 0).ok_or(format!(
         "{params} parameters do not cover the embeddings and attention of the stated shape"
     ))?;
     let matrices = if plain { 2 } else { 3 };
-    let ffn = (mlp / (matrices * hidden * layers)).div_ceil(64) * 64;
-    if !(hidden / 2..=8 * hidden).contains(&ffn) {
+    let experts = moe.map_or(1, |(experts, _)| experts);
+    let ffn = (mlp / (matrices * hidden * layers * experts)).div_ceil(64) * 64;
+    // Experts are often narrower than the model (Qwen3-30B-A3B's 768 against 2048).
+    let narrowest = if moe.is_some() { hidden / 8 } else { hidden / 2 };
+    if !(narrowest..=8 * hidden).contains(&ffn) {
         return Err(format!(
             "the feed-forward width it implies, {ffn}, is implausible for {hidden}"
         ));
@@ -237,15 +250,74 @@ pub fn from_fields(wording: &str, fields: &Fields) -> Result<Model, String> {
     let runs: Vec<&str> =
         compressed.split(|c: char| !c.is_ascii_alphanumeric()).filter(|r| !r.is_empty()).collect();
     let name = format!("data-{}", runs.join("-"));
+    let experts_lines = moe.map_or(String::new(), |(experts, active)| {
+        format!("  experts  {experts}\n  experts_active {active}\n")
+    });
     let declaration = format!(
         "# {wording}: declared from the point's own fields (layers, hidden_size, heads, \
-         vocab_size, param_count {text}); ffn solved from the parameter count\n\
+         vocab_size, param_count {text}{}); ffn solved from the parameter count\n\
          model {name} {{\n  layers   {layers}\n  hidden   {hidden}\n  ffn      {ffn}\n  \
-         heads    {heads}\n  kv_heads {kv_heads}\n  head_dim {head_dim}\n  vocab    {vocab}\n{}{}}}\n",
+         heads    {heads}\n  kv_heads {kv_heads}\n  head_dim {head_dim}\n  vocab    {vocab}\n{}{}{}}}\n",
+        if moe.is_some() { ", experts from arch_notes" } else { "" },
         if plain { "  mlp      plain\n" } else { "" },
         if tied { "  tied_embeddings true\n" } else { "" },
+        experts_lines,
     );
     Ok(Model { name, family: Family::Llama, declaration: Some(declaration) })
+}
+
+/// A mixture of experts as its notes (or its name, `8x7B`) give it: the experts and how many
+/// each token takes. Shared experts, dense first layers and latent attention make a shape the
+/// fields cannot give, and so does a count the notes leave out.
+fn mixture(notes: &str, name: &str) -> Result<(u64, u64), String> {
+    if ["shared", "dense layer", "first_k_dense", "mla", "latent", "mamba", "hybrid"]
+        .iter()
+        .any(|w| notes.contains(w))
+    {
+        return Err(format!(
+            "a mixture of experts whose notes say more than its fields give: {notes:?}"
+        ));
+    }
+    let words: Vec<&str> = notes
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let number = |word: &str| word.parse::<u64>().ok().filter(|n| (1..=1024).contains(n));
+    // `8 experts`, `64 routed experts`, `num_experts 8`, `num_local_experts: 8`.
+    let before = |keys: &[&str]| {
+        words.windows(2).find_map(|w| keys.contains(&w[1]).then(|| number(w[0])).flatten()).or_else(
+            || {
+                words.windows(3).find_map(|w| {
+                    (keys.contains(&w[2]) && w[1] == "routed").then(|| number(w[0])).flatten()
+                })
+            },
+        )
+    };
+    let after = |keys: &[&str]| {
+        words.windows(2).find_map(|w| keys.contains(&w[0]).then(|| number(w[1])).flatten())
+    };
+    let from_name = || {
+        let at = name.find(|c: char| c.is_ascii_digit())?;
+        let digits: String = name[at..].chars().take_while(char::is_ascii_digit).collect();
+        name[at + digits.len()..].starts_with('x').then(|| number(&digits)).flatten()
+    };
+    let experts = before(&["experts", "expert"])
+        .or_else(|| after(&["num_experts", "num_local_experts", "n_routed_experts", "experts"]))
+        .or_else(from_name);
+    // `2 active`, `top-2`, `2 per token`, `num_experts_per_tok 2`.
+    let active = before(&["active"])
+        .or_else(|| after(&["top", "experts_per_tok", "num_experts_per_tok", "moe_topk"]))
+        .or_else(|| {
+            words
+                .windows(3)
+                .find_map(|w| (w[1] == "per" && w[2] == "token").then(|| number(w[0])).flatten())
+        });
+    match (experts, active) {
+        (Some(experts), Some(active)) if active <= experts => Ok((experts, active)),
+        _ => Err(format!(
+            "a mixture of experts whose notes do not give its experts and how many are active: {notes:?}"
+        )),
+    }
 }
 
 /// Families, by a word of the model's name, whose MLP is one up and one down projection with
@@ -383,6 +455,7 @@ mod tests {
             kv_heads: Some(32),
             vocab: Some(151_936),
             params: Some("7.7B".to_owned()),
+            notes: None,
         };
         let model = from_fields("Qwen/Qwen-7B (v1, GGUF)", &fields).expect("a full shape");
         assert_eq!(model.name, "data-qwen7b-v1-gguf");
@@ -392,7 +465,7 @@ mod tests {
         assert!(declaration.contains("ffn      11008"), "{declaration}");
         let outcome = vram_core::evaluate(&declaration);
         assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:?}", outcome.diagnostics);
-        let missing = Fields { vocab: None, ..fields };
+        let missing = Fields { vocab: None, ..fields.clone() };
         assert_eq!(from_fields("x", &missing).err().as_deref(), Some("no vocab_size"));
         assert_eq!(parameter_count("transformer ~12B (23.8 GB bf16)"), Some(12_000_000_000));
         assert_eq!(parameter_count("560M"), Some(560_000_000));
@@ -406,6 +479,7 @@ mod tests {
             kv_heads: Some(32),
             vocab: Some(250_880),
             params: Some("7.07B".to_owned()),
+            notes: None,
         };
         let declaration = from_fields("bigscience/bloomz-7b1", &bloom)
             .expect("a full shape")
@@ -415,6 +489,36 @@ mod tests {
         assert!(declaration.contains("mlp      plain") && declaration.contains("tied_embeddings"));
         let outcome = vram_core::evaluate(&declaration);
         assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:?}", outcome.diagnostics);
+    }
+
+    /// Mixtral 8x7B's shape (config.json: 32 layers, 4096 hidden, 32 heads, 8 for keys and
+    /// values, vocab 32,000, 8 experts of width 14,336, 2 per token) and its 46.7B:
+    /// (46.7e9 − 2 × 32,000 × 4,096 − 32 × (2 × 4,096² + 2 × 4,096 × 1,024 + 2 × 4,096) − 4,096
+    /// − 32 × 8 × 4,096) ÷ (3 × 4,096 × 32 × 8) = 14,327.5, rounded up to 14,336.
+    #[test]
+    fn a_mixture_of_experts_is_declared_from_its_notes() {
+        let fields = Fields {
+            layers: Some(32),
+            hidden: Some(4096),
+            heads: Some(32),
+            kv_heads: Some(8),
+            vocab: Some(32_000),
+            params: Some("46.7B".to_owned()),
+            notes: Some("MoE, 8 experts, top-2 routing".to_owned()),
+        };
+        let declaration = from_fields("some/sparse-8x7b-fork", &fields)
+            .expect("a full shape")
+            .declaration
+            .expect("a declaration");
+        assert!(declaration.contains("ffn      14336"), "{declaration}");
+        assert!(declaration.contains("experts  8\n  experts_active 2"), "{declaration}");
+        let outcome = vram_core::evaluate(&declaration);
+        assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:?}", outcome.diagnostics);
+        assert_eq!(mixture("num_local_experts: 16, num_experts_per_tok: 4", ""), Ok((16, 4)));
+        assert_eq!(mixture("moe with 2 active", "mixtral-8x22b"), Ok((8, 2)));
+        assert_eq!(mixture("64 routed experts, 6 per token", ""), Ok((64, 6)));
+        assert!(mixture("MoE 64 experts 6 active 2 shared, MLA", "").is_err());
+        assert!(mixture("a mixture of experts", "").is_err());
     }
 
     #[test]

@@ -368,21 +368,17 @@ impl Cx<'_> {
                     kv_heads: point.kv_heads,
                     vocab: point.vocab_size,
                     params: point.param_count.clone(),
+                    notes: point.arch_notes.clone(),
                 };
-                let moe = point.arch_notes.as_deref().is_some_and(|n| {
-                    let n = n.to_lowercase();
-                    n.contains("moe") || n.contains("expert")
-                });
                 match models::from_fields(&point.model, &fields) {
-                    Ok(model) if !moe => {
+                    Ok(model) => {
                         self.assume(
                             assume::SHAPE_FROM_DATA,
                             format!("{} → model {}", point.model, model.name),
                         );
                         Some(model)
                     }
-                    result => {
-                        let why = result.err().unwrap_or_else(|| "a mixture of experts".into());
+                    Err(why) => {
                         self.gap(Gap::data(
                             data::MODEL_CONFIG,
                             format!(
