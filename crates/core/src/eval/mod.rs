@@ -395,7 +395,11 @@ fn first_missing_feature(workload: &Workload, device: &Device) -> Option<(Precis
         }
     };
     if let Some(inference) = &workload.inference {
-        if let Some(weights) = inference.weights.quantized() {
+        // vLLM and SGLang run FP8 checkpoints on GPUs without FP8 as weight-only FP8 (the FP8
+        // Marlin kernel dequantizes to 16-bit), so there the weights ask nothing of the device.
+        let weight_only_fp8 = inference.weights.quantized() == Some(Precision::Fp8)
+            && matches!(workload.runtime, crate::hir::Runtime::Vllm | crate::hir::Runtime::Sglang);
+        if let Some(weights) = inference.weights.quantized().filter(|_| !weight_only_fp8) {
             used(weights);
         }
         used(inference.activations);

@@ -279,6 +279,15 @@ fn fp8_on_ampere_is_a_capability_error() {
     assert_eq!(outcome.status(), vram_core::Status::DoesNotFit);
     assert!(outcome.diagnostics.iter().any(|d| d.code == "E040"));
     assert!(matches!(outcome.budget.checks[0].verdict, Verdict::Unsupported { .. }));
+    // vLLM and SGLang serve FP8 checkpoints on Ampere as weight-only FP8 (FP8 Marlin): the same
+    // bytes, and no capability error; an FP8 KV cache or FP8 compute would still need one.
+    for runtime in ["vllm", "sglang"] {
+        let outcome = vram_core::evaluate(&format!(
+            "workload w {{ model mistral-7b; runtime {runtime}; inference {{ weights fp8; context 1024 tokens }} }}\ncheck w on a100-40gb"
+        ));
+        assert!(outcome.diagnostics.iter().all(|d| d.code != "E040"), "{runtime}");
+        assert!(outcome.budget.checks[0].verdict.fits(), "{runtime}");
+    }
 }
 
 #[test]
