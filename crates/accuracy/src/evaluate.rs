@@ -112,6 +112,16 @@ fn run(expressed: Expressed) -> Outcome {
             format!("a stated value outside the language's range: {}", detail.join("; ")),
         )]);
     }
+    // A point that ran what the core says its device cannot run: the data shows a path the
+    // language lacks for this runtime, a feature gap, not a fault of the harness.
+    let incapable = outcome.diagnostics.iter().filter(|d| d.is_error());
+    if !errors.is_empty() && incapable.clone().all(|d| d.code == "E040") {
+        let detail: Vec<String> = incapable.map(|d| d.message.clone()).collect();
+        return Outcome::Unexpressed(vec![Gap::feature(
+            crate::gaps::feature::RUNS_WITHOUT_CAPABILITY,
+            detail.join("; "),
+        )]);
+    }
     let check = outcome.budget.checks.first();
     let (Some(check), true) = (check, errors.is_empty()) else {
         let mut diagnostics = errors;

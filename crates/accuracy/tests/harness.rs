@@ -239,6 +239,24 @@ fn points_in_other_wordings_are_expressed() {
     }
 }
 
+/// A point that ran a precision its device cannot run as the language models it (FP8 weights
+/// under transformers on an A100, whose FP8 fallback the language does not model) is
+/// unexpressed for that feature, never a harness error.
+#[test]
+fn a_precision_the_device_cannot_run_is_a_feature_gap() {
+    let text = r#"[{"id": "C-1", "workload": "llm_inference", "model": "meta-llama/Llama-3.1-8B",
+        "framework": "transformers", "weight_precision": "fp8", "gpu_type": "A100 80GB",
+        "input_tokens": "512", "output_tokens": 128, "batch_size": 1,
+        "measured_kind": "peak", "value": 10, "unit": "GB", "measurement_method": "nvidia-smi"}]"#;
+    let points = data::parse(text).expect("the file parses");
+    let run = run(&points);
+    let Outcome::Unexpressed(gaps) = &run.results[0].outcome else {
+        panic!("{:?}", run.results[0].outcome)
+    };
+    assert_eq!(gaps[0].kind, GapKind::Feature, "{gaps:?}");
+    assert!(gaps[0].detail.contains("cannot run fp8"), "{gaps:?}");
+}
+
 /// Malformed data (a shape past any model's, a batch of a hundred trillion, zero counts, a value
 /// that is not a number, entries that are not points) is reported point by point: no panic,
 /// no harness error, every point accounted for.

@@ -329,6 +329,9 @@ impl Cx<'_> {
             "bitsandbytes",
             "torchao",
             "hqq",
+            "megatron",
+            "nemo",
+            "colossalai",
         ]
         .iter()
         .any(|w| framework.contains(w))
@@ -470,29 +473,50 @@ impl Cx<'_> {
                     ),
                 )),
             ))
-        } else if q.contains("llm.int8") || q.contains("load_in_8bit") || bnb_bits(&q) == Some(8) {
+        } else if q.contains("llm.int8")
+            || q.contains("load_in_8bit")
+            || bnb_bits(&q, &w) == Some(8)
+        {
             Ok(("int8", None))
-        } else if q.contains("load_in_4bit") || (bnb_bits(&q) == Some(4) && !q.contains("nf4")) {
+        } else if q.contains("load_in_4bit")
+            || (bnb_bits(&q, &w) == Some(4) && !q.contains("nf4") && !w.contains("nf4"))
+        {
             // transformers' BitsAndBytesConfig defaults to bnb_4bit_quant_type="fp4".
             Ok((
                 "fp4",
                 Some((assume::RUNTIME_DEFAULT, "load_in_4bit: bitsandbytes' default FP4".into())),
             ))
-        } else if (q.contains("nf4") || w == "nf4")
+        } else if (q.contains("nf4") || w.contains("nf4"))
             && (q.contains("double") || w.contains("double"))
         {
             // bnb_4bit_use_double_quant: the fp32 absmax per 64 weights quantized to 8 bits.
             Ok(("nf4-dq", None))
         } else if q.contains("nf4") || w == "nf4" {
             Ok(("nf4", None))
+        } else if q.contains("smoothquant") || q.contains("w8a8") || w.contains("w8a8") {
+            // int8 weights with a scale per output channel, as LLM.int8 is written.
+            Ok(("int8", None))
+        } else if q.contains("hqq") {
+            Ok((
+                "int4-g64",
+                Some((
+                    assume::RUNTIME_DEFAULT,
+                    format!(
+                        "{both}: transformers' HqqConfig defaults, 4 bits in groups of 64 with an \
+                         fp16 scale and zero each"
+                    ),
+                )),
+            ))
         } else if q.contains("fp8") || q.contains("float8") {
             // FP8 checkpoints and on-the-fly FP8 (vLLM, SGLang `--quantization fp8`): one
             // byte per weight of the linear layers, a scale per tensor or channel.
             Ok(("fp8", None))
-        } else if q.is_empty() || q == "none" {
+        } else if q.is_empty() || q == "none" || q.starts_with("none ") {
             match w.as_str() {
                 "bf16" => Ok(("bf16", None)),
                 "fp16" => Ok(("fp16", None)),
+                // A bare 8-bit beside no toolkit: bitsandbytes' LLM.int8(), transformers' own.
+                "int8" | "8-bit" | "8bit" if runtime_is_transformers(point) => Ok(("int8", None)),
                 "fp32" | "fp32 master weights" | "fp32 master" => Ok(("fp32", None)),
                 "" | "not stated" => Err(Gap::data(data::PRECISION, both)),
                 // Other spellings of the same types (`bfloat16`, `float16`, `half`, `FP8`).
@@ -635,9 +659,17 @@ fn has_word(text: &str, word: &str) -> bool {
 
 /// GPTQ weights: the bits from the wording, the group from the release's quantization_config.
 fn gptq(point: &crate::data::Point, q: &str, w: &str, both: &str) -> Result<WeightWord, Gap> {
-    let bits = if [q, w].iter().any(|t| t.contains("int4") || t.contains("4-bit")) {
+    // `int4`, `4-bit`, `4bit`, or the weight bits of `W4A16`.
+    let says = |bits: &str| {
+        [q, w].iter().any(|t| {
+            [format!("int{bits}"), format!("{bits}-bit"), format!("{bits}bit"), format!("w{bits}a")]
+                .iter()
+                .any(|word| t.contains(word.as_str()))
+        })
+    };
+    let bits = if says("4") {
         "gptq-int4"
-    } else if [q, w].iter().any(|t| t.contains("int8") || t.contains("8-bit")) {
+    } else if says("8") {
         "gptq-int8"
     } else {
         return Err(Gap::data(data::UNREADABLE, format!("GPTQ bits: {both}")));
@@ -660,14 +692,25 @@ fn gptq(point: &crate::data::Point, q: &str, w: &str, both: &str) -> Result<Weig
     Ok((bits, Some((assume::SCRIPT_SETTING, detail))))
 }
 
-/// The bits of a bitsandbytes quantization written in words (`bitsandbytes 8-bit`).
-fn bnb_bits(q: &str) -> Option<u32> {
+/// Whether the point ran under transformers' own loading (not a serving engine or llama.cpp).
+fn runtime_is_transformers(point: &crate::data::Point) -> bool {
+    let framework = point.framework.to_lowercase();
+    framework.contains("transformers")
+        && !["vllm", "sglang", "llama.cpp", "ollama", "tgi", "text-generation-inference"]
+            .iter()
+            .any(|w| framework.contains(w))
+}
+
+/// The bits of a bitsandbytes quantization written in words (`bitsandbytes 8-bit`), in the
+/// quantization's wording or, when that names bitsandbytes alone, the weights' (`4-bit`).
+fn bnb_bits(q: &str, w: &str) -> Option<u32> {
     if !(q.contains("bitsandbytes") || q.contains("bnb")) {
         return None;
     }
-    if ["8-bit", "8bit", "int8"].iter().any(|w| q.contains(w)) {
+    let text = format!("{q} {w}");
+    if ["8-bit", "8bit", "int8"].iter().any(|word| text.contains(word)) {
         Some(8)
-    } else if ["4-bit", "4bit", "int4", "nf4", "fp4"].iter().any(|w| q.contains(w)) {
+    } else if ["4-bit", "4bit", "int4", "nf4", "fp4"].iter().any(|word| text.contains(word)) {
         Some(4)
     } else {
         None
@@ -831,6 +874,35 @@ mod version_tests {
         for kind in ["peak", "max_fit_boundary", "room left", "fits"] {
             assert!(!super::out_of_memory_kind(kind), "{kind}");
         }
+    }
+
+    /// Weight formats in other data sets' words.
+    #[test]
+    fn weight_formats_in_their_wordings() {
+        let word = |framework: &str, precision: &str, quantization: Option<&str>| {
+            let point = crate::data::Point {
+                framework: framework.to_owned(),
+                weight_precision: Some(precision.to_owned()),
+                quantization: quantization.map(str::to_owned),
+                ..crate::data::Point::default()
+            };
+            super::super::Cx::new(&point).read_weight_format().map(|(word, _)| word).ok()
+        };
+        assert_eq!(word("vLLM", "W4A16", Some("GPTQ")), Some("gptq-int4"));
+        assert_eq!(word("transformers", "NF4 + double quant", None), Some("nf4-dq"));
+        assert_eq!(word("transformers", "4-bit", Some("bitsandbytes")), Some("fp4"));
+        assert_eq!(word("transformers", "8-bit", Some("bitsandbytes")), Some("int8"));
+        assert_eq!(word("transformers", "bf16", Some("none (bf16)")), Some("bf16"));
+        assert_eq!(word("transformers", "8-bit", None), Some("int8"));
+        assert_eq!(word("llama.cpp", "8-bit", None), None);
+        assert_eq!(word("transformers", "4-bit", Some("HQQ")), Some("int4-g64"));
+        assert_eq!(word("TensorRT-LLM", "W8A8", Some("SmoothQuant")), Some("int8"));
+        assert_eq!(word("vLLM", "fp8", Some("FP8 (dynamic)")), Some("fp8"));
+        assert_eq!(word("transformers", "int8", Some("torchao int8 weight-only")), Some("int8"));
+        assert_eq!(
+            word("transformers", "int4", Some("torchao int4_weight_only")),
+            Some("int4-g128")
+        );
     }
 
     #[test]

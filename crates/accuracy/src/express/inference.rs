@@ -148,7 +148,7 @@ fn kv_cache(cx: &mut Cx<'_>, runtime: Runtime) -> Option<KvCache> {
         return Some(KvCache::Default);
     };
     let lower = stated.to_lowercase();
-    if lower == "bf16" || lower.starts_with("bfloat16") {
+    if lower.starts_with("bf16") || lower.starts_with("bfloat16") {
         Some(KvCache::Type("bf16"))
     } else if lower.starts_with("f16") || lower.starts_with("fp16") || lower.starts_with("float16")
     {

@@ -366,9 +366,25 @@ fn is_torchtune(point: &crate::data::Point) -> bool {
 
 /// `r=64` or `rank 4`.
 pub(super) fn rank(lower: &str) -> Option<u64> {
-    ["r=", "rank ", "rank=", "r = ", "rank: ", "r: "].iter().find_map(|key| {
+    let stated = ["r=", "rank ", "rank=", "r = ", "rank: ", "r: "].iter().find_map(|key| {
         let start = lower.find(key)? + key.len();
         crate::data::leading_number(&lower[start..])
+    });
+    // `r 64` and `r64`: the word `r` (or `r` and its digits) alone.
+    stated.or_else(|| {
+        let words: Vec<&str> = lower.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+        words.windows(2).find_map(|w| (w[0] == "r").then(|| w[1].parse().ok()).flatten()).or_else(
+            || {
+                words.iter().find_map(|w| {
+                    let digits = w.strip_prefix('r')?;
+                    digits
+                        .chars()
+                        .all(|c| c.is_ascii_digit())
+                        .then(|| digits.parse().ok())
+                        .flatten()
+                })
+            },
+        )
     })
 }
 
@@ -634,5 +650,8 @@ mod tests {
         assert_eq!(modules("LoRA (r=8) for q and v only").unwrap(), ["q", "v"]);
         assert_eq!(modules("LoRA r=8, dropout 0.1, v2 recipe"), None);
         assert_eq!(rank("qlora rank=8, all-linear"), Some(8));
+        assert_eq!(rank("qlora r 64 all linear"), Some(64));
+        assert_eq!(rank("lora r16, alpha 32"), Some(16));
+        assert_eq!(rank("lora on every projection"), None);
     }
 }
