@@ -398,6 +398,27 @@ fn inference(
         Some(value)
     });
     let cache_layout = cache_layout(&fields, block, kv_cache, runtime, diagnostics);
+    // Settings only a pooling server reads: said to do nothing elsewhere, not ignored silently.
+    let pooling = matches!(runtime, Some(Runtime::Vllm | Runtime::Sglang | Runtime::Tgi));
+    for key in ["memory_fraction", "max_sequences"] {
+        let only_vllm = key == "max_sequences";
+        let reads = if only_vllm { runtime == Some(&Runtime::Vllm) } else { pooling };
+        if let (false, Some(field)) = (reads, block.fields.iter().find(|f| f.key.name == key)) {
+            let needs = if only_vllm {
+                "`runtime vllm`"
+            } else {
+                "a pooling runtime (`vllm`, `sglang`, `tgi`)"
+            };
+            diagnostics.push(
+                Diagnostic::warning(
+                    "W005",
+                    field.key.span,
+                    format!("`{key}` has no effect without {needs}"),
+                )
+                .with_help(format!("remove `{key}`, or run the workload under {needs}")),
+            );
+        }
+    }
     let found = fields.finish();
     let ok = found.is_empty();
     diagnostics.extend(found);

@@ -93,3 +93,25 @@ fn a_pooling_server_refuses_transformers_quantized_cache() {
         assert!(error.message.starts_with(name), "{}", error.message);
     }
 }
+
+#[test]
+fn pool_settings_under_a_runtime_that_does_not_pool_are_said_to_do_nothing() {
+    let warnings = |runtime: &str, extra: &str| -> Vec<String> {
+        vram_core::evaluate(&source(runtime, extra, "h100-sxm-80gb"))
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == "W005")
+            .map(|d| d.message.clone())
+            .collect()
+    };
+    assert_eq!(
+        warnings("pytorch", "; memory_fraction 80 %"),
+        ["`memory_fraction` has no effect without a pooling runtime (`vllm`, `sglang`, `tgi`)"]
+    );
+    assert!(warnings("sglang", "; memory_fraction 80 %").is_empty());
+    assert_eq!(
+        warnings("sglang", "; max_sequences 64"),
+        ["`max_sequences` has no effect without `runtime vllm`"]
+    );
+    assert!(warnings("vllm", "; memory_fraction 80 %; max_sequences 64").is_empty());
+}
