@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use super::Cx;
-use crate::gaps::{Gap, assume, data};
+use crate::gaps::{Gap, assume, data, feature};
 
 /// A text encoder of a pipeline, by role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -276,14 +276,14 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         return None;
     }
     let precisions = precisions(cx, &pipeline);
-    let offload = offload(cx);
     let batch = cx
         .point
         .batch_size
         .or_else(|| cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none")))
         .unwrap_or(0);
-    let ((width, height), (base, denoiser, encoders), offload) =
-        (resolution?, precisions?, offload?);
+    let switches = offload(cx, batch);
+    let ((width, height), (base, denoiser, encoders), switches) =
+        (resolution?, precisions?, switches?);
     if batch == 0 {
         return None;
     }
@@ -340,13 +340,14 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         let _ = writeln!(out, "    vae_upcast    true  # {code}");
     }
     let settings = cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase();
-    if settings.contains("vae tiling") || settings.contains("enable_tiling") {
+    if switches.vae_tiling || settings.contains("vae tiling") || settings.contains("enable_tiling")
+    {
         out.push_str("    vae_tiling    true\n");
         if let Some(video) = &pipeline.video {
             let _ = writeln!(out, "    vae_tile      {} x {}", video.tile.0, video.tile.1);
         }
     }
-    if offload {
+    if switches.model_offload {
         out.push_str("    offload       model\n");
         if let Some(code) = loaded_before_offload(&cx.point.source_id) {
             cx.assume(assume::LOADED_BEFORE_OFFLOAD, code);
@@ -420,17 +421,43 @@ fn loaded_before_offload(source_id: &str) -> Option<&'static str> {
 }
 
 /// `offload model` for diffusers' `enable_model_cpu_offload`.
-fn offload(cx: &mut Cx<'_>) -> Option<bool> {
-    match cx.point.offload.as_deref() {
-        None => Some(false),
-        Some(stated) if super::conditions::is_none_word(stated) => Some(false),
-        Some(stated) if stated.contains("enable_model_cpu_offload") => Some(true),
-        Some(stated) => {
-            let stated = stated.to_string();
+/// The pipeline's memory switches its `offload` wording names, each as diffusers spells it or
+/// in words: model offload (`enable_model_cpu_offload`, "model CPU offload") and a tiled decode
+/// (`enable_vae_tiling`, "VAE tiling"), joined by `+` or commas. VAE slicing decodes one image
+/// at a time, which changes nothing for one image; sequential offload and attention slicing
+/// are not modelled.
+struct Switches {
+    model_offload: bool,
+    vae_tiling: bool,
+}
+
+fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
+    let mut switches = Switches { model_offload: false, vae_tiling: false };
+    let Some(stated) = cx.point.offload.clone() else { return Some(switches) };
+    if super::conditions::is_none_word(&stated) {
+        return Some(switches);
+    }
+    let lower = stated.to_lowercase();
+    for part in lower.split(['+', ',', ';']).map(str::trim).filter(|p| !p.is_empty()) {
+        if part.contains("sequential") {
+            cx.gap(Gap::feature(feature::SEQUENTIAL_OFFLOAD, stated.clone()));
+            return None;
+        } else if part.contains("model") && (part.contains("offload") || part.contains("cpu")) {
+            switches.model_offload = true;
+        } else if part.contains("tiling") || part.contains("tiled") {
+            switches.vae_tiling = true;
+        } else if part.contains("vae slicing") || part.contains("enable_vae_slicing") {
+            if batch > 1 {
+                cx.unreadable("offload", &stated);
+                return None;
+            }
+            cx.assume(assume::NOT_MODELLED, "VAE slicing: one image decodes alone anyway");
+        } else {
             cx.unreadable("offload", &stated);
-            None
+            return None;
         }
     }
+    Some(switches)
 }
 
 /// The base (VAE and unquantized models), denoiser and text encoder precisions (one per
@@ -548,6 +575,34 @@ fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::image_size;
+
+    /// An SDXL point with `offload` as written.
+    fn sdxl(offload: &str, batch: u64) -> Result<String, Vec<crate::gaps::Gap>> {
+        let defaults = serde_json::json!({
+            "id": "D-1", "source_id": "D", "workload": "diffusion_inference",
+            "model": "stabilityai/stable-diffusion-xl-base-1.0", "framework": "diffusers",
+            "weight_precision": "fp16", "gpu_type": "RTX 3060 12GB", "image_or_video": "1024x1024",
+            "measured_kind": "peak", "value": 5, "unit": "GB",
+            "measurement_method": "torch.cuda.max_memory_allocated()"
+        });
+        let changes = serde_json::json!({"offload": offload, "batch_size": batch}).to_string();
+        let point = super::super::test_point(defaults, &changes);
+        super::super::express(&point).map(|expressed| expressed.source)
+    }
+
+    #[test]
+    fn offload_switches_in_their_wordings() {
+        let both = sdxl("model CPU offload + VAE tiling", 1).expect("expressible");
+        assert!(both.contains("offload       model") && both.contains("vae_tiling    true"));
+        let call = sdxl("enable_model_cpu_offload()", 1).expect("expressible");
+        assert!(call.contains("offload       model") && !call.contains("vae_tiling"));
+        let slicing = sdxl("enable_vae_slicing()", 1).expect("one image decodes alone anyway");
+        assert!(!slicing.contains("offload       model"));
+        assert!(sdxl("enable_vae_slicing()", 4).is_err());
+        let sequential = sdxl("enable_sequential_cpu_offload()", 1).expect_err("not modelled");
+        assert_eq!(sequential[0].kind, crate::gaps::GapKind::Feature);
+        assert!(sdxl("attention slicing", 1).is_err());
+    }
 
     #[test]
     fn image_sizes_in_their_usual_spellings() {
