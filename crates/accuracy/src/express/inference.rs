@@ -383,16 +383,52 @@ fn stated_memory_fraction(cx: &mut Cx<'_>, runtime: Runtime) -> Option<u64> {
     )
     .to_lowercase()
     .replace('-', "_");
-    let start = text.find(key)? + key.len();
-    let rest = text[start..].trim_start_matches([' ', '(', '=', ':']);
-    let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-    let fraction: f64 = rest[..end].parse().ok().filter(|f: &f64| *f > 0.0 && *f <= 1.0)?;
-    let wiggle = if runtime == Runtime::Tgi { 0.95 } else { 1.0 };
+    let wiggle = if runtime == Runtime::Tgi { tgi_wiggle_room(cx) } else { 100 };
+    let stated = text.find(key).and_then(|at| {
+        let rest = text[at + key.len()..].trim_start_matches([' ', '(', '=', ':']);
+        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        rest[..end].parse::<f64>().ok().filter(|f| *f > 0.0 && *f <= 1.0)
+    });
+    let Some(fraction) = stated else {
+        // TGI's own default, 1.0 of the device, times the wiggle room of the stated release.
+        return (runtime == Runtime::Tgi && wiggle != 95).then(|| {
+            cx.assume(
+                assume::RUNTIME_DEFAULT,
+                format!(
+                    "TGI_WIGGLE_ROOM {wiggle} % in the stated release: memory_fraction {wiggle} %"
+                ),
+            );
+            wiggle
+        });
+    };
     // Whole percents: the language's unit, and the precision these settings are written in.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "0 < f <= 1")]
-    let percent = (fraction * wiggle * 100.0).round() as u64;
+    let percent = (fraction * f64::from(u32::try_from(wiggle).unwrap_or(100))).round() as u64;
     cx.assume(assume::SCRIPT_SETTING, format!("{key} {fraction}: memory_fraction {percent} %"));
     Some(percent)
+}
+
+/// text-generation-inference's `TGI_WIGGLE_ROOM` default, in percent, by the release the point
+/// names (`server/text_generation_server/models/globals.py`): 95 through 2.3 and in 3.0, 90 in
+/// 2.4, 93 in 3.1 and 3.2, 90 from 3.3; 95, the language's default, when no release is named.
+fn tgi_wiggle_room(cx: &Cx<'_>) -> u64 {
+    let text = format!(
+        "{} {}",
+        cx.point.framework,
+        cx.point.framework_version.as_deref().unwrap_or_default()
+    )
+    .to_lowercase();
+    let release = text.split(|c: char| !(c.is_ascii_digit() || c == '.')).find_map(|word| {
+        let mut parts = word.split('.');
+        let major: u64 = parts.next()?.parse().ok()?;
+        let minor: u64 = parts.next()?.parse().ok()?;
+        (2..=3).contains(&major).then_some((major, minor))
+    });
+    match release {
+        Some((2, 4..) | (3, 3..)) => 90,
+        Some((3, 1 | 2)) => 93,
+        _ => 95,
+    }
 }
 
 /// The number written after `key` in a settings text: `n_ubatch 512`, `max_model_len (8192)`.
@@ -419,6 +455,14 @@ mod tests {
         assert_eq!(fraction(&sglang, Runtime::Sglang), Some(85));
         let tgi = point("TGI 2.0", "cuda_memory_fraction=0.8");
         assert_eq!(fraction(&tgi, Runtime::Tgi), Some(76));
+        assert_eq!(
+            fraction(&point("TGI 3.3.4", "cuda_memory_fraction 0.5"), Runtime::Tgi),
+            Some(45)
+        );
+        // No fraction stated: the release's wiggle room, unless it is the language's 95 %.
+        assert_eq!(fraction(&point("text-generation-inference 3.1.0", ""), Runtime::Tgi), Some(93));
+        assert_eq!(fraction(&point("TGI 2.0.4", ""), Runtime::Tgi), None);
+        assert_eq!(fraction(&point("TGI", ""), Runtime::Tgi), None);
         let vllm = point("vLLM", "gpu_memory_utilization 0.95");
         assert_eq!(fraction(&vllm, Runtime::Vllm), Some(95));
         assert_eq!(fraction(&vllm, Runtime::Sglang), None);
