@@ -17,6 +17,8 @@ use crate::gaps::{Gap, assume, data, feature};
 enum Encoder {
     ClipL,
     ClipG,
+    /// OpenCLIP ViT-H/14's text tower (Stable Diffusion 2.x).
+    ClipH,
     T5,
 }
 
@@ -25,6 +27,7 @@ impl Encoder {
         match self {
             Encoder::ClipL => "clip-l-text",
             Encoder::ClipG => "clip-g-text",
+            Encoder::ClipH => "openclip-h-text",
             Encoder::T5 => "t5-xxl-encoder",
         }
     }
@@ -113,6 +116,62 @@ const SDXL_UNET: &str = "    channel_mult  1 2 4\n    layers_per_block 2\n    \
                          transformer_layers 0 2 10\n    head_dim      64\n    \
                          cross_attention_dim 2048\n";
 
+/// Stable Diffusion 2.x's UNet: stabilityai/stable-diffusion-2-1 unet/config.json as
+/// huggingface/candle vendors it (candle-transformers/src/models/stable_diffusion/mod.rs
+/// @ 092a3daf349ded60afb506fa04163006babda63a, `StableDiffusionConfig::v2_1`): block_out_channels
+/// 320 640 1280 1280, layers_per_block 2, cross-attention at the three upper levels,
+/// attention_head_dim 5 10 20 20 (head counts: 64-wide heads), use_linear_projection,
+/// cross_attention_dim 1024 (OpenCLIP ViT-H). The SD 1.x layout but for the heads and the
+/// context width.
+const SD2_UNET: &str = "    channel_mult  1 2 4 4\n    layers_per_block 2\n    \
+                        head_dim      64\n    cross_attention_dim 1024\n";
+
+/// A StableDiffusion3Pipeline (SD3 Medium, SD 3.5 Large and Medium): the joint attention sees 77
+/// CLIP tokens and 256 T5 tokens (`max_sequence_length` default 256, diffusers
+/// pipeline_stable_diffusion_3.py at 58eb52c), `guidance_scale` 7 (a second batch); the same
+/// three text encoders and 16-channel autoencoder for all three (the SD 3.5 configs below).
+/// `hidden` is the transformer's heads × attention_head_dim (64).
+fn sd3(denoiser: &'static str, hidden: u64) -> Pipeline {
+    Pipeline {
+        denoiser,
+        encoders: &[Encoder::T5, Encoder::ClipL, Encoder::ClipG],
+        vae: "sd3-vae",
+        hidden,
+        text_tokens: 333,
+        tokens_note: "77 CLIP + 256 T5 tokens (StableDiffusion3Pipeline defaults)",
+        cfg: true,
+        // 2D sine-cosine position embeddings added to the patches (PatchEmbed): no rotation.
+        rope_fp32: None,
+        unet: None,
+        vae_upcast: None,
+        video: None,
+    }
+}
+
+/// A PixArt pipeline: one T5 encoder, a PixArt XL/2 transformer (hidden 16 heads × 72 = 1152),
+/// guidance (`guidance_scale` 4.5, a second batch).
+fn pixart(
+    denoiser: &'static str,
+    vae: &'static str,
+    text_tokens: u64,
+    tokens_note: &'static str,
+) -> Pipeline {
+    Pipeline {
+        denoiser,
+        encoders: &[Encoder::T5],
+        vae,
+        hidden: 1152,
+        text_tokens,
+        tokens_note,
+        cfg: true,
+        // 2D sine-cosine position embeddings added to the patches (PatchEmbed): no rotation.
+        rope_fp32: None,
+        unet: None,
+        vae_upcast: None,
+        video: None,
+    }
+}
+
 /// The FLUX.1 pipeline (FluxPipeline: max_sequence_length 512 by default; the transformer is
 /// guidance-distilled, so guidance is an embedding and there is no second batch).
 fn flux() -> Pipeline {
@@ -183,14 +242,28 @@ fn recognised(model: &str) -> Option<Pipeline> {
             vae_upcast: None,
             video: None,
         })
+    } else if has(&["stablediffusion2", "stablediffusionv2", "sd21", "sdv21"])
+        && !has(&["inpaint", "depth", "unclip", "upscale"])
+    {
+        // SD 2.0 and 2.1 (768-v and 512-base) share the UNet, text encoder and autoencoder.
+        pipeline("stabilityai/stable-diffusion-2-1").ok()
     } else if has(&["stablediffusion3medium", "sd3medium"]) {
         pipeline("stabilityai/stable-diffusion-3-medium-diffusers").ok()
+    } else if has(&["stablediffusion35large", "sd35large"]) && !has(&["turbo"]) {
+        // Large Turbo has the same transformer but is guidance-distilled: not this row.
+        pipeline("stabilityai/stable-diffusion-3.5-large").ok()
+    } else if has(&["stablediffusion35medium", "sd35medium"]) {
+        pipeline("stabilityai/stable-diffusion-3.5-medium").ok()
     } else if has(&["cogvideox5b"]) {
         pipeline("THUDM/CogVideoX-5b").ok()
     } else if has(&["cogvideox2b"]) {
         pipeline("THUDM/CogVideoX-2b").ok()
     } else if has(&["pixartsigma"]) {
         pipeline("PixArt-alpha/PixArt-Sigma-XL-2-1024-MS").ok()
+    } else if has(&["pixartxl21024", "pixartalpha"]) && !has(&["512", "256"]) {
+        // The 1024 × 1024 multi-scale checkpoint; the 512 and 256 ones differ in their
+        // micro-conditions and position table.
+        pipeline("PixArt-alpha/PixArt-XL-2-1024-MS").ok()
     } else {
         None
     }
@@ -204,32 +277,50 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
         "black-forest-labs/FLUX.1-dev" => Ok(flux()),
         // StableDiffusion3Pipeline: the joint attention sees 77 CLIP tokens and 256 T5 tokens
         // (max_sequence_length default 256); hidden 24 heads × 64 (transformer config.json).
-        "stabilityai/stable-diffusion-3-medium-diffusers" => Ok(Pipeline {
-            denoiser: "sd3-medium-transformer",
-            encoders: &[Encoder::T5, Encoder::ClipL, Encoder::ClipG],
-            vae: "sd3-vae",
-            hidden: 1536,
-            text_tokens: 333,
-            tokens_note: "77 CLIP + 256 T5 tokens (StableDiffusion3Pipeline defaults)",
-            cfg: true,
-            // 2D sine-cosine position embeddings added to the patches (PatchEmbed): no rotation.
-            rope_fp32: None,
-            unet: None,
-            vae_upcast: None,
-            video: None,
-        }),
+        "stabilityai/stable-diffusion-3-medium-diffusers" => {
+            Ok(sd3("sd3-medium-transformer", 1536))
+        }
+        // SD 3.5 transformer/config.json (huggingface/candle
+        // candle-transformers/src/models/mmdit/model.rs @ 19679b778297094e14ab1dae39e55b431357c414,
+        // `Config::sd3_5_large` and `sd3_5_medium`; the configs as recorded in public loaders,
+        // code index ids 60107050060 and 53668838869): Large 38 layers of 38 heads × 64 = 2432,
+        // Medium 24 layers of 24 × 64 = 1536 (MMDiT-X: `dual_attention_layers` 0-12, a second
+        // image-only attention whose weights models.vram counts; the step's tensors are the
+        // generic transformer block's, as for SD3 Medium). Same text encoders, VAE and pipeline
+        // as SD3 Medium (StableDiffusion3Pipeline).
+        "stabilityai/stable-diffusion-3.5-large" => Ok(sd3("sd35-large-transformer", 2432)),
+        "stabilityai/stable-diffusion-3.5-medium" => Ok(sd3("sd35-medium-transformer", 1536)),
         // PixArtSigmaPipeline: max_sequence_length 300; hidden 1152 (PixArt XL/2).
-        "PixArt-alpha/PixArt-Sigma-XL-2-1024-MS" => Ok(Pipeline {
-            denoiser: "pixart-sigma-xl-2",
-            encoders: &[Encoder::T5],
-            vae: "sdxl-vae",
-            hidden: 1152,
-            text_tokens: 300,
-            tokens_note: "T5 max_sequence_length 300 (PixArtSigmaPipeline default)",
+        "PixArt-alpha/PixArt-Sigma-XL-2-1024-MS" => Ok(pixart(
+            "pixart-sigma-xl-2",
+            "sdxl-vae",
+            300,
+            "T5 max_sequence_length 300 (PixArtSigmaPipeline default)",
+        )),
+        // PixArtAlphaPipeline (pipeline_pixart_alpha.py at 58eb52c): max_sequence_length 120 by
+        // default; the transformer is PixArt XL/2 (28 layers, 16 heads × 72 = 1152,
+        // scripts/convert_pixart_alpha_to_diffusers.py), the autoencoder the SD 1.x one
+        // (`sd-vae-ft-ema`, the same script), the encoder T5 v1.1 XXL (`t5-v1_1-xxl`).
+        "PixArt-alpha/PixArt-XL-2-1024-MS" => Ok(pixart(
+            "pixart-alpha-xl-2",
+            "sd-vae",
+            120,
+            "T5 max_sequence_length 120 (PixArtAlphaPipeline default)",
+        )),
+        // StableDiffusionPipeline with SD 2.1's UNet (SD2_UNET, hidden 320), its OpenCLIP ViT-H
+        // text encoder over 77 tokens and the SD 1.x autoencoder architecture (vae/config.json,
+        // candle's `v2_1`: block_out_channels 128 256 512 512, 4 latent channels);
+        // `guidance_scale` 7.5; no VAE upcast in StableDiffusionPipeline.
+        "stabilityai/stable-diffusion-2-1" => Ok(Pipeline {
+            denoiser: "sd21-unet",
+            encoders: &[Encoder::ClipH],
+            vae: "sd-vae",
+            hidden: 320,
+            text_tokens: 77,
+            tokens_note: "77 CLIP tokens (StableDiffusionPipeline)",
             cfg: true,
-            // 2D sine-cosine position embeddings added to the patches (PatchEmbed): no rotation.
             rope_fp32: None,
-            unet: None,
+            unet: Some(SD2_UNET),
             vae_upcast: None,
             video: None,
         }),
@@ -602,6 +693,57 @@ mod tests {
         let sequential = sdxl("enable_sequential_cpu_offload()", 1).expect_err("not modelled");
         assert_eq!(sequential[0].kind, crate::gaps::GapKind::Feature);
         assert!(sdxl("attention slicing", 1).is_err());
+    }
+
+    /// One fp16 point of `model` at `size`, expressed and evaluated: its denoiser line, and the
+    /// evaluation's error diagnostics.
+    fn evaluated(model: &str, size: &str) -> (String, Vec<String>) {
+        let defaults = serde_json::json!({
+            "id": "D-1", "source_id": "D", "workload": "diffusion_inference",
+            "model": model, "framework": "diffusers", "weight_precision": "fp16",
+            "gpu_type": "A100 80GB", "image_or_video": size, "batch_size": 1,
+            "measured_kind": "peak", "value": 10, "unit": "GB",
+            "measurement_method": "torch.cuda.max_memory_allocated()"
+        });
+        let point = super::super::test_point(defaults, "{}");
+        let source =
+            super::super::express(&point).unwrap_or_else(|gaps| panic!("{model}: {gaps:?}")).source;
+        let outcome = vram_core::evaluate(&source);
+        let errors =
+            outcome.diagnostics.iter().filter(|d| d.is_error()).map(|d| format!("{d:?}")).collect();
+        let denoiser = source
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("denoiser "))
+            .map(|rest| rest.trim().to_string())
+            .unwrap_or_default();
+        (denoiser, errors)
+    }
+
+    #[test]
+    fn added_pipelines_evaluate_with_their_denoisers() {
+        let cases = [
+            ("PixArt-alpha/PixArt-XL-2-1024-MS", "1024x1024", "pixart-alpha-xl-2"),
+            ("stabilityai/stable-diffusion-2-1", "768x768", "sd21-unet"),
+            ("stabilityai/stable-diffusion-3.5-large", "1024x1024", "sd35-large-transformer"),
+            ("stabilityai/stable-diffusion-3.5-medium", "1024x1024", "sd35-medium-transformer"),
+            // Other wordings of the same pipelines.
+            ("Stable Diffusion 2.1", "512x512", "sd21-unet"),
+            ("SD 3.5 Large", "1024x1024", "sd35-large-transformer"),
+            ("PixArt-alpha", "1024x1024", "pixart-alpha-xl-2"),
+        ];
+        for (model, size, expected) in cases {
+            let (denoiser, errors) = evaluated(model, size);
+            assert_eq!(denoiser, expected, "{model}");
+            assert!(errors.is_empty(), "{model}: {errors:?}");
+        }
+        // Neighbours that are other pipelines stay unexpressed.
+        for model in [
+            "stabilityai/stable-diffusion-3.5-large-turbo",
+            "stabilityai/stable-diffusion-2-inpainting",
+            "PixArt-alpha/PixArt-XL-2-512x512",
+        ] {
+            assert!(super::pipeline(model).is_err(), "{model}");
+        }
     }
 
     #[test]
