@@ -48,16 +48,13 @@ pub(crate) fn fill(
     let tokens = available / per_block * block;
     let bytes = Bytes(tokens / block * per_block);
     let percent = rule.fraction.checked_mul(Ratio::int(100)).ok_or(Overflow)?;
-    let mut formula = if rule.of_free_memory {
-        formula!(
-            "{percent} % × ({} − {} outside PyTorch) − {} (the weights) = ",
-            capacity.human(),
-            outside.human(),
-            others.human()
-        )
+    let taken_of = if rule.of_free_memory {
+        formula!("({} − {} outside PyTorch)", capacity.human(), outside.human())
     } else {
-        formula!("{percent} % × {} − {} (everything else) = ", capacity.human(), others.human())
+        formula!("{}", capacity.human())
     };
+    let carved_out = if rule.weights_only { "the weights" } else { "everything else" };
+    let mut formula = formula!("{percent} % × {taken_of} − {} ({carved_out}) = ", others.human());
     if calc::writing() {
         formula.push_str(&Bytes(available).human());
         if block > 1 {
