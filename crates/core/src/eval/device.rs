@@ -71,7 +71,7 @@ pub(super) fn device_components_reusing(
             || weight_components(shape, stored, placement, inference.weights, &workload.runtime),
         )?;
         let sessions = div_ceil(inference.sessions, d);
-        let rule = serving::pool_rule(&workload.runtime, inference, placement);
+        let rule = serving::pool_rule(&workload.runtime, inference, placement, device);
         // vLLM pages the cache in blocks of 16 tokens (`CacheConfig.DEFAULT_BLOCK_SIZE`).
         let block = rule.as_ref().map_or(1, |rule| rule.block);
         let layout = inference.cache_layout.unwrap_or(match workload.runtime {

@@ -5,7 +5,7 @@
 //! - vLLM: `total × gpu_memory_utilization − (weights + profile-step peak + memory outside
 //!   PyTorch)`, in blocks of 16 tokens (DOMAIN.md §3.6).
 //! - SGLang (`python/sglang/srt/model_executor/model_runner.py`, `profile_max_num_token`,
-//!   releases 0.3-0.4): the free memory `F0` measured after the CUDA context exists and before
+//!   releases 0.3-0.5): the free memory `F0` measured after the CUDA context exists and before
 //!   the weights load, and `F1` after: `F1 − F0 × (1 − mem_fraction_static)`, that is
 //!   `F0 × mem_fraction_static − weights`, in single tokens. Activations, CUDA graphs and the
 //!   tables below live in the rest.
@@ -43,6 +43,7 @@ pub(crate) fn pool_rule(
     runtime: &Runtime,
     inference: &Inference,
     placement: &Placement,
+    device: &Device,
 ) -> Option<PoolRule> {
     let stated = inference.memory_fraction;
     let percent = |n: i128| Ratio::new(n, 100).unwrap_or(Ratio::int(1));
@@ -58,7 +59,7 @@ pub(crate) fn pool_rule(
         },
         Runtime::Sglang => PoolRule {
             runtime: "SGLang",
-            fraction: stated.unwrap_or_else(|| percent(sglang_fraction(placement.tensor))),
+            fraction: stated.unwrap_or_else(|| sglang_fraction(device.memory, placement)),
             of_free_memory: true,
             weights_only: true,
             block: 1,
@@ -76,27 +77,41 @@ pub(crate) fn pool_rule(
     })
 }
 
-/// SGLang's default `mem_fraction_static`, in percent, by tensor-parallel degree
-/// (`server_args.py` `__post_init__`, releases 0.4.0-0.4.3; 0.3.x differs only at 8 GPUs,
-/// 82-83 %). Later releases reserve a number of MiB by GPU size instead: a workload on them
-/// states `memory_fraction`.
-fn sglang_fraction(tensor: u64) -> i128 {
-    match tensor {
-        16.. => 79,
-        8.. => 81,
-        4.. => 85,
-        2.. => 87,
-        _ => 88,
+/// SGLang's size tier for a GPU of `capacity`: its default chunked prefill (`chunked_prefill_size`)
+/// and the largest batch it captures a CUDA graph for on fewer than 4 and on 4 or more
+/// tensor-parallel GPUs (DOMAIN.md §3.7, `server_args.py` 0.5.x).
+fn sglang_tier(capacity: Bytes) -> (u64, u64, u64) {
+    match capacity.0 / GIB {
+        0..20 => (2048, 8, 8),
+        20..35 => (2048, 24, 80),
+        35..60 => (4096, 32, 160),
+        60..160 => (8192, 256, 512),
+        _ => (16384, 512, 512),
     }
+}
+
+/// SGLang's default `mem_fraction_static` (DOMAIN.md §3.7, `server_args.py` 0.5.x): the GPU
+/// less a reserve for what lives outside the static share, `512 + 1.5 × chunked prefill +
+/// 1024 × tp × pp ÷ 8 + 2 × graph batch` MiB, at least 10 GiB on GPUs over 60 GiB, as a
+/// fraction of the GPU's MiB rounded to three places. Releases before 0.4.6 took a fraction by
+/// tensor-parallel degree alone (88 % on one GPU): a workload on them states `memory_fraction`.
+fn sglang_fraction(capacity: Bytes, placement: &Placement) -> Ratio {
+    let mib = capacity.0 / MIB;
+    let (chunk, graphs_small, graphs_large) = sglang_tier(capacity);
+    let graphs = if placement.tensor < 4 { graphs_small } else { graphs_large };
+    let gpus = placement.tensor * placement.stages;
+    let reserve = 512 + chunk * 3 / 2 + 1024 * gpus / 8 + 2 * graphs;
+    let reserve = if mib > 60 * 1024 { reserve.max(10 * 1024) } else { reserve };
+    let thousandths = (mib.saturating_sub(reserve) * 1000 + mib / 2) / mib.max(1);
+    Ratio::new(i128::from(thousandths), 1000).unwrap_or(Ratio::ONE)
 }
 
 /// The tokens of the step a serving runtime profiles or warms up with, when the workload does
 /// not state `prefill_chunk`; `None` for the other runtimes.
 pub(crate) fn profile_tokens(runtime: &Runtime, device: &Device) -> Option<u64> {
     match runtime {
-        // SGLang's `chunked_prefill_size` default (server_args.py, 0.4.10 on): 2048 on GPUs
-        // under 35 GiB, else 8192.
-        Runtime::Sglang => Some(if device.memory.0 < 35 * GIB { 2048 } else { 8192 }),
+        // SGLang's `chunked_prefill_size` default for the GPU's size tier.
+        Runtime::Sglang => Some(sglang_tier(device.memory).0),
         // TGI v3's `max_batch_prefill_tokens` default (launcher, without a flops estimate).
         Runtime::Tgi => Some(4096),
         _ => None,
@@ -147,9 +162,21 @@ pub(crate) fn sglang_tables(pool_tokens: u64, context: u64) -> Result<Vec<Compon
 mod tests {
     use super::*;
 
+    /// An H100's 81,559 MiB on one GPU: 512 + 1.5 × 8192 + 1024 ÷ 8 + 2 × 256 = 13,440 MiB
+    /// reserved, (81,559 − 13,440) ÷ 81,559 = 0.83521 → 83.5 %; on eight, 1024 for the GPUs and
+    /// graphs of 512: 14,848 MiB → 0.818. An L4's 23,034 MiB: 512 + 3072 + 128 + 48 = 3,760 →
+    /// 0.837.
     #[test]
-    fn sglang_reserves_more_of_each_device_as_tensor_parallelism_grows() {
-        assert_eq!([1, 2, 4, 8, 16].map(sglang_fraction), [88, 87, 85, 81, 79]);
+    fn sglang_reserves_what_lives_outside_its_share_by_gpu_size() {
+        let placement =
+            |tensor| Placement { tensor, stage: 0, stages: 1, first_layer: 0, layers: 1 };
+        let h100 = Bytes(81_559 * MIB);
+        assert_eq!(sglang_fraction(h100, &placement(1)), Ratio::new(835, 1000).unwrap());
+        assert_eq!(sglang_fraction(h100, &placement(8)), Ratio::new(818, 1000).unwrap());
+        let l4 = Bytes(23_034 * MIB);
+        assert_eq!(sglang_fraction(l4, &placement(1)), Ratio::new(837, 1000).unwrap());
+        // Over 60 GiB the reserve is at least 10 GiB, whatever the terms give.
+        assert_eq!(sglang_tier(Bytes(141 * GIB)), (8192, 256, 512));
     }
 
     /// Llama 3.1 8B on one 80 GB GPU at a 131,072-token context, 455,000 tokens of pool:

@@ -37,14 +37,15 @@ const CONTEXT: u64 = 500 * 1024 * 1024;
 fn sglang_takes_its_fraction_of_the_free_memory_less_the_weights() {
     let checks = evaluate(&source("sglang", "", "h100-sxm-80gb"));
     let pool = checks[0].devices[0].kv_pool.clone().expect("SGLang reports its pool");
-    // mem_fraction_static 0.88 on one GPU, of what the context leaves; single tokens.
-    let share = (H100 - CONTEXT) * 88 / 100;
+    // mem_fraction_static on one 81,559 MiB GPU: 13,440 MiB reserved (512 + 1.5 × 8192 +
+    // 1024 ÷ 8 + 2 × 256), 68,119 ÷ 81,559 = 0.835; of what the context leaves; single tokens.
+    let share = (H100 - CONTEXT) * 835 / 1000;
     let tokens = (share - WEIGHTS) / KV_PER_TOKEN;
     assert_eq!(pool.tokens, tokens);
     assert_eq!(pool.bytes.0, tokens * KV_PER_TOKEN);
-    assert_eq!(pool.fraction, "88 % of the free memory");
+    assert_eq!(pool.fraction, "83.5 % of the free memory");
     assert_eq!(component(&checks[0], "KV cache pool (SGLang)"), pool.bytes.0);
-    // The request table, outside the share: 448,123 × 512 ÷ 8192 requests, held at 4096.
+    // The request table, outside the share: tokens × 512 ÷ 8192 requests, held at 4096.
     assert!(tokens * 512 / 8192 > 4096);
     assert_eq!(component(&checks[0], "request-to-token table (SGLang)"), 4097 * (8192 + 4) * 4);
     assert_eq!(component(&checks[0], "FlashInfer workspace (SGLang)"), 384 * 1024 * 1024);
@@ -53,10 +54,11 @@ fn sglang_takes_its_fraction_of_the_free_memory_less_the_weights() {
 
 #[test]
 fn sglang_leaves_more_to_each_gpu_of_a_tensor_parallel_group() {
+    // Two GPUs: 256 MiB for them in the reserve, 13,568 MiB: 67,991 ÷ 81,559 = 0.834.
     let checks = evaluate(&source("sglang", "", "2 x h100-sxm-80gb split tensor 2"));
     assert_eq!(
         checks[0].devices[0].kv_pool.as_ref().expect("pool").fraction,
-        "87 % of the free memory"
+        "83.4 % of the free memory"
     );
     let stated = evaluate(&source("sglang", "; memory_fraction 80 %", "h100-sxm-80gb"));
     let pool = stated[0].devices[0].kv_pool.clone().expect("pool");
