@@ -25,7 +25,13 @@ pub(crate) fn fill(
     needed_tokens: u64,
 ) -> Result<KvPool, Overflow> {
     let kv_index = components.iter().position(|c| c.category == Category::Cache);
-    let carved = |c: &Component| !rule.weights_only || c.category == Category::Persistent;
+    // What the runtime holds when it sizes the pool: its CUDA graphs, held in the allocator's
+    // cache, are captured only once the cache exists, so they come on top of the share
+    // (DOMAIN.md §3.6, §6.5: vLLM counts them inside it only from v0.21).
+    let carved = |c: &Component| {
+        c.held_by != HeldBy::AllocatorCache
+            && (!rule.weights_only || c.category == Category::Persistent)
+    };
     let others = calc::sum(
         components
             .iter()
