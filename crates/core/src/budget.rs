@@ -180,6 +180,8 @@ pub enum SuggestionKind {
     /// A training step's memory levers: checkpointing, 8-bit moments, the optimizer stepped
     /// in the backward pass, a chunked loss.
     Training,
+    /// A serving engine's share of the device (`memory_fraction`): the largest that fits.
+    Runtime,
     /// Smaller weights.
     Precision,
     /// A catalog machine that fits.

@@ -100,6 +100,7 @@ pub enum SuggestionKind {
     Devices,
     Pipeline,
     Training,
+    Runtime,
     Precision,
     Machine,
 }

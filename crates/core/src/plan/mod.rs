@@ -11,6 +11,7 @@
 mod exact;
 pub mod machines;
 mod pipeline;
+mod pool;
 pub mod query;
 pub mod search;
 pub mod suggest;

@@ -67,6 +67,9 @@ pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Sugges
     if let Some(answer) = planner.find_training_option()? {
         out.push(option_suggestion(SuggestionKind::Training, answer.change, &answer.at));
     }
+    if let Some(answer) = planner.find_pool_option()? {
+        out.push(option_suggestion(SuggestionKind::Runtime, answer.change, &answer.at));
+    }
     if let Some(answer) = planner.find_precision()? {
         out.push(precision_suggestion(&answer));
     }

@@ -230,3 +230,42 @@ fn a_training_step_that_does_not_fit_is_told_the_fewest_levers_that_make_it_fit(
     assert!(!accumulating.verdict.fits());
     assert_eq!(training_change(accumulating), None);
 }
+
+fn share_change(check: &CheckBudget) -> Option<&str> {
+    check.suggestions.iter().find(|s| s.kind == SuggestionKind::Runtime).map(|s| s.change.as_str())
+}
+
+/// The percent of a `memory_fraction N %` change.
+fn percent(change: &str) -> u64 {
+    change.trim_start_matches("memory_fraction ").trim_end_matches(" %").parse().expect("a percent")
+}
+
+/// Qwen2.5 7B under `runtime` with `extra` inference lines on an L40S.
+fn served(runtime: &str, sessions: u64, extra: &str) -> String {
+    format!(
+        "workload s {{ model qwen2.5-7b; runtime {runtime}; inference {{ weights bf16; context 16384 tokens; sessions {sessions}{extra} }} }}\ncheck s on l40s"
+    )
+}
+
+#[test]
+fn a_serving_engine_is_told_the_largest_share_that_fits() {
+    // TGI's default 95 % with its CUDA graphs on top leaves no 5 % headroom: a smaller share.
+    let over = &checks(&served("tgi", 12, ""))[0];
+    assert!(!over.verdict.fits());
+    let change = share_change(over).expect("a share");
+    assert!(percent(change) < 95, "{change}");
+    // Written in, it fits, and one percent more does not.
+    assert!(checks(&served("tgi", 12, &format!("; {change}")))[0].verdict.fits());
+    let more = format!("; memory_fraction {} %", percent(change) + 1);
+    assert!(!checks(&served("tgi", 12, &more))[0].verdict.fits());
+    // Sessions beyond vLLM's 90 %: a larger share holds them, when one fits.
+    let short = &checks(&served("vllm", 28, ""))[0];
+    assert!(!short.verdict.fits());
+    let change = share_change(short).expect("a larger share");
+    assert!(percent(change) > 90, "{change}");
+    assert!(checks(&served("vllm", 28, &format!("; {change}")))[0].verdict.fits());
+    // A runtime that does not pool is offered none.
+    let pytorch = &checks(&served("pytorch", 64, ""))[0];
+    assert!(!pytorch.verdict.fits());
+    assert_eq!(share_change(pytorch), None);
+}
