@@ -377,9 +377,10 @@ fn stated_memory_fraction(cx: &mut Cx<'_>, runtime: Runtime) -> Option<u64> {
         _ => return None,
     };
     let text = format!(
-        "{} {}",
+        "{} {} {}",
         cx.point.other_settings.as_deref().unwrap_or_default(),
-        cx.point.framework
+        cx.point.framework,
+        cx.point.framework_version.as_deref().unwrap_or_default()
     )
     .to_lowercase()
     .replace('-', "_");
@@ -390,6 +391,14 @@ fn stated_memory_fraction(cx: &mut Cx<'_>, runtime: Runtime) -> Option<u64> {
         rest[..end].parse::<f64>().ok().filter(|f| *f > 0.0 && *f <= 1.0)
     });
     let Some(fraction) = stated else {
+        // vLLM's default `gpu_memory_utilization` rose to 0.92 in v0.22 (DOMAIN.md §3.6).
+        if runtime == Runtime::Vllm && states_version_at_least(&text, 0, 22) {
+            cx.assume(
+                assume::RUNTIME_DEFAULT,
+                "gpu_memory_utilization not stated: vLLM's default from v0.22, 0.92",
+            );
+            return Some(92);
+        }
         // TGI's own default, 1.0 of the device, times the wiggle room of the stated release.
         return (runtime == Runtime::Tgi && wiggle != 95).then(|| {
             cx.assume(
@@ -463,6 +472,9 @@ mod tests {
         assert_eq!(fraction(&point("text-generation-inference 3.1.0", ""), Runtime::Tgi), Some(93));
         assert_eq!(fraction(&point("TGI 2.0.4", ""), Runtime::Tgi), None);
         assert_eq!(fraction(&point("TGI", ""), Runtime::Tgi), None);
+        // vLLM's default rose to 0.92 in v0.22.
+        assert_eq!(fraction(&point("vLLM 0.22.1", ""), Runtime::Vllm), Some(92));
+        assert_eq!(fraction(&point("vLLM 0.6.3", ""), Runtime::Vllm), None);
         let vllm = point("vLLM", "gpu_memory_utilization 0.95");
         assert_eq!(fraction(&vllm, Runtime::Vllm), Some(95));
         assert_eq!(fraction(&vllm, Runtime::Sglang), None);
