@@ -218,7 +218,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 18);
+    assert_eq!(run.results.len(), 20);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -229,6 +229,10 @@ fn points_in_other_wordings_are_expressed() {
     assert!(source("U-016").contains("targets all"), "{}", source("U-016"));
     assert!(source("U-017").contains("targets all"), "{}", source("U-017"));
     assert!(source("U-018").contains("resolution    1024 x 1024"), "{}", source("U-018"));
+    // The serving engines, with the share the command line gives.
+    assert!(source("U-019").contains("runtime sglang"), "{}", source("U-019"));
+    assert!(source("U-019").contains("memory_fraction 85 %"), "{}", source("U-019"));
+    assert!(source("U-020").contains("runtime tgi"), "{}", source("U-020"));
     for (point, result) in points.iter().zip(&run.results) {
         assert!(
             matches!(result.outcome, Outcome::Compared(_)),
