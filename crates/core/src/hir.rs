@@ -354,6 +354,8 @@ pub enum Runtime {
     Sglang,
     /// Hugging Face text-generation-inference: a KV pool sized after a warm-up prefill.
     Tgi,
+    /// NVIDIA TensorRT-LLM: a KV pool of a fraction of what the loaded engine leaves.
+    TensorrtLlm,
     LlamaCpp,
     None,
     Custom {

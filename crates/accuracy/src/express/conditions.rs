@@ -17,6 +17,7 @@ pub(crate) enum Runtime {
     Vllm,
     Sglang,
     Tgi,
+    TensorrtLlm,
     LlamaCpp,
 }
 
@@ -28,6 +29,7 @@ impl Runtime {
             Runtime::Vllm => "vllm",
             Runtime::Sglang => "sglang",
             Runtime::Tgi => "tgi",
+            Runtime::TensorrtLlm => "tensorrt-llm",
             Runtime::LlamaCpp => "llama.cpp",
         }
     }
@@ -294,6 +296,11 @@ impl Cx<'_> {
             Some(Runtime::Vllm)
         } else if framework.contains("sglang") {
             Some(Runtime::Sglang)
+        } else if ["tensorrt-llm", "tensorrt llm", "trt-llm", "trtllm"]
+            .iter()
+            .any(|w| framework.contains(w))
+        {
+            Some(Runtime::TensorrtLlm)
         } else if framework.contains("text-generation-inference")
             || framework.contains("text generation inference")
             || words.contains(&"tgi")

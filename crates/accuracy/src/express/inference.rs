@@ -220,9 +220,11 @@ fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Op
             );
             Some(1)
         }
-        Runtime::PyTorch | Runtime::Diffusers | Runtime::Sglang | Runtime::Tgi => {
-            cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none"))
-        }
+        Runtime::PyTorch
+        | Runtime::Diffusers
+        | Runtime::Sglang
+        | Runtime::Tgi
+        | Runtime::TensorrtLlm => cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none")),
     }
 }
 
@@ -275,6 +277,7 @@ fn context(
         // the language's defaults for the runtime.
         Runtime::Sglang => number_after(&settings.replace('-', "_"), "chunked_prefill_size"),
         Runtime::Tgi => number_after(&settings.replace('-', "_"), "max_batch_prefill_tokens"),
+        Runtime::TensorrtLlm => number_after(&settings.replace('-', "_"), "max_num_tokens"),
     };
     Some((context, prefill, None))
 }
@@ -374,6 +377,7 @@ fn stated_memory_fraction(cx: &mut Cx<'_>, runtime: Runtime) -> Option<u64> {
         Runtime::Vllm => "gpu_memory_utilization",
         Runtime::Sglang => "mem_fraction_static",
         Runtime::Tgi => "cuda_memory_fraction",
+        Runtime::TensorrtLlm => "free_gpu_memory_fraction",
         _ => return None,
     };
     let text = format!(
@@ -475,6 +479,8 @@ mod tests {
         // vLLM's default rose to 0.92 in v0.22.
         assert_eq!(fraction(&point("vLLM 0.22.1", ""), Runtime::Vllm), Some(92));
         assert_eq!(fraction(&point("vLLM 0.6.3", ""), Runtime::Vllm), None);
+        let trt = point("TensorRT-LLM 0.12", "kv_cache_config free_gpu_memory_fraction=0.85");
+        assert_eq!(fraction(&trt, Runtime::TensorrtLlm), Some(85));
         let vllm = point("vLLM", "gpu_memory_utilization 0.95");
         assert_eq!(fraction(&vllm, Runtime::Vllm), Some(95));
         assert_eq!(fraction(&vllm, Runtime::Sglang), None);

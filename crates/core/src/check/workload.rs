@@ -290,8 +290,17 @@ fn runtime(
     fields: &Fields<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<Runtime> {
-    const NAMES: [&str; 8] =
-        ["pytorch", "diffusers", "vllm", "sglang", "tgi", "llama.cpp", "none", "custom"];
+    const NAMES: [&str; 9] = [
+        "pytorch",
+        "diffusers",
+        "vllm",
+        "sglang",
+        "tgi",
+        "tensorrt-llm",
+        "llama.cpp",
+        "none",
+        "custom",
+    ];
     let [Value::Word(word)] = field.values.as_slice() else {
         fields.push(Diagnostic::error(
             "E013",
@@ -333,6 +342,7 @@ fn runtime(
         ("vllm", None) => Some(Runtime::Vllm),
         ("sglang", None) => Some(Runtime::Sglang),
         ("tgi", None) => Some(Runtime::Tgi),
+        ("tensorrt-llm", None) => Some(Runtime::TensorrtLlm),
         ("llama.cpp", None) => Some(Runtime::LlamaCpp),
         _ => Some(Runtime::None),
     }
@@ -399,7 +409,10 @@ fn inference(
     });
     let cache_layout = cache_layout(&fields, block, kv_cache, runtime, diagnostics);
     // Settings only a pooling server reads: said to do nothing elsewhere, not ignored silently.
-    let pooling = matches!(runtime, Some(Runtime::Vllm | Runtime::Sglang | Runtime::Tgi));
+    let pooling = matches!(
+        runtime,
+        Some(Runtime::Vllm | Runtime::Sglang | Runtime::Tgi | Runtime::TensorrtLlm)
+    );
     for key in ["memory_fraction", "max_sequences"] {
         let only_vllm = key == "max_sequences";
         let reads = if only_vllm { runtime == Some(&Runtime::Vllm) } else { pooling };
@@ -407,7 +420,7 @@ fn inference(
             let needs = if only_vllm {
                 "`runtime vllm`"
             } else {
-                "a pooling runtime (`vllm`, `sglang`, `tgi`)"
+                "a pooling runtime (`vllm`, `sglang`, `tgi`, `tensorrt-llm`)"
             };
             diagnostics.push(
                 Diagnostic::warning(
@@ -504,13 +517,20 @@ fn cache_layout(
     }
     if let (
         true,
-        Some(runtime @ (Runtime::Vllm | Runtime::Sglang | Runtime::Tgi | Runtime::LlamaCpp)),
+        Some(
+            runtime @ (Runtime::Vllm
+            | Runtime::Sglang
+            | Runtime::Tgi
+            | Runtime::TensorrtLlm
+            | Runtime::LlamaCpp),
+        ),
     ) = (quantized, runtime)
     {
         let name = match runtime {
             Runtime::Vllm => "vLLM",
             Runtime::Sglang => "SGLang",
             Runtime::Tgi => "text-generation-inference",
+            Runtime::TensorrtLlm => "TensorRT-LLM",
             _ => "llama.cpp",
         };
         let span =

@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use super::calc::{self, Overflow, Product, formula};
-use super::serving::PoolRule;
+use super::serving::{PoolRule, Share};
 use crate::budget::{Category, Component, HeldBy, KvPool, Provenance};
 use crate::bytes::{Bytes, write_thousands};
 use crate::ratio::Ratio;
@@ -28,39 +28,60 @@ pub(crate) fn fill(
     // What the runtime holds when it sizes the pool: its CUDA graphs, held in the allocator's
     // cache, are captured only once the cache exists, so they come on top of the share
     // (DOMAIN.md §3.6, §6.5: vLLM counts them inside it only from v0.21).
-    let carved = |c: &Component| {
-        c.held_by != HeldBy::AllocatorCache
-            && (!rule.weights_only || c.category == Category::Persistent)
+    let held = |keep: fn(&Component) -> bool| {
+        calc::sum(
+            components
+                .iter()
+                .enumerate()
+                .filter(|(i, c)| {
+                    Some(*i) != kv_index && c.held_by != HeldBy::AllocatorCache && keep(c)
+                })
+                .map(|(_, c)| c.bytes),
+        )
     };
-    let others = calc::sum(
-        components
-            .iter()
-            .enumerate()
-            .filter(|(i, c)| Some(*i) != kv_index && carved(c))
-            .map(|(_, c)| c.bytes),
-    )?;
-    let outside = if rule.of_free_memory {
-        calc::sum(components.iter().filter(|c| c.held_by == HeldBy::Runtime).map(|c| c.bytes))?
-    } else {
-        Bytes::ZERO
+    let everything = held(|_| true)?;
+    let (base, carved) = match rule.share {
+        Share::Device => (capacity, everything),
+        Share::FreeMemoryLessWeights => {
+            let context = held(|c| c.held_by == HeldBy::Runtime)?;
+            (
+                Bytes(capacity.0.saturating_sub(context.0)),
+                held(|c| c.category == Category::Persistent)?,
+            )
+        }
+        Share::Remaining => (Bytes(capacity.0.saturating_sub(everything.0)), Bytes::ZERO),
     };
-    let base = Bytes(capacity.0.saturating_sub(outside.0));
     let share = Ratio::int(i128::from(base.0)).checked_mul(rule.fraction).ok_or(Overflow)?;
     let share = Bytes(u64::try_from(share.floor()).map_err(|_| Overflow)?);
-    let available = share.0.saturating_sub(others.0);
+    let available = share.0.saturating_sub(carved.0);
     // Whole blocks per layer: the pool's token count is a multiple of the block.
     let block = rule.block.max(1);
     let per_block = per_token.0.checked_mul(block).ok_or(Overflow)?.max(1);
     let tokens = available / per_block * block;
     let bytes = Bytes(tokens / block * per_block);
     let percent = rule.fraction.checked_mul(Ratio::int(100)).ok_or(Overflow)?;
-    let taken_of = if rule.of_free_memory {
-        formula!("({} − {} outside PyTorch)", capacity.human(), outside.human())
-    } else {
-        formula!("{}", capacity.human())
+    let taken_of = match rule.share {
+        Share::Device => formula!("{}", capacity.human()),
+        Share::FreeMemoryLessWeights => formula!(
+            "({} − {} outside PyTorch)",
+            capacity.human(),
+            Bytes(capacity.0 - base.0).human()
+        ),
+        Share::Remaining => formula!(
+            "({} − {} everything else)",
+            capacity.human(),
+            Bytes(capacity.0 - base.0).human()
+        ),
     };
-    let carved_out = if rule.weights_only { "the weights" } else { "everything else" };
-    let mut formula = formula!("{percent} % × {taken_of} − {} ({carved_out}) = ", others.human());
+    let mut formula = match rule.share {
+        Share::Device => {
+            formula!("{percent} % × {taken_of} − {} (everything else) = ", carved.human())
+        }
+        Share::FreeMemoryLessWeights => {
+            formula!("{percent} % × {taken_of} − {} (the weights) = ", carved.human())
+        }
+        Share::Remaining => formula!("{percent} % × {taken_of} = "),
+    };
     if calc::writing() {
         formula.push_str(&Bytes(available).human());
         if block > 1 {
@@ -129,10 +150,19 @@ pub(crate) fn fill(
     let shortfall = if tokens >= needed_tokens {
         Bytes::ZERO
     } else {
-        let beyond_share = Bytes(others.0.saturating_sub(share.0));
+        // What the runtime holds beyond its share (beyond the device, for a share of what
+        // is left), which leaves no pool at all.
+        let beyond_share = match rule.share {
+            Share::Remaining => Bytes(everything.0.saturating_sub(capacity.0)),
+            _ => Bytes(carved.0.saturating_sub(share.0)),
+        };
         calc::add(Bytes(needed.0.saturating_sub(bytes.0)), beyond_share)?
     };
-    let of = if rule.of_free_memory { "of the free memory" } else { "of the device" };
+    let of = match rule.share {
+        Share::Device => "of the device",
+        Share::FreeMemoryLessWeights => "of the free memory",
+        Share::Remaining => "of the memory left after loading",
+    };
     Ok(KvPool {
         fraction: formula!("{percent} % {of}"),
         bytes,

@@ -103,7 +103,12 @@ pub(crate) fn components(
     };
     let mut components = Vec::new();
     match runtime {
-        Runtime::PyTorch | Runtime::Diffusers | Runtime::Vllm | Runtime::Sglang | Runtime::Tgi => {
+        Runtime::PyTorch
+        | Runtime::Diffusers
+        | Runtime::Vllm
+        | Runtime::Sglang
+        | Runtime::Tgi
+        | Runtime::TensorrtLlm => {
             // diffusers runs on PyTorch: the same context and workspaces. Its own transients
             // (denoiser activations, the VAE decode) belong to the pipeline's phases.
             components.push(assumed(
@@ -114,13 +119,14 @@ pub(crate) fn components(
                 context_source,
             ));
             components.push(cublas_workspace(arch));
-            // SGLang and TGI capture decode graphs too (SGLang up to batch 160, TGI for batches
-            // 1-32); no log of theirs gives the size, so vLLM's published figure stands in.
+            // SGLang, TGI and TensorRT-LLM capture decode graphs too (SGLang up to batch 160,
+            // TGI for batches 1-32); no log of theirs gives the size, so vLLM's published figure
+            // stands in.
             let graphs = match runtime {
                 Runtime::Vllm => Some(
                     "DOMAIN.md §6.5: vLLM logs 0.21 GiB (PR #11349) and 0.36 GiB (gpustack PR #251)",
                 ),
-                Runtime::Sglang | Runtime::Tgi => Some(
+                Runtime::Sglang | Runtime::Tgi | Runtime::TensorrtLlm => Some(
                     "vLLM's published CUDA-graph figure (DOMAIN.md §6.5: 0.21-0.36 GiB), for lack of one of this runtime's",
                 ),
                 _ => None,

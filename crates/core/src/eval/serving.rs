@@ -1,6 +1,7 @@
 //! Serving runtimes that size a KV pool from what they measure at start-up (vLLM, SGLang,
-//! text-generation-inference): how each takes its share of the device, what it carves out of
-//! that share before the pool, the granularity of the pool, and the step it profiles.
+//! text-generation-inference, TensorRT-LLM): how each takes its share of the device, what it
+//! carves out of that share before the pool, the granularity of the pool, and the step it
+//! profiles.
 //!
 //! - vLLM: `total × gpu_memory_utilization − (weights + profile-step peak + memory outside
 //!   PyTorch)`, in blocks of 16 tokens (DOMAIN.md §3.6).
@@ -9,6 +10,8 @@
 //!   the weights load, and `F1` after: `F1 − F0 × (1 − mem_fraction_static)`, that is
 //!   `F0 × mem_fraction_static − weights`, in single tokens. Activations, CUDA graphs and the
 //!   tables below live in the rest.
+//! - TensorRT-LLM (DOMAIN.md §3.7): `free_gpu_memory_fraction` (0.9) of what is free once the
+//!   engine's weights and activations are loaded, in blocks of 32 tokens.
 //! - text-generation-inference (`server/text_generation_server/models/flash_causal_lm.py`,
 //!   `warmup`, v2-v3): after a warm-up prefill of `max_batch_prefill_tokens`, whose peak the
 //!   caching allocator still holds, `free − (1 − cuda_memory_fraction × TGI_WIGGLE_ROOM) × total`
@@ -22,16 +25,24 @@ use crate::bytes::{Bytes, GIB, MIB};
 use crate::hir::{Device, Inference, Runtime};
 use crate::ratio::Ratio;
 
+/// What a serving runtime's fraction is a fraction of, and what it carves out of it before the
+/// pool. Memory the runtime takes only once the pool exists (its CUDA graphs) is never carved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Share {
+    /// vLLM, TGI: of the device, less everything the runtime holds.
+    Device,
+    /// SGLang: of the free memory its CUDA context leaves, less the weights alone.
+    FreeMemoryLessWeights,
+    /// TensorRT-LLM: of the free memory the weights, activations and context leave.
+    Remaining,
+}
+
 /// How a serving runtime turns its share of the device into a KV pool.
 pub(crate) struct PoolRule {
     /// The runtime's name in the pool's label (`KV cache pool (SGLang)`).
     pub runtime: &'static str,
-    /// The share, of the whole device or of what the runtime's context leaves.
     pub fraction: Ratio,
-    /// SGLang takes its share of the free memory it measures after creating its context.
-    pub of_free_memory: bool,
-    /// SGLang carves only the weights out of its share; vLLM and TGI everything they hold.
-    pub weights_only: bool,
+    pub share: Share,
     /// Tokens per block: the pool holds whole blocks.
     pub block: u64,
     pub source: &'static str,
@@ -52,26 +63,32 @@ pub(crate) fn pool_rule(
         Runtime::Vllm => PoolRule {
             runtime: "vLLM",
             fraction: stated.unwrap_or(percent(90)),
-            of_free_memory: false,
-            weights_only: false,
+            share: Share::Device,
             block: 16,
             source: "DOMAIN.md §3.6: vLLM gpu_worker available KV memory and get_num_blocks",
         },
         Runtime::Sglang => PoolRule {
             runtime: "SGLang",
             fraction: stated.unwrap_or_else(|| sglang_fraction(device.memory, placement)),
-            of_free_memory: true,
-            weights_only: true,
+            share: Share::FreeMemoryLessWeights,
             block: 1,
             source: "SGLang model_runner.py profile_max_num_token: free memory after loading − free memory before × (1 − mem_fraction_static)",
         },
         Runtime::Tgi => PoolRule {
             runtime: "TGI",
             fraction: stated.unwrap_or(percent(95)),
-            of_free_memory: false,
-            weights_only: false,
+            share: Share::Device,
             block: 1,
             source: "text-generation-inference flash_causal_lm.py warmup: free memory after the warm-up prefill less (1 − cuda_memory_fraction × TGI_WIGGLE_ROOM) of the device",
+        },
+        // `KvCacheConfig.free_gpu_memory_fraction` 0.9 of the memory free once the engine's
+        // weights and activations are loaded, in blocks of 32 tokens (DOMAIN.md §3.7).
+        Runtime::TensorrtLlm => PoolRule {
+            runtime: "TensorRT-LLM",
+            fraction: stated.unwrap_or(percent(90)),
+            share: Share::Remaining,
+            block: 32,
+            source: "DOMAIN.md §3.7: TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction of the free GPU memory, tokens_per_block 32",
         },
         _ => return None,
     })
@@ -114,6 +131,9 @@ pub(crate) fn profile_tokens(runtime: &Runtime, device: &Device) -> Option<u64> 
         Runtime::Sglang => Some(sglang_tier(device.memory).0),
         // TGI v3's `max_batch_prefill_tokens` default (launcher, without a flops estimate).
         Runtime::Tgi => Some(4096),
+        // TensorRT-LLM's `max_num_tokens` default (LLM API BuildConfig), the activations its
+        // engine reserves for.
+        Runtime::TensorrtLlm => Some(8192),
         _ => None,
     }
 }

@@ -25,7 +25,10 @@ impl Planner<'_> {
     /// The largest whole-percent share that makes the check fit; `None` for a workload whose
     /// runtime does not pool, or when no share fits.
     pub fn find_pool_option(&mut self) -> Result<Option<PoolAnswer>, Stop> {
-        let pools = matches!(self.original.runtime, Runtime::Vllm | Runtime::Sglang | Runtime::Tgi);
+        let pools = matches!(
+            self.original.runtime,
+            Runtime::Vllm | Runtime::Sglang | Runtime::Tgi | Runtime::TensorrtLlm
+        );
         let Some(declared) = self.original.inference.clone().filter(|_| pools) else {
             return Ok(None);
         };

@@ -108,7 +108,9 @@ fn pool_settings_under_a_runtime_that_does_not_pool_are_said_to_do_nothing() {
     };
     assert_eq!(
         warnings("pytorch", "; memory_fraction 80 %"),
-        ["`memory_fraction` has no effect without a pooling runtime (`vllm`, `sglang`, `tgi`)"]
+        [
+            "`memory_fraction` has no effect without a pooling runtime (`vllm`, `sglang`, `tgi`, `tensorrt-llm`)"
+        ]
     );
     assert!(warnings("sglang", "; memory_fraction 80 %").is_empty());
     assert_eq!(
@@ -116,4 +118,24 @@ fn pool_settings_under_a_runtime_that_does_not_pool_are_said_to_do_nothing() {
         ["`max_sequences` has no effect without `runtime vllm`"]
     );
     assert!(warnings("vllm", "; memory_fraction 80 %; max_sequences 64").is_empty());
+}
+
+#[test]
+fn tensorrt_llm_takes_90_percent_of_what_the_loaded_engine_leaves() {
+    let checks = evaluate(&source("tensorrt-llm", "", "h100-sxm-80gb"));
+    let device = &checks[0].devices[0];
+    let pool = device.kv_pool.clone().expect("TensorRT-LLM reports its pool");
+    // Everything it holds once the engine is loaded; its CUDA graphs come afterwards.
+    let loaded: u64 = device
+        .components
+        .iter()
+        .filter(|c| c.name != "KV cache pool (TensorRT-LLM)" && c.name != "CUDA graphs")
+        .map(|c| c.bytes.0)
+        .sum();
+    // free_gpu_memory_fraction 0.9 of the rest, in blocks of 32 tokens.
+    let blocks = (H100 - loaded) * 9 / 10 / (32 * KV_PER_TOKEN);
+    assert_eq!(pool.tokens, blocks * 32);
+    assert_eq!(pool.fraction, "90 % of the memory left after loading");
+    // Its engine's activations are sized for max_num_tokens (8192), not every session's prompt.
+    assert_eq!(component(&checks[0], "hidden states"), 8192 * 4096 * 2 * 2);
 }
