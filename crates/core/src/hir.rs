@@ -364,6 +364,14 @@ pub enum Runtime {
     },
 }
 
+impl Runtime {
+    /// Whether the runtime sizes a KV pool at start-up from a share of the device (its rule is
+    /// in the evaluator's serving rules), so `memory_fraction` means something to it.
+    pub fn sizes_a_pool(&self) -> bool {
+        matches!(self, Runtime::Vllm | Runtime::Sglang | Runtime::Tgi | Runtime::TensorrtLlm)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Logits {
     Last,

@@ -331,14 +331,17 @@ fn logits_for_every_position(cx: &Cx<'_>, runtime: Runtime) -> bool {
 
 /// Whether `text` names a version `major.minor` or later, as `v4.46` or `4.46.1`.
 fn states_version_at_least(text: &str, major: u64, minor: u64) -> bool {
-    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .filter_map(|word| {
-            let mut parts = word.split('.');
-            let a = parts.next()?.parse::<u64>().ok()?;
-            let b = parts.next()?.parse::<u64>().ok()?;
-            Some((a, b))
-        })
-        .any(|(a, b)| a == major && b >= minor)
+    versions(text).any(|(a, b)| a == major && b >= minor)
+}
+
+/// Every `major.minor` written in `text` (`4.46.1` gives (4, 46)), in order.
+fn versions(text: &str) -> impl Iterator<Item = (u64, u64)> + '_ {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.')).filter_map(|word| {
+        let mut parts = word.split('.');
+        let a = parts.next()?.parse::<u64>().ok()?;
+        let b = parts.next()?.parse::<u64>().ok()?;
+        Some((a, b))
+    })
 }
 
 /// Whether the point ran vLLM's V1 engine: it says so, or names vLLM 0.8 or later, where V1
@@ -431,13 +434,7 @@ fn tgi_wiggle_room(cx: &Cx<'_>) -> u64 {
         cx.point.framework_version.as_deref().unwrap_or_default()
     )
     .to_lowercase();
-    let release = text.split(|c: char| !(c.is_ascii_digit() || c == '.')).find_map(|word| {
-        let mut parts = word.split('.');
-        let major: u64 = parts.next()?.parse().ok()?;
-        let minor: u64 = parts.next()?.parse().ok()?;
-        (2..=3).contains(&major).then_some((major, minor))
-    });
-    match release {
+    match versions(&text).find(|(major, _)| (2..=3).contains(major)) {
         Some((2, 4..) | (3, 3..)) => 90,
         Some((3, 1 | 2)) => 93,
         _ => 95,

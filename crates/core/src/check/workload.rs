@@ -409,10 +409,7 @@ fn inference(
     });
     let cache_layout = cache_layout(&fields, block, kv_cache, runtime, diagnostics);
     // Settings only a pooling server reads: said to do nothing elsewhere, not ignored silently.
-    let pooling = matches!(
-        runtime,
-        Some(Runtime::Vllm | Runtime::Sglang | Runtime::Tgi | Runtime::TensorrtLlm)
-    );
+    let pooling = runtime.is_some_and(Runtime::sizes_a_pool);
     for key in ["memory_fraction", "max_sequences"] {
         let only_vllm = key == "max_sequences";
         let reads = if only_vllm { runtime == Some(&Runtime::Vllm) } else { pooling };

@@ -6,7 +6,6 @@
 
 use super::{Planner, Stop};
 use crate::budget::Verdict;
-use crate::hir::Runtime;
 use crate::ratio::Ratio;
 
 /// A share that makes the check fit.
@@ -25,10 +24,7 @@ impl Planner<'_> {
     /// The largest whole-percent share that makes the check fit; `None` for a workload whose
     /// runtime does not pool, or when no share fits.
     pub fn find_pool_option(&mut self) -> Result<Option<PoolAnswer>, Stop> {
-        let pools = matches!(
-            self.original.runtime,
-            Runtime::Vllm | Runtime::Sglang | Runtime::Tgi | Runtime::TensorrtLlm
-        );
+        let pools = self.original.runtime.sizes_a_pool();
         let Some(declared) = self.original.inference.clone().filter(|_| pools) else {
             return Ok(None);
         };
