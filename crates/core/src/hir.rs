@@ -338,6 +338,13 @@ pub struct Model {
     /// Parameters outside linear layers (embeddings, norms), which weight-only quantizers leave
     /// at the load dtype.
     pub outside_linear: Option<u64>,
+    /// Parameters of the largest module that holds tensors of its own (a linear layer, an
+    /// embedding, a convolution): what sequential offload has on the device at once. A model with
+    /// a shape derives it when not given (`eval/diffusion.rs`).
+    pub largest_module: Option<u64>,
+    /// Values in buffers the model registers (a position table), counted in `params`: sequential
+    /// offload leaves buffers on the device (accelerate's `offload_buffers` is off by default).
+    pub buffers: Option<u64>,
     /// The stored weights, as an importer read them from the checkpoint's headers.
     pub stored: Option<Stored>,
     pub span: Span,
@@ -876,13 +883,16 @@ pub enum BlockLayout {
 }
 
 /// diffusers' offloading: `Model` moves whole components to the GPU one at a time
-/// (`enable_model_cpu_offload`). `loaded_on_device`: the whole pipeline was moved to the device
-/// before offloading was enabled (`.to("cuda")`, then `enable_model_cpu_offload()`), so every
-/// model's weights were resident at once before the first run.
+/// (`enable_model_cpu_offload`); `Sequential` moves one module's own tensors at a time, just
+/// before its forward, and drops them after (`enable_sequential_cpu_offload`: accelerate's
+/// `cpu_offload` hooks every module that holds parameters directly). `loaded_on_device`: the
+/// whole pipeline was moved to the device before offloading was enabled (`.to("cuda")`, then
+/// the offload call), so every model's weights were resident at once before the first run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DiffusionOffload {
     None,
     Model { loaded_on_device: bool },
+    Sequential { loaded_on_device: bool },
 }
 
 /// `keep` percent of capacity, at least `at_least` bytes.

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use super::Cx;
-use crate::gaps::{Gap, assume, data, feature};
+use crate::gaps::{Gap, assume, data};
 
 /// A text encoder of a pipeline, by role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -438,8 +438,12 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
             let _ = writeln!(out, "    vae_tile      {} x {}", video.tile.0, video.tile.1);
         }
     }
-    if switches.model_offload {
-        out.push_str("    offload       model\n");
+    if switches.model_offload || switches.sequential_offload {
+        out.push_str(if switches.sequential_offload {
+            "    offload       sequential\n"
+        } else {
+            "    offload       model\n"
+        });
         if let Some(code) = loaded_before_offload(&cx.point.source_id) {
             cx.assume(assume::LOADED_BEFORE_OFFLOAD, code);
             out.push_str("    loaded_on_device true\n");
@@ -511,19 +515,20 @@ fn loaded_before_offload(source_id: &str) -> Option<&'static str> {
     }
 }
 
-/// `offload model` for diffusers' `enable_model_cpu_offload`.
 /// The pipeline's memory switches its `offload` wording names, each as diffusers spells it or
-/// in words: model offload (`enable_model_cpu_offload`, "model CPU offload") and a tiled decode
+/// in words: model offload (`enable_model_cpu_offload`, "model CPU offload"), sequential offload
+/// (`enable_sequential_cpu_offload`, "sequential CPU offload") and a tiled decode
 /// (`enable_vae_tiling`, "VAE tiling"), joined by `+` or commas. VAE slicing decodes one image
-/// at a time, which changes nothing for one image; sequential offload and attention slicing
-/// are not modelled.
+/// at a time, which changes nothing for one image; attention slicing is not modelled.
 struct Switches {
     model_offload: bool,
+    sequential_offload: bool,
     vae_tiling: bool,
 }
 
 fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
-    let mut switches = Switches { model_offload: false, vae_tiling: false };
+    let mut switches =
+        Switches { model_offload: false, sequential_offload: false, vae_tiling: false };
     let Some(stated) = cx.point.offload.clone() else { return Some(switches) };
     if super::conditions::is_none_word(&stated) {
         return Some(switches);
@@ -531,8 +536,7 @@ fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
     let lower = stated.to_lowercase();
     for part in lower.split(['+', ',', ';']).map(str::trim).filter(|p| !p.is_empty()) {
         if part.contains("sequential") {
-            cx.gap(Gap::feature(feature::SEQUENTIAL_OFFLOAD, stated.clone()));
-            return None;
+            switches.sequential_offload = true;
         } else if part.contains("model") && (part.contains("offload") || part.contains("cpu")) {
             switches.model_offload = true;
         } else if part.contains("tiling") || part.contains("tiled") {
@@ -690,8 +694,10 @@ mod tests {
         let slicing = sdxl("enable_vae_slicing()", 1).expect("one image decodes alone anyway");
         assert!(!slicing.contains("offload       model"));
         assert!(sdxl("enable_vae_slicing()", 4).is_err());
-        let sequential = sdxl("enable_sequential_cpu_offload()", 1).expect_err("not modelled");
-        assert_eq!(sequential[0].kind, crate::gaps::GapKind::Feature);
+        let sequential = sdxl("enable_sequential_cpu_offload()", 1).expect("expressible");
+        assert!(sequential.contains("offload       sequential"), "{sequential}");
+        let words = sdxl("sequential CPU offload + VAE tiling", 1).expect("expressible");
+        assert!(words.contains("offload       sequential") && words.contains("vae_tiling    true"));
         assert!(sdxl("attention slicing", 1).is_err());
     }
 

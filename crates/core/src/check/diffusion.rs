@@ -491,14 +491,40 @@ pub(super) fn diffusion(
     let vae_upcast = fields.boolean("vae_upcast").unwrap_or(false);
     // diffusers upcasts only a VAE loaded in fp16 (`self.vae.dtype == torch.float16`).
     let vae_fp16 = weights == WeightFormat::Uniform(crate::precision::Precision::Fp16);
-    let offload = fields.choice("offload", &["none", "model"]).map(|(w, _)| w == "model");
+    let offload = fields.choice("offload", &["none", "model", "sequential"]);
+    if let Some(("sequential", span)) = offload {
+        // Sequential offload sizes what it moves by each model's largest module.
+        let models = denoiser_model.iter().chain(&text_encoders).chain(&vae);
+        for model in models.filter(|m| scope.program_models_without_largest_module.contains(m)) {
+            fields.push(
+                Diagnostic::error(
+                    "E011",
+                    span,
+                    format!(
+                        "model `{model}` has only a parameter count; sequential offload moves \
+                         one module at a time and needs the largest one's"
+                    ),
+                )
+                .with_help(format!(
+                    "give `{model}` a `largest_module` (the parameters of its largest linear \
+                     layer, embedding or convolution), or use `offload model`"
+                )),
+            );
+        }
+    }
+    let offload = offload.map(|(word, _)| word);
     let quantize_on_load = fields.boolean("quantize_on_load").unwrap_or(false);
     let loaded_on_device = fields.boolean("loaded_on_device").unwrap_or(false);
     // A setting that means something only beside another is said to do nothing, not ignored
     // silently (a trained pipeline has already refused them).
     if !training {
         let alone = [
-            ("loaded_on_device", "offload model", offload == Some(true)),
+            (
+                "loaded_on_device",
+                // Read inside backticks: "without `offload model` or `offload sequential`".
+                "offload model` or `offload sequential",
+                matches!(offload, Some("model" | "sequential")),
+            ),
             ("vae_tile", "vae_tiling true", vae_tiling),
             ("vae_temporal", "video_frames", fields.has("video_frames")),
             ("vae_cache", "video_frames", fields.has("video_frames")),
@@ -555,10 +581,10 @@ pub(super) fn diffusion(
         vae_channels,
         vae_tile: vae_tiling.then_some(vae_tile),
         vae_upcast: vae_upcast && vae_fp16 && !training,
-        offload: if offload == Some(true) {
-            DiffusionOffload::Model { loaded_on_device }
-        } else {
-            DiffusionOffload::None
+        offload: match offload {
+            Some("model") => DiffusionOffload::Model { loaded_on_device },
+            Some("sequential") => DiffusionOffload::Sequential { loaded_on_device },
+            _ => DiffusionOffload::None,
         },
         quantize_on_load,
     })

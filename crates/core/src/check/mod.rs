@@ -38,6 +38,9 @@ pub(crate) struct Scope<'a> {
     names: Table<Declared>,
     base: &'a Program,
     program_models_without_shape: NameSet,
+    /// Models with neither a shape nor a `largest_module`: sequential offload cannot size the
+    /// module it has on the device.
+    program_models_without_largest_module: NameSet,
     /// Models with an encoder stack, whose workloads give the encoder's `source` length.
     program_encoder_decoder_models: NameSet,
     /// Models with a decoder-only shape, whose workloads have no `source` to give.
@@ -165,6 +168,7 @@ pub fn check_with_imports<'a>(
         names: Table::new(),
         base,
         program_models_without_shape: NameSet::default(),
+        program_models_without_largest_module: NameSet::default(),
         program_encoder_decoder_models: NameSet::default(),
         program_decoder_models: NameSet::default(),
         program_eager_attention_models: NameSet::default(),
@@ -209,6 +213,7 @@ pub fn check_with_imports<'a>(
         names,
         base,
         program_models_without_shape: NameSet::default(),
+        program_models_without_largest_module: NameSet::default(),
         program_encoder_decoder_models: NameSet::default(),
         program_decoder_models: NameSet::default(),
         program_eager_attention_models: NameSet::default(),
@@ -239,6 +244,13 @@ pub fn check_with_imports<'a>(
         .values()
         .chain(base.models.values().filter(|m| !program.models.contains_key(&m.name)))
         .filter(|m| m.shape.is_none())
+        .map(|m| m.name.clone())
+        .collect();
+    scope.program_models_without_largest_module = program
+        .models
+        .values()
+        .chain(base.models.values().filter(|m| !program.models.contains_key(&m.name)))
+        .filter(|m| m.shape.is_none() && m.largest_module.is_none())
         .map(|m| m.name.clone())
         .collect();
     // A model that failed its own check is in neither set, so its workloads get no second error.

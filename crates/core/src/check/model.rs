@@ -16,6 +16,8 @@ const KNOWN: &[(&str, Repeat)] = &[
     ("keep_in_fp32", Repeat::Once),
     ("layerwise_skip", Repeat::Once),
     ("outside_linear", Repeat::Once),
+    ("largest_module", Repeat::Once),
+    ("buffers", Repeat::Once),
     ("layers", Repeat::Once),
     ("hidden", Repeat::Once),
     ("ffn", Repeat::Once),
@@ -94,6 +96,9 @@ pub(super) fn model(
         fields.whole("layerwise_skip", Dim::Count, 1, 1_000_000_000_000_000, "3 billion");
     let outside_linear =
         fields.whole("outside_linear", Dim::Count, 1, 1_000_000_000_000_000, "131_799_040");
+    let largest_module =
+        fields.whole("largest_module", Dim::Count, 1, 1_000_000_000_000_000, "56_641_536");
+    let buffers = fields.whole("buffers", Dim::Count, 1, 1_000_000_000_000_000, "56_623_104");
     let stored = stored(&fields);
     let mut diagnostics = fields.finish();
     if let (Some(declared), Some(shape)) = (params, &shape)
@@ -120,6 +125,8 @@ pub(super) fn model(
         keep_in_fp32,
         layerwise_skip,
         outside_linear,
+        largest_module,
+        buffers,
         stored,
         span: decl.span,
     });

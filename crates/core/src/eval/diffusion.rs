@@ -528,7 +528,10 @@ pub(crate) fn components(
     let upcast_bytes = upcast.as_ref().map_or(Bytes::ZERO, |c| c.bytes);
     if let Some(vae) = &diffusion.vae {
         decode.extend(weights(program, diffusion, vae, diffusion.vae_weights, "VAE")?);
-        decode.extend(upcast);
+        // Sequential offload upcasts module by module (`sequential`): no whole fp32 copy.
+        if !matches!(diffusion.offload, DiffusionOffload::Sequential { .. }) {
+            decode.extend(upcast);
+        }
         if let Some(shape) = video_shape(diffusion) {
             decode.push(video_decode_peak(&shape)?);
         } else {
@@ -576,6 +579,9 @@ pub(crate) fn components(
         }
         DiffusionOffload::Model { loaded_on_device } => {
             offloaded(diffusion, [encode, denoise, decode], upcast_bytes, loaded_on_device)
+        }
+        DiffusionOffload::Sequential { loaded_on_device } => {
+            sequential(program, diffusion, &[encode, denoise, decode], loaded_on_device)
         }
     }
 }
@@ -632,4 +638,121 @@ fn offloaded(
         }
     }
     Ok(out)
+}
+
+/// Sequential offload (diffusers `enable_sequential_cpu_offload`): accelerate's `cpu_offload`
+/// keeps every model's weights on the host and hooks each module that holds tensors of its own
+/// (`attach_align_device_hook`), moving that module's tensors to the device just before its
+/// forward and back to the meta device after it. So a phase holds its own tensors and one
+/// module's weights, at most its model's largest (`largest_module`), beside every model's
+/// buffers, which stay on the device; the largest phase is the peak. An upcast VAE's modules arrive in fp32 (the hook casts each to the parameter's new
+/// dtype), and no fp32 copy of the whole VAE exists. Freed weight blocks stay in the caching
+/// allocator, which serves the next module from them; no `empty_cache` runs between phases, so
+/// the reserved view is the unoffloaded pipeline's (`decode_cache`).
+fn sequential(
+    program: &Layered<'_>,
+    diffusion: &Diffusion,
+    phases: &[Vec<Component>; 3],
+    loaded_on_device: bool,
+) -> Result<Vec<Component>, Overflow> {
+    let transients = |phase: &[Component]| -> Vec<Component> {
+        phase.iter().filter(|c| c.category == Category::Intermediate).cloned().collect()
+    };
+    let vae_format = if diffusion.vae_upcast {
+        WeightFormat::Uniform(Precision::Fp32)
+    } else {
+        diffusion.vae_weights
+    };
+    let [encode, denoise, decode] = phases;
+    let owners: [Vec<(&str, WeightFormat, &str)>; 3] = [
+        diffusion
+            .text_encoders
+            .iter()
+            .zip(&diffusion.text_encoder_weights)
+            .map(|(m, f)| (m.as_str(), *f, "text encoder"))
+            .collect(),
+        vec![(diffusion.denoiser.model.as_str(), diffusion.denoiser.weights, "denoiser")],
+        diffusion.vae.iter().map(|m| (m.as_str(), vae_format, "VAE")).collect(),
+    ];
+    // Buffers stay on the device through every phase.
+    let load = diffusion.vae_weights.companion();
+    let mut resident = Vec::new();
+    for (model, _, role) in owners.iter().flatten() {
+        let Some(buffers) = program.model(model).and_then(|m| m.buffers) else { continue };
+        let product = Product::new()
+            .times(buffers, "buffer values")?
+            .bytes_each(load.bytes_per_element(), load.name())?;
+        resident.push(formula(
+            format!("{role} buffers on the device: {model}"),
+            Category::Persistent,
+            product,
+            "accelerate cpu_offload with offload_buffers=False (diffusers' default): \
+             AlignDevicesHook.init_hook moves every buffer to the execution device",
+        )?);
+    }
+    let mut best: Vec<Component> = Vec::new();
+    let mut best_bytes = Bytes::ZERO;
+    let mut peak_transient = Bytes::ZERO;
+    for (phase, models) in [encode, denoise, decode].into_iter().zip(&owners) {
+        let mut held = resident.clone();
+        let transient = calc::sum(transients(phase).iter().map(|c| c.bytes))?;
+        held.extend(transients(phase));
+        peak_transient = peak_transient.max(transient);
+        let mut module: Option<Component> = None;
+        for (model, format, role) in models {
+            let candidate = largest_module_weights(program, model, *format, role)?;
+            if candidate.as_ref().map(|c| c.bytes) > module.as_ref().map(|c| c.bytes) {
+                module = candidate;
+            }
+        }
+        held.extend(module);
+        let bytes = calc::sum(held.iter().map(|c| c.bytes))?;
+        if bytes > best_bytes || best.is_empty() {
+            best = held;
+            best_bytes = bytes;
+        }
+    }
+    let weights: Vec<Component> =
+        phases.iter().flatten().filter(|c| c.category == Category::Persistent).cloned().collect();
+    if loaded_on_device && calc::sum(weights.iter().map(|c| c.bytes))? > best_bytes {
+        return Ok(weights);
+    }
+    best.extend(decode_cache(diffusion, peak_transient, Bytes::ZERO, true)?);
+    Ok(best)
+}
+
+/// The weights of `model`'s largest module in `format`: its `largest_module`, else the largest
+/// matrix its shape has (the token embedding, an attention projection or an MLP matrix).
+fn largest_module_weights(
+    program: &Layered<'_>,
+    model: &str,
+    format: WeightFormat,
+    role: &str,
+) -> Result<Option<Component>, Overflow> {
+    let Some(found) = program.model(model) else { return Ok(None) };
+    let params = match (found.largest_module, &found.shape) {
+        (Some(params), _) => params,
+        (None, Some(shape)) => {
+            let h = shape.hidden;
+            let ffn = shape.moe.as_ref().map_or(shape.ffn, |moe| shape.ffn.max(moe.expert_ffn));
+            let attention = shape.heads.checked_mul(shape.head_dim).ok_or(Overflow)?;
+            [shape.vocab, attention, ffn]
+                .into_iter()
+                .map(|width| width.checked_mul(h).ok_or(Overflow))
+                .try_fold(0, |largest, p| p.map(|p| largest.max(p)))?
+        }
+        (None, None) => return Ok(None),
+    };
+    let precision = format.matrix(crate::quant::Matrix::Up, 0, 1, 1);
+    let product = Product::new()
+        .times(params, "params of its largest module")?
+        .bytes_each(precision.bytes_per_element(), precision.name())?;
+    formula(
+        format!("{role} weights on the device: the largest module of {model}"),
+        Category::Persistent,
+        product,
+        "diffusers enable_sequential_cpu_offload: accelerate's cpu_offload moves one module's \
+         own tensors to the device before its forward (attach_align_device_hook)",
+    )
+    .map(Some)
 }

@@ -4,7 +4,10 @@
 //! Tried cheapest first, each by a full evaluation of the changed workload: the VAE decode tiled
 //! (`vae_tiling true`: `enable_tiling()`, which bounds the decode by a tile and costs a little
 //! time and, where tiles meet, blending), whole models moved to the device in turn (`offload
-//! model`: `enable_model_cpu_offload()`, which costs a transfer per phase), then both.
+//! model`: `enable_model_cpu_offload()`, which costs a transfer per phase), then both; last, one
+//! module at a time (`offload sequential`: `enable_sequential_cpu_offload()`, a transfer per
+//! module and step, much slower), with tiling when the image is larger than a tile. Sequential
+//! offload is offered only when every model of the pipeline has a largest module to size it by.
 
 use super::{Planner, Stop};
 use crate::budget::Verdict;
@@ -13,7 +16,8 @@ use crate::hir::{DEFAULT_VAE_TILE, DiffusionOffload};
 /// The first memory option that makes the check fit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PipelineAnswer {
-    /// The change as the file would say it: `vae_tiling true`, `offload model`, or both.
+    /// The change as the file would say it: `vae_tiling true`, `offload model` or `offload
+    /// sequential`, or an offload and tiling.
     pub change: String,
     pub at: Verdict,
 }
@@ -21,8 +25,12 @@ pub struct PipelineAnswer {
 #[derive(Clone, Copy)]
 struct MemoryOption {
     tile: bool,
-    offload: bool,
+    offload: Option<DiffusionOffload>,
 }
+
+const MODEL: Option<DiffusionOffload> = Some(DiffusionOffload::Model { loaded_on_device: false });
+const SEQUENTIAL: Option<DiffusionOffload> =
+    Some(DiffusionOffload::Sequential { loaded_on_device: false });
 
 impl Planner<'_> {
     /// The cheapest of diffusers' memory options the workload does not use yet that makes it
@@ -38,34 +46,53 @@ impl Planner<'_> {
             && diffusion.vae_tile.is_none()
             && (diffusion.width > tile_w || diffusion.height > tile_h);
         let can_offload = diffusion.offload == DiffusionOffload::None;
+        let sized = |model: &String| {
+            self.work.model(model).is_some_and(|m| m.largest_module.is_some() || m.shape.is_some())
+        };
+        let can_sequence = can_offload
+            && sized(&diffusion.denoiser.model)
+            && diffusion.text_encoders.iter().all(sized)
+            && diffusion.vae.iter().all(sized);
         let options = [
-            MemoryOption { tile: true, offload: false },
-            MemoryOption { tile: false, offload: true },
-            MemoryOption { tile: true, offload: true },
+            MemoryOption { tile: true, offload: None },
+            MemoryOption { tile: false, offload: MODEL },
+            MemoryOption { tile: true, offload: MODEL },
+            MemoryOption { tile: false, offload: SEQUENTIAL },
+            MemoryOption { tile: true, offload: SEQUENTIAL },
         ];
         let spec = self.spec.clone();
         for option in options {
-            if (option.tile && !can_tile) || (option.offload && !can_offload) {
+            let allowed = match option.offload {
+                None => true,
+                Some(DiffusionOffload::Sequential { .. }) => can_sequence,
+                Some(_) => can_offload,
+            };
+            if (option.tile && !can_tile) || !allowed {
                 continue;
             }
             if let Some(diffusion) = self.workload_mut().diffusion.as_mut() {
                 if option.tile {
                     diffusion.vae_tile = Some(DEFAULT_VAE_TILE);
                 }
-                if option.offload {
-                    diffusion.offload = DiffusionOffload::Model { loaded_on_device: false };
+                if let Some(offload) = option.offload {
+                    diffusion.offload = offload;
                 }
             }
             let verdict = self.verdict();
             self.reset(&spec);
             let verdict = verdict?;
             if verdict.fits() {
-                let change = match (option.offload, option.tile) {
-                    (true, true) => "offload model, vae_tiling true",
-                    (true, false) => "offload model",
-                    _ => "vae_tiling true",
+                let offload = match option.offload {
+                    Some(DiffusionOffload::Sequential { .. }) => Some("offload sequential"),
+                    Some(_) => Some("offload model"),
+                    None => None,
                 };
-                return Ok(Some(PipelineAnswer { change: change.to_string(), at: verdict }));
+                let change = match (offload, option.tile) {
+                    (Some(offload), true) => format!("{offload}, vae_tiling true"),
+                    (Some(offload), false) => offload.to_string(),
+                    (None, _) => "vae_tiling true".to_string(),
+                };
+                return Ok(Some(PipelineAnswer { change, at: verdict }));
             }
         }
         Ok(None)

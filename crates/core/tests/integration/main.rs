@@ -13,6 +13,7 @@ mod header;
 mod import;
 mod kv_quantized;
 mod limits;
+mod offload;
 mod planner;
 mod properties;
 mod serving;

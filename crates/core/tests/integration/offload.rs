@@ -1,0 +1,160 @@
+//! Sequential offload (diffusers `enable_sequential_cpu_offload`): one module's weights on the
+//! device at a time, beside its phase's tensors; pinned by hand.
+
+use vram_core::budget::{CheckBudget, SuggestionKind};
+
+fn evaluate(source: &str) -> Vec<CheckBudget> {
+    let outcome = vram_core::evaluate(source);
+    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
+    outcome.budget.checks
+}
+
+fn names(check: &CheckBudget) -> Vec<String> {
+    check.devices[0].components.iter().map(|c| c.name.to_string()).collect()
+}
+
+fn bytes(check: &CheckBudget, prefix: &str) -> u64 {
+    let found: Vec<u64> = check.devices[0]
+        .components
+        .iter()
+        .filter(|c| c.name.starts_with(prefix))
+        .map(|c| c.bytes.0)
+        .collect();
+    assert_eq!(found.len(), 1, "one `{prefix}` in {:?}", names(check));
+    found[0]
+}
+
+/// A pipeline whose text encoder's largest module is `te_module` parameters, with `extra`
+/// settings in its diffusion block.
+fn pipeline(te_module: &str, extra: &str) -> String {
+    format!(
+        "model dit {{ params 2 billion; largest_module 50 million }}\n\
+         model te {{ params 1 billion; largest_module {te_module} }}\n\
+         model ae {{ params 80 million; largest_module 2 million }}\n\
+         workload w {{ runtime none; diffusion {{ denoiser dit; text_encoders te; vae ae; \
+         weights bf16; architecture dit; resolution 1024 x 1024; text_tokens 256 tokens; \
+         hidden 1536{extra} }} }}\ncheck w on h100-sxm-80gb"
+    )
+}
+
+#[test]
+fn sequential_offload_holds_one_phase_and_one_module() {
+    // The denoising step (2 × (4096 + 256) tokens of 1536, 10 tensors of 2 B) and the
+    // denoiser's largest module (50 M × 2 B) stay under the decode at 1024² (3 tensors of
+    // 2 × 128 channels per pixel, 2 B) and the VAE's largest module (2 M × 2 B).
+    let step: u64 = 2 * (4096 + 256) * 1536 * 10 * 2;
+    let decode: u64 = 1024 * 1024 * 3 * 256 * 2;
+    assert!(step + 100_000_000 < decode + 4_000_000);
+    let checks = evaluate(&pipeline("100 million", "; offload sequential"));
+    let check = &checks[0];
+    assert_eq!(bytes(check, "VAE decode peak"), decode);
+    assert_eq!(bytes(check, "VAE weights on the device: the largest module of ae"), 4_000_000);
+    assert!(names(check).iter().all(|n| !n.starts_with("denoiser") && !n.starts_with("text")));
+    // No cache is emptied between modules or phases: the reserved view keeps what the
+    // unoffloaded pipeline's allocator keeps beyond its live tensors.
+    let resident = &evaluate(&pipeline("100 million", ""))[0];
+    assert_eq!(bytes(check, "allocator cache"), bytes(resident, "allocator cache"));
+    let views = &check.devices[0].views;
+    assert_eq!(views.reserved.0 - views.allocated.0, bytes(check, "allocator cache"));
+
+    // A text encoder whose largest module (1 B parameters, 2 GB) outweighs the decode: the
+    // prompt's phase is the peak, and holds that module alone.
+    let checks = evaluate(&pipeline("1 billion", "; offload sequential"));
+    let held: Vec<String> =
+        names(&checks[0]).into_iter().filter(|n| !n.starts_with("allocator")).collect();
+    let held: Vec<&str> = held.iter().map(String::as_str).filter(|n| !n.contains("CUDA")).collect();
+    assert_eq!(held, ["text encoder weights on the device: the largest module of te"]);
+    assert_eq!(bytes(&checks[0], "text encoder weights on the device"), 2_000_000_000);
+
+    // Moved to the device whole first: every model's weights were resident at once.
+    let checks = evaluate(&pipeline("100 million", "; offload sequential; loaded_on_device true"));
+    let used: u64 = checks[0].devices[0].components.iter().map(|c| c.bytes.0).sum();
+    assert_eq!(used, 2 * (2_000_000_000 + 1_000_000_000 + 80_000_000));
+}
+
+#[test]
+fn an_upcast_vae_arrives_module_by_module_in_fp32() {
+    let source = pipeline("100 million", "; offload sequential; vae_upcast true")
+        .replace("weights bf16", "weights fp16");
+    let checks = evaluate(&source);
+    assert_eq!(bytes(&checks[0], "VAE weights on the device"), 2_000_000 * 4);
+    assert_eq!(bytes(&checks[0], "VAE decode peak"), 1024 * 1024 * 3 * 256 * 4);
+    assert!(names(&checks[0]).iter().all(|n| !n.starts_with("VAE upcast")));
+}
+
+#[test]
+fn a_model_with_a_shape_derives_its_largest_module() {
+    // A text encoder declared by its shape: the token embedding (256000 × 2048) is larger than
+    // any layer matrix (2048 × 5632 for the MLP).
+    let source = pipeline("100 million", "; offload sequential").replace(
+        "model te { params 1 billion; largest_module 100 million }",
+        "model te { layers 22; hidden 2048; ffn 5632; heads 32; kv_heads 4; vocab 256000 }",
+    );
+    let outcome = vram_core::evaluate(&source);
+    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
+    let encode = 256_000 * 2048 * 2;
+    assert!(encode < 1024 * 1024 * 3 * 256 * 2, "the decode stays the peak");
+    // Without a VAE the prompt's phase is the peak: its module outweighs the denoising step.
+    assert!(encode > 2 * (4096 + 256) * 1536 * 10 * 2 + 2_000_000);
+    let alone = source.replace("; vae ae", "").replace(
+        "model dit { params 2 billion; largest_module 50 million }",
+        "model dit { params 2 billion; largest_module 1 million }",
+    );
+    let checks = evaluate(&alone);
+    assert_eq!(bytes(&checks[0], "text encoder weights on the device"), encode);
+}
+
+#[test]
+fn sequential_offload_needs_every_model_s_largest_module() {
+    let source = pipeline("100 million", "; offload sequential").replace(
+        "model ae { params 80 million; largest_module 2 million }",
+        "model ae { params 80 million }",
+    );
+    let outcome = vram_core::evaluate(&source);
+    let errors: Vec<_> = outcome.diagnostics.iter().filter(|d| d.is_error()).collect();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert_eq!(errors[0].code, "E011");
+    assert!(errors[0].message.contains("`ae`"), "{}", errors[0].message);
+    // `offload model` needs no module sizes.
+    evaluate(&source.replace("offload sequential", "offload model"));
+}
+
+#[test]
+fn a_pipeline_too_large_to_offload_by_model_is_told_sequential_offload() {
+    let example = include_str!("../../../../examples/diffusion-flux.vram");
+    let models = &example[..example.find("workload ").expect("the example has workloads")];
+    let start = example.find("workload flux \"").expect("the resident workload");
+    let flux = &example[start..start + example[start..].find("\n}\n").expect("its end") + 3];
+    let start = example.find("device laptop-8gb").expect("the laptop card");
+    let laptop = &example[start..start + example[start..].find("\n}\n").expect("its end") + 3];
+    let laptop = format!("{models}{flux}{laptop}check flux on laptop-8gb\n");
+    let checks = evaluate(&laptop);
+    let over = checks.iter().find(|c| c.id == "flux on laptop-8gb").expect("the check");
+    assert!(!over.verdict.fits());
+    let change = over.suggestions.iter().find(|s| s.kind == SuggestionKind::Pipeline);
+    // FLUX's transformer alone (22 GiB) does not fit 8 GB, so whole-model offload cannot help.
+    assert_eq!(change.map(|s| s.change.as_str()), Some("offload sequential"));
+    // Without the module sizes, sequential offload is not offered.
+    let without_sizes = laptop
+        .replace("  largest_module 2_359_808  # a 512-channel 3 x 3 convolution with bias\n", "");
+    assert_ne!(without_sizes, laptop);
+    let checks = evaluate(&without_sizes);
+    let over = checks.iter().find(|c| c.id == "flux on laptop-8gb").expect("the check");
+    assert!(over.suggestions.iter().all(|s| s.kind != SuggestionKind::Pipeline));
+}
+
+#[test]
+fn buffers_stay_on_the_device_through_every_phase() {
+    // A position table of 10 M values registered as a buffer: accelerate leaves buffers on the
+    // device, so the decode's phase holds it beside the decoder's tensors.
+    let source = pipeline("100 million", "; offload sequential").replace(
+        "model dit { params 2 billion; largest_module 50 million }",
+        "model dit { params 2 billion; largest_module 50 million; buffers 10 million }",
+    );
+    let checks = evaluate(&source);
+    assert_eq!(bytes(&checks[0], "denoiser buffers on the device: dit"), 20_000_000);
+    assert_eq!(bytes(&checks[0], "VAE decode peak"), 1024 * 1024 * 3 * 256 * 2);
+    // Without sequential offload the buffer is part of the resident weights, not said apart.
+    let resident = evaluate(&source.replace("; offload sequential", ""));
+    assert!(names(&resident[0]).iter().all(|n| !n.contains("buffers")));
+}
