@@ -210,6 +210,9 @@ pub enum Checkpointing {
     Full,
     /// Only the attention core's (Megatron's and torchtune's "selective").
     Selective,
+    /// Every layer's but its input, which goes to host memory until the backward pass needs it
+    /// (Unsloth's `use_gradient_checkpointing="unsloth"`).
+    FullOffloaded,
 }
 
 /// Checkpointing: `true`/`false`, or a wording whose first word says yes or no (`yes (full)`,
@@ -226,7 +229,8 @@ fn checkpointing<'de, D: serde::Deserializer<'de>>(
             let first = lower.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or("");
             match first {
                 _ if lower.contains("selective") => Some(Checkpointing::Selective),
-                "true" | "yes" | "on" | "enabled" | "full" | "unsloth" => Some(Checkpointing::Full),
+                _ if lower.contains("unsloth") => Some(Checkpointing::FullOffloaded),
+                "true" | "yes" | "on" | "enabled" | "full" => Some(Checkpointing::Full),
                 "false" | "no" | "off" | "disabled" | "none" => Some(Checkpointing::Off),
                 _ => None,
             }
@@ -298,7 +302,11 @@ mod tests {
         };
         assert_eq!(read("true"), Some(Checkpointing::Full));
         assert_eq!(read(r#""yes (full)""#), Some(Checkpointing::Full));
-        assert_eq!(read(r#""unsloth""#), Some(Checkpointing::Full));
+        assert_eq!(read(r#""unsloth""#), Some(Checkpointing::FullOffloaded));
+        assert_eq!(
+            read(r#""use_gradient_checkpointing=unsloth""#),
+            Some(Checkpointing::FullOffloaded)
+        );
         assert_eq!(read(r#""Disabled""#), Some(Checkpointing::Off));
         assert_eq!(read("false"), Some(Checkpointing::Off));
         assert_eq!(read(r#""selective (attention only)""#), Some(Checkpointing::Selective));

@@ -683,6 +683,23 @@ pub struct Levers {
     /// pass (torchtune `enable_activation_offloading`, `OffloadActivations`): one layer's are on
     /// the device at a time, beside the one being transferred.
     pub offload_activations: bool,
+    /// How far the cross-entropy is fused ([`FusedLoss`]).
+    pub fused_loss: FusedLoss,
+}
+
+/// A cross-entropy fused into fewer kernels than the eager log-softmax and its backward.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FusedLoss {
+    #[default]
+    None,
+    /// One kernel over the materialized logits that keeps them and writes their gradient over
+    /// them (Unsloth's `Fast_CrossEntropyLoss` before 2024.11, flash-attn's cross-entropy with
+    /// `inplace_backward`): no log-softmax, no upcast, no second gradient.
+    Logits,
+    /// The output head's matmul fused with the loss, a chunk of tokens at a time (Liger's
+    /// `LigerFusedLinearCrossEntropy`, Apple's Cut Cross-Entropy, Unsloth from 2024.11): the
+    /// whole logits never exist; a chunk of about as many values as the hidden states does.
+    Linear,
 }
 
 impl Training {

@@ -71,13 +71,14 @@ pub(super) fn body(
         let _ = writeln!(out, "    source        {source} tokens  # the encoder's input");
     }
     let _ = writeln!(out, "    sequence      {sequence} tokens");
+    let offloaded = checkpointing == Checkpointing::FullOffloaded;
     let checkpointing = match checkpointing {
         Checkpointing::Off => "none",
-        Checkpointing::Full => "full",
+        Checkpointing::Full | Checkpointing::FullOffloaded => "full",
         Checkpointing::Selective => "selective",
     };
     let _ = writeln!(out, "    checkpointing {checkpointing}");
-    out.push_str(&levers(cx));
+    out.push_str(&levers(cx, offloaded));
     out.push_str(&cx.gradient_lifetime().unwrap_or_default());
     if cx.eager_attention() {
         out.push_str("    attention     eager\n");
@@ -319,8 +320,10 @@ fn states(
 }
 
 /// The memory levers a point's settings name (torchtune's recipe flags and their wordings):
-/// `optimizer_in_bwd`, `CEWithChunkedOutputLoss`, activation offloading and `torch.compile`.
-fn levers(cx: &mut Cx<'_>) -> String {
+/// `optimizer_in_bwd`, `CEWithChunkedOutputLoss`, activation offloading and `torch.compile`;
+/// and those a framework always pulls: Unsloth's fused loss, Liger's fused linear loss.
+/// `offloaded`: the checkpointed layer inputs go to the host (Unsloth's checkpointing).
+fn levers(cx: &mut Cx<'_>, offloaded: bool) -> String {
     let point = cx.point;
     let text = format!(
         "{} {}",
@@ -346,8 +349,13 @@ fn levers(cx: &mut Cx<'_>) -> String {
         );
         out.push_str("    loss_chunks   8  # CEWithChunkedOutputLoss\n");
     }
-    if says(&["activation offloading", "activation_offloading", "offload activations"]) {
+    if offloaded {
+        out.push_str("    offload_activations true  # Unsloth's checkpointing\n");
+    } else if says(&["activation offloading", "activation_offloading", "offload activations"]) {
         out.push_str("    offload_activations true\n");
+    }
+    if let Some(fused) = fused_loss(cx) {
+        let _ = writeln!(out, "    fused_loss    {fused}");
     }
     let uncompiled = says(&["compile=false", "compile: false", "no compile", "without compile"]);
     if says(&["torch.compile", "compile=true", "compile: true", "compile enabled", "+ compile"])
@@ -357,6 +365,53 @@ fn levers(cx: &mut Cx<'_>) -> String {
         out.push_str("    compile       true\n");
     }
     out
+}
+
+/// How a framework fuses the cross-entropy: Unsloth patches every model it loads with its own
+/// loss, over the logits until 2024.11 and fused with the head from then on ("Logits are empty
+/// from 2024.11 onwards", unsloth_zoo); Liger Kernel (`use_liger_kernel`, `liger`) fuses the
+/// head and the loss. An Unsloth release the point does not date is taken as a current one.
+fn fused_loss(cx: &mut Cx<'_>) -> Option<&'static str> {
+    let point = cx.point;
+    let text = format!(
+        "{} {} {}",
+        point.framework,
+        point.framework_version.as_deref().unwrap_or_default(),
+        point.other_settings.as_deref().unwrap_or_default()
+    )
+    .to_lowercase();
+    if text.contains("liger") {
+        return Some("linear");
+    }
+    if !text.contains("unsloth") {
+        return None;
+    }
+    let dated = || super::conditions::dated_from(point, 2024, 11);
+    match unsloth_release(&text).map(|release| release >= (2024, 11)).or_else(dated) {
+        Some(false) => Some("logits"),
+        Some(true) => Some("linear"),
+        None => {
+            cx.assume(
+                assume::RUNTIME_DEFAULT,
+                "Unsloth release not stated: a current one, whose loss is fused with the head \
+                 (unsloth_zoo, from 2024.11)",
+            );
+            Some("linear")
+        }
+    }
+}
+
+/// The year and month of an Unsloth release named in `text` (`unsloth 2024.8`,
+/// `unsloth==2025.3.19`): Unsloth numbers its releases by date.
+fn unsloth_release(text: &str) -> Option<(u32, u32)> {
+    text.match_indices("unsloth").find_map(|(at, name)| {
+        let version = text[at + name.len()..].trim_start_matches([' ', '=', 'v', ':']);
+        let mut parts = version.split('.');
+        let year: u32 = parts.next()?.parse().ok()?;
+        let month: String = parts.next()?.chars().take_while(char::is_ascii_digit).collect();
+        let month: u32 = month.parse().ok()?;
+        ((2023..2100).contains(&year) && (1..=12).contains(&month)).then_some((year, month))
+    })
 }
 
 /// Whether the point trains with one of torchtune's recipes.
@@ -581,6 +636,32 @@ mod tests {
     fn workload(fields: &str) -> String {
         let expressed = super::super::express(&point(fields)).expect("expressible");
         expressed.source.split("workload point").nth(1).expect("a workload").to_string()
+    }
+
+    #[test]
+    fn unsloth_offloads_its_checkpoints_and_fuses_its_loss_by_release() {
+        let unsloth = |version: &str, checkpointing: &str| {
+            workload(&format!(
+                r#"{{"framework": "Unsloth + TRL SFTTrainer", "framework_version": "{version}",
+                    "activation_checkpointing": "{checkpointing}"}}"#
+            ))
+        };
+        let old = unsloth("unsloth 2024.8, PyTorch 2.3", "unsloth");
+        assert!(old.contains("checkpointing full"), "{old}");
+        assert!(old.contains("offload_activations true"), "{old}");
+        assert!(old.contains("fused_loss    logits"), "{old}");
+        // From 2024.11 the head and the loss are one kernel; plain checkpointing stays on device.
+        let new = unsloth("unsloth==2025.3.19", "true");
+        assert!(new.contains("fused_loss    linear") && !new.contains("offload_activations"));
+        // A date stands in for the release.
+        let dated = unsloth("PyTorch 2.4 (August 2024)", "true");
+        assert!(dated.contains("fused_loss    logits"), "{dated}");
+        // Liger's fused linear cross-entropy, by its flag.
+        let liger = workload(r#"{"other_settings": "use_liger_kernel: true"}"#);
+        assert!(liger.contains("fused_loss    linear"), "{liger}");
+        assert!(!workload("{}").contains("fused_loss"));
+        assert_eq!(unsloth_release("unsloth (qlora) with unsloth 2024.10.7"), Some((2024, 10)));
+        assert_eq!(unsloth_release("unsloth"), None);
     }
 
     #[test]

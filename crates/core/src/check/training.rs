@@ -8,8 +8,8 @@ use super::quantity::Dim;
 use crate::ast::{Block, Field, Value};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
-    Attention, Checkpointing, Levers, LoraTarget, Method, Offload, Optimizer, Saved, Sharding,
-    StatesMemory, TextEncoders, Training, ZeroGrad,
+    Attention, Checkpointing, FusedLoss, Levers, LoraTarget, Method, Offload, Optimizer, Saved,
+    Sharding, StatesMemory, TextEncoders, Training, ZeroGrad,
 };
 use crate::precision::Precision;
 use crate::ratio::Ratio;
@@ -34,6 +34,7 @@ const NOT_FOR_A_DENOISER: &[(&str, &str)] = &[
     ("loss_chunks", "a denoiser's loss is on its latents, not on logits"),
     ("compile", "a compiled loss is modelled for logits, not for a denoiser's latents"),
     ("offload_activations", "activation offloading is not modelled for a denoiser"),
+    ("fused_loss", "a denoiser's loss is on its latents, not on logits"),
 ];
 
 /// Checks a `training` section. `denoiser`: the workload trains a diffusion pipeline's
@@ -67,6 +68,7 @@ pub(super) fn training(
         ("loss_chunks", Repeat::Once),
         ("compile", Repeat::Once),
         ("offload_activations", Repeat::Once),
+        ("fused_loss", Repeat::Once),
         ("zero_grad", Repeat::Once),
         ("train_text_encoders", Repeat::Once),
         ("paged_optimizer", Repeat::Once),
@@ -153,6 +155,27 @@ pub(super) fn training(
     let loss_chunks = fields.whole("loss_chunks", Dim::Count, 1, 1_024, "8");
     let compile = fields.boolean("compile");
     let offload_activations = fields.boolean("offload_activations");
+    let fused_loss =
+        fields.choice("fused_loss", &["none", "logits", "linear"]).map(|(w, _)| match w {
+            "logits" => FusedLoss::Logits,
+            "linear" => FusedLoss::Linear,
+            _ => FusedLoss::None,
+        });
+    if fused_loss.is_some_and(|f| f != FusedLoss::None) && loss_chunks.is_some_and(|n| n > 1) {
+        let span = |key: &str| {
+            block.fields.iter().find(|f| f.key.name == key).map_or(block.span, |f| f.span)
+        };
+        fields.push(
+            Diagnostic::error(
+                "E014",
+                span("fused_loss"),
+                "`fused_loss` runs its own kernels over the sequence; `loss_chunks` chunks the \
+                 unfused loss",
+            )
+            .with_label(span("loss_chunks"), "chunks here")
+            .with_help("keep one of `fused_loss` and `loss_chunks`"),
+        );
+    }
     if step_in_backward == Some(true) {
         step_in_backward_fits(block, accumulation, sharding, offload, &fields);
     }
@@ -253,6 +276,7 @@ pub(super) fn training(
             step_in_backward: step_in_backward.unwrap_or(false),
             compile: compile.unwrap_or(false),
             offload_activations: offload_activations.unwrap_or(false),
+            fused_loss: fused_loss.unwrap_or(FusedLoss::None),
         },
         zero_grad: zero_grad.unwrap_or(ZeroGrad::SetToNone),
         accumulation: accumulation.unwrap_or(1),

@@ -58,6 +58,22 @@ fn a_compiled_loss_keeps_its_16_bit_input() {
 }
 
 #[test]
+fn a_fused_loss_keeps_the_16_bit_logits_and_overwrites_them() {
+    // Unsloth's kernel: the bf16 logits (2 B), their gradient written over them.
+    assert_eq!(bytes(&check("fused_loss logits"), "logits and loss"), LOGITS * 2);
+    // Whatever precision the unfused loss would run in.
+    assert_eq!(bytes(&check("fused_loss logits; loss fp32"), "logits and loss"), LOGITS * 2);
+    // The head fused with the loss: one chunk of about 2 × 1,024 tokens × 4,096 values, bf16
+    // and its fp32 upcast; the whole logits never exist.
+    let linear = check("fused_loss linear");
+    assert_eq!(bytes(&linear, "logits and loss (one fused chunk)"), 2 * 1024 * 4096 * 6);
+    assert_eq!(component(&linear, "logits and loss"), None);
+    // Both run their own kernels over the sequence: chunks contradict them.
+    assert_eq!(codes("fused_loss logits; loss_chunks 8"), ["E014"]);
+    assert_eq!(codes("fused_loss linear; loss_chunks 8"), ["E014"]);
+}
+
+#[test]
 fn a_step_in_the_backward_pass_holds_one_gradient() {
     let after = check("checkpointing full; zero_grad zeros");
     let during = check("checkpointing full; step_in_backward true");

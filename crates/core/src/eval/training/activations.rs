@@ -6,7 +6,7 @@ use super::states::intermediate;
 use crate::budget::Component;
 use crate::eval::Placement;
 use crate::eval::calc::{Overflow, Product, div_ceil, formula};
-use crate::hir::{Attention, Checkpointing, LoraTarget, Method, Mlp, Shape, Training};
+use crate::hir::{Attention, Checkpointing, FusedLoss, LoraTarget, Method, Mlp, Shape, Training};
 use crate::precision::Precision;
 use crate::ratio::Ratio;
 
@@ -193,6 +193,9 @@ fn logits(
         // logits, their shifted contiguous copy, the fp32 upcast and the fp32 log-softmax are
         // 2 + 2 + 4 + 4 B, and fp32 logits skip the upcast (4 + 4 + 4 B). A 16-bit loss (remote
         // code without `.float()`, no autocast) has no upcast: 2 + 2 + 2 B forward, 3 × 2 B back.
+        if training.levers.fused_loss == FusedLoss::Linear {
+            return fused_linear_chunk(shape, training).map(Some);
+        }
         let (per_logit, what, source) = per_logit(training)?;
         let logits = Product::new()
             .times(training.sequence, "tokens")?
@@ -202,6 +205,25 @@ fn logits(
         return Ok(Some(intermediate("logits and loss", logits.finish()?, source)));
     }
     Ok(None)
+}
+
+/// The head fused with the loss: Liger's `LigerFusedLinearCrossEntropy` splits the tokens
+/// into `ceil(V / h)` chunks, so a chunk's logits hold about as many values as the hidden
+/// states (tokens × h), computed in the compute type and upcast to fp32 for the softmax; Cut
+/// Cross-Entropy keeps its blocks on chip and holds less. An upper bound for both.
+fn fused_linear_chunk(shape: &Shape, training: &Training) -> Result<Component, Overflow> {
+    let c = training.activations.bytes_per_element();
+    let per = c.checked_add(Ratio::int(4)).ok_or(Overflow)?;
+    let chunk = Product::new()
+        .times(training.sequence, "tokens")?
+        .times(training.micro_batch, "micro_batch")?
+        .times(shape.hidden, "hidden (a chunk of V / h tokens' logits)")?
+        .bytes_each(per, formula!("{} + fp32 4 B", training.activations.name()))?;
+    Ok(intermediate(
+        "logits and loss (one fused chunk)",
+        chunk.finish()?,
+        "Liger Kernel fused_linear_cross_entropy: chunk_size = next_power_of_2(BT / ceil(V / H))",
+    ))
 }
 
 /// Bytes per logit at the loss's peak, what they are, and their source.
@@ -223,6 +245,18 @@ fn per_logit(training: &Training) -> Result<(Ratio, String, &'static str), Overf
     let n = Ratio::int(i128::from(training.loss_chunks.max(1)));
     let over_n = |r: Ratio| r.checked_div(n).ok_or(Overflow);
     let add = |a: Ratio, b: Ratio| a.checked_add(b).ok_or(Overflow);
+    if training.levers.fused_loss == FusedLoss::Logits {
+        // The kernel keeps the logits for its backward pass and overwrites them with their
+        // gradient; its per-row fp32 loss and log-sum-exp (8 B a token) are left out.
+        let what =
+            format!("{} logits, their gradient written over them", training.activations.name());
+        return Ok((
+            c,
+            what,
+            "Unsloth Fast_CrossEntropyLoss (kernels/cross_entropy_loss.py): the backward kernel \
+             stores each row's gradient over its logits",
+        ));
+    }
     if training.levers.compile && training.loss_chunks > 1 {
         let per = add(c, over_n(c)?)?;
         let what = format!(
