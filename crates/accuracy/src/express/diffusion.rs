@@ -203,7 +203,11 @@ fn recognised(model: &str) -> Option<Pipeline> {
         // FLUX.1-schnell is FLUX.1-dev's transformer without the guidance embedder
         // (`guidance_embeds` false): counted with it, about 13 M parameters more.
         Some(flux())
-    } else if has(&["stablediffusionxl", "sdxl"]) && !has(&["refiner"]) {
+    } else if (has(&["stablediffusionxl", "sdxl"]) && !has(&["refiner"]))
+        // Playground v2.5 "follows the same architecture as Stable Diffusion XL" (its model
+        // card) and loads through StableDiffusionXLPipeline.
+        || has(&["playgroundv25"])
+    {
         Some(Pipeline {
             denoiser: "sdxl-unet",
             encoders: &[Encoder::ClipL, Encoder::ClipG],
@@ -736,6 +740,7 @@ mod tests {
             ("Stable Diffusion 2.1", "512x512", "sd21-unet"),
             ("SD 3.5 Large", "1024x1024", "sd35-large-transformer"),
             ("PixArt-alpha", "1024x1024", "pixart-alpha-xl-2"),
+            ("playgroundai/playground-v2.5-1024px-aesthetic", "1024x1024", "sdxl-unet"),
         ];
         for (model, size, expected) in cases {
             let (denoiser, errors) = evaluated(model, size);
