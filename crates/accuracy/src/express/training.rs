@@ -266,6 +266,14 @@ fn states(
              config's dtype (no PEFT k-bit preparation)",
         );
         out.push_str("    unquantized   bf16\n");
+    } else if quantized && is_unsloth(cx.point) {
+        cx.assume(
+            assume::SCRIPT_SETTING,
+            "unquantized bf16: Unsloth's own prepare_model_for_kbit_training \
+             (unsloth/models/_utils.py) casts only the LoRA parameters to fp32 and leaves the \
+             embedding, head and norms in their 16-bit type",
+        );
+        out.push_str("    unquantized   bf16\n");
     }
     if !method.lora && sixteen_bit && !distribution.deepspeed && is_torchtune(cx.point) {
         cx.assume(
@@ -403,6 +411,10 @@ fn fused_loss(cx: &mut Cx<'_>) -> Option<&'static str> {
 
 /// The year and month of an Unsloth release named in `text` (`unsloth 2024.8`,
 /// `unsloth==2025.3.19`): Unsloth numbers its releases by date.
+fn is_unsloth(point: &crate::data::Point) -> bool {
+    point.framework.to_lowercase().contains("unsloth")
+}
+
 fn unsloth_release(text: &str) -> Option<(u32, u32)> {
     text.match_indices("unsloth").find_map(|(at, name)| {
         let version = text[at + name.len()..].trim_start_matches([' ', '=', 'v', ':']);
@@ -650,6 +662,12 @@ mod tests {
         assert!(old.contains("checkpointing full"), "{old}");
         assert!(old.contains("offload_activations true"), "{old}");
         assert!(old.contains("fused_loss    logits"), "{old}");
+        // A quantized base: Unsloth's k-bit preparation leaves the unquantized parts 16-bit.
+        let quantized = workload(
+            r#"{"framework": "Unsloth", "weight_precision": "nf4", "quantization": "bitsandbytes nf4",
+                "workload": "training_qlora"}"#,
+        );
+        assert!(quantized.contains("unquantized   bf16"), "{quantized}");
         // From 2024.11 the head and the loss are one kernel; plain checkpointing stays on device.
         let new = unsloth("unsloth==2025.3.19", "true");
         assert!(new.contains("fused_loss    linear") && !new.contains("offload_activations"));
