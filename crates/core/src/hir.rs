@@ -350,6 +350,14 @@ pub struct Model {
     pub span: Span,
 }
 
+impl Model {
+    /// Whether sequential offload can size the module it moves: `largest_module` is given, or
+    /// the shape gives its largest matrix.
+    pub fn sizes_its_largest_module(&self) -> bool {
+        self.largest_module.is_some() || self.shape.is_some()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Runtime {
     PyTorch,

@@ -409,12 +409,13 @@ fn fused_loss(cx: &mut Cx<'_>) -> Option<&'static str> {
     }
 }
 
-/// The year and month of an Unsloth release named in `text` (`unsloth 2024.8`,
-/// `unsloth==2025.3.19`): Unsloth numbers its releases by date.
+/// Whether the point trains with Unsloth.
 fn is_unsloth(point: &crate::data::Point) -> bool {
     point.framework.to_lowercase().contains("unsloth")
 }
 
+/// The year and month of an Unsloth release named in `text` (`unsloth 2024.8`,
+/// `unsloth==2025.3.19`): Unsloth numbers its releases by date.
 fn unsloth_release(text: &str) -> Option<(u32, u32)> {
     text.match_indices("unsloth").find_map(|(at, name)| {
         let version = text[at + name.len()..].trim_start_matches([' ', '=', 'v', ':']);

@@ -250,7 +250,7 @@ pub fn check_with_imports<'a>(
         .models
         .values()
         .chain(base.models.values().filter(|m| !program.models.contains_key(&m.name)))
-        .filter(|m| m.shape.is_none() && m.largest_module.is_none())
+        .filter(|m| !m.sizes_its_largest_module())
         .map(|m| m.name.clone())
         .collect();
     // A model that failed its own check is in neither set, so its workloads get no second error.

@@ -645,8 +645,9 @@ fn offloaded(
 /// (`attach_align_device_hook`), moving that module's tensors to the device just before its
 /// forward and back to the meta device after it. So a phase holds its own tensors and one
 /// module's weights, at most its model's largest (`largest_module`), beside every model's
-/// buffers, which stay on the device; the largest phase is the peak. An upcast VAE's modules arrive in fp32 (the hook casts each to the parameter's new
-/// dtype), and no fp32 copy of the whole VAE exists. Freed weight blocks stay in the caching
+/// buffers, which stay on the device; the largest phase is the peak. An upcast VAE's modules
+/// arrive in fp32 (the hook casts each to the parameter's new dtype), and no fp32 copy of the
+/// whole VAE exists. Freed weight blocks stay in the caching
 /// allocator, which serves the next module from them; no `empty_cache` runs between phases, so
 /// the reserved view is the unoffloaded pipeline's (`decode_cache`).
 fn sequential(
@@ -694,10 +695,10 @@ fn sequential(
     let mut best_bytes = Bytes::ZERO;
     let mut peak_transient = Bytes::ZERO;
     for (phase, models) in [encode, denoise, decode].into_iter().zip(&owners) {
+        let tensors = transients(phase);
+        peak_transient = peak_transient.max(calc::sum(tensors.iter().map(|c| c.bytes))?);
         let mut held = resident.clone();
-        let transient = calc::sum(transients(phase).iter().map(|c| c.bytes))?;
-        held.extend(transients(phase));
-        peak_transient = peak_transient.max(transient);
+        held.extend(tensors);
         let mut module: Option<Component> = None;
         for (model, format, role) in models {
             let candidate = largest_module_weights(program, model, *format, role)?;

@@ -47,7 +47,7 @@ impl Planner<'_> {
             && (diffusion.width > tile_w || diffusion.height > tile_h);
         let can_offload = diffusion.offload == DiffusionOffload::None;
         let sized = |model: &String| {
-            self.work.model(model).is_some_and(|m| m.largest_module.is_some() || m.shape.is_some())
+            self.work.model(model).is_some_and(crate::hir::Model::sizes_its_largest_module)
         };
         let can_sequence = can_offload
             && sized(&diffusion.denoiser.model)
