@@ -548,6 +548,9 @@ pub enum Method {
         /// PEFT's `lora_dropout`, a probability in `[0, 1)`: above 0 each adapter keeps a
         /// dropout mask and the dropped-out input for the backward pass.
         dropout: Ratio,
+        /// DoRA (PEFT `use_dora`): each adapted matrix also trains a magnitude vector of its
+        /// output features and rebuilds the adapted weight's column norms in every forward.
+        dora: bool,
     },
 }
 

@@ -156,7 +156,9 @@ fn method(
         return None;
     };
     let lower = text.to_lowercase();
-    if !lower.contains("lora") {
+    // DoRA (PEFT `use_dora`) and QDoRA: LoRA whose adapted matrices also train a magnitude.
+    let dora = lower.contains("dora");
+    if !lower.contains("lora") && !dora {
         if lower.contains("full") {
             return Some(full());
         }
@@ -221,6 +223,9 @@ fn method(
     let mut lines = format!("    method lora {{\n      rank    {rank}\n      targets {targets}\n");
     if saved {
         lines.push_str("      modules_to_save embeddings head\n");
+    }
+    if dora {
+        lines.push_str("      dora    true\n");
     }
     if torchtune && !distribution.deepspeed {
         lines.push_str("      dtype   bf16  # torchtune: the model's dtype\n");
@@ -649,6 +654,19 @@ mod tests {
     fn workload(fields: &str) -> String {
         let expressed = super::super::express(&point(fields)).expect("expressible");
         expressed.source.split("workload point").nth(1).expect("a workload").to_string()
+    }
+
+    #[test]
+    fn dora_and_qdora_are_lora_with_magnitudes() {
+        let dora = workload(r#"{"finetune_method": "DoRA r=16 on q_proj,v_proj"}"#);
+        assert!(dora.contains("method lora") && dora.contains("dora    true"), "{dora}");
+        let qdora = workload(
+            r#"{"finetune_method": "QDoRA r=8 on q_proj,v_proj", "weight_precision": "nf4",
+                "quantization": "bitsandbytes NF4", "workload": "training_qlora"}"#,
+        );
+        assert!(qdora.contains("rank    8") && qdora.contains("dora    true"), "{qdora}");
+        let lora = workload("{}");
+        assert!(!lora.contains("dora"), "{lora}");
     }
 
     #[test]

@@ -415,6 +415,7 @@ fn method(
             ("dtype", Repeat::Once),
             ("modules_to_save", Repeat::Once),
             ("dropout", Repeat::Once),
+            ("dora", Repeat::Once),
         ];
         let empty = Block::default();
         let block = field.block.as_ref().unwrap_or(&empty);
@@ -478,6 +479,21 @@ fn method(
         save.sort_unstable();
         save.dedup();
         let dropout = lora_dropout(&inner);
+        let dora_field = inner.get("dora");
+        let dora = dora_field.and_then(|field| inner.choice_of(field, &["true", "false"]));
+        let dora = dora.map(|(word, _)| word == "true");
+        if let (true, Some(true), Some(dora_field)) = (denoiser, dora, dora_field) {
+            // A denoiser's adapted layers include convolutions and attention projections of
+            // several widths (DoRA's conv layers norm over a whole kernel): not modelled.
+            inner.push(
+                Diagnostic::error(
+                    "E013",
+                    dora_field.span,
+                    "`dora` is modelled for a language model's linear layers, not a denoiser's",
+                )
+                .with_help("drop `dora true` to estimate plain LoRA on the denoiser"),
+            );
+        }
         let found = inner.finish();
         let ok = found.is_empty();
         diagnostics.extend(found);
@@ -487,6 +503,7 @@ fn method(
             dtype: dtype.unwrap_or(Precision::Fp32),
             save,
             dropout: dropout.unwrap_or(Ratio::ZERO),
+            dora: dora.unwrap_or(false),
         })
     }
 }

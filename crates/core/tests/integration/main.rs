@@ -4,6 +4,7 @@
 
 mod catalog;
 mod diffusion_training;
+mod dora;
 mod encoder_decoder;
 mod examples;
 mod format;

@@ -445,20 +445,20 @@ pub(super) fn adapter_per_token(
     training: &Training,
     adapts: impl Fn(LoraTarget) -> bool,
 ) -> Result<Option<(Ratio, String)>, Overflow> {
-    let Method::Lora { rank, targets, dtype, dropout, .. } = &training.method else {
+    let Method::Lora { rank, targets, dtype, dropout, dora, .. } = &training.method else {
         return Ok(None);
     };
     let mut inputs = 0u64;
+    let mut outputs = 0u64;
     let mut adapted = 0u64;
     for target in targets.iter().filter(|t| adapts(**t)) {
-        let Some((input, _)) = super::adapted_matrix(shape, *target) else { continue };
         // Column-parallel projections see the whole input on every rank; row-parallel ones
         // (o, down) a tensor-parallel slice of it.
-        let input = match target {
-            LoraTarget::O | LoraTarget::Down => div_ceil(input, placement.tensor),
-            _ => input,
+        let Some((input, output)) = super::dora::device_matrix(shape, placement, *target) else {
+            continue;
         };
         inputs = inputs.checked_add(input).ok_or(Overflow)?;
+        outputs = outputs.checked_add(output).ok_or(Overflow)?;
         adapted += 1;
     }
     let compute = training.activations;
@@ -477,17 +477,24 @@ pub(super) fn adapter_per_token(
     let rank_bytes = Ratio::int(i128::from(adapted.checked_mul(*rank).ok_or(Overflow)?))
         .checked_mul(c)
         .ok_or(Overflow)?;
+    // DoRA's two products keep the base output and the adapters' output (see `dora.rs`).
+    let dora_outputs = if *dora { outputs.checked_mul(2).ok_or(Overflow)? } else { 0 };
+    let dora_bytes = Ratio::int(i128::from(dora_outputs)).checked_mul(c).ok_or(Overflow)?;
     let per_token = Ratio::int(i128::from(inputs))
         .checked_mul(per_input)
         .and_then(|b| b.checked_add(rank_bytes))
+        .and_then(|b| b.checked_add(dora_bytes))
         .ok_or(Overflow)?;
     if per_token == Ratio::ZERO {
         return Ok(None);
     }
-    let what = if kept.is_empty() {
+    let mut what = if kept.is_empty() {
         formula!("rank-{rank} {} outputs", compute.name())
     } else {
         formula!("{kept} over {inputs} input features + rank-{rank} {} outputs", compute.name())
     };
+    if *dora {
+        what.push_str(&formula!(" + DoRA base and adapter outputs over 2 × {outputs} features"));
+    }
     Ok(Some((per_token, what)))
 }

@@ -18,6 +18,7 @@ use crate::ratio::Ratio;
 
 mod activations;
 mod deepspeed;
+mod dora;
 mod seq2seq;
 mod states;
 
@@ -33,23 +34,27 @@ fn device_params(shape: &Shape, placement: &Placement) -> Result<u64, Overflow> 
 }
 
 /// LoRA adapter parameters on this device: `rank × (in + out)` per adapted matrix per layer
-/// (PEFT `lora_A`, `lora_B`), sharded with the base matrix under tensor parallelism.
+/// (PEFT `lora_A`, `lora_B`), and with DoRA `out` more (its magnitude vector), sharded with the
+/// base matrix under tensor parallelism.
 fn lora_params(
     shape: &Shape,
     placement: &Placement,
     rank: u64,
     targets: &[LoraTarget],
+    dora: bool,
 ) -> Result<u64, Overflow> {
-    lora_shapes(shape, placement, rank, targets).map(|(params, _)| params)
+    lora_shapes(shape, placement, rank, targets, dora).map(|(params, _)| params)
 }
 
 /// Adapter parameters on this device and, for a factored optimizer, their row and column
-/// counts: `(in + r) + (r + out)` per adapted matrix per layer.
+/// counts: `(in + r) + (r + out)` per adapted matrix per layer, and a DoRA magnitude's `out`
+/// values (a vector keeps its whole second moment).
 fn lora_shapes(
     shape: &Shape,
     placement: &Placement,
     rank: u64,
     targets: &[LoraTarget],
+    dora: bool,
 ) -> Result<(u64, u64), Overflow> {
     let t = placement.tensor;
     let mut per_layer = 0u64;
@@ -60,9 +65,13 @@ fn lora_shapes(
     let mut factored_cross = 0u64;
     for target in targets {
         let (input, output) = adapted_matrix(shape, *target).unwrap_or((0, 0));
-        let params = rank.checked_mul(input + output).ok_or(Overflow)?;
+        let magnitude = if dora { output } else { 0 };
+        let params = rank
+            .checked_mul(input + output)
+            .and_then(|p| p.checked_add(magnitude))
+            .ok_or(Overflow)?;
         per_layer = per_layer.checked_add(params).ok_or(Overflow)?;
-        let factors = if input + output > 0 { input + output + 2 * rank } else { 0 };
+        let factors = if input + output > 0 { input + output + 2 * rank + magnitude } else { 0 };
         factored += factors;
         if target.is_attention() {
             per_cross = per_cross.checked_add(params).ok_or(Overflow)?;
@@ -205,11 +214,13 @@ pub(crate) fn components(
             )?);
             params
         }
-        Method::Lora { rank, targets, dtype, save, .. } => {
-            let adapter_params = lora_params(shape, placement, *rank, targets)?;
+        Method::Lora { rank, targets, dtype, save, dora, .. } => {
+            let adapter_params = lora_params(shape, placement, *rank, targets, *dora)?;
             let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
-            let label = formula!("adapter params (rank {rank}, {})", names.join(" "));
-            let factored = lora_shapes(shape, placement, *rank, targets).ok().map(|(_, f)| f);
+            let magnitudes = if *dora { ", with DoRA magnitudes" } else { "" };
+            let label = formula!("adapter params (rank {rank}, {}{magnitudes})", names.join(" "));
+            let factored =
+                lora_shapes(shape, placement, *rank, targets, *dora).ok().map(|(_, f)| f);
             let largest = largest_adapter(shape, placement, *rank, targets);
             let adapters =
                 Adapters { params: adapter_params, label, dtype: *dtype, factored, largest };
@@ -257,6 +268,8 @@ pub(crate) fn components(
     components.extend(deepspeed::accumulating_partition(trained, training, data)?);
     components.extend(activations(shape, placement, training)?);
     components.extend(saved_dequantized_weights(shape, placement, training)?);
+    components.extend(dora::weight_norm_transient(shape, placement, training)?);
+    components.extend(dora::recomputed_weights(shape, placement, training)?);
     components.extend(optimizer_step(&components, &phase)?);
     Ok(components)
 }
