@@ -345,9 +345,23 @@ pub struct Model {
     /// Values in buffers the model registers (a position table), counted in `params`: sequential
     /// offload leaves buffers on the device (accelerate's `offload_buffers` is off by default).
     pub buffers: Option<u64>,
+    /// How block-level group offloading divides the model: its largest top-level block and the
+    /// parameters outside its top-level block lists. `None`: one group, the whole model (diffusers
+    /// groups only a model's top-level `ModuleList`s, and T5, CLIP and the VAEs have none).
+    pub blocks: Option<Blocks>,
     /// The stored weights, as an importer read them from the checkpoint's headers.
     pub stored: Option<Stored>,
     pub span: Span,
+}
+
+/// A model's top-level blocks, as diffusers' block-level group offloading moves them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Blocks {
+    /// Parameters (and buffers) of the largest entry of the model's top-level block lists.
+    pub largest: u64,
+    /// Parameters and buffers outside every top-level block list: one group, on the device for
+    /// the whole of the model's forward.
+    pub outside: u64,
 }
 
 impl Model {
@@ -919,8 +933,29 @@ pub enum BlockLayout {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DiffusionOffload {
     None,
-    Model { loaded_on_device: bool },
-    Sequential { loaded_on_device: bool },
+    Model {
+        loaded_on_device: bool,
+    },
+    Sequential {
+        loaded_on_device: bool,
+    },
+    /// diffusers group offloading (`enable_group_offload`): block-level groups of `per_group`
+    /// top-level blocks (`per_group` is 0 for leaf-level, every leaf module its own group);
+    /// `stream` prefetches the next group while the current one runs.
+    Group {
+        per_group: u64,
+        stream: bool,
+        loaded_on_device: bool,
+    },
+}
+
+impl DiffusionOffload {
+    /// Whether the offload moves parts of a model rather than whole models: the weights arrive
+    /// module by module (an upcast VAE in fp32, no fp32 copy of the whole VAE), and the allocator
+    /// keeps every freed block (no `empty_cache` between phases).
+    pub fn moves_parts(self) -> bool {
+        matches!(self, DiffusionOffload::Sequential { .. } | DiffusionOffload::Group { .. })
+    }
 }
 
 /// `keep` percent of capacity, at least `at_least` bytes.

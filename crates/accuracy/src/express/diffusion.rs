@@ -442,6 +442,19 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
             let _ = writeln!(out, "    vae_tile      {} x {}", video.tile.0, video.tile.1);
         }
     }
+    if let Some(group) = &switches.group {
+        out.push_str(if group.leaves {
+            "    offload       leaves\n"
+        } else {
+            "    offload       blocks\n"
+        });
+        if let (false, Some(per_group)) = (group.leaves, group.per_group) {
+            let _ = writeln!(out, "    blocks_per_group {per_group}");
+        }
+        if group.stream {
+            out.push_str("    offload_stream true\n");
+        }
+    }
     if switches.model_offload || switches.sequential_offload {
         out.push_str(if switches.sequential_offload {
             "    offload       sequential\n"
@@ -522,24 +535,70 @@ fn loaded_before_offload(source_id: &str) -> Option<&'static str> {
 /// The pipeline's memory switches its `offload` wording names, each as diffusers spells it or
 /// in words: model offload (`enable_model_cpu_offload`, "model CPU offload"), sequential offload
 /// (`enable_sequential_cpu_offload`, "sequential CPU offload") and a tiled decode
-/// (`enable_vae_tiling`, "VAE tiling"), joined by `+` or commas. VAE slicing decodes one image
-/// at a time, which changes nothing for one image; attention slicing is not modelled.
+/// (`enable_vae_tiling`, "VAE tiling"), joined by `+` or commas, and group offloading
+/// (`enable_group_offload`, "group offloading") with its arguments (`block_level` or
+/// `leaf_level`, `num_blocks_per_group=2`, `use_stream=True`). VAE slicing decodes one image at
+/// a time, which changes nothing for one image; attention slicing is not modelled.
 struct Switches {
     model_offload: bool,
     sequential_offload: bool,
     vae_tiling: bool,
+    group: Option<GroupOffload>,
+}
+
+/// diffusers group offloading as the source states it: leaf level or block level, blocks per
+/// group when stated (diffusers requires it at block level), and a prefetching stream.
+struct GroupOffload {
+    leaves: bool,
+    per_group: Option<u64>,
+    stream: bool,
+}
+
+/// The group-offloading argument a part of the wording states, if it is one: the level, the
+/// blocks per group (`num_blocks_per_group=2`, "2 blocks per group") or the stream; devices and
+/// copy settings are read and change nothing.
+fn group_argument(group: &mut GroupOffload, part: &str) -> bool {
+    let digits = |s: &str| s.chars().filter(char::is_ascii_digit).collect::<String>().parse().ok();
+    // Where the groups go and how they are copied change nothing on the device.
+    let placement = ["device", "non_blocking", "record_stream", "low_cpu_mem_usage"];
+    if placement.iter().any(|word| part.contains(word)) {
+        return true;
+    }
+    if part.contains("leaf_level") || part.contains("leaf level") {
+        group.leaves = true;
+    } else if part.contains("blocks_per_group") || part.contains("blocks per group") {
+        group.per_group = digits(part);
+    } else if part.contains("stream") {
+        group.stream = !part.contains("false");
+    } else {
+        return part.contains("block_level") || part.contains("block level");
+    }
+    true
 }
 
 fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
-    let mut switches =
-        Switches { model_offload: false, sequential_offload: false, vae_tiling: false };
+    let mut switches = Switches {
+        model_offload: false,
+        sequential_offload: false,
+        vae_tiling: false,
+        group: None,
+    };
     let Some(stated) = cx.point.offload.clone() else { return Some(switches) };
     if super::conditions::is_none_word(&stated) {
         return Some(switches);
     }
     let lower = stated.to_lowercase();
-    for part in lower.split(['+', ',', ';']).map(str::trim).filter(|p| !p.is_empty()) {
-        if part.contains("sequential") {
+    for part in lower.split(['+', ',', ';', '(', ')']).map(str::trim).filter(|p| !p.is_empty()) {
+        if part.contains("group_offload") || part.contains("group offload") {
+            let group = switches.group.get_or_insert(GroupOffload {
+                leaves: false,
+                per_group: None,
+                stream: false,
+            });
+            group_argument(group, part);
+        } else if switches.group.as_mut().is_some_and(|group| group_argument(group, part)) {
+            // An argument of the group offloading named before it.
+        } else if part.contains("sequential") {
             switches.sequential_offload = true;
         } else if part.contains("model") && (part.contains("offload") || part.contains("cpu")) {
             switches.model_offload = true;
@@ -703,6 +762,16 @@ mod tests {
         let words = sdxl("sequential CPU offload + VAE tiling", 1).expect("expressible");
         assert!(words.contains("offload       sequential") && words.contains("vae_tiling    true"));
         assert!(sdxl("attention slicing", 1).is_err());
+        let group = sdxl(
+            "pipe.transformer.enable_group_offload(onload_device, offload_type='block_level', num_blocks_per_group=2)",
+            1,
+        )
+        .expect("expressible");
+        assert!(group.contains("offload       blocks") && group.contains("blocks_per_group 2"));
+        let leaves = sdxl("group offloading (leaf_level, use_stream=True) + VAE tiling", 1)
+            .expect("expressible");
+        assert!(leaves.contains("offload       leaves") && leaves.contains("offload_stream true"));
+        assert!(leaves.contains("vae_tiling    true"), "{leaves}");
     }
 
     /// One fp16 point of `model` at `size`, expressed and evaluated: its denoiser line, and the

@@ -411,6 +411,8 @@ pub(super) fn diffusion(
         ("offload", Repeat::Once),
         ("quantize_on_load", Repeat::Once),
         ("loaded_on_device", Repeat::Once),
+        ("blocks_per_group", Repeat::Once),
+        ("offload_stream", Repeat::Once),
         ("heads", Repeat::Once),
         ("layers", Repeat::Once),
         ("channel_mult", Repeat::Once),
@@ -465,7 +467,16 @@ pub(super) fn diffusion(
     // for the unconditional branch); guidance and model offload belong to sampling, and tiling to
     // the decoder, which a training step does not run.
     if training {
-        for key in ["cfg", "offload", "loaded_on_device", "vae_tiling", "vae_upcast"] {
+        let inference_only = [
+            "cfg",
+            "offload",
+            "loaded_on_device",
+            "blocks_per_group",
+            "offload_stream",
+            "vae_tiling",
+            "vae_upcast",
+        ];
+        for key in inference_only {
             if let Some(field) = fields.get(key) {
                 fields.push(
                     Diagnostic::error(
@@ -491,9 +502,10 @@ pub(super) fn diffusion(
     let vae_upcast = fields.boolean("vae_upcast").unwrap_or(false);
     // diffusers upcasts only a VAE loaded in fp16 (`self.vae.dtype == torch.float16`).
     let vae_fp16 = weights == WeightFormat::Uniform(crate::precision::Precision::Fp16);
-    let offload = fields.choice("offload", &["none", "model", "sequential"]);
-    if let Some(("sequential", span)) = offload {
-        // Sequential offload sizes what it moves by each model's largest module.
+    let offload = fields.choice("offload", &["none", "model", "sequential", "blocks", "leaves"]);
+    if let Some((word @ ("sequential" | "leaves"), span)) = offload {
+        // Sequential and leaf-level offload size what they move by each model's largest module.
+        let what = if word == "sequential" { "sequential offload" } else { "leaf-level offload" };
         let models = denoiser_model.iter().chain(&text_encoders).chain(&vae);
         for model in models.filter(|m| scope.program_models_without_largest_module.contains(m)) {
             fields.push(
@@ -501,8 +513,8 @@ pub(super) fn diffusion(
                     "E011",
                     span,
                     format!(
-                        "model `{model}` has only a parameter count; sequential offload moves \
-                         one module at a time and needs the largest one's"
+                        "model `{model}` has only a parameter count; {what} moves one module \
+                         at a time and needs the largest one's"
                     ),
                 )
                 .with_help(format!(
@@ -512,7 +524,38 @@ pub(super) fn diffusion(
             );
         }
     }
+    if let (Some(("blocks", span)), Some(model)) = (offload, &denoiser_model)
+        && scope.program_models_without_blocks.contains(model)
+    {
+        // diffusers would cut the denoiser's block lists; without their sizes it is held whole.
+        diagnostics.push(
+            Diagnostic::warning(
+                "W005",
+                span,
+                format!("denoiser `{model}` declares no blocks; `offload blocks` holds it whole"),
+            )
+            .with_help(format!(
+                "give `{model}` its `largest_block` and `outside_blocks` (its top-level block \
+                 lists' largest entry and what lies outside them)"
+            )),
+        );
+    }
     let offload = offload.map(|(word, _)| word);
+    let blocks_per_group = fields.whole("blocks_per_group", Dim::Count, 1, 4096, "2").unwrap_or(1);
+    let offload_stream = fields.boolean("offload_stream").unwrap_or(false);
+    let per_group_field = block.fields.iter().find(|f| f.key.name == "blocks_per_group");
+    if let (true, Some(field)) = (offload_stream && blocks_per_group > 1, per_group_field) {
+        // diffusers `_apply_group_offloading_block_level`: "Using streams is only supported for
+        // num_blocks_per_group=1", and it sets 1.
+        diagnostics.push(
+            Diagnostic::warning(
+                "W005",
+                field.key.span,
+                "`blocks_per_group` is 1 under `offload_stream true` (diffusers sets it)",
+            )
+            .with_help("remove `blocks_per_group`, or `offload_stream`"),
+        );
+    }
     let quantize_on_load = fields.boolean("quantize_on_load").unwrap_or(false);
     let loaded_on_device = fields.boolean("loaded_on_device").unwrap_or(false);
     // A setting that means something only beside another is said to do nothing, not ignored
@@ -522,8 +565,14 @@ pub(super) fn diffusion(
             (
                 "loaded_on_device",
                 // Read inside backticks: "without `offload model` or `offload sequential`".
-                "offload model` or `offload sequential",
-                matches!(offload, Some("model" | "sequential")),
+                "offload model`, `sequential`, `blocks` or `leaves",
+                matches!(offload, Some("model" | "sequential" | "blocks" | "leaves")),
+            ),
+            ("blocks_per_group", "offload blocks", offload == Some("blocks")),
+            (
+                "offload_stream",
+                "offload blocks` or `offload leaves",
+                matches!(offload, Some("blocks" | "leaves")),
             ),
             ("vae_tile", "vae_tiling true", vae_tiling),
             ("vae_temporal", "video_frames", fields.has("video_frames")),
@@ -584,6 +633,14 @@ pub(super) fn diffusion(
         offload: match offload {
             Some("model") => DiffusionOffload::Model { loaded_on_device },
             Some("sequential") => DiffusionOffload::Sequential { loaded_on_device },
+            Some("blocks") => DiffusionOffload::Group {
+                per_group: if offload_stream { 1 } else { blocks_per_group },
+                stream: offload_stream,
+                loaded_on_device,
+            },
+            Some("leaves") => {
+                DiffusionOffload::Group { per_group: 0, stream: offload_stream, loaded_on_device }
+            }
             _ => DiffusionOffload::None,
         },
         quantize_on_load,

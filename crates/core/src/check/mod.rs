@@ -41,6 +41,8 @@ pub(crate) struct Scope<'a> {
     /// Models with neither a shape nor a `largest_module`: sequential offload cannot size the
     /// module it has on the device.
     program_models_without_largest_module: NameSet,
+    /// Models that declare no top-level blocks: block-level group offloading holds them whole.
+    program_models_without_blocks: NameSet,
     /// Models with an encoder stack, whose workloads give the encoder's `source` length.
     program_encoder_decoder_models: NameSet,
     /// Models with a decoder-only shape, whose workloads have no `source` to give.
@@ -169,6 +171,7 @@ pub fn check_with_imports<'a>(
         base,
         program_models_without_shape: NameSet::default(),
         program_models_without_largest_module: NameSet::default(),
+        program_models_without_blocks: NameSet::default(),
         program_encoder_decoder_models: NameSet::default(),
         program_decoder_models: NameSet::default(),
         program_eager_attention_models: NameSet::default(),
@@ -214,6 +217,7 @@ pub fn check_with_imports<'a>(
         base,
         program_models_without_shape: NameSet::default(),
         program_models_without_largest_module: NameSet::default(),
+        program_models_without_blocks: NameSet::default(),
         program_encoder_decoder_models: NameSet::default(),
         program_decoder_models: NameSet::default(),
         program_eager_attention_models: NameSet::default(),
@@ -239,20 +243,19 @@ pub fn check_with_imports<'a>(
             }
         }
     }
-    scope.program_models_without_shape = program
-        .models
-        .values()
-        .chain(base.models.values().filter(|m| !program.models.contains_key(&m.name)))
-        .filter(|m| m.shape.is_none())
-        .map(|m| m.name.clone())
-        .collect();
-    scope.program_models_without_largest_module = program
-        .models
-        .values()
-        .chain(base.models.values().filter(|m| !program.models.contains_key(&m.name)))
-        .filter(|m| !m.sizes_its_largest_module())
-        .map(|m| m.name.clone())
-        .collect();
+    // The program's models, and the catalog's it does not redeclare, that lack something.
+    let lacking = |lacks: fn(&crate::hir::Model) -> bool| -> NameSet {
+        program
+            .models
+            .values()
+            .chain(base.models.values().filter(|m| !program.models.contains_key(&m.name)))
+            .filter(|m| lacks(m))
+            .map(|m| m.name.clone())
+            .collect()
+    };
+    scope.program_models_without_shape = lacking(|m| m.shape.is_none());
+    scope.program_models_without_largest_module = lacking(|m| !m.sizes_its_largest_module());
+    scope.program_models_without_blocks = lacking(|m| m.blocks.is_none());
     // A model that failed its own check is in neither set, so its workloads get no second error.
     for model in program
         .models

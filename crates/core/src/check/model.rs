@@ -6,8 +6,8 @@ use super::quantity::Dim;
 use crate::ast::BlockDeclaration;
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
-    AttentionKind, Biases, EncoderDecoder, Mla, Mlp, Model, Moe, Norm, Output, Shape, Stored,
-    Window,
+    AttentionKind, Biases, Blocks, EncoderDecoder, Mla, Mlp, Model, Moe, Norm, Output, Shape,
+    Stored, Window,
 };
 use crate::quant::WeightFormat;
 
@@ -18,6 +18,8 @@ const KNOWN: &[(&str, Repeat)] = &[
     ("outside_linear", Repeat::Once),
     ("largest_module", Repeat::Once),
     ("buffers", Repeat::Once),
+    ("largest_block", Repeat::Once),
+    ("outside_blocks", Repeat::Once),
     ("layers", Repeat::Once),
     ("hidden", Repeat::Once),
     ("ffn", Repeat::Once),
@@ -99,6 +101,7 @@ pub(super) fn model(
     let largest_module =
         fields.whole("largest_module", Dim::Count, 1, 1_000_000_000_000_000, "56_641_536");
     let buffers = fields.whole("buffers", Dim::Count, 1, 1_000_000_000_000_000, "56_623_104");
+    let blocks = blocks(&fields, decl);
     let stored = stored(&fields);
     let mut diagnostics = fields.finish();
     if let (Some(declared), Some(shape)) = (params, &shape)
@@ -127,6 +130,7 @@ pub(super) fn model(
         outside_linear,
         largest_module,
         buffers,
+        blocks,
         stored,
         span: decl.span,
     });
@@ -461,5 +465,38 @@ fn stored(fields: &Fields<'_>) -> Option<Stored> {
             None
         }
         _ => None,
+    }
+}
+
+/// `largest_block` and `outside_blocks`, which block-level group offloading needs together.
+fn blocks(fields: &Fields<'_>, decl: &BlockDeclaration) -> Option<Blocks> {
+    const MAX: u64 = 1_000_000_000_000_000;
+    let largest = fields.whole("largest_block", Dim::Count, 1, MAX, "339_831_552");
+    let outside = fields.whole("outside_blocks", Dim::Count, 0, MAX, "67_146_816");
+    match (largest, outside) {
+        (Some(largest), Some(outside)) => Some(Blocks { largest, outside }),
+        (None, None) => None,
+        (given, _) => {
+            let (has, lacks) = if given.is_some() {
+                ("largest_block", "outside_blocks")
+            } else {
+                ("outside_blocks", "largest_block")
+            };
+            if fields.has(lacks) {
+                return None;
+            }
+            fields.push(
+                Diagnostic::error(
+                    "E011",
+                    field_span(decl, has),
+                    format!("`{has}` needs `{lacks}` beside it"),
+                )
+                .with_help(
+                    "block-level group offloading holds the largest block and everything outside \
+                     the block lists: give both",
+                ),
+            );
+            None
+        }
     }
 }

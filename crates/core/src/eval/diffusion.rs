@@ -528,8 +528,8 @@ pub(crate) fn components(
     let upcast_bytes = upcast.as_ref().map_or(Bytes::ZERO, |c| c.bytes);
     if let Some(vae) = &diffusion.vae {
         decode.extend(weights(program, diffusion, vae, diffusion.vae_weights, "VAE")?);
-        // Sequential offload upcasts module by module (`sequential`): no whole fp32 copy.
-        if !matches!(diffusion.offload, DiffusionOffload::Sequential { .. }) {
+        // Sequential and group offload upcast module by module (`parts`): no whole fp32 copy.
+        if !diffusion.offload.moves_parts() {
             decode.extend(upcast);
         }
         if let Some(shape) = video_shape(diffusion) {
@@ -580,8 +580,21 @@ pub(crate) fn components(
         DiffusionOffload::Model { loaded_on_device } => {
             offloaded(diffusion, [encode, denoise, decode], upcast_bytes, loaded_on_device)
         }
-        DiffusionOffload::Sequential { loaded_on_device } => {
-            sequential(program, diffusion, &[encode, denoise, decode], loaded_on_device)
+        DiffusionOffload::Sequential { loaded_on_device } => parts(
+            program,
+            diffusion,
+            &[encode, denoise, decode],
+            Parts::Modules { buffers_stay: true, at_once: 1 },
+            loaded_on_device,
+        ),
+        DiffusionOffload::Group { per_group, stream, loaded_on_device } => {
+            let at_once = if stream { 2 } else { 1 };
+            let moved = if per_group == 0 {
+                Parts::Modules { buffers_stay: false, at_once }
+            } else {
+                Parts::Blocks { per_group, at_once }
+            };
+            parts(program, diffusion, &[encode, denoise, decode], moved, loaded_on_device)
         }
     }
 }
@@ -640,20 +653,40 @@ fn offloaded(
     Ok(out)
 }
 
-/// Sequential offload (diffusers `enable_sequential_cpu_offload`): accelerate's `cpu_offload`
-/// keeps every model's weights on the host and hooks each module that holds tensors of its own
-/// (`attach_align_device_hook`), moving that module's tensors to the device just before its
-/// forward and back to the meta device after it. So a phase holds its own tensors and one
-/// module's weights, at most its model's largest (`largest_module`), beside every model's
-/// buffers, which stay on the device; the largest phase is the peak. An upcast VAE's modules
-/// arrive in fp32 (the hook casts each to the parameter's new dtype), and no fp32 copy of the
-/// whole VAE exists. Freed weight blocks stay in the caching
-/// allocator, which serves the next module from them; no `empty_cache` runs between phases, so
-/// the reserved view is the unoffloaded pipeline's (`decode_cache`).
-fn sequential(
+/// What an offload that moves parts of models has on the device beside a phase's tensors.
+#[derive(Clone, Copy)]
+enum Parts {
+    /// One module's own tensors at a time, `at_once` of them (2 when a stream prefetches the
+    /// next); `buffers_stay`: every model's buffers stay on the device.
+    Modules { buffers_stay: bool, at_once: u64 },
+    /// Groups of `per_group` top-level blocks, `at_once` groups, beside everything outside the
+    /// model's block lists.
+    Blocks { per_group: u64, at_once: u64 },
+}
+
+/// Offload that moves parts of models, one phase's model at a time:
+/// - sequential offload (diffusers `enable_sequential_cpu_offload`): accelerate's `cpu_offload`
+///   keeps every model's weights on the host and hooks each module that holds tensors of its own
+///   (`attach_align_device_hook`), moving that module's tensors to the device just before its
+///   forward and back to the meta device after it, so a phase holds one module's weights, at
+///   most its model's largest (`largest_module`), beside every model's buffers, which stay on
+///   the device;
+/// - group offloading (diffusers `enable_group_offload`, `hooks/group_offloading.py`): at block
+///   level each top-level `ModuleList` is cut into groups of `num_blocks_per_group` blocks, and
+///   everything else of the model is one group, on the device for the whole of its forward; a
+///   model without block lists is that one group. At leaf level every leaf module is a group, its
+///   buffers with it. `use_stream` prefetches the next group while the current one runs (and
+///   diffusers then sets one block per group): two groups at once.
+///
+/// The largest phase is the peak. An upcast VAE's modules arrive in fp32 (the hooks cast each to
+/// the parameter's new dtype), and no fp32 copy of the whole VAE exists. Freed weight blocks stay
+/// in the caching allocator, which serves the next group from them; no `empty_cache` runs
+/// between phases, so the reserved view is the unoffloaded pipeline's (`decode_cache`).
+fn parts(
     program: &Layered<'_>,
     diffusion: &Diffusion,
     phases: &[Vec<Component>; 3],
+    moved: Parts,
     loaded_on_device: bool,
 ) -> Result<Vec<Component>, Overflow> {
     let transients = |phase: &[Component]| -> Vec<Component> {
@@ -675,38 +708,46 @@ fn sequential(
         vec![(diffusion.denoiser.model.as_str(), diffusion.denoiser.weights, "denoiser")],
         diffusion.vae.iter().map(|m| (m.as_str(), vae_format, "VAE")).collect(),
     ];
-    // Buffers stay on the device through every phase.
-    let load = diffusion.vae_weights.companion();
     let mut resident = Vec::new();
-    for (model, _, role) in owners.iter().flatten() {
-        let Some(buffers) = program.model(model).and_then(|m| m.buffers) else { continue };
-        let product = Product::new()
-            .times(buffers, "buffer values")?
-            .bytes_each(load.bytes_per_element(), load.name())?;
-        resident.push(formula(
-            format!("{role} buffers on the device: {model}"),
-            Category::Persistent,
-            product,
-            "accelerate cpu_offload with offload_buffers=False (diffusers' default): \
-             AlignDevicesHook.init_hook moves every buffer to the execution device",
-        )?);
+    if let Parts::Modules { buffers_stay: true, .. } = moved {
+        resident = buffers_on_device(program, diffusion, &owners)?;
     }
     let mut best: Vec<Component> = Vec::new();
     let mut best_bytes = Bytes::ZERO;
     let mut peak_transient = Bytes::ZERO;
-    for (phase, models) in [encode, denoise, decode].into_iter().zip(&owners) {
+    for ((phase, models), persistent) in
+        [encode, denoise, decode].into_iter().zip(&owners).zip(phases)
+    {
         let tensors = transients(phase);
         peak_transient = peak_transient.max(calc::sum(tensors.iter().map(|c| c.bytes))?);
         let mut held = resident.clone();
         held.extend(tensors);
-        let mut module: Option<Component> = None;
+        // The phase's models run one after another: the largest one's parts are the peak.
+        let mut on_device: Vec<Component> = Vec::new();
+        let mut on_device_bytes = Bytes::ZERO;
         for (model, format, role) in models {
-            let candidate = largest_module_weights(program, model, *format, role)?;
-            if candidate.as_ref().map(|c| c.bytes) > module.as_ref().map(|c| c.bytes) {
-                module = candidate;
+            let candidate = match moved {
+                Parts::Modules { at_once, .. } => {
+                    largest_module_weights(program, model, *format, role, at_once)?
+                        .into_iter()
+                        .collect()
+                }
+                Parts::Blocks { per_group, at_once } => {
+                    let whole = persistent.iter().filter(|c| {
+                        c.category == Category::Persistent
+                            && c.name.ends_with(&format!(": {model}"))
+                    });
+                    block_groups(program, model, *format, role, per_group, at_once)?
+                        .unwrap_or_else(|| whole.cloned().collect())
+                }
+            };
+            let bytes = calc::sum(candidate.iter().map(|c| c.bytes))?;
+            if bytes > on_device_bytes || on_device.is_empty() {
+                on_device = candidate;
+                on_device_bytes = bytes;
             }
         }
-        held.extend(module);
+        held.extend(on_device);
         let bytes = calc::sum(held.iter().map(|c| c.bytes))?;
         if bytes > best_bytes || best.is_empty() {
             best = held;
@@ -722,6 +763,72 @@ fn sequential(
     Ok(best)
 }
 
+/// Every model's buffers, which sequential offload leaves on the device through every phase.
+fn buffers_on_device(
+    program: &Layered<'_>,
+    diffusion: &Diffusion,
+    owners: &[Vec<(&str, WeightFormat, &str)>; 3],
+) -> Result<Vec<Component>, Overflow> {
+    let load = diffusion.vae_weights.companion();
+    let mut resident = Vec::new();
+    for (model, _, role) in owners.iter().flatten() {
+        let Some(buffers) = program.model(model).and_then(|m| m.buffers) else { continue };
+        let product = Product::new()
+            .times(buffers, "buffer values")?
+            .bytes_each(load.bytes_per_element(), load.name())?;
+        resident.push(formula(
+            format!("{role} buffers on the device: {model}"),
+            Category::Persistent,
+            product,
+            "accelerate cpu_offload with offload_buffers=False (diffusers' default): \
+             AlignDevicesHook.init_hook moves every buffer to the execution device",
+        )?);
+    }
+    Ok(resident)
+}
+
+/// Block-level group offloading of a model that declares its blocks: `at_once` groups of
+/// `per_group` of its largest block, and everything outside its block lists. `None` when the
+/// model declares no blocks (the caller holds it whole).
+fn block_groups(
+    program: &Layered<'_>,
+    model: &str,
+    format: WeightFormat,
+    role: &str,
+    per_group: u64,
+    at_once: u64,
+) -> Result<Option<Vec<Component>>, Overflow> {
+    const SOURCE: &str = "diffusers enable_group_offload, block_level \
+         (hooks/group_offloading.py _apply_group_offloading_block_level)";
+    let Some(blocks) = program.model(model).and_then(|m| m.blocks) else { return Ok(None) };
+    let precision = format.matrix(crate::quant::Matrix::Up, 0, 1, 1);
+    let mut groups = Product::new();
+    if at_once > 1 {
+        groups = groups.times(at_once, "groups (the next one prefetched)")?;
+    }
+    let groups = groups
+        .times(per_group, "blocks per group")?
+        .times(blocks.largest, "params of its largest block")?
+        .bytes_each(precision.bytes_per_element(), precision.name())?;
+    let outside = Product::new()
+        .times(blocks.outside, "params outside its block lists")?
+        .bytes_each(precision.bytes_per_element(), precision.name())?;
+    Ok(Some(vec![
+        formula(
+            format!("{role} weights on the device: block groups of {model}"),
+            Category::Persistent,
+            groups,
+            SOURCE,
+        )?,
+        formula(
+            format!("{role} weights on the device: the rest of {model}"),
+            Category::Persistent,
+            outside,
+            SOURCE,
+        )?,
+    ]))
+}
+
 /// The weights of `model`'s largest module in `format`: its `largest_module`, else the largest
 /// matrix its shape has (the token embedding, an attention projection or an MLP matrix).
 fn largest_module_weights(
@@ -729,6 +836,7 @@ fn largest_module_weights(
     model: &str,
     format: WeightFormat,
     role: &str,
+    at_once: u64,
 ) -> Result<Option<Component>, Overflow> {
     let Some(found) = program.model(model) else { return Ok(None) };
     let params = match (found.largest_module, &found.shape) {
@@ -745,15 +853,20 @@ fn largest_module_weights(
         (None, None) => return Ok(None),
     };
     let precision = format.matrix(crate::quant::Matrix::Up, 0, 1, 1);
-    let product = Product::new()
+    let mut product = Product::new();
+    if at_once > 1 {
+        product = product.times(at_once, "modules (the next one prefetched)")?;
+    }
+    let product = product
         .times(params, "params of its largest module")?
         .bytes_each(precision.bytes_per_element(), precision.name())?;
     formula(
         format!("{role} weights on the device: the largest module of {model}"),
         Category::Persistent,
         product,
-        "diffusers enable_sequential_cpu_offload: accelerate's cpu_offload moves one module's \
-         own tensors to the device before its forward (attach_align_device_hook)",
+        "diffusers enable_sequential_cpu_offload (accelerate's cpu_offload, \
+         attach_align_device_hook) or leaf-level enable_group_offload: one module's own tensors \
+         on the device for its forward",
     )
     .map(Some)
 }

@@ -1,5 +1,6 @@
-//! Sequential offload (diffusers `enable_sequential_cpu_offload`): one module's weights on the
-//! device at a time, beside its phase's tensors; pinned by hand.
+//! Offload that moves parts of models, pinned by hand: sequential offload (diffusers
+//! `enable_sequential_cpu_offload`), one module's weights on the device at a time beside its
+//! phase's tensors, and group offloading (`enable_group_offload`), by blocks or by leaf modules.
 
 use vram_core::budget::{CheckBudget, SuggestionKind};
 
@@ -157,4 +158,91 @@ fn buffers_stay_on_the_device_through_every_phase() {
     // Without sequential offload the buffer is part of the resident weights, not said apart.
     let resident = evaluate(&source.replace("; offload sequential", ""));
     assert!(names(&resident[0]).iter().all(|n| !n.contains("buffers")));
+}
+
+/// The pipeline with the denoiser cut into blocks: 28 blocks of 60 M parameters and 320 M
+/// outside them (2 B parameters in all), and a text encoder without block lists.
+fn blocked(extra: &str) -> String {
+    pipeline("100 million", extra).replace(
+        "model dit { params 2 billion; largest_module 50 million }",
+        "model dit { params 2 billion; largest_module 50 million; largest_block 60 million; outside_blocks 320 million }",
+    )
+}
+
+#[test]
+fn block_level_group_offload_holds_a_group_and_the_rest_of_its_model() {
+    let step: u64 = 2 * (4096 + 256) * 1536 * 10 * 2;
+    let decode: u64 = 1024 * 1024 * 3 * 256 * 2;
+    // One block per group: the denoising step holds 60 M + 320 M parameters at 2 B beside its
+    // tensors; the text encoder, without block lists, is one group of 1 B parameters (2 GB),
+    // the largest phase.
+    let checks = evaluate(&blocked("; offload blocks"));
+    let check = &checks[0];
+    assert_eq!(bytes(check, "text encoder weights: te"), 2_000_000_000);
+    assert!(names(check).iter().all(|n| !n.starts_with("denoiser")));
+    // Without the text encoder the decode is the peak, with the whole VAE (80 M × 2 B).
+    let checks = evaluate(&blocked("; offload blocks").replace("text_encoders te; ", ""));
+    let check = &checks[0];
+    assert!(decode + 160_000_000 > step + 760_000_000);
+    assert_eq!(bytes(check, "VAE decode peak"), decode);
+    assert_eq!(bytes(check, "VAE weights: ae"), 160_000_000);
+    // Eight blocks per group: 8 × 60 M + 320 M parameters, 1.6 GB, beside the step, now above
+    // the decode.
+    let checks = evaluate(
+        &blocked("; offload blocks; blocks_per_group 8").replace("text_encoders te; ", ""),
+    );
+    let check = &checks[0];
+    assert!(step + 1_600_000_000 > decode + 160_000_000);
+    assert_eq!(
+        bytes(check, "denoiser weights on the device: block groups of dit"),
+        8 * 60_000_000 * 2
+    );
+    assert_eq!(bytes(check, "denoiser weights on the device: the rest of dit"), 320_000_000 * 2);
+    // A stream prefetches the next group: two groups of one block.
+    let checks = evaluate(
+        &blocked("; offload blocks; offload_stream true; blocks_per_group 4")
+            .replace("text_encoders te; ", "")
+            .replace("; vae ae", ""),
+    );
+    assert_eq!(
+        bytes(&checks[0], "denoiser weights on the device: block groups"),
+        2 * 60_000_000 * 2
+    );
+}
+
+#[test]
+fn leaf_level_group_offload_is_sequential_offload_with_a_prefetched_module() {
+    let sequential = evaluate(&pipeline("1 billion", "; offload sequential"));
+    let leaves = evaluate(&pipeline("1 billion", "; offload leaves"));
+    let module = "text encoder weights on the device: the largest module of te";
+    assert_eq!(bytes(&leaves[0], module), bytes(&sequential[0], module));
+    let streamed = evaluate(&pipeline("1 billion", "; offload leaves; offload_stream true"));
+    assert_eq!(bytes(&streamed[0], module), 2 * 1_000_000_000 * 2);
+    // Leaf modules need their sizes, as sequential offload does.
+    let without_sizes = pipeline("100 million", "; offload leaves").replace(
+        "model ae { params 80 million; largest_module 2 million }",
+        "model ae { params 80 million }",
+    );
+    let outcome = vram_core::evaluate(&without_sizes);
+    let codes: Vec<_> =
+        outcome.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.code.to_string()).collect();
+    assert_eq!(codes, ["E011"]);
+}
+
+#[test]
+fn group_offload_settings_say_when_they_do_nothing() {
+    let outcome = vram_core::evaluate(&blocked("; blocks_per_group 2"));
+    let codes: Vec<_> = outcome.diagnostics.iter().map(|d| d.code.to_string()).collect();
+    assert_eq!(codes, ["W005"]);
+    let outcome =
+        vram_core::evaluate(&blocked("; offload blocks; offload_stream true; blocks_per_group 2"));
+    let codes: Vec<_> = outcome.diagnostics.iter().map(|d| d.code.to_string()).collect();
+    assert_eq!(codes, ["W005"]);
+    // A block size needs the size of what lies outside the blocks.
+    let outcome = vram_core::evaluate(
+        &blocked("; offload blocks").replace("; outside_blocks 320 million", ""),
+    );
+    let codes: Vec<_> =
+        outcome.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.code.to_string()).collect();
+    assert_eq!(codes, ["E011"]);
 }
