@@ -113,6 +113,23 @@ fn lora_rank_16_on_all_linear_layers_of_llama_8b() {
 }
 
 #[test]
+fn full_sharding_divides_the_adapters_too() {
+    let source = |sharding: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ method lora {{ rank 16; targets all }}; weights bf16; sequence 1024 tokens; sharding {sharding} }} }}\ncheck w on 4 x a100-sxm4-80gb split data 4"
+        )
+    };
+    // ZeRO-3 / FSDP FULL_SHARD partition every parameter: each rank keeps a quarter of the
+    // 41,943,040 fp32 adapter parameters, as it does of their optimizer state.
+    let full = evaluate(&source("zero3"));
+    assert_eq!(bytes(&full[0], 0, "LoRA adapters"), 41_943_040 * 4 / 4);
+    assert_eq!(bytes(&full[0], 0, "adapter optimizer state"), 41_943_040 * 8 / 4);
+    // ZeRO-2 keeps whole parameters on every rank.
+    let states = evaluate(&source("zero2"));
+    assert_eq!(bytes(&states[0], 0, "LoRA adapters"), 41_943_040 * 4);
+}
+
+#[test]
 fn lora_adapters_keep_their_dropout_masks_and_inputs() {
     let source = |method: &str, checkpointing: &str| {
         format!(

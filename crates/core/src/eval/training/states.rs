@@ -275,14 +275,21 @@ pub(in crate::eval) fn adapter_states(
 ) -> Result<Vec<Component>, Overflow> {
     let Adapters { params, dtype, .. } = *adapters;
     let mut components = Vec::new();
-    let weights = Product::new()
-        .times(params, adapters.label.clone())?
-        .bytes_each(dtype.bytes_per_element(), dtype.name())?;
-    components.push(state(
-        "LoRA adapters",
-        weights.finish()?,
-        "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)",
-    ));
+    // ZeRO-3 and FSDP's full sharding partition every parameter, the adapters' too.
+    let weight_ways = divisor(training, Sharding::Zero3, data);
+    let weights = sharded(
+        params,
+        adapters.label.clone(),
+        dtype.bytes_per_element(),
+        dtype.name(),
+        weight_ways,
+    )?;
+    let source = if weight_ways > 1 {
+        "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out); §5.2: ZeRO-3 / FSDP full sharding"
+    } else {
+        "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)"
+    };
+    components.push(state("LoRA adapters", weights, source));
     let figures = gradients(params, "adapter params", dtype, training, data, adapters.largest)?;
     if training.gradients_freed_each_step() {
         phase.gradients.push((figures.0, formula!("adapter gradients {}", figures.1)));
