@@ -812,6 +812,8 @@ pub struct Diffusion {
     /// when the VAE config says `force_upcast`); set only where it takes effect.
     pub vae_upcast: bool,
     pub offload: DiffusionOffload,
+    /// How the denoiser's attention computes its scores while sampling.
+    pub attention: DiffusionAttention,
     /// The quantized formats were applied while loading (diffusers `PipelineQuantizationConfig`,
     /// `from_pretrained(quantization_config=...)`) rather than to loaded models.
     pub quantize_on_load: bool,
@@ -861,6 +863,30 @@ pub struct Denoiser {
     /// The blocks a training step stores activations for and LoRA adapts; written only for
     /// training (inference sizes one block from `hidden`).
     pub blocks: Option<DenoiserBlocks>,
+}
+
+/// How a UNet denoiser's attention runs while sampling (`attention`, `attention_slice`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiffusionAttention {
+    /// A fused kernel (PyTorch's SDPA, xformers): no score matrix is materialized.
+    Fused,
+    /// diffusers' `AttnProcessor` (PyTorch before 2.0 without xformers): `baddbmm` scores and
+    /// their softmax over every head of the batch at once.
+    Eager,
+    /// `enable_attention_slicing` (`SlicedAttnProcessor`): the eager scores over `slice` of the
+    /// batch's heads at a time.
+    Sliced(AttentionSlice),
+}
+
+/// `enable_attention_slicing(slice_size)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionSlice {
+    /// `"auto"`: half of each attention layer's heads.
+    Auto,
+    /// `"max"`: one head at a time.
+    Max,
+    /// That many heads at a time.
+    Heads(u64),
 }
 
 /// Rotary position embeddings in a transformer denoiser's attention (`rope`).

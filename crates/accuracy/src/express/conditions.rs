@@ -600,6 +600,31 @@ impl Cx<'_> {
         latest_month(&text).is_some_and(|(year, month)| (year, month) < (2024, 10))
     }
 
+    /// diffusers' attention before a fused kernel was its default: releases before 0.13 (or
+    /// PyTorch before 2.0, which has no `scaled_dot_product_attention`) ran `AttnProcessor`'s
+    /// materialized scores unless xformers was enabled.
+    pub(crate) fn diffusers_eager_attention(&self) -> bool {
+        let point = self.point;
+        let text = framework_and_version(point);
+        let settings = format!(
+            "{} {} {}",
+            text,
+            point.other_settings.as_deref().unwrap_or_default(),
+            point.offload.as_deref().unwrap_or_default()
+        )
+        .to_lowercase();
+        if settings.contains("xformers") || settings.contains("sdpa") {
+            return false;
+        }
+        let minor_after = |prefix: &str| {
+            let at = text.find(prefix)?;
+            crate::data::leading_number(&text[at + prefix.len()..])
+        };
+        let old_diffusers = minor_after("diffusers 0.").is_some_and(|minor| minor < 13);
+        let old_torch = minor_after("torch 1.").is_some() || minor_after("pytorch 1.").is_some();
+        old_diffusers || old_torch
+    }
+
     /// The Trainer's default optimizer before it became PyTorch's AdamW: transformers' own
     /// `AdamW` (`optim="adamw_hf"`), in releases before 4.29.
     pub(crate) fn legacy_trainer_adamw(&self) -> bool {

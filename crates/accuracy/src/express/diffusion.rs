@@ -455,6 +455,24 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
             out.push_str("    offload_stream true\n");
         }
     }
+    if pipeline.unet.is_some() {
+        if let Some(slice) = switches.attention_slicing {
+            out.push_str("    attention     sliced\n");
+            if slice != "auto" {
+                let _ = writeln!(out, "    attention_slice {slice}");
+            }
+        } else if cx.diffusers_eager_attention() {
+            cx.assume(
+                assume::RUNTIME_DEFAULT,
+                "diffusers before 0.13 (or PyTorch 1.x) without xformers: AttnProcessor's \
+                 materialized scores",
+            );
+            out.push_str("    attention     eager\n");
+        }
+    } else if switches.attention_slicing.is_some() {
+        cx.unreadable("offload", "attention slicing on a transformer denoiser");
+        return None;
+    }
     if switches.model_offload || switches.sequential_offload {
         out.push_str(if switches.sequential_offload {
             "    offload       sequential\n"
@@ -544,6 +562,9 @@ struct Switches {
     sequential_offload: bool,
     vae_tiling: bool,
     group: Option<GroupOffload>,
+    /// `enable_attention_slicing` and its slice size (`"auto"` unless stated: `"max"` or a
+    /// count).
+    attention_slicing: Option<&'static str>,
 }
 
 /// diffusers group offloading as the source states it: leaf level or block level, blocks per
@@ -576,12 +597,27 @@ fn group_argument(group: &mut GroupOffload, part: &str) -> bool {
     true
 }
 
+/// An `enable_attention_slicing` argument: `"max"`, `"auto"` or a count of heads.
+fn slice_size(part: &str) -> Option<&'static str> {
+    let word = part.trim_start_matches("slice_size").trim_matches(['=', '\'', '"', ' ']);
+    match word {
+        "max" => Some("max"),
+        "auto" => Some("auto"),
+        "1" => Some("1"),
+        "2" => Some("2"),
+        "4" => Some("4"),
+        "8" => Some("8"),
+        _ => None,
+    }
+}
+
 fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
     let mut switches = Switches {
         model_offload: false,
         sequential_offload: false,
         vae_tiling: false,
         group: None,
+        attention_slicing: None,
     };
     let Some(stated) = cx.point.offload.clone() else { return Some(switches) };
     if super::conditions::is_none_word(&stated) {
@@ -598,6 +634,13 @@ fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
             group_argument(group, part);
         } else if switches.group.as_mut().is_some_and(|group| group_argument(group, part)) {
             // An argument of the group offloading named before it.
+        } else if part.contains("attention slicing") || part.contains("enable_attention_slicing") {
+            switches.attention_slicing = Some("auto");
+        } else if let (Some(slice), Some(size)) =
+            (&mut switches.attention_slicing, slice_size(part))
+        {
+            // The slice size written after the call.
+            *slice = size;
         } else if part.contains("sequential") {
             switches.sequential_offload = true;
         } else if part.contains("model") && (part.contains("offload") || part.contains("cpu")) {
@@ -761,7 +804,14 @@ mod tests {
         assert!(sequential.contains("offload       sequential"), "{sequential}");
         let words = sdxl("sequential CPU offload + VAE tiling", 1).expect("expressible");
         assert!(words.contains("offload       sequential") && words.contains("vae_tiling    true"));
-        assert!(sdxl("attention slicing", 1).is_err());
+        let sliced = sdxl("attention slicing", 1).expect("expressible");
+        assert!(sliced.contains("attention     sliced"), "{sliced}");
+        let max =
+            sdxl("enable_attention_slicing('max') + model CPU offload", 1).expect("expressible");
+        assert!(
+            max.contains("attention_slice max") && max.contains("offload       model"),
+            "{max}"
+        );
         let group = sdxl(
             "pipe.transformer.enable_group_offload(onload_device, offload_type='block_level', num_blocks_per_group=2)",
             1,

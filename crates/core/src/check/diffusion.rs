@@ -12,8 +12,8 @@ use super::quantity::Dim;
 use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
-    BlockLayout, DEFAULT_VAE_TILE, Denoiser, DenoiserBlocks, Diffusion, DiffusionOffload, Heads,
-    Rope, VaeCaches, Video,
+    AttentionSlice, BlockLayout, DEFAULT_VAE_TILE, Denoiser, DenoiserBlocks, Diffusion,
+    DiffusionAttention, DiffusionOffload, Heads, Rope, VaeCaches, Video,
 };
 use crate::quant::WeightFormat;
 
@@ -171,11 +171,13 @@ const UNET_FIELDS: &[&str] = &[
 
 /// The denoiser's block structure, read when the pipeline is trained (`unet`: the architecture,
 /// when it was readable). The fields of the other architecture are refused.
+/// The denoiser's block structure, which a training step and unfused attention while sampling
+/// (`needed`) size their tensors by; `None` when not needed.
 fn blocks(
     fields: &Fields<'_>,
     unet: Option<bool>,
     hidden: Option<u64>,
-    training: bool,
+    needed: bool,
 ) -> Option<DenoiserBlocks> {
     let unet = unet?;
     let (own, other): (&[&str], &[&str]) = if unet {
@@ -209,7 +211,7 @@ fn blocks(
     let transformer_layers =
         fields.get("transformer_layers").map(|field| (field, per_level(fields, field, 0)));
     let mid_layers = fields.whole("mid_transformer_layers", Dim::Count, 0, 64, "10");
-    if !training {
+    if !needed {
         return None;
     }
     let examples = [
@@ -413,6 +415,8 @@ pub(super) fn diffusion(
         ("loaded_on_device", Repeat::Once),
         ("blocks_per_group", Repeat::Once),
         ("offload_stream", Repeat::Once),
+        ("attention", Repeat::Once),
+        ("attention_slice", Repeat::Once),
         ("heads", Repeat::Once),
         ("layers", Repeat::Once),
         ("channel_mult", Repeat::Once),
@@ -473,6 +477,8 @@ pub(super) fn diffusion(
             "loaded_on_device",
             "blocks_per_group",
             "offload_stream",
+            "attention",
+            "attention_slice",
             "vae_tiling",
             "vae_upcast",
         ];
@@ -598,7 +604,9 @@ pub(super) fn diffusion(
         }
     }
     let rope = rope(&fields, architecture, training);
-    let blocks = blocks(&fields, architecture, hidden, training);
+    let attention = attention(&fields, block, architecture);
+    let unfused = !matches!(attention, Some(DiffusionAttention::Fused));
+    let blocks = blocks(&fields, architecture, hidden, training || unfused);
     let found = fields.finish();
     let ok = found.is_empty();
     diagnostics.extend(found);
@@ -630,6 +638,7 @@ pub(super) fn diffusion(
         vae_channels,
         vae_tile: vae_tiling.then_some(vae_tile),
         vae_upcast: vae_upcast && vae_fp16 && !training,
+        attention: attention.unwrap_or(DiffusionAttention::Fused),
         offload: match offload {
             Some("model") => DiffusionOffload::Model { loaded_on_device },
             Some("sequential") => DiffusionOffload::Sequential { loaded_on_device },
@@ -645,4 +654,54 @@ pub(super) fn diffusion(
         },
         quantize_on_load,
     })
+}
+
+/// `attention fused | eager | sliced` and `attention_slice auto | max | N` while sampling;
+/// `None` after an error. Unfused attention is modelled for a UNet, whose structure fields then
+/// give each attention level's heads and positions.
+fn attention(
+    fields: &Fields<'_>,
+    block: &crate::ast::Block,
+    unet: Option<bool>,
+) -> Option<DiffusionAttention> {
+    let written = fields.choice("attention", &["fused", "eager", "sliced"]);
+    let slice_field = block.fields.iter().find(|f| f.key.name == "attention_slice");
+    let slice = match slice_field {
+        None => Some(AttentionSlice::Auto),
+        Some(field) => match field.values.as_slice() {
+            [crate::ast::Value::Word(word)] => fields
+                .word_in(field, word, &["auto", "max"])
+                .map(|w| if w == "auto" { AttentionSlice::Auto } else { AttentionSlice::Max }),
+            _ => fields
+                .whole("attention_slice", Dim::Count, 1, 4096, "auto")
+                .map(AttentionSlice::Heads),
+        },
+    };
+    if let (Some(field), false) = (slice_field, matches!(written, Some(("sliced", _)))) {
+        fields.push(
+            Diagnostic::warning(
+                "W005",
+                field.key.span,
+                "`attention_slice` has no effect without `attention sliced`",
+            )
+            .with_help("add `attention sliced`, or remove `attention_slice`"),
+        );
+    }
+    let attention = match written {
+        None | Some(("fused", _)) => return Some(DiffusionAttention::Fused),
+        Some(("eager", span)) => (DiffusionAttention::Eager, span),
+        Some((_, span)) => (DiffusionAttention::Sliced(slice?), span),
+    };
+    if unet == Some(false) {
+        fields.push(
+            Diagnostic::error(
+                "E013",
+                attention.1,
+                "unfused attention is modelled for a UNet denoiser; a transformer denoiser runs fused",
+            )
+            .with_help("remove `attention`, or describe a UNet (`architecture unet`)"),
+        );
+        return None;
+    }
+    Some(attention.0)
 }

@@ -37,7 +37,9 @@ use super::vae_decode::{self, DecoderShape};
 use super::vae_video::{self, VideoShape};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
-use crate::hir::{Diffusion, DiffusionOffload, Layered, Rope};
+use crate::hir::{
+    AttentionSlice, BlockLayout, Diffusion, DiffusionAttention, DiffusionOffload, Layered, Rope,
+};
 use crate::precision::Precision;
 use crate::quant::WeightFormat;
 use crate::ratio::Ratio;
@@ -502,6 +504,7 @@ pub(crate) fn components(
         product,
         "DOMAIN.md §7.1 latent sizing; derived, see eval/diffusion.rs",
     )?);
+    denoise.extend(unfused_attention(diffusion, guided, elem)?);
     if !diffusion.denoiser.unet && diffusion.denoiser.rope == Rope::Fp32 {
         let tokens = latent / 4 + diffusion.text_tokens;
         let per_unit = rope_fp32(elem.bytes_per_element()).ok_or(Overflow)?;
@@ -597,6 +600,78 @@ pub(crate) fn components(
             parts(program, diffusion, &[encode, denoise, decode], moved, loaded_on_device)
         }
     }
+}
+
+/// A UNet's attention scores while sampling without a fused kernel, at the attention level
+/// where they peak. diffusers' `Attention.get_attention_scores` (`AttnProcessor`,
+/// `SlicedAttnProcessor`) runs `baddbmm` over an empty tensor of the scores' size, drops it,
+/// and takes the softmax beside the scores: two score-sized tensors at once, in the compute
+/// type, over `batch × heads` rows of `positions²` (all of them eagerly; `slice` at a time under
+/// attention slicing, half of a layer's heads for `"auto"`, one for `"max"`). Level `i` of a
+/// UNet has `(width / 8 / 2^i) × (height / 8 / 2^i)` positions; the mid block's attention is at
+/// the deepest level.
+fn unfused_attention(
+    diffusion: &Diffusion,
+    guided: u64,
+    elem: Precision,
+) -> Result<Option<Component>, Overflow> {
+    let slice = match diffusion.attention {
+        DiffusionAttention::Fused => return Ok(None),
+        DiffusionAttention::Eager => None,
+        DiffusionAttention::Sliced(slice) => Some(slice),
+    };
+    let Some(blocks) = &diffusion.denoiser.blocks else { return Ok(None) };
+    let BlockLayout::Unet { channel_mult, transformer_layers, mid_transformer_layers, .. } =
+        &blocks.layout
+    else {
+        return Ok(None);
+    };
+    let mut levels: Vec<usize> = (0..channel_mult.len())
+        .filter(|level| transformer_layers.get(*level).is_some_and(|n| *n > 0))
+        .collect();
+    if *mid_transformer_layers > 0 {
+        levels.push(channel_mult.len() - 1);
+    }
+    let mut best: Option<(u128, Product)> = None;
+    for level in levels {
+        let heads = blocks.heads.at(diffusion.denoiser.hidden.saturating_mul(channel_mult[level]));
+        let side = 8u64.checked_mul(1 << level).ok_or(Overflow)?;
+        let positions = (diffusion.width / side) * (diffusion.height / side) * diffusion.frames;
+        let rows = diffusion.batch.checked_mul(guided).and_then(|b| b.checked_mul(heads));
+        let rows = rows.ok_or(Overflow)?;
+        let (rows, label) = match slice {
+            None => (rows, "batch × heads rows".to_string()),
+            Some(AttentionSlice::Auto) => {
+                ((heads / 2).max(1), format!("rows of a slice (half of {heads} heads)"))
+            }
+            Some(AttentionSlice::Max) => (1, "row of a slice (one head)".to_string()),
+            Some(AttentionSlice::Heads(n)) => (n.min(rows), "rows of a slice".to_string()),
+        };
+        let product = Product::new()
+            .times(2, "score-sized tensors (scores, softmax)")?
+            .times(rows, label)?
+            .times(positions, formula!("level-{level} positions"))?
+            .times(positions, "positions")?
+            .bytes_each(elem.bytes_per_element(), elem.name())?;
+        let bytes = u128::from(product.value()?.0);
+        if best.as_ref().is_none_or(|(b, _)| bytes > *b) {
+            best = Some((bytes, product));
+        }
+    }
+    let Some((_, product)) = best else { return Ok(None) };
+    let name = if slice.is_some() {
+        "denoiser attention scores (sliced)"
+    } else {
+        "denoiser attention scores (eager)"
+    };
+    formula(
+        name,
+        Category::Intermediate,
+        product,
+        "diffusers Attention.get_attention_scores: baddbmm over an empty tensor, then the softmax \
+         (AttnProcessor; SlicedAttnProcessor a slice of batch × heads at a time)",
+    )
+    .map(Some)
 }
 
 /// Model offload (diffusers `enable_model_cpu_offload`): accelerate's `CpuOffload` hook on each
