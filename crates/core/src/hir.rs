@@ -660,6 +660,9 @@ pub struct Training {
     pub text_encoders: TextEncoders,
     /// Where the optimizer keeps its states.
     pub states_memory: StatesMemory,
+    /// GaLore (Zhao et al. 2024, `galore_torch`): the optimizer keeps its states for every layer
+    /// matrix in a rank-`r` projection of its gradient; `None` without it.
+    pub galore_rank: Option<u64>,
 }
 
 /// Where an optimizer keeps its states on the device.

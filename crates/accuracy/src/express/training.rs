@@ -66,6 +66,7 @@ pub(super) fn body(
     }
     out.push_str(&states);
     let _ = writeln!(out, "    optimizer     {optimizer}");
+    out.push_str(&galore(cx));
     let _ = writeln!(out, "    micro_batch   {micro_batch}");
     if let Some(source) = source {
         let _ = writeln!(out, "    source        {source} tokens  # the encoder's input");
@@ -159,7 +160,8 @@ fn method(
     // DoRA (PEFT `use_dora`) and QDoRA: LoRA whose adapted matrices also train a magnitude.
     let dora = lower.contains("dora");
     if !lower.contains("lora") && !dora {
-        if lower.contains("full") {
+        // GaLore trains every parameter; its projection is the optimizer's (`galore`).
+        if lower.contains("full") || lower.contains("galore") {
             return Some(full());
         }
         cx.unreadable("finetune_method", &text);
@@ -606,6 +608,10 @@ fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
         } else {
             "sgd-momentum  # Lion: one momentum per parameter"
         })
+    } else if lower.contains("adafactor") && lower.contains("galore") {
+        // GaLore's Adafactor is not modelled (the core keeps GaLore to AdamW's moments).
+        cx.unreadable("optimizer", &text);
+        None
     } else if lower.contains("adafactor") {
         Some("adafactor")
     } else if lower.contains("adam") && cx.legacy_trainer_adamw() {
@@ -623,6 +629,35 @@ fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
         cx.unreadable("optimizer", &text);
         None
     }
+}
+
+/// GaLore's lines when the method or the optimizer names it (transformers' `galore_adamw`,
+/// `galore_adamw_8bit`, their `_layerwise` forms): the rank stated, else the Trainer's default
+/// (`optim_args` rank 128); a layerwise optimizer steps each parameter in the backward pass.
+fn galore(cx: &mut Cx<'_>) -> String {
+    let point = cx.point;
+    let text = format!(
+        "{} {} {}",
+        point.optimizer.as_deref().unwrap_or_default(),
+        point.finetune_method.as_deref().unwrap_or_default(),
+        point.other_settings.as_deref().unwrap_or_default()
+    )
+    .to_lowercase();
+    if !text.contains("galore") {
+        return String::new();
+    }
+    let rank = rank(&text).unwrap_or_else(|| {
+        cx.assume(
+            assume::RUNTIME_DEFAULT,
+            "GaLore rank not stated: transformers' default optim_args rank 128",
+        );
+        128
+    });
+    let mut lines = format!("    galore_rank   {rank}\n");
+    if text.contains("layerwise") || text.contains("layer-wise") || text.contains("per-layer") {
+        lines.push_str("    step_in_backward true  # GaLore's layerwise optimizer\n");
+    }
+    lines
 }
 
 /// Whether the point trains with transformers' `Trainer` (or TRL's, which inherits its
@@ -654,6 +689,22 @@ mod tests {
     fn workload(fields: &str) -> String {
         let expressed = super::super::express(&point(fields)).expect("expressible");
         expressed.source.split("workload point").nth(1).expect("a workload").to_string()
+    }
+
+    #[test]
+    fn galore_projects_full_training_at_its_rank() {
+        let galore = workload(
+            r#"{"workload": "training_full", "finetune_method": "full fine-tune",
+                "optimizer": "galore_adamw_8bit_layerwise (rank=64)"}"#,
+        );
+        assert!(galore.contains("method        full") && galore.contains("galore_rank   64"));
+        assert!(
+            galore.contains("optimizer     adamw-8bit") && galore.contains("step_in_backward true")
+        );
+        let method = workload(
+            r#"{"workload": "training_full", "finetune_method": "GaLore", "optimizer": "adamw_torch"}"#,
+        );
+        assert!(method.contains("galore_rank   128") && !method.contains("step_in_backward"));
     }
 
     #[test]

@@ -72,6 +72,7 @@ pub(super) fn training(
         ("zero_grad", Repeat::Once),
         ("train_text_encoders", Repeat::Once),
         ("paged_optimizer", Repeat::Once),
+        ("galore_rank", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
     if denoiser.is_some() {
@@ -218,6 +219,33 @@ pub(super) fn training(
             .with_help("remove `paged_optimizer`, or `offload`"),
         );
     }
+    let galore_rank = fields.whole("galore_rank", Dim::Count, 1, 65_536, "128");
+    let galore_field = block.fields.iter().find(|f| f.key.name == "galore_rank");
+    if let (Some(field), Some(_)) = (galore_field, galore_rank) {
+        // galore_torch projects a full model's gradients, keeps AdamW (or 8-bit Adam) moments,
+        // and has no ZeRO, FSDP or offload path (transformers refuses GaLore with DeepSpeed).
+        let refusal = if !matches!(method, Some(Method::Full)) {
+            Some("`galore_rank` projects the gradients of full training; LoRA has its own low rank")
+        } else if denoiser.is_some() {
+            Some(
+                "`galore_rank` is modelled for a language model's layer matrices, not a denoiser's",
+            )
+        } else if !matches!(optimizer, None | Some(Optimizer::AdamW | Optimizer::AdamW8bit)) {
+            Some("`galore_rank` is modelled with `optimizer adamw` or `adamw8bit`")
+        } else if sharding.is_some_and(|s| s != Sharding::None)
+            || offload.is_some_and(|o| o != Offload::None)
+        {
+            Some("`galore_rank` runs without sharding or offload (galore_torch has neither)")
+        } else {
+            None
+        };
+        if let Some(message) = refusal {
+            fields.push(
+                Diagnostic::error("E014", field.key.span, message)
+                    .with_help("remove `galore_rank`, or the setting it cannot run with"),
+            );
+        }
+    }
     let micro_batch = fields.whole("micro_batch", Dim::Count, 1, 1_000_000, "4");
     // A denoiser's positions are the diffusion section's; 0 marks the field unused.
     let sequence = if denoiser.is_some() {
@@ -290,6 +318,7 @@ pub(super) fn training(
         } else {
             TextEncoders::Frozen
         },
+        galore_rank,
         // A denoiser is counted by its parameters alone: nothing of it is left unquantized.
         unquantized: unquantized.unwrap_or_else(|| {
             if denoiser.is_some() { weights.companion() } else { default_unquantized(weights) }

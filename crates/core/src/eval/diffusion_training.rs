@@ -107,6 +107,7 @@ pub(crate) fn components(
             components.extend(llm_training::trained_states(
                 "",
                 params,
+                params,
                 "params",
                 training,
                 1,
@@ -157,6 +158,7 @@ fn text_encoder_states(
     };
     llm_training::trained_states(
         "text encoders: ",
+        params,
         params,
         "text encoder params",
         training,

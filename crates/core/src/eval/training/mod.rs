@@ -19,6 +19,7 @@ use crate::ratio::Ratio;
 mod activations;
 mod deepspeed;
 mod dora;
+mod galore;
 mod seq2seq;
 mod states;
 
@@ -201,9 +202,24 @@ pub(crate) fn components(
     let mut phase = StepPhase::default();
     let trained = match &training.method {
         Method::Full => {
+            // GaLore: the layer matrices keep states for their projected gradients.
+            let galore = match training.galore_rank {
+                Some(rank) => Some((rank, galore::projected(shape, placement, rank)?)),
+                None => None,
+            };
+            let state_params = galore.as_ref().map_or(Ok(params), |(_, projected)| {
+                (params - projected.params.min(params))
+                    .checked_add(projected.state_values)
+                    .ok_or(Overflow)
+            })?;
+            if let Some((rank, projected)) = &galore {
+                components
+                    .push(galore::projectors_and_step(projected, *rank, training, &mut phase)?);
+            }
             components.extend(trained_states(
                 "",
                 params,
+                state_params,
                 "params",
                 training,
                 data,
@@ -247,6 +263,7 @@ pub(crate) fn components(
                 ));
                 components.extend(trained_states(
                     "saved modules: ",
+                    saved,
                     saved,
                     "params",
                     training,

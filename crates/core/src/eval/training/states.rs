@@ -138,7 +138,12 @@ fn step_transient(
 ) -> Result<Option<(crate::bytes::Bytes, String)>, Overflow> {
     // Stepped in the backward pass, each parameter has its own optimizer: its temporaries are
     // one tensor's, left out like a per-tensor loop's.
-    if training.offload != Offload::None || params == 0 || training.levers.step_in_backward {
+    // GaLore's optimizer loops over the parameters one at a time (`galore.rs` counts its step).
+    if training.offload != Offload::None
+        || params == 0
+        || training.levers.step_in_backward
+        || training.galore_rank.is_some()
+    {
         return Ok(None);
     }
     if training.deepspeed {
@@ -202,9 +207,12 @@ const STEP_IN_BACKWARD_SOURCE: &str = "torchtune optimizer_in_bwd: one optimizer
 /// largest trained tensor. What the optimizer step holds of its own goes to `phase`, and so do
 /// gradients freed after every step.
 #[allow(clippy::too_many_arguments)]
+/// `state_params`: the values the optimizer keeps states for, per state (`params`, or fewer
+/// under GaLore, whose layer matrices keep projected states).
 pub(in crate::eval) fn trained_states(
     prefix: &str,
     params: u64,
+    state_params: u64,
     label: &'static str,
     training: &Training,
     data: u64,
@@ -237,10 +245,15 @@ pub(in crate::eval) fn trained_states(
         }
     }
     if on_device {
+        let state_label = if state_params == params {
+            label
+        } else {
+            "values (the other params and the layer matrices' projected gradients)"
+        };
         components.extend(optimizer_state(
             &format!("{prefix}optimizer state"),
-            params,
-            label,
+            state_params,
+            state_label,
             training,
             master_ways,
             updated,
