@@ -696,6 +696,9 @@ fn precisions(
         vec![Encoder::T5]
     } else if w.contains("transformer only") || w.contains(", te ") {
         Vec::new()
+    } else if let Some(script) = script_quantizes_text_encoder(&point.source_id) {
+        cx.assume(assume::SCRIPT_SETTING, format!("the text encoder quantized too: {script}"));
+        vec![Encoder::T5]
     } else {
         // The common use, a quantization config passed to the denoiser's own from_pretrained
         // (or diffusers' components_to_quantize naming the transformer or UNet alone).
@@ -709,6 +712,19 @@ fn precisions(
     let encoders =
         all.iter().map(|encoder| if quantized.contains(encoder) { scheme } else { base }).collect();
     Some((base, scheme, encoders))
+}
+
+/// The script behind a source's table when it quantizes the text encoder with the denoiser on
+/// every row, whether or not a row's wording says so.
+fn script_quantizes_text_encoder(source_id: &str) -> Option<&'static str> {
+    match source_id {
+        // Its int8 rows say "TE + transformer"; the benchmark applies each scheme to both.
+        "S20" => Some(
+            "sayakpaul/diffusers-torchao inference/benchmark_video.py load_pipeline applies the \
+             scheme to pipe.text_encoder and pipe.transformer",
+        ),
+        _ => None,
+    }
 }
 
 /// Whether a point's other settings say the scheme applies to the text encoder ("int8
@@ -789,6 +805,30 @@ mod tests {
         let changes = serde_json::json!({"offload": offload, "batch_size": batch}).to_string();
         let point = super::super::test_point(defaults, &changes);
         super::super::express(&point).map(|expressed| expressed.source)
+    }
+
+    #[test]
+    fn the_torchao_video_benchmark_quantizes_the_text_encoder_too() {
+        let point = |source: &str| {
+            let defaults = serde_json::json!({
+                "id": "X-1", "source_id": source, "workload": "diffusion_inference",
+                "model": "THUDM/CogVideoX-5b", "framework": "diffusers CogVideoXPipeline",
+                "weight_precision": "int4 weight-only", "quantization": "torchao int4wo",
+                "compute_dtype": "bf16", "gpu_type": "A100 80GB", "batch_size": 1,
+                "measured_kind": "peak", "value": 18, "unit": "GB",
+                "measurement_method": "torch.cuda.max_memory_allocated()"
+            });
+            let point = super::super::test_point(defaults, "{}");
+            super::super::express(&point).expect("expressible").source
+        };
+        // diffusers-torchao's benchmark_video.py quantizes pipe.text_encoder with the transformer.
+        let s20 = point("S20");
+        assert!(s20.contains("text_encoder_weights int4-g128"), "{s20}");
+        // Elsewhere an unstated scope is the denoiser alone.
+        let other = point("X");
+        assert!(
+            other.contains("denoiser_weights int4-g128") && !other.contains("text_encoder_weights")
+        );
     }
 
     #[test]
