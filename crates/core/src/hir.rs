@@ -349,6 +349,9 @@ pub struct Model {
     /// parameters outside its top-level block lists. `None`: one group, the whole model (diffusers
     /// groups only a model's top-level `ModuleList`s, and T5, CLIP and the VAEs have none).
     pub blocks: Option<Blocks>,
+    /// Parameters of its attention layers' q, k and v projections (weights and biases), which
+    /// diffusers' `fuse_qkv_projections` copies into one fused projection per layer.
+    pub attention_qkv: Option<u64>,
     /// The stored weights, as an importer read them from the checkpoint's headers.
     pub stored: Option<Stored>,
     pub span: Span,
@@ -817,9 +820,23 @@ pub struct Diffusion {
     pub offload: DiffusionOffload,
     /// How the denoiser's attention computes its scores while sampling.
     pub attention: DiffusionAttention,
+    /// How the pipeline's models were loaded and prepared before sampling.
+    pub preparation: Preparation,
+}
+
+/// How a pipeline's models were loaded and prepared before sampling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Preparation {
     /// The quantized formats were applied while loading (diffusers `PipelineQuantizationConfig`,
     /// `from_pretrained(quantization_config=...)`) rather than to loaded models.
     pub quantize_on_load: bool,
+    /// The dtype `from_pretrained` loaded the pipeline in when it was cast to its `weights`
+    /// afterwards (`pipe.to(torch.float16)` after a bf16 load): the loaders' keep-in-fp32 rule
+    /// follows the load, and `.to()` then casts every parameter. `None`: loaded in its weights.
+    pub loaded_as: Option<Precision>,
+    /// `pipe.fuse_qkv_projections()`: each attention layer of the denoiser gains a fused `to_qkv`
+    /// beside its `to_q`, `to_k` and `to_v`, which stay loaded.
+    pub fuse_qkv: bool,
 }
 
 /// The video a pipeline with a causal 3D VAE generates (CogVideoX's `AutoencoderKLCogVideoX`).

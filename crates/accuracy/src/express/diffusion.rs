@@ -397,6 +397,11 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let _ = writeln!(out, "    text_encoders {}", names.join(" "));
     let _ = writeln!(out, "    vae           {}", pipeline.vae);
     let _ = writeln!(out, "    weights       {base}");
+    if let Some((load, script)) = script_load_dtype(&cx.point.source_id).filter(|(l, _)| *l != base)
+    {
+        cx.assume(assume::SCRIPT_SETTING, format!("loaded in {load}, then cast: {script}"));
+        let _ = writeln!(out, "    loaded_as     {load}");
+    }
     if denoiser != base {
         let _ = writeln!(out, "    denoiser_weights {denoiser}");
     }
@@ -428,6 +433,10 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let _ = writeln!(out, "    batch         {batch}");
     let _ = writeln!(out, "    cfg           {}", pipeline.cfg);
     let _ = writeln!(out, "    text_tokens   {} tokens", pipeline.text_tokens);
+    let settings = cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase();
+    if settings.contains("fuse_qkv true") || settings.contains("fuse_qkv_projections()") {
+        out.push_str("    fuse_qkv      true\n");
+    }
     if let Some(source) = pipeline.rope_fp32 {
         let _ = writeln!(out, "    rope          fp32  # {source}");
     }
@@ -712,6 +721,18 @@ fn precisions(
     let encoders =
         all.iter().map(|encoder| if quantized.contains(encoder) { scheme } else { base }).collect();
     Some((base, scheme, encoders))
+}
+
+/// The dtype a source's script loads its pipeline in before casting it to the row's type.
+fn script_load_dtype(source_id: &str) -> Option<(&'static str, &'static str)> {
+    match source_id {
+        "S20" => Some((
+            "bf16",
+            "sayakpaul/diffusers-torchao inference/benchmark_video.py load_pipeline: \
+             from_pretrained(torch_dtype=torch.bfloat16), then module.to(dtype) for fp16 rows",
+        )),
+        _ => None,
+    }
 }
 
 /// The script behind a source's table when it quantizes the text encoder with the denoiser on

@@ -13,7 +13,7 @@ use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
     AttentionSlice, BlockLayout, DEFAULT_VAE_TILE, Denoiser, DenoiserBlocks, Diffusion,
-    DiffusionAttention, DiffusionOffload, Heads, Rope, VaeCaches, Video,
+    DiffusionAttention, DiffusionOffload, Heads, Preparation, Rope, VaeCaches, Video,
 };
 use crate::quant::WeightFormat;
 
@@ -412,6 +412,8 @@ pub(super) fn diffusion(
         ("vae_upcast", Repeat::Once),
         ("offload", Repeat::Once),
         ("quantize_on_load", Repeat::Once),
+        ("loaded_as", Repeat::Once),
+        ("fuse_qkv", Repeat::Once),
         ("loaded_on_device", Repeat::Once),
         ("blocks_per_group", Repeat::Once),
         ("offload_stream", Repeat::Once),
@@ -479,6 +481,7 @@ pub(super) fn diffusion(
             "offload_stream",
             "attention",
             "attention_slice",
+            "fuse_qkv",
             "vae_tiling",
             "vae_upcast",
         ];
@@ -563,6 +566,35 @@ pub(super) fn diffusion(
         );
     }
     let quantize_on_load = fields.boolean("quantize_on_load").unwrap_or(false);
+    let fuse_qkv = fields.boolean("fuse_qkv").unwrap_or(false);
+    if let (true, Some(model)) = (fuse_qkv, &denoiser_model)
+        && scope.program_models_without_attention_qkv.contains(model)
+    {
+        let span =
+            block.fields.iter().find(|f| f.key.name == "fuse_qkv").map_or(block.span, |f| f.span);
+        fields.push(
+            Diagnostic::error(
+                "E011",
+                span,
+                format!("`fuse_qkv` copies the q, k and v projections of `{model}`, which gives no `attention_qkv`"),
+            )
+            .with_help(format!("give `{model}` its `attention_qkv` (the parameters of its attention layers' q, k and v projections)")),
+        );
+    }
+    let loaded_as = fields.precision("loaded_as");
+    let loaded_as_field = block.fields.iter().find(|f| f.key.name == "loaded_as");
+    if let (Some(load), Some(field)) = (loaded_as, loaded_as_field)
+        && !load.is_float_compute()
+    {
+        fields.push(
+            Diagnostic::error(
+                "E013",
+                field.key.span,
+                "`loaded_as` is a float type: fp32, fp16 or bf16",
+            )
+            .with_help("the `torch_dtype` the pipeline was loaded with, such as `loaded_as bf16`"),
+        );
+    }
     let loaded_on_device = fields.boolean("loaded_on_device").unwrap_or(false);
     // A setting that means something only beside another is said to do nothing, not ignored
     // silently (a trained pipeline has already refused them).
@@ -652,7 +684,7 @@ pub(super) fn diffusion(
             }
             _ => DiffusionOffload::None,
         },
-        quantize_on_load,
+        preparation: Preparation { quantize_on_load, loaded_as, fuse_qkv },
     })
 }
 

@@ -43,6 +43,8 @@ pub(crate) struct Scope<'a> {
     program_models_without_largest_module: NameSet,
     /// Models that declare no top-level blocks: block-level group offloading holds them whole.
     program_models_without_blocks: NameSet,
+    /// Models without `attention_qkv`: fused q/k/v projections cannot be sized.
+    program_models_without_attention_qkv: NameSet,
     /// Models with an encoder stack, whose workloads give the encoder's `source` length.
     program_encoder_decoder_models: NameSet,
     /// Models with a decoder-only shape, whose workloads have no `source` to give.
@@ -172,6 +174,7 @@ pub fn check_with_imports<'a>(
         program_models_without_shape: NameSet::default(),
         program_models_without_largest_module: NameSet::default(),
         program_models_without_blocks: NameSet::default(),
+        program_models_without_attention_qkv: NameSet::default(),
         program_encoder_decoder_models: NameSet::default(),
         program_decoder_models: NameSet::default(),
         program_eager_attention_models: NameSet::default(),
@@ -218,6 +221,7 @@ pub fn check_with_imports<'a>(
         program_models_without_shape: NameSet::default(),
         program_models_without_largest_module: NameSet::default(),
         program_models_without_blocks: NameSet::default(),
+        program_models_without_attention_qkv: NameSet::default(),
         program_encoder_decoder_models: NameSet::default(),
         program_decoder_models: NameSet::default(),
         program_eager_attention_models: NameSet::default(),
@@ -256,6 +260,7 @@ pub fn check_with_imports<'a>(
     scope.program_models_without_shape = lacking(|m| m.shape.is_none());
     scope.program_models_without_largest_module = lacking(|m| !m.sizes_its_largest_module());
     scope.program_models_without_blocks = lacking(|m| m.blocks.is_none());
+    scope.program_models_without_attention_qkv = lacking(|m| m.attention_qkv.is_none());
     // A model that failed its own check is in neither set, so its workloads get no second error.
     for model in program
         .models

@@ -20,6 +20,7 @@ const KNOWN: &[(&str, Repeat)] = &[
     ("buffers", Repeat::Once),
     ("largest_block", Repeat::Once),
     ("outside_blocks", Repeat::Once),
+    ("attention_qkv", Repeat::Once),
     ("layers", Repeat::Once),
     ("hidden", Repeat::Once),
     ("ffn", Repeat::Once),
@@ -102,6 +103,8 @@ pub(super) fn model(
         fields.whole("largest_module", Dim::Count, 1, 1_000_000_000_000_000, "56_641_536");
     let buffers = fields.whole("buffers", Dim::Count, 1, 1_000_000_000_000_000, "56_623_104");
     let blocks = blocks(&fields, decl);
+    let attention_qkv =
+        fields.whole("attention_qkv", Dim::Count, 1, 1_000_000_000_000_000, "1_189_472_256");
     let stored = stored(&fields);
     let mut diagnostics = fields.finish();
     if let (Some(declared), Some(shape)) = (params, &shape)
@@ -131,6 +134,7 @@ pub(super) fn model(
         largest_module,
         buffers,
         blocks,
+        attention_qkv,
         stored,
         span: decl.span,
     });

@@ -51,7 +51,7 @@ const INFERENCE_BELOW: u64 = 40;
 const INFERENCE_ABOVE: u64 = 140;
 const TRAINING_BELOW: u64 = 0;
 const TRAINING_ABOVE: u64 = 380;
-const DIFFUSION_BELOW: u64 = 90;
+const DIFFUSION_BELOW: u64 = 40;
 const DIFFUSION_ABOVE: u64 = 130;
 
 /// The band around `used`: on each side, the wider of the components' own uncertainty and the

@@ -83,10 +83,17 @@ pub(super) fn weights(
         return Ok(Vec::new());
     };
     let precision = format.matrix(crate::quant::Matrix::Up, 0, 1, 1);
-    // The pipeline's `weights` precision is the dtype its models are loaded in.
-    let load = diffusion.vae_weights.companion();
+    // The pipeline's `weights` precision is the dtype its models are loaded in, unless it was
+    // loaded in another and cast (`loaded_as`).
+    let load = diffusion.preparation.loaded_as.unwrap_or_else(|| diffusion.vae_weights.companion());
     let kept = found.keep_in_fp32.filter(|_| precision.bytes_per_element() < Ratio::int(4));
-    let kept_precision = kept_precision(precision, load, diffusion.quantize_on_load);
+    // Cast to fp16 after a load in another type, every parameter is fp16.
+    let cast_after_load = diffusion.preparation.loaded_as.is_some_and(|l| l != Precision::Fp16);
+    let kept_precision = if cast_after_load && precision == Precision::Fp16 {
+        None
+    } else {
+        kept_precision(precision, load, diffusion.preparation.quantize_on_load)
+    };
     let (kept, kept_precision) = match (kept, kept_precision) {
         (Some(kept), Some(p)) => (kept.min(params), p),
         _ => (0, precision),
@@ -154,6 +161,32 @@ pub(super) fn weights(
     Ok(out)
 }
 
+/// diffusers' `Attention.fuse_projections` (`fuse_qkv_projections`) concatenates `to_q`, `to_k`
+/// and `to_v` into a new `to_qkv` and leaves the three in place: a second copy of the
+/// denoiser's q/k/v parameters (`attention_qkv`) in its weights' format.
+fn fused_qkv(program: &Layered<'_>, diffusion: &Diffusion) -> Result<Option<Component>, Overflow> {
+    let model = &diffusion.denoiser.model;
+    let Some(params) = program
+        .model(model)
+        .and_then(|m| m.attention_qkv)
+        .filter(|_| diffusion.preparation.fuse_qkv)
+    else {
+        return Ok(None);
+    };
+    let precision = diffusion.denoiser.weights.matrix(crate::quant::Matrix::Up, 0, 1, 1);
+    let product = Product::new()
+        .times(params, "q, k and v params")?
+        .bytes_each(precision.bytes_per_element(), precision.name())?;
+    formula(
+        format!("denoiser fused q/k/v copies: {model}"),
+        Category::Persistent,
+        product,
+        "diffusers Attention.fuse_projections: torch.cat of to_q, to_k and to_v into a new \
+         to_qkv; the originals stay",
+    )
+    .map(Some)
+}
+
 /// The precision of a model's keep-in-fp32 parameters when the rest is stored in `precision`,
 /// the pipeline loads in `load`, and `on_load` says a quantizer was applied while loading.
 /// transformers (and diffusers, for its own models) keep `_keep_in_fp32_modules` in fp32 when a
@@ -166,7 +199,8 @@ pub(super) fn weights(
 /// since transformers' loading rewrite of 2025), and torchao's and quanto's add them to
 /// `modules_to_not_convert`: those parameters stay at the load dtype (fp32 under an fp16 load).
 /// A bf16 load converts them like any other layer, and so do quantizers applied after loading
-/// (optimum-quanto `quantize`, torchao `quantize_`).
+/// (optimum-quanto `quantize`, torchao `quantize_`) and a cast to fp16 after a bf16 load
+/// (`.to(torch.float16)` casts every parameter).
 fn kept_precision(precision: Precision, load: Precision, on_load: bool) -> Option<Precision> {
     match precision {
         p if p.keeps_fp32_modules() => Some(Precision::Fp32),
@@ -480,6 +514,7 @@ pub(crate) fn components(
         diffusion.denoiser.weights,
         "denoiser",
     )?);
+    denoise.extend(fused_qkv(program, diffusion)?);
     let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;
     let product = if diffusion.denoiser.unet {
         Product::new()

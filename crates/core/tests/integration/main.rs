@@ -17,6 +17,7 @@ mod import;
 mod kv_quantized;
 mod limits;
 mod offload;
+mod pipeline_loading;
 mod planner;
 mod properties;
 mod serving;

@@ -1,0 +1,54 @@
+//! How a pipeline was loaded and prepared: a cast after loading (`loaded_as`) and fused q/k/v
+//! projections (`fuse_qkv`), pinned by hand.
+
+use vram_core::budget::CheckBudget;
+
+/// A DiT pipeline with a T5-style encoder whose feed-forward outputs transformers keeps in fp32
+/// under an fp16 load, and `extra` settings in its diffusion block.
+fn pipeline(extra: &str) -> String {
+    format!(
+        "model dit {{ params 2 billion; attention_qkv 300 million }}\n\
+         model te {{ params 4 billion; keep_in_fp32 1 billion }}\n\
+         workload w {{ runtime none; diffusion {{ denoiser dit; text_encoders te; weights fp16; \
+         architecture dit; resolution 512 x 512; hidden 1536{extra} }} }}\ncheck w on h100-sxm-80gb"
+    )
+}
+
+fn check(source: &str) -> CheckBudget {
+    let outcome = vram_core::evaluate(source);
+    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
+    outcome.budget.checks.into_iter().next().expect("one check")
+}
+
+fn component(check: &CheckBudget, name: &str) -> Option<u64> {
+    check.devices[0].components.iter().find(|c| c.name == name).map(|c| c.bytes.0)
+}
+
+fn errors(source: &str) -> Vec<String> {
+    let outcome = vram_core::evaluate(source);
+    outcome.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.code.to_string()).collect()
+}
+
+#[test]
+fn a_cast_after_a_bf16_load_keeps_nothing_in_fp32() {
+    // Loaded in fp16, the encoder's kept modules stay fp32: 3 B parameters at 2 B, 1 B at 4 B.
+    let fp16 = check(&pipeline(""));
+    assert_eq!(component(&fp16, "text encoder weights: te"), Some(3_000_000_000 * 2));
+    assert_eq!(component(&fp16, "text encoder fp32 layers: te"), Some(1_000_000_000 * 4));
+    // Loaded in bf16 and cast with `.to(torch.float16)`: every parameter is fp16.
+    let cast = check(&pipeline("; loaded_as bf16"));
+    assert_eq!(component(&cast, "text encoder weights: te"), Some(4_000_000_000 * 2));
+    assert_eq!(component(&cast, "text encoder fp32 layers: te"), None);
+    assert_eq!(errors(&pipeline("; loaded_as nf4")), ["E013"]);
+}
+
+#[test]
+fn fused_projections_keep_the_originals() {
+    // `to_qkv` is a second copy of the 300 M q, k and v parameters, in fp16.
+    let fused = check(&pipeline("; fuse_qkv true"));
+    assert_eq!(component(&fused, "denoiser fused q/k/v copies: dit"), Some(300_000_000 * 2));
+    assert_eq!(component(&check(&pipeline("")), "denoiser fused q/k/v copies: dit"), None);
+    // Without the model's q/k/v count there is nothing to copy from.
+    let without_count = pipeline("; fuse_qkv true").replace("; attention_qkv 300 million", "");
+    assert_eq!(errors(&without_count), ["E011"]);
+}
