@@ -670,8 +670,12 @@ fn unfused_attention(
     let mut best: Option<(u128, Product)> = None;
     for level in levels {
         let heads = blocks.heads.at(diffusion.denoiser.hidden.saturating_mul(channel_mult[level]));
-        let side = 8u64.checked_mul(1 << level).ok_or(Overflow)?;
-        let positions = (diffusion.width / side) * (diffusion.height / side) * diffusion.frames;
+        let shift = u32::try_from(level).map_err(|_| Overflow)?;
+        let side = 1u64.checked_shl(shift).and_then(|s| s.checked_mul(8)).ok_or(Overflow)?;
+        let positions = (diffusion.width / side)
+            .checked_mul(diffusion.height / side)
+            .and_then(|p| p.checked_mul(diffusion.frames))
+            .ok_or(Overflow)?;
         let rows = diffusion.batch.checked_mul(guided).and_then(|b| b.checked_mul(heads));
         let rows = rows.ok_or(Overflow)?;
         let (rows, label) = match slice {

@@ -52,9 +52,11 @@ pub(super) fn projected(
         let r = rank.min(input.min(output));
         let params = input.checked_mul(output).ok_or(Overflow)?;
         per_layer.0 = per_layer.0.checked_add(params).ok_or(Overflow)?;
-        per_layer.1 = per_layer.1.checked_add(r * input.max(output)).ok_or(Overflow)?;
-        per_layer.2 = per_layer.2.checked_add(r * input.min(output)).ok_or(Overflow)?;
-        if params > largest.0 * largest.1 {
+        let states = r.checked_mul(input.max(output)).ok_or(Overflow)?;
+        let projector = r.checked_mul(input.min(output)).ok_or(Overflow)?;
+        per_layer.1 = per_layer.1.checked_add(states).ok_or(Overflow)?;
+        per_layer.2 = per_layer.2.checked_add(projector).ok_or(Overflow)?;
+        if u128::from(params) > u128::from(largest.0) * u128::from(largest.1) {
             largest = (output, input);
         }
     }
