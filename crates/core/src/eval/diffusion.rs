@@ -187,6 +187,24 @@ fn fused_qkv(program: &Layered<'_>, diffusion: &Diffusion) -> Result<Option<Comp
     .map(Some)
 }
 
+/// Every model's weights in the pipeline, as loaded (an upcast VAE at its stored type): what an
+/// offloading pipeline keeps on the host between the models' turns on the device.
+pub(super) fn pipeline_weights(
+    program: &Layered<'_>,
+    diffusion: &Diffusion,
+) -> Result<Bytes, Overflow> {
+    let mut parts = Vec::new();
+    for (encoder, format) in diffusion.text_encoders.iter().zip(&diffusion.text_encoder_weights) {
+        parts.extend(weights(program, diffusion, encoder, *format, "text encoder")?);
+    }
+    let denoiser = &diffusion.denoiser;
+    parts.extend(weights(program, diffusion, &denoiser.model, denoiser.weights, "denoiser")?);
+    if let Some(vae) = &diffusion.vae {
+        parts.extend(weights(program, diffusion, vae, diffusion.vae_weights, "VAE")?);
+    }
+    calc::sum(parts.iter().map(|c| c.bytes))
+}
+
 /// The precision of a model's keep-in-fp32 parameters when the rest is stored in `precision`,
 /// the pipeline loads in `load`, and `on_load` says a quantizer was applied while loading.
 /// transformers (and diffusers, for its own models) keep `_keep_in_fp32_modules` in fp32 when a

@@ -6,14 +6,15 @@
 //! own. A line over its capacity makes the check not fit, like an over-budget GPU.
 //!
 //! RAM: one copy of the weights staged while loading (checkpoints are read through the page
-//! cache before each rank copies its shard to its GPU), vLLM's pinned swap space per GPU, and
-//! the training states DeepSpeed offloads to the host. Disk: the model files, the original
+//! cache before each rank copies its shard to its GPU), vLLM's pinned swap space per GPU, the
+//! training states DeepSpeed offloads to the host, and an offloading diffusion pipeline's
+//! weights, which stay on the host between their turns on the device. Disk: the model files, the original
 //! checkpoint kept beside a converted one, and one training checkpoint.
 
 use super::calc::{self, Overflow};
 use crate::budget::{Category, Component, HeldBy, HostBudget, HostLine, Provenance, Verdict};
 use crate::bytes::{Bytes, GIB};
-use crate::hir::{Layered, Machine, Method, Offload, Runtime, Workload};
+use crate::hir::{DiffusionOffload, Layered, Machine, Method, Offload, Runtime, Workload};
 use crate::ratio::Ratio;
 
 /// vLLM's default CPU swap space for preempted sequences, pinned host memory per GPU
@@ -44,6 +45,31 @@ pub(super) fn host(
         "the files hold every weight once, in the precision they are loaded in",
     )];
     for workload in workloads {
+        if let Some(diffusion) =
+            workload.diffusion.as_ref().filter(|d| d.offload != DiffusionOffload::None)
+        {
+            let held = super::diffusion::pipeline_weights(program, diffusion)?;
+            ram.push(component(
+                format!("{}: pipeline weights held on the host (offload)", workload.name),
+                held,
+                Provenance::Formula,
+                format!("{held}: every model's weights, which offloading moves to the device in turn"),
+                "diffusers enable_model_cpu_offload / enable_sequential_cpu_offload / enable_group_offload keep the weights in CPU memory between uses",
+            ));
+            // The device holds only a part at a time; the files hold every weight.
+            let rest = Bytes(held.0.saturating_sub(persistent.0));
+            if rest > Bytes::ZERO {
+                disk.push(component(
+                    format!("{}: files of the weights not on the device", workload.name),
+                    rest,
+                    Provenance::Formula,
+                    format!(
+                        "{held} of pipeline weights less the {persistent} on the device = {rest}"
+                    ),
+                    "the files hold every weight once, in the precision they are loaded in",
+                ));
+            }
+        }
         let model = workload.model.as_ref().and_then(|m| program.model(m));
         if workload.runtime == Runtime::Vllm {
             let bytes = Bytes(VLLM_SWAP.checked_mul(gpus).ok_or(Overflow)?);

@@ -246,3 +246,29 @@ fn group_offload_settings_say_when_they_do_nothing() {
         outcome.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.code.to_string()).collect();
     assert_eq!(codes, ["E011"]);
 }
+
+#[test]
+fn an_offloading_pipeline_keeps_its_weights_on_the_host() {
+    let on_machine = |extra: &str| {
+        let source = pipeline("100 million", extra).replace(
+            "check w on h100-sxm-80gb",
+            "machine box { gpus 1 x h100-sxm-80gb; host_ram 64 GiB; disk 1 TB }\ncheck w on box",
+        );
+        let outcome = vram_core::evaluate(&source);
+        assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
+        outcome.budget.checks.into_iter().next().expect("one check")
+    };
+    // Every model's bf16 weights: 2 B + 1 B + 80 M parameters.
+    let all = 2 * (2_000_000_000 + 1_000_000_000 + 80_000_000);
+    let sequential = on_machine("; offload sequential");
+    let host = sequential.host.as_ref().expect("a machine has host lines");
+    let held = host.ram.components.iter().find(|c| c.name.contains("held on the host"));
+    assert_eq!(held.map(|c| c.bytes.0), Some(all));
+    // The files hold every weight, whatever part the device holds.
+    assert_eq!(host.disk.required.0, all);
+    // Resident, the pipeline holds nothing on the host beyond the staged copy.
+    let resident = on_machine("");
+    let host = resident.host.as_ref().expect("a machine has host lines");
+    assert!(host.ram.components.iter().all(|c| !c.name.contains("held on the host")));
+    assert_eq!(host.disk.required.0, all);
+}
