@@ -116,20 +116,33 @@ pub(super) fn host(
             // The host optimizer's fp32 gradient partition, when the gradients go there.
             let sharded = training.gradients_on_host();
             let gradients = if sharded { Ratio::int(4) } else { Ratio::ZERO };
-            let per = master.checked_add(states).and_then(|p| p.checked_add(gradients));
+            // `offload_param`: the 16-bit parameters live on the host too, fetched a layer at a
+            // time (ZeRO-Infinity's parameter offload).
+            let parameters = if training.offload == Offload::Parameters {
+                training.weights.bytes_per_element()
+            } else {
+                Ratio::ZERO
+            };
+            let per = master
+                .checked_add(states)
+                .and_then(|p| p.checked_add(gradients))
+                .and_then(|p| p.checked_add(parameters));
             let per = per.ok_or(Overflow)?;
             let bytes = Bytes::for_elements(params, per).ok_or(Overflow)?;
-            let what = if sharded {
-                "optimizer state, master weights and fp32 gradients offloaded"
-            } else {
-                "optimizer state and master weights offloaded"
+            let what = match (sharded, parameters > Ratio::ZERO) {
+                (true, true) => {
+                    "parameters, optimizer state, master weights and fp32 gradients offloaded"
+                }
+                (false, true) => "parameters, optimizer state and master weights offloaded",
+                (true, false) => "optimizer state, master weights and fp32 gradients offloaded",
+                (false, false) => "optimizer state and master weights offloaded",
             };
             ram.push(component(
                 format!("{}: {what}", workload.name),
                 bytes,
                 Provenance::Formula,
                 format!("{params} params × {per} B = {bytes}"),
-                "DeepSpeed offload_optimizer keeps fp32 master weights, optimizer state and (ZeRO-Offload) fp32 gradients in host memory",
+                "DeepSpeed offload_optimizer keeps fp32 master weights, optimizer state and (ZeRO-Offload) fp32 gradients in host memory; offload_param the parameters as well",
             ));
         }
         let per = training

@@ -651,6 +651,21 @@ check w on box split data 2";
 }
 
 #[test]
+fn parameter_offload_keeps_the_parameters_on_the_host_too() {
+    let source = "
+machine box { gpus 2 x h200-sxm; host_ram 2 TiB; disk 10 TB }
+workload w { model llama3.1-8b; runtime none; training { weights bf16; sequence 512 tokens; sharding zero3; offload parameters } }
+check w on box split data 2";
+    let outcome = vram_core::evaluate(source);
+    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
+    let host = outcome.budget.checks[0].host.as_ref().expect("a machine has host lines");
+    let offloaded = host.ram.components.iter().find(|c| c.name.contains("offloaded")).unwrap();
+    // The bf16 parameters (2), master (4), AdamW moments (8) and fp32 gradients (4).
+    assert_eq!(offloaded.bytes.0, 8_030_261_248 * 18);
+    assert!(offloaded.name.contains("parameters"), "{}", offloaded.name);
+}
+
+#[test]
 fn lora_can_train_the_embedding_and_head_in_full() {
     let checks = evaluate(
         "workload w { model llama3.1-8b; runtime none; training { method lora { rank 8; modules_to_save embeddings head }; weights bf16; sequence 512 tokens; zero_grad zeros } }\ncheck w on h200-sxm",
