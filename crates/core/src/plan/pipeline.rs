@@ -4,7 +4,9 @@
 //! Tried cheapest first, each by a full evaluation of the changed workload: the VAE decode tiled
 //! (`vae_tiling true`: `enable_tiling()`, which bounds the decode by a tile and costs a little
 //! time and, where tiles meet, blending), whole models moved to the device in turn (`offload
-//! model`: `enable_model_cpu_offload()`, which costs a transfer per phase), then both; last, one
+//! model`: `enable_model_cpu_offload()`, which costs a transfer per phase), then both; then the
+//! denoiser a block at a time (`offload blocks`: `enable_group_offload` at block level, a
+//! transfer per block and step, offered when the denoiser declares its blocks); last, one
 //! module at a time (`offload sequential`: `enable_sequential_cpu_offload()`, a transfer per
 //! module and step, much slower), with tiling when the image is larger than a tile. Sequential
 //! offload is offered only when every model of the pipeline has a largest module to size it by.
@@ -16,8 +18,8 @@ use crate::hir::{DEFAULT_VAE_TILE, DiffusionOffload};
 /// The first memory option that makes the check fit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PipelineAnswer {
-    /// The change as the file would say it: `vae_tiling true`, `offload model` or `offload
-    /// sequential`, or an offload and tiling.
+    /// The change as the file would say it: `vae_tiling true`, `offload model`, `offload blocks`
+    /// or `offload sequential`, or an offload and tiling.
     pub change: String,
     pub at: Verdict,
 }
@@ -31,6 +33,8 @@ struct MemoryOption {
 const MODEL: Option<DiffusionOffload> = Some(DiffusionOffload::Model { loaded_on_device: false });
 const SEQUENTIAL: Option<DiffusionOffload> =
     Some(DiffusionOffload::Sequential { loaded_on_device: false });
+const BLOCKS: Option<DiffusionOffload> =
+    Some(DiffusionOffload::Group { per_group: 1, stream: false, loaded_on_device: false });
 
 impl Planner<'_> {
     /// The cheapest of diffusers' memory options the workload does not use yet that makes it
@@ -53,10 +57,14 @@ impl Planner<'_> {
             && sized(&diffusion.denoiser.model)
             && diffusion.text_encoders.iter().all(sized)
             && diffusion.vae.iter().all(sized);
+        let can_block = can_offload
+            && self.work.model(&diffusion.denoiser.model).is_some_and(|m| m.blocks.is_some());
         let options = [
             MemoryOption { tile: true, offload: None },
             MemoryOption { tile: false, offload: MODEL },
             MemoryOption { tile: true, offload: MODEL },
+            MemoryOption { tile: false, offload: BLOCKS },
+            MemoryOption { tile: true, offload: BLOCKS },
             MemoryOption { tile: false, offload: SEQUENTIAL },
             MemoryOption { tile: true, offload: SEQUENTIAL },
         ];
@@ -65,6 +73,7 @@ impl Planner<'_> {
             let allowed = match option.offload {
                 None => true,
                 Some(DiffusionOffload::Sequential { .. }) => can_sequence,
+                Some(DiffusionOffload::Group { .. }) => can_block,
                 Some(_) => can_offload,
             };
             if (option.tile && !can_tile) || !allowed {
@@ -84,6 +93,7 @@ impl Planner<'_> {
             if verdict.fits() {
                 let offload = match option.offload {
                     Some(DiffusionOffload::Sequential { .. }) => Some("offload sequential"),
+                    Some(DiffusionOffload::Group { .. }) => Some("offload blocks"),
                     Some(_) => Some("offload model"),
                     None => None,
                 };

@@ -272,3 +272,21 @@ fn an_offloading_pipeline_keeps_its_weights_on_the_host() {
     assert!(host.ram.components.iter().all(|c| !c.name.contains("held on the host")));
     assert_eq!(host.disk.required.0, all);
 }
+
+#[test]
+fn a_denoiser_cut_into_blocks_is_told_block_offload_before_sequential() {
+    // A 4.5 GiB card: model offload holds the whole 4 GB denoiser; block offload holds one
+    // block and the rest (760 MB), and the 2 GB text encoder whole.
+    let device = "device small { memory 4608 MiB; arch ada; compute 8.9; precisions fp32 fp16 bf16; vendor nvidia }\n";
+    let source =
+        format!("{device}{}", blocked("")).replace("check w on h100-sxm-80gb", "check w on small");
+    let checks = evaluate(&source);
+    assert!(!checks[0].verdict.fits());
+    let change = checks[0].suggestions.iter().find(|s| s.kind == SuggestionKind::Pipeline);
+    assert_eq!(change.map(|s| s.change.as_str()), Some("offload blocks"));
+    // Without the block sizes, sequential offload is the answer.
+    let unblocked = source.replace("; largest_block 60 million; outside_blocks 320 million", "");
+    let checks = evaluate(&unblocked);
+    let change = checks[0].suggestions.iter().find(|s| s.kind == SuggestionKind::Pipeline);
+    assert_eq!(change.map(|s| s.change.as_str()), Some("offload sequential"));
+}
