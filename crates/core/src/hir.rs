@@ -806,8 +806,8 @@ pub struct Diffusion {
     /// A video pipeline whose VAE is a causal 3D autoencoder (`video_frames`), else none.
     pub video: Option<Video>,
     pub batch: u64,
-    /// Classifier-free guidance runs the denoiser on a conditional and an unconditional batch.
-    pub cfg: bool,
+    /// Classifier-free guidance: how the denoiser runs its unconditional prediction.
+    pub cfg: Guidance,
     pub text_tokens: u64,
     /// The VAE decoder's base channel count (128 for the SD, SDXL, SD3 and FLUX autoencoders).
     pub vae_channels: u64,
@@ -883,6 +883,26 @@ pub struct Denoiser {
     /// The blocks a training step stores activations for and LoRA adapts; written only for
     /// training (inference sizes one block from `hidden`).
     pub blocks: Option<DenoiserBlocks>,
+}
+
+/// Classifier-free guidance (`cfg`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guidance {
+    /// None (a guidance-distilled model, or a training step).
+    None,
+    /// The conditional and unconditional inputs in one batch of twice the size (diffusers'
+    /// `torch.cat([latents] * 2)`: SD, SDXL, SD3, PixArt, CogVideoX).
+    Batched,
+    /// Two passes of the batch, the conditional prediction kept while the unconditional one
+    /// runs (WanPipeline, QwenImagePipeline's `true_cfg_scale`).
+    Separate,
+}
+
+impl Guidance {
+    /// How many copies of the batch one denoiser pass holds.
+    pub fn batch_factor(self) -> u64 {
+        if self == Guidance::Batched { 2 } else { 1 }
+    }
 }
 
 /// How a UNet denoiser's attention runs while sampling (`attention`, `attention_slice`).

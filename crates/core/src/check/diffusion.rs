@@ -13,7 +13,7 @@ use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
     AttentionSlice, BlockLayout, DEFAULT_VAE_TILE, Denoiser, DenoiserBlocks, Diffusion,
-    DiffusionAttention, DiffusionOffload, Heads, Preparation, Rope, VaeCaches, Video,
+    DiffusionAttention, DiffusionOffload, Guidance, Heads, Preparation, Rope, VaeCaches, Video,
 };
 use crate::quant::WeightFormat;
 
@@ -498,7 +498,13 @@ pub(super) fn diffusion(
             }
         }
     }
-    let cfg = fields.boolean("cfg").unwrap_or(!training);
+    let cfg = match fields.choice("cfg", &["true", "false", "separate"]) {
+        Some(("true", _)) => Guidance::Batched,
+        Some(("separate", _)) => Guidance::Separate,
+        Some(_) => Guidance::None,
+        None if training => Guidance::None,
+        None => Guidance::Batched,
+    };
     let text_tokens =
         fields.whole("text_tokens", Dim::Tokens, 0, 100_000, "512 tokens").unwrap_or(77);
     let vae_channels = fields.whole("vae_channels", Dim::Count, 1, 4096, "128").unwrap_or(128);

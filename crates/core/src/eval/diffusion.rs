@@ -237,7 +237,7 @@ fn kept_precision(precision: Precision, load: Precision, on_load: bool) -> Optio
 /// hidden), the rotated query, the key and the value (hidden each), the key's rotated copy
 /// (hidden), and three fp32 tensors of the key's size.
 fn transformer_step_tensors(diffusion: &Diffusion) -> Result<Vec<Bytes>, Overflow> {
-    let guided = if diffusion.cfg { 2 } else { 1 };
+    let guided = diffusion.cfg.batch_factor();
     let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;
     let tokens = latent / 4 + diffusion.text_tokens;
     let width = |factor: u64, element: Ratio| {
@@ -519,7 +519,7 @@ pub(crate) fn components(
     diffusion: &Diffusion,
 ) -> Result<Vec<Component>, Overflow> {
     let elem = diffusion.denoiser.weights.companion();
-    let guided = if diffusion.cfg { 2 } else { 1 };
+    let guided = diffusion.cfg.batch_factor();
     let mut encode = Vec::new();
     for (encoder, format) in diffusion.text_encoders.iter().zip(&diffusion.text_encoder_weights) {
         encode.extend(weights(program, diffusion, encoder, *format, "text encoder")?);

@@ -1,5 +1,6 @@
-//! How a pipeline was loaded and prepared: a cast after loading (`loaded_as`) and fused q/k/v
-//! projections (`fuse_qkv`), pinned by hand.
+//! How a pipeline was loaded and prepared, and how it guides: a cast after loading
+//! (`loaded_as`), fused q/k/v projections (`fuse_qkv`) and guidance in one batch or two passes
+//! (`cfg`), pinned by hand.
 
 use vram_core::budget::CheckBudget;
 
@@ -51,4 +52,16 @@ fn fused_projections_keep_the_originals() {
     // Without the model's q/k/v count there is nothing to copy from.
     let without_count = pipeline("; fuse_qkv true").replace("; attention_qkv 300 million", "");
     assert_eq!(errors(&without_count), ["E011"]);
+}
+
+#[test]
+fn separate_guidance_passes_hold_one_batch() {
+    let step = "denoiser activations (one block)";
+    // 512 × 512: 32 × 32 patches + 77 text tokens, 1,536 wide, 10 tensors of 2 B; guidance in
+    // one batch doubles it, two passes do not.
+    let one = (1024 + 77) * 1536 * 10 * 2;
+    assert_eq!(component(&check(&pipeline("; cfg true")), step), Some(2 * one));
+    assert_eq!(component(&check(&pipeline("; cfg separate")), step), Some(one));
+    assert_eq!(component(&check(&pipeline("; cfg false")), step), Some(one));
+    assert_eq!(errors(&pipeline("; cfg twice")), ["E015"]);
 }
