@@ -880,9 +880,19 @@ pub struct Denoiser {
     pub weights: WeightFormat,
     /// How a transformer denoiser applies rotary position embeddings to its queries and keys.
     pub rope: Rope,
+    /// A transformer denoiser's MLP inner width (`ffn_dim`); `None` for 4 × hidden (DiT's
+    /// `mlp_ratio` 4.0) and for a UNet.
+    pub ffn: Option<u64>,
     /// The blocks a training step stores activations for and LoRA adapts; written only for
     /// training (inference sizes one block from `hidden`).
     pub blocks: Option<DenoiserBlocks>,
+}
+
+impl Denoiser {
+    /// A transformer denoiser's MLP inner width: `ffn`, else 4 × hidden.
+    pub fn mlp_width(&self) -> u64 {
+        self.ffn.unwrap_or_else(|| self.hidden.saturating_mul(4))
+    }
 }
 
 /// Classifier-free guidance (`cfg`).

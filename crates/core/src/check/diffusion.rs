@@ -61,6 +61,25 @@ fn encoder_formats(
 /// architecture, when it was readable). A UNet has none, and a trained denoiser's activations
 /// come from its block structure, whose backward through the rotation is not derived: both
 /// refuse the field rather than ignore it.
+/// A transformer denoiser's MLP inner width (`ffn_dim`), refused for a UNet; `Ok(None)` when
+/// not given (4 × hidden), `Err` when wrong (reported).
+fn ffn(fields: &Fields<'_>, unet: Option<bool>) -> Result<Option<u64>, ()> {
+    let Some(field) = fields.get("ffn") else { return Ok(None) };
+    if unet == Some(true) {
+        fields.push(
+            Diagnostic::error(
+                "E013",
+                field.key.span,
+                "`ffn` is a transformer denoiser's MLP width; a UNet's follows its channels",
+            )
+            .with_help("remove `ffn`"),
+        );
+        return Err(());
+    }
+    let (value, span) = fields.quantity(field, Dim::Count, "8960").ok_or(())?;
+    fields.check_whole("ffn", value, span, 1, 1 << 20).map(Some).ok_or(())
+}
+
 fn rope(fields: &Fields<'_>, unet: Option<bool>, training: bool) -> Option<Rope> {
     let field = fields.get("rope")?;
     let refused = if unet == Some(true) {
@@ -398,6 +417,7 @@ pub(super) fn diffusion(
         ("text_encoder_weights", Repeat::Once),
         ("architecture", Repeat::Once),
         ("hidden", Repeat::Once),
+        ("ffn", Repeat::Once),
         ("resolution", Repeat::Once),
         ("frames", Repeat::Once),
         ("video_frames", Repeat::Once),
@@ -642,6 +662,7 @@ pub(super) fn diffusion(
         }
     }
     let rope = rope(&fields, architecture, training);
+    let ffn = ffn(&fields, architecture);
     let attention = attention(&fields, block, architecture);
     let unfused = !matches!(attention, Some(DiffusionAttention::Fused));
     let blocks = blocks(&fields, architecture, hidden, training || unfused);
@@ -658,6 +679,7 @@ pub(super) fn diffusion(
         hidden: hidden?,
         weights: denoiser_weights,
         rope: rope.unwrap_or(Rope::None),
+        ffn: ffn.ok()?,
         blocks,
     };
     ok.then(|| Diffusion {

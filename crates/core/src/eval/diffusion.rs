@@ -231,7 +231,8 @@ fn kept_precision(precision: Precision, load: Precision, on_load: bool) -> Optio
 
 /// The tensors one transformer step holds at its peak, in the order they are created, per token
 /// of the guided batch. Generic: the residual and its norm (hidden each) and the MLP's input and
-/// output (4 × hidden each), as the activation formula counts them. With fp32 rotary embeddings,
+/// output (its inner width each, 4 × hidden unless `ffn` says), as the activation formula
+/// counts them. With fp32 rotary embeddings,
 /// the FLUX single-stream block at its key's rotation ([`rope_fp32`]): the previous block's
 /// output, the concatenated residual, the norm (hidden each), the MLP's GELU output (4 ×
 /// hidden), the rotated query, the key and the value (hidden each), the key's rotated copy
@@ -250,7 +251,14 @@ fn transformer_step_tensors(diffusion: &Diffusion) -> Result<Vec<Bytes>, Overflo
             .value()
     };
     let element = diffusion.denoiser.weights.companion().bytes_per_element();
-    let (narrow, wide) = (width(1, element)?, width(4, element)?);
+    let narrow = width(1, element)?;
+    let wide = Product::new()
+        .times(diffusion.batch, "batch")?
+        .times(guided, "(guidance)")?
+        .times(tokens, "tokens")?
+        .times(diffusion.denoiser.mlp_width(), "MLP width")?
+        .bytes_each(element, "")?
+        .value()?;
     Ok(match diffusion.denoiser.rope {
         Rope::None => vec![narrow, narrow, wide, wide],
         Rope::Fp32 => {
@@ -543,12 +551,24 @@ pub(crate) fn components(
             .times(10, "live tensors")?
     } else {
         let tokens = latent / 4 + diffusion.text_tokens;
-        Product::new()
+        let product = Product::new()
             .times(diffusion.batch, "batch")?
             .times(guided, "(guidance)")?
-            .times(tokens, "tokens (latent patches + text)")?
-            .times(diffusion.denoiser.hidden, "hidden")?
-            .times(10, "(2 residual + 8 MLP) per token")?
+            .times(tokens, "tokens (latent patches + text)")?;
+        match diffusion.denoiser.ffn {
+            None => product
+                .times(diffusion.denoiser.hidden, "hidden")?
+                .times(10, "(2 residual + 8 MLP) per token")?,
+            Some(ffn) => {
+                let hidden = diffusion.denoiser.hidden;
+                let values = hidden
+                    .checked_mul(2)
+                    .and_then(|h| h.checked_add(ffn.checked_mul(2)?))
+                    .ok_or(Overflow)?;
+                product
+                    .times(values, formula!("(2 × {hidden} residual + 2 × {ffn} MLP) per token"))?
+            }
+        }
     };
     let product = product.bytes_each(elem.bytes_per_element(), elem.name())?;
     denoise.push(formula(

@@ -410,7 +410,7 @@ fn transformer_activations(
     let shape = Shape {
         layers,
         hidden,
-        ffn: DIT_MLP_RATIO * hidden,
+        ffn: diffusion.denoiser.ffn.unwrap_or(DIT_MLP_RATIO * hidden),
         heads,
         kv_heads: heads,
         head_dim: hidden / heads,
