@@ -16,7 +16,8 @@ const EXAMPLES = [
   "bnb-4bit-on-a-t4.vram", "long-generation-quantized-kv.vram", "qlora-on-24gb.vram",
   "qwen2.5-7b-lora.vram", "full-finetune-7b-24gb.vram", "torchtune-memory-levers.vram",
   "dgx-405b.vram",
-  "diffusion-flux.vram", "sdxl-inference.vram", "cogvideox-video.vram", "diffusion-training.vram",
+  "diffusion-flux.vram", "sdxl-inference.vram", "cogvideox-video.vram", "wan-video.vram",
+  "diffusion-training.vram",
   "sdxl-lora.vram", "render-scene.vram",
 ];
 /** The fit map's axes: 60 context lengths (512 to 128 Ki tokens, geometric) by 1–56 sessions. */

@@ -848,6 +848,17 @@ pub struct Video {
     pub temporal: u64,
     /// How the decoder carries its causal convolutions' caches from one frame batch to the next.
     pub caches: VaeCaches,
+    /// Which causal 3D decoder the pipeline's VAE is.
+    pub decoder: VideoDecoder,
+}
+
+/// A video pipeline's causal 3D VAE decoder (`video_vae`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VideoDecoder {
+    /// diffusers `AutoencoderKLCogVideoX`: frame batches of two latent frames, spatial norms.
+    CogVideoX,
+    /// diffusers `AutoencoderKLWan` (Wan 2.1): one latent frame at a time, RMS norms.
+    Wan,
 }
 
 /// How a causal 3D VAE decoder carries its convolutions' caches between frame batches.

@@ -48,6 +48,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("serving-engines.vram", include_str!("../../../examples/serving-engines.vram")),
     ("sdxl-lora.vram", include_str!("../../../examples/sdxl-lora.vram")),
     ("sliding-window.vram", include_str!("../../../examples/sliding-window.vram")),
+    ("wan-video.vram", include_str!("../../../examples/wan-video.vram")),
     ("what-would-fit.vram", include_str!("../../../examples/what-would-fit.vram")),
 ];
 

@@ -20,6 +20,8 @@ enum Encoder {
     /// OpenCLIP ViT-H/14's text tower (Stable Diffusion 2.x).
     ClipH,
     T5,
+    /// umT5-XXL's encoder (Wan 2.1).
+    UmT5,
 }
 
 impl Encoder {
@@ -29,6 +31,7 @@ impl Encoder {
             Encoder::ClipG => "clip-g-text",
             Encoder::ClipH => "openclip-h-text",
             Encoder::T5 => "t5-xxl-encoder",
+            Encoder::UmT5 => "umt5-xxl-encoder",
         }
     }
 }
@@ -42,7 +45,8 @@ struct Pipeline {
     text_tokens: u64,
     /// Where the text token count comes from.
     tokens_note: &'static str,
-    cfg: bool,
+    /// `true` (one doubled batch), `false`, or `separate` (two passes).
+    cfg: &'static str,
     /// `rope fp32` where the transformer rotates 16-bit queries and keys in fp32, with the code
     /// that does it.
     rope_fp32: Option<&'static str>,
@@ -53,6 +57,11 @@ struct Pipeline {
     /// A video pipeline's defaults: the frames it generates and its size, where the point does
     /// not restate them.
     video: Option<VideoDefaults>,
+    /// Lines of the denoiser and VAE the pipeline states beyond the generic ones (an MLP
+    /// width, a video decoder, the VAE's base channels).
+    extra: &'static str,
+    /// Where the pipeline's documented use loads its VAE in fp32 beside 16-bit models.
+    vae_fp32: Option<&'static str>,
 }
 
 /// A text-to-video pipeline's `__call__` defaults and its causal VAE's tile.
@@ -81,7 +90,7 @@ fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
         hidden,
         text_tokens: 226,
         tokens_note: "T5 max_sequence_length 226 (CogVideoXPipeline default)",
-        cfg: true,
+        cfg: "true",
         // CogVideoX-5b's use_rotary_positional_embeddings: CogVideoXAttnProcessor2_0 rotates the
         // image tokens' queries and keys with apply_rotary_emb (use_real: x.float() * cos +
         // x_rotated.float() * sin); the 2b adds sine-cosine embeddings instead.
@@ -100,6 +109,8 @@ fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
             frames_note: "49 frames (CogVideoXPipeline default: the transformer's sample_frames)",
             tile: (360, 240),
         }),
+        extra: "",
+        vae_fp32: None,
     }
 }
 
@@ -126,6 +137,41 @@ const SDXL_UNET: &str = "    channel_mult  1 2 4\n    layers_per_block 2\n    \
 const SD2_UNET: &str = "    channel_mult  1 2 4 4\n    layers_per_block 2\n    \
                         head_dim      64\n    cross_attention_dim 1024\n";
 
+/// WanPipeline (diffusers pipeline_wan.py at 58eb52c): `height` 480, `width` 832, `num_frames`
+/// 81 by default, `max_sequence_length` 512 umT5 tokens, `guidance_scale` 5.0 run as a second
+/// pass of the transformer (`noise_uncond`), not a doubled batch. The transformer cross-attends
+/// to the text; its blocks' MLP is `ffn_dim` wide (Wan2.1 1.3B and 14B transformer/config.json:
+/// 12 and 40 heads of 128, `ffn_dim` 8960 and 13824). AutoencoderKLWan (`base_dim` 96) decodes
+/// one latent frame at a time; diffusers' Wan examples load it in fp32 beside a bf16 pipeline.
+fn wan(denoiser: &'static str, hidden: u64, extra: &'static str) -> Pipeline {
+    Pipeline {
+        denoiser,
+        encoders: &[Encoder::UmT5],
+        vae: "wan-vae",
+        hidden,
+        text_tokens: 512,
+        tokens_note: "umT5 max_sequence_length 512 (WanPipeline default)",
+        cfg: "separate",
+        rope_fp32: None,
+        unet: None,
+        vae_upcast: None,
+        video: Some(VideoDefaults {
+            frames: 81,
+            width: 832,
+            height: 480,
+            size_note: "832 x 480 (WanPipeline default)",
+            frames_note: "81 frames (WanPipeline default)",
+            tile: (256, 256),
+        }),
+        extra,
+        vae_fp32: Some(
+            "diffusers' Wan examples: AutoencoderKLWan.from_pretrained(..., \
+             torch_dtype=torch.float32) beside a bf16 pipeline; WanPipeline decodes in the VAE's \
+             dtype",
+        ),
+    }
+}
+
 /// A StableDiffusion3Pipeline (SD3 Medium, SD 3.5 Large and Medium): the joint attention sees 77
 /// CLIP tokens and 256 T5 tokens (`max_sequence_length` default 256, diffusers
 /// pipeline_stable_diffusion_3.py at 58eb52c), `guidance_scale` 7 (a second batch); the same
@@ -139,12 +185,14 @@ fn sd3(denoiser: &'static str, hidden: u64) -> Pipeline {
         hidden,
         text_tokens: 333,
         tokens_note: "77 CLIP + 256 T5 tokens (StableDiffusion3Pipeline defaults)",
-        cfg: true,
+        cfg: "true",
         // 2D sine-cosine position embeddings added to the patches (PatchEmbed): no rotation.
         rope_fp32: None,
         unet: None,
         vae_upcast: None,
         video: None,
+        extra: "",
+        vae_fp32: None,
     }
 }
 
@@ -163,12 +211,14 @@ fn pixart(
         hidden: 1152,
         text_tokens,
         tokens_note,
-        cfg: true,
+        cfg: "true",
         // 2D sine-cosine position embeddings added to the patches (PatchEmbed): no rotation.
         rope_fp32: None,
         unet: None,
         vae_upcast: None,
         video: None,
+        extra: "",
+        vae_fp32: None,
     }
 }
 
@@ -182,7 +232,7 @@ fn flux() -> Pipeline {
         hidden: 3072,
         text_tokens: 512,
         tokens_note: "T5 max_sequence_length 512 (FluxPipeline default)",
-        cfg: false,
+        cfg: "false",
         rope_fp32: Some(
             "diffusers apply_rotary_emb in FluxAttnProcessor: x.float() * cos + \
              x_rotated.float() * sin",
@@ -190,6 +240,8 @@ fn flux() -> Pipeline {
         unet: None,
         vae_upcast: None,
         video: None,
+        extra: "",
+        vae_fp32: None,
     }
 }
 
@@ -215,7 +267,7 @@ fn recognised(model: &str) -> Option<Pipeline> {
             hidden: 320,
             text_tokens: 77,
             tokens_note: "77 CLIP tokens (StableDiffusionXLPipeline)",
-            cfg: true,
+            cfg: "true",
             rope_fp32: None,
             unet: Some(SDXL_UNET),
             vae_upcast: (!has(&["fp16fix"])).then_some(
@@ -223,6 +275,8 @@ fn recognised(model: &str) -> Option<Pipeline> {
                  force_upcast (SDXL base 1.0's does) to fp32 for the decode",
             ),
             video: None,
+            extra: "",
+            vae_fp32: None,
         })
     } else if has(&[
         "stablediffusionv15",
@@ -240,11 +294,13 @@ fn recognised(model: &str) -> Option<Pipeline> {
             hidden: 320,
             text_tokens: 77,
             tokens_note: "77 CLIP tokens (StableDiffusionPipeline)",
-            cfg: true,
+            cfg: "true",
             rope_fp32: None,
             unet: Some(SD1_UNET),
             vae_upcast: None,
             video: None,
+            extra: "",
+            vae_fp32: None,
         })
     } else if has(&["stablediffusion2", "stablediffusionv2", "sd21", "sdv21"])
         && !has(&["inpaint", "depth", "unclip", "upscale"])
@@ -322,15 +378,27 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
             hidden: 320,
             text_tokens: 77,
             tokens_note: "77 CLIP tokens (StableDiffusionPipeline)",
-            cfg: true,
+            cfg: "true",
             rope_fp32: None,
             unet: Some(SD2_UNET),
             vae_upcast: None,
             video: None,
+            extra: "",
+            vae_fp32: None,
         }),
         // CogVideoX-2b and -5b transformer/config.json: 30 heads × 64 = 1920 and 48 × 64 = 3072.
         "THUDM/CogVideoX-5b" => Ok(cogvideox("cogvideox-5b-transformer", 3072, true)),
         "THUDM/CogVideoX-2b" => Ok(cogvideox("cogvideox-2b-transformer", 1920, false)),
+        "Wan-AI/Wan2.1-T2V-1.3B-Diffusers" | "Wan-AI/Wan2.1-T2V-1.3B" => Ok(wan(
+            "wan21-t2v-1.3b-transformer",
+            1536,
+            "    ffn           8960\n    video_vae     wan\n    vae_channels  96\n",
+        )),
+        "Wan-AI/Wan2.1-T2V-14B-Diffusers" | "Wan-AI/Wan2.1-T2V-14B" => Ok(wan(
+            "wan21-t2v-14b-transformer",
+            5120,
+            "    ffn           13824\n    video_vae     wan\n    vae_channels  96\n",
+        )),
         other => recognised(other).ok_or_else(|| {
             vec![Gap::data(
                 data::MODEL_CONFIG,
@@ -396,16 +464,23 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let _ = writeln!(out, "    denoiser      {}", pipeline.denoiser);
     let _ = writeln!(out, "    text_encoders {}", names.join(" "));
     let _ = writeln!(out, "    vae           {}", pipeline.vae);
-    let _ = writeln!(out, "    weights       {base}");
+    // A VAE the pipeline loads in fp32 makes fp32 the load type the other models differ from.
+    let vae_type = if let Some(code) = pipeline.vae_fp32.filter(|_| base != "fp32") {
+        cx.assume(assume::PIPELINE_DEFAULT, format!("the VAE in fp32: {code}"));
+        "fp32"
+    } else {
+        base
+    };
+    let _ = writeln!(out, "    weights       {vae_type}");
     if let Some((load, script)) = script_load_dtype(&cx.point.source_id).filter(|(l, _)| *l != base)
     {
         cx.assume(assume::SCRIPT_SETTING, format!("loaded in {load}, then cast: {script}"));
         let _ = writeln!(out, "    loaded_as     {load}");
     }
-    if denoiser != base {
+    if denoiser != vae_type {
         let _ = writeln!(out, "    denoiser_weights {denoiser}");
     }
-    if encoders.iter().any(|e| *e != base) {
+    if encoders.iter().any(|e| *e != vae_type) {
         let first = encoders[0];
         let words = if encoders.iter().all(|e| *e == first) {
             first.to_string()
@@ -418,6 +493,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let _ = writeln!(out, "    architecture  {architecture}");
     let _ = writeln!(out, "    hidden        {}", pipeline.hidden);
     out.push_str(pipeline.unet.unwrap_or_default());
+    out.push_str(pipeline.extra);
     let _ = writeln!(out, "    resolution    {width} x {height}");
     if let Some(frames) = video_frames {
         let _ = writeln!(out, "    video_frames  {frames}");

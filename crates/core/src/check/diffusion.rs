@@ -14,6 +14,7 @@ use crate::diagnostic::Diagnostic;
 use crate::hir::{
     AttentionSlice, BlockLayout, DEFAULT_VAE_TILE, Denoiser, DenoiserBlocks, Diffusion,
     DiffusionAttention, DiffusionOffload, Guidance, Heads, Preparation, Rope, VaeCaches, Video,
+    VideoDecoder,
 };
 use crate::quant::WeightFormat;
 
@@ -134,6 +135,28 @@ fn video(fields: &Fields<'_>, block: &Block, training: bool) -> Result<Option<Vi
         Some(("replaced", _)) => VaeCaches::Replaced,
         _ => VaeCaches::Passed,
     };
+    let decoder = match fields.choice("video_vae", &["cogvideox", "wan"]) {
+        Some(("wan", span)) => {
+            // Wan's decoder runs one latent frame at a time (its own caches, 4× in time).
+            let refused = block.fields.iter().find(|f| {
+                matches!(f.key.name.as_str(), "vae_cache" | "vae_temporal" | "vae_tiling")
+            });
+            if let Some(field) = refused {
+                fields.push(
+                    Diagnostic::error(
+                        "E014",
+                        field.key.span,
+                        format!("`{}` is not modelled for `video_vae wan`", field.key.name),
+                    )
+                    .with_label(span, "the Wan decoder chosen here")
+                    .with_help(format!("remove `{}`", field.key.name)),
+                );
+                return Err(());
+            }
+            VideoDecoder::Wan
+        }
+        _ => VideoDecoder::CogVideoX,
+    };
     let Some(field) = fields.get("video_frames") else { return Ok(None) };
     let frames = whole(field, 100_000, "49").ok_or(())?;
     if training {
@@ -175,7 +198,7 @@ fn video(fields: &Fields<'_>, block: &Block, training: bool) -> Result<Option<Vi
         );
         return Err(());
     }
-    Ok(Some(Video { frames, temporal, caches }))
+    Ok(Some(Video { frames, temporal, caches, decoder }))
 }
 
 /// The fields that describe only a UNet's blocks.
@@ -434,6 +457,7 @@ pub(super) fn diffusion(
         ("quantize_on_load", Repeat::Once),
         ("loaded_as", Repeat::Once),
         ("fuse_qkv", Repeat::Once),
+        ("video_vae", Repeat::Once),
         ("loaded_on_device", Repeat::Once),
         ("blocks_per_group", Repeat::Once),
         ("offload_stream", Repeat::Once),
@@ -641,6 +665,7 @@ pub(super) fn diffusion(
             ("vae_tile", "vae_tiling true", vae_tiling),
             ("vae_temporal", "video_frames", fields.has("video_frames")),
             ("vae_cache", "video_frames", fields.has("video_frames")),
+            ("video_vae", "video_frames", fields.has("video_frames")),
             if fields.has("vae") {
                 ("vae_upcast", "weights fp16", vae_fp16)
             } else {

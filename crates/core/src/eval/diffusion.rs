@@ -35,10 +35,12 @@ use super::allocator::CachingAllocator;
 use super::calc::{self, Overflow, Product, formula};
 use super::vae_decode::{self, DecoderShape};
 use super::vae_video::{self, VideoShape};
+use super::vae_wan::{self, WanShape};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
 use crate::hir::{
     AttentionSlice, BlockLayout, Diffusion, DiffusionAttention, DiffusionOffload, Layered, Rope,
+    VideoDecoder,
 };
 use crate::precision::Precision;
 use crate::quant::WeightFormat;
@@ -307,12 +309,29 @@ fn decoder_shape(diffusion: &Diffusion) -> DecoderShape {
     }
 }
 
+/// A video pipeline's causal 3D decoder and the decode it runs.
+enum VideoDecode {
+    CogVideoX(VideoShape),
+    Wan(WanShape),
+}
+
 /// The causal 3D decoder's shape for a video pipeline (`video_frames`): the whole frame, or one
 /// tile of at most `vae_tile` pixels while the other tiles' decoded frames are held (diffusers
 /// `AutoencoderKLCogVideoX.tiled_decode` decodes every tile's frame batches and keeps every
-/// decoded tile, then blends them).
-fn video_shape(diffusion: &Diffusion) -> Option<VideoShape> {
+/// decoded tile, then blends them). Wan's decoder is modelled untiled.
+fn video_shape(diffusion: &Diffusion) -> Option<VideoDecode> {
     let video = diffusion.video?;
+    let element = decode_precision(diffusion).bytes_per_element();
+    if video.decoder == VideoDecoder::Wan {
+        return Some(VideoDecode::Wan(WanShape {
+            videos: diffusion.batch,
+            latent_frames: diffusion.frames,
+            height: diffusion.height,
+            width: diffusion.width,
+            base_channels: diffusion.vae_channels,
+            element,
+        }));
+    }
     let (height, width, other_tiles) = match diffusion.vae_tile {
         Some((tile_w, tile_h)) if diffusion.width > tile_w || diffusion.height > tile_h => (
             diffusion.height.min(tile_h),
@@ -321,17 +340,17 @@ fn video_shape(diffusion: &Diffusion) -> Option<VideoShape> {
         ),
         _ => (diffusion.height, diffusion.width, 0),
     };
-    Some(VideoShape {
+    Some(VideoDecode::CogVideoX(VideoShape {
         videos: diffusion.batch,
         latent_frames: diffusion.frames,
         temporal: video.temporal,
         height,
         width,
         base_channels: diffusion.vae_channels,
-        element: decode_precision(diffusion).bytes_per_element(),
+        element,
         other_tiles,
         caches_replaced: video.caches == crate::hir::VaeCaches::Replaced,
-    })
+    }))
 }
 
 /// Replays the decode through `alloc`: the causal 3D decoder's frame batches for a video, else
@@ -340,13 +359,21 @@ fn replay_decode(
     alloc: &mut CachingAllocator,
     diffusion: &Diffusion,
 ) -> Result<(u64, u64), Overflow> {
-    if let Some(shape) = video_shape(diffusion) {
-        vae_video::replay(alloc, &shape)?;
-        return Ok((shape.height, shape.width));
+    match video_shape(diffusion) {
+        Some(VideoDecode::CogVideoX(shape)) => {
+            vae_video::replay(alloc, &shape)?;
+            Ok((shape.height, shape.width))
+        }
+        Some(VideoDecode::Wan(shape)) => {
+            vae_wan::replay(alloc, &shape)?;
+            Ok((shape.height, shape.width))
+        }
+        None => {
+            let shape = decoder_shape(diffusion);
+            vae_decode::replay(alloc, &shape)?;
+            Ok((shape.height, shape.width))
+        }
     }
-    let shape = decoder_shape(diffusion);
-    vae_decode::replay(alloc, &shape)?;
-    Ok((shape.height, shape.width))
 }
 
 /// The precision the decoder computes in: fp32 when the pipeline upcasts the VAE for the decode
@@ -466,7 +493,10 @@ fn decode_cache(
             width,
         ),
         source: Some(
-            if diffusion.video.is_some() {
+            if diffusion.video.is_some_and(|v| v.decoder == VideoDecoder::Wan) {
+                "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
+                 segments); diffusers AutoencoderKLWan decoder (vae_wan.rs)"
+            } else if diffusion.video.is_some() {
                 "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
                  segments); diffusers AutoencoderKLCogVideoX decoder (vae_video.rs)"
             } else {
@@ -478,8 +508,12 @@ fn decode_cache(
     }))
 }
 
-/// The causal 3D decoder's allocated peak: its frame batches replayed (`vae_video.rs`).
-fn video_decode_peak(shape: &VideoShape) -> Result<Component, Overflow> {
+/// The causal 3D decoder's allocated peak: its chunks replayed (`vae_video.rs`, `vae_wan.rs`).
+fn video_decode_peak(decode: &VideoDecode) -> Result<Component, Overflow> {
+    let shape = match decode {
+        VideoDecode::CogVideoX(shape) => shape,
+        VideoDecode::Wan(shape) => return wan_decode_peak(shape),
+    };
     let mut alloc = CachingAllocator::new();
     vae_video::replay(&mut alloc, shape)?;
     let first = shape
@@ -491,13 +525,9 @@ fn video_decode_peak(shape: &VideoShape) -> Result<Component, Overflow> {
     } else {
         "the causal convolutions' caches of the batch before"
     };
-    Ok(Component {
-        held_by: HeldBy::Tensors,
-        name: "VAE decode peak (causal 3D)".into(),
-        category: Category::Intermediate,
-        bytes: alloc.peak_allocated(),
-        provenance: Provenance::Formula,
-        formula: formula!(
+    Ok(causal_decode_peak(
+        alloc.peak_allocated(),
+        formula!(
             "the largest live tensors of decoding {} latent frames to {tile}{} × {} pixels in \
              batches of {} ({first} first, {} frames out), {} channels at the base, {} B each, \
              with {caches}{}",
@@ -514,12 +544,44 @@ fn video_decode_peak(shape: &VideoShape) -> Result<Component, Overflow> {
                 String::new()
             },
         ),
-        source: Some(
-            "diffusers AutoencoderKLCogVideoX: CogVideoXDecoder3D over frame batches with causal \
-             conv caches, spatial norms (vae_video.rs)"
-                .into(),
+        "diffusers AutoencoderKLCogVideoX: CogVideoXDecoder3D over frame batches with causal \
+         conv caches, spatial norms (vae_video.rs)",
+    ))
+}
+
+/// A causal 3D decoder's allocated peak as a component.
+fn causal_decode_peak(bytes: Bytes, formula: String, source: &'static str) -> Component {
+    Component {
+        held_by: HeldBy::Tensors,
+        name: "VAE decode peak (causal 3D)".into(),
+        category: Category::Intermediate,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: Some(source.into()),
+    }
+}
+
+/// Wan's decoder, one latent frame at a time: its allocated peak.
+fn wan_decode_peak(shape: &WanShape) -> Result<Component, Overflow> {
+    let mut alloc = CachingAllocator::new();
+    vae_wan::replay(&mut alloc, shape)?;
+    Ok(causal_decode_peak(
+        alloc.peak_allocated(),
+        formula!(
+            "the largest live tensors of decoding {} latent frames to {} × {} pixels one latent \
+             frame at a time ({} frames out), {} channels at the base, {} B each, with every \
+             causal convolution's last two input frames cached and the video so far",
+            shape.latent_frames,
+            shape.width,
+            shape.height,
+            vae_wan::output_frames(shape.latent_frames),
+            shape.base_channels,
+            shape.element,
         ),
-    })
+        "diffusers AutoencoderKLWan: WanDecoder3d per latent frame with CACHE_T = 2 causal conv \
+         caches, RMS norms (vae_wan.rs)",
+    ))
 }
 
 pub(crate) fn components(

@@ -27,6 +27,7 @@ mod vae_blocks;
 mod vae_decode;
 mod vae_encode;
 mod vae_video;
+mod vae_wan;
 
 pub(crate) use calc::Overflow;
 use calc::{div_ceil, formula};

@@ -23,3 +23,4 @@ mod properties;
 mod serving;
 mod step_memory;
 mod tidy;
+mod video_wan;

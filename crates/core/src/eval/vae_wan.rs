@@ -1,0 +1,397 @@
+//! The causal 3D VAE decoder of Wan 2.1 (diffusers `AutoencoderKLWan`), its tensors replayed
+//! through the caching allocator (`allocator.rs`) in the order diffusers creates and drops
+//! them, one latent frame after another.
+//!
+//! Read in diffusers (huggingface/diffusers at 58eb52c, `models/autoencoders/
+//! autoencoder_kl_wan.py`):
+//! - `_decode` runs `post_quant_conv` over all the latents, then the decoder on one latent frame
+//!   at a time, each causal convolution keeping the last `CACHE_T` = 2 frames of its input for
+//!   the next call (`feat_cache`, replaced after the convolution runs), and concatenates every
+//!   chunk's frames onto the video so far (`torch.cat([out, out_], 2)`), clamped at the end;
+//! - the decoder (Wan2.1 `vae/config.json`: `base_dim` 96, `z_dim` 16, `dim_mult` [1, 2, 4, 4],
+//!   `num_res_blocks` 2, `temperal_downsample` [false, true, true]): `conv_in` to 384 channels,
+//!   a mid block (residual, single-head attention, residual), four up blocks of 3 residual
+//!   blocks (384 → 384, 192 → 384, 192 → 192, 96 → 96), the first two ending in an
+//!   `upsample3d`, the third in an `upsample2d` (each halving the channels), then `norm_out`,
+//!   SiLU and `conv_out` to 3 channels. The first chunk passes both `upsample3d`s without their
+//!   time convolution (the cache is marked `"Rep"`): one frame out. Later chunks double time at
+//!   each: four frames out;
+//! - a residual block keeps its input for the sum (a 1 × 1 `conv_shortcut` when its channels
+//!   change); its `WanRMS_norm`s make `F.normalize`, `× scale`, `× gamma` and `+ bias` (bias 0),
+//!   each a new tensor (a 16-bit input is normalised in fp32 first); SiLU is not in place;
+//! - `WanCausalConv3d` concatenates the cache before its input (`torch.cat`), pads the rest of
+//!   the causal frames and the plane (`F.pad`, a new tensor), then convolves.
+//!
+//! cuDNN's convolution workspaces are not replayed (the library's choice, as in `vae_decode.rs`),
+//! nor the one-pixel growth of a padded plane.
+
+use super::allocator::{CachingAllocator, Tensor};
+use super::calc::Overflow;
+use super::vae_blocks::{Plane, Replay};
+use crate::ratio::Ratio;
+
+/// Frames a causal convolution keeps of its input (`CACHE_T`).
+const CACHE_T: u64 = 2;
+/// `dim_mult` [1, 2, 4, 4]: the decoder's channels, as multiples of the base, at conv_in and
+/// the mid block, then each up block's residual input and output.
+const MID: u64 = 4;
+const UP_BLOCKS: [(u64, u64); 4] = [(4, 4), (2, 4), (2, 2), (1, 1)];
+/// Residual blocks per up block: `num_res_blocks` + 1.
+const RESIDUALS: usize = 3;
+/// The latents' channels (`z_dim`).
+const LATENT_CHANNELS: u64 = 16;
+/// Three 2× spatial upsamples.
+const SPATIAL_FACTOR: u64 = 8;
+
+/// One decode of a video's latents.
+pub(crate) struct WanShape {
+    pub videos: u64,
+    pub latent_frames: u64,
+    /// Output pixels, height and width.
+    pub height: u64,
+    pub width: u64,
+    pub base_channels: u64,
+    pub element: Ratio,
+}
+
+/// A tensor's channels, frames and plane.
+#[derive(Clone, Copy)]
+struct At {
+    channels: u64,
+    frames: u64,
+    plane: Plane,
+}
+
+struct Decoder<'a> {
+    replay: Replay<'a>,
+    videos: u64,
+    /// Each causal convolution's cache and its frames, by the order the convolutions run.
+    caches: Vec<Option<(Tensor, u64)>>,
+    /// The next convolution's index (`feat_idx`), reset for every chunk.
+    next: usize,
+    /// The time convolutions an `upsample3d` skipped on the first chunk (`"Rep"`).
+    repeated: Vec<bool>,
+}
+
+impl Decoder<'_> {
+    fn tensor(&mut self, at: At) -> Result<Tensor, Overflow> {
+        self.replay.images = self.videos.checked_mul(at.frames).ok_or(Overflow)?;
+        self.replay.tensor(at.channels, at.plane)
+    }
+
+    fn free(&mut self, tensor: Tensor) {
+        self.replay.alloc.free(tensor);
+    }
+
+    /// `WanCausalConv3d` of temporal kernel 3 over `input` (not consumed), to `out` channels:
+    /// the cache clone, the concatenation with the previous cache, the padded input, the
+    /// output; the new cache replaces the old after the convolution.
+    fn causal_conv(&mut self, input: At, out: u64) -> Result<(Tensor, At), Overflow> {
+        let idx = self.next;
+        self.next += 1;
+        if self.caches.len() <= idx {
+            self.caches.resize_with(idx + 1, || None);
+        }
+        let previous = self.caches[idx].as_ref().map(|(_, frames)| *frames);
+        // `x[:, :, -2:].clone()`, with the previous cache's last frame before a single frame.
+        let kept = if input.frames < CACHE_T && previous.is_some() {
+            CACHE_T
+        } else {
+            input.frames.min(CACHE_T)
+        };
+        let cache = self.tensor(At { frames: kept, ..input })?;
+        let before = previous.unwrap_or(0);
+        let joined = if before > 0 {
+            Some(self.tensor(At { frames: before + input.frames, ..input })?)
+        } else {
+            None
+        };
+        let padded = self.tensor(At { frames: input.frames + CACHE_T, ..input })?;
+        if let Some(joined) = joined {
+            self.free(joined);
+        }
+        let at = At { channels: out, ..input };
+        let output = self.tensor(at)?;
+        self.free(padded);
+        if let Some((old, _)) = self.caches[idx].replace((cache, kept)) {
+            self.free(old);
+        }
+        Ok((output, at))
+    }
+
+    /// An operation from `input` to `output` that a 16-bit input runs in fp32 (`x.float()`, the
+    /// operation, the cast back): the fp32 copy and result beside the input, then the cast;
+    /// an fp32 input makes only the result.
+    fn through_fp32(&mut self, input: At, output: At) -> Result<Tensor, Overflow> {
+        if self.replay.element >= Ratio::int(4) {
+            return self.tensor(output);
+        }
+        self.replay.images = self.videos.checked_mul(input.frames).ok_or(Overflow)?;
+        let upcast = self.replay.elements(input.channels, input.plane, Ratio::int(4))?;
+        self.replay.images = self.videos.checked_mul(output.frames).ok_or(Overflow)?;
+        let result = self.replay.elements(output.channels, output.plane, Ratio::int(4))?;
+        self.free(upcast);
+        let cast = self.tensor(output)?;
+        self.free(result);
+        Ok(cast)
+    }
+
+    /// `WanRMS_norm` over `input` (not consumed): `F.normalize`, then `× scale`, `× gamma` and
+    /// `+ bias`, each new, the previous one dropped; a 16-bit input is normalised in fp32.
+    fn rms_norm(&mut self, input: At) -> Result<Tensor, Overflow> {
+        let mut current = self.through_fp32(input, input)?;
+        for _ in 0..3 {
+            let next = self.tensor(input)?;
+            self.free(current);
+            current = next;
+        }
+        Ok(current)
+    }
+
+    /// `WanResidualBlock.forward`; the caller keeps `input` alive until it returns and frees it.
+    fn residual(&mut self, input: At, out: u64) -> Result<(Tensor, At), Overflow> {
+        let shortcut = if input.channels == out {
+            None
+        } else {
+            // A 1 × 1 causal convolution: zero padding (a copy), then the convolution.
+            let padded = self.tensor(input)?;
+            let h = self.tensor(At { channels: out, ..input })?;
+            self.free(padded);
+            Some(h)
+        };
+        let norm = self.rms_norm(input)?;
+        let act = self.tensor(input)?;
+        self.free(norm);
+        let (conv, at) = self.causal_conv(input, out)?;
+        self.free(act);
+        let norm = self.rms_norm(at)?;
+        self.free(conv);
+        let act = self.tensor(at)?;
+        self.free(norm);
+        let (conv, _) = self.causal_conv(at, out)?;
+        self.free(act);
+        let sum = self.tensor(at)?;
+        self.free(conv);
+        if let Some(h) = shortcut {
+            self.free(h);
+        }
+        Ok((sum, at))
+    }
+
+    /// `WanAttentionBlock`: norm, the 1 × 1 q/k/v projection and its contiguous permute, the
+    /// attention output and its reshape, the projection and the residual sum.
+    fn attention(&mut self, input: At) -> Result<(Tensor, At), Overflow> {
+        let norm = self.rms_norm(input)?;
+        let triple = At { channels: input.channels * 3, ..input };
+        let qkv = self.tensor(triple)?;
+        self.free(norm);
+        let contiguous = self.tensor(triple)?;
+        self.free(qkv);
+        let attended = self.tensor(input)?;
+        self.free(contiguous);
+        let reshaped = self.tensor(input)?;
+        self.free(attended);
+        let projected = self.tensor(input)?;
+        self.free(reshaped);
+        let sum = self.tensor(input)?;
+        self.free(projected);
+        Ok((sum, input))
+    }
+
+    /// `WanResample`: for `upsample3d` after the first chunk, the time convolution to twice the
+    /// channels and the stack that doubles the frames; then the frames as images (a copy), the
+    /// nearest 2× upsample (through fp32 for a 16-bit input) and a 3 × 3 convolution to half the
+    /// channels.
+    fn upsample(&mut self, input: Tensor, at: At, in_time: bool) -> Result<(Tensor, At), Overflow> {
+        let mut x = input;
+        let mut at = at;
+        if in_time {
+            let idx = self.next;
+            if self.repeated.len() <= idx {
+                self.repeated.resize(idx + 1, false);
+            }
+            if self.caches.len() <= idx {
+                self.caches.resize_with(idx + 1, || None);
+            }
+            if self.repeated[idx] {
+                let (time, doubled) = self.causal_conv(at, at.channels * 2)?;
+                let stacked_at = At { frames: at.frames * 2, ..at };
+                let stacked = self.tensor(stacked_at)?;
+                self.free(time);
+                let _ = doubled;
+                self.free(x);
+                x = stacked;
+                at = stacked_at;
+            } else {
+                // The first chunk marks the cache "Rep" and keeps its frame count.
+                self.repeated[idx] = true;
+                self.next += 1;
+            }
+        }
+        let images = self.tensor(at)?;
+        self.free(x);
+        let up = At { plane: at.plane.doubled(), ..at };
+        let upsampled = self.through_fp32(at, up)?;
+        self.free(images);
+        let out = At { channels: at.channels / 2, ..up };
+        let conv = self.tensor(out)?;
+        self.free(upsampled);
+        Ok((conv, out))
+    }
+
+    /// One call of `WanDecoder3d.forward` on a chunk of one latent frame: its decoded frames.
+    fn chunk(&mut self, latents: At, base: u64) -> Result<(Tensor, At), Overflow> {
+        self.next = 0;
+        let (mut x, mut at) = self.causal_conv(latents, base * MID)?;
+        let step = |d: &mut Self, x: Tensor, r: (Tensor, At)| {
+            d.free(x);
+            r
+        };
+        let r = self.residual(at, base * MID)?;
+        (x, at) = step(self, x, r);
+        let r = self.attention(at)?;
+        (x, at) = step(self, x, r);
+        let r = self.residual(at, base * MID)?;
+        (x, at) = step(self, x, r);
+        for (block, (input, output)) in UP_BLOCKS.iter().enumerate() {
+            debug_assert_eq!(at.channels, base * input);
+            for _ in 0..RESIDUALS {
+                let r = self.residual(at, base * output)?;
+                (x, at) = step(self, x, r);
+            }
+            if block + 1 < UP_BLOCKS.len() {
+                (x, at) = self.upsample(x, at, block < 2)?;
+            }
+        }
+        let norm = self.rms_norm(at)?;
+        self.free(x);
+        let act = self.tensor(at)?;
+        self.free(norm);
+        let (rgb, rgb_at) = self.causal_conv(at, 3)?;
+        self.free(act);
+        Ok((rgb, rgb_at))
+    }
+}
+
+/// Decoded frames of one latent-frame chunk: 1 for the first, then 4.
+fn chunk_frames(index: u64) -> u64 {
+    if index == 0 { 1 } else { 4 }
+}
+
+/// Replays one decode of `shape` through `alloc`, whose cache may already hold freed blocks of
+/// earlier phases.
+pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &WanShape) -> Result<(), Overflow> {
+    let plane =
+        Plane { height: shape.height / SPATIAL_FACTOR, width: shape.width / SPATIAL_FACTOR };
+    let mut decoder = Decoder {
+        replay: Replay { alloc, images: 1, element: shape.element },
+        videos: shape.videos,
+        caches: Vec::new(),
+        next: 0,
+        repeated: Vec::new(),
+    };
+    // `post_quant_conv` over every latent frame at once.
+    let latents_at = At { channels: LATENT_CHANNELS, frames: shape.latent_frames, plane };
+    let latents = decoder.tensor(latents_at)?;
+    let mut video: Option<(Tensor, u64)> = None;
+    for index in 0..shape.latent_frames {
+        let chunk_at = At { frames: 1, ..latents_at };
+        let (frames_out, at) = decoder.chunk(chunk_at, shape.base_channels)?;
+        debug_assert_eq!(at.frames, chunk_frames(index));
+        video = Some(match video.take() {
+            None => (frames_out, at.frames),
+            Some((so_far, frames)) => {
+                let joined_frames = frames + at.frames;
+                let joined = decoder.tensor(At { frames: joined_frames, ..at })?;
+                decoder.free(so_far);
+                decoder.free(frames_out);
+                (joined, joined_frames)
+            }
+        });
+    }
+    // `torch.clamp` beside the video, then the caches are cleared.
+    if let Some((video, frames)) = video {
+        let rgb =
+            At { channels: 3, frames, plane: Plane { height: shape.height, width: shape.width } };
+        let clamped = decoder.tensor(rgb)?;
+        decoder.free(video);
+        decoder.free(clamped);
+    }
+    decoder.free(latents);
+    for (cache, _) in std::mem::take(&mut decoder.caches).into_iter().flatten() {
+        decoder.free(cache);
+    }
+    Ok(())
+}
+
+/// Output frames of `latent_frames`: the first alone, then four per latent frame.
+pub(crate) fn output_frames(latent_frames: u64) -> u64 {
+    (0..latent_frames).map(chunk_frames).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wan(height: u64, width: u64, latent_frames: u64, element: i128) -> WanShape {
+        WanShape {
+            videos: 1,
+            latent_frames,
+            height,
+            width,
+            base_channels: 96,
+            element: Ratio::int(element),
+        }
+    }
+
+    #[test]
+    fn eighty_one_frames_from_twenty_one_latent_frames() {
+        assert_eq!(output_frames(21), 81);
+        assert_eq!(output_frames(1), 1);
+    }
+
+    #[test]
+    fn the_second_chunk_peaks_at_a_full_resolution_convolution() {
+        // One latent frame decodes to one frame; two to five, the second chunk at four frames.
+        let mut one = CachingAllocator::new();
+        replay(&mut one, &wan(64, 64, 1, 4)).unwrap();
+        let mut two = CachingAllocator::new();
+        replay(&mut two, &wan(64, 64, 2, 4)).unwrap();
+        assert!(two.peak_allocated() > one.peak_allocated());
+        // By hand, fp32 at 64 × 64: a full-resolution frame of 96 channels is 96 × 4,096 × 4 B
+        // = 1.5 MiB. At the second chunk's last residual block's conv2, live: the block's input
+        // (4 frames), the SiLU output (4), the new cache clone (2), the concatenation with the
+        // previous cache (2 + 4 = 6), the padded input (6); then the caches of every
+        // convolution run so far and not yet replaced.
+        let frame = 96 * 4096 * 4;
+        assert!(two.peak_allocated().0 >= 22 * frame);
+    }
+
+    #[test]
+    fn caches_persist_and_each_chunk_frees_its_tensors() {
+        // The allocated peak grows with the chunks only by the video being concatenated.
+        let mut five = CachingAllocator::new();
+        replay(&mut five, &wan(64, 64, 5, 4)).unwrap();
+        let mut nine = CachingAllocator::new();
+        replay(&mut nine, &wan(64, 64, 9, 4)).unwrap();
+        let growth = nine.peak_allocated().0 - five.peak_allocated().0;
+        // Sixteen more frames of 3 channels, held twice while joined: 2 × 16 × 3 × 4,096 × 4 B.
+        assert!(growth <= 2 * 16 * 3 * 4096 * 4, "{growth}");
+    }
+
+    #[test]
+    fn sixteen_bit_decodes_hold_less() {
+        let mut fp32 = CachingAllocator::new();
+        replay(&mut fp32, &wan(480, 832, 3, 4)).unwrap();
+        let mut bf16 = CachingAllocator::new();
+        replay(&mut bf16, &wan(480, 832, 3, 2)).unwrap();
+        assert!(bf16.peak_allocated() < fp32.peak_allocated());
+    }
+
+    #[test]
+    fn huge_shapes_overflow_instead_of_wrapping() {
+        let mut alloc = CachingAllocator::new();
+        let shape = WanShape { videos: u64::MAX / 2, ..wan(480, 832, 3, 4) };
+        assert!(replay(&mut alloc, &shape).is_err());
+    }
+}
