@@ -551,7 +551,14 @@ pub(super) fn diffusion(
     };
     let text_tokens =
         fields.whole("text_tokens", Dim::Tokens, 0, 100_000, "512 tokens").unwrap_or(77);
-    let vae_channels = fields.whole("vae_channels", Dim::Count, 1, 4096, "128").unwrap_or(128);
+    // The decoders' base channels: 128 for the AutoencoderKL family and CogVideoX's, 96 for
+    // Wan 2.1's (`base_dim`).
+    let wan = matches!(&video, Ok(Some(v)) if v.decoder == VideoDecoder::Wan);
+    let vae_channels = fields.whole("vae_channels", Dim::Count, 1, 4096, "128").unwrap_or(if wan {
+        96
+    } else {
+        128
+    });
     let vae_tiling = fields.boolean("vae_tiling").unwrap_or(false);
     // diffusers' AutoencoderKL tiles at its config's `sample_size`: 1024 for the SDXL, SD3 and
     // FLUX autoencoders, 512 for SD 1.x's. A width and height for tiles that are not square

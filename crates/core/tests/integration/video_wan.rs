@@ -42,6 +42,15 @@ fn a_later_chunk_holds_its_four_frames_several_times_over() {
     assert!(wan - shorter <= 2 * 40 * (FRAME / 96 * 3), "{wan} {shorter}");
     // CogVideoX's decoder over the same video holds its two-frame batches differently.
     assert_ne!(wan, decode("; video_frames 81"));
+    // Wan's base channels are 96 unless told.
+    let defaulted = pipeline("; video_frames 81; video_vae wan").replace("vae_channels 96; ", "");
+    let outcome = vram_core::evaluate(&defaulted);
+    let found = outcome.budget.checks[0].devices[0]
+        .components
+        .iter()
+        .find(|c| c.name == "VAE decode peak (causal 3D)")
+        .map(|c| c.bytes.0);
+    assert_eq!(found, Some(wan));
 }
 
 #[test]
