@@ -308,7 +308,11 @@ impl Cx<'_> {
             Some(Runtime::Tgi)
         } else if framework.contains("llama.cpp") || framework.contains("ollama") {
             Some(Runtime::LlamaCpp)
-        } else if framework.contains("diffusers") {
+        } else if framework.contains("diffusers")
+            // A model repository's own PyTorch script (Wan2.1's generate.py): the PyTorch
+            // runtime the diffusers profile describes.
+            || (self.point.workload.starts_with("diffusion") && framework.contains(".py"))
+        {
             Some(Runtime::Diffusers)
         } else if ["lm studio", "lmstudio", "koboldcpp"].iter().any(|w| framework.contains(w)) {
             Some(Runtime::LlamaCpp)

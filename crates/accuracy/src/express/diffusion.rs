@@ -462,7 +462,12 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let names: Vec<&str> = pipeline.encoders.iter().map(|e| e.model()).collect();
     let mut out = String::from("  diffusion {\n");
     let _ = writeln!(out, "    denoiser      {}", pipeline.denoiser);
-    let _ = writeln!(out, "    text_encoders {}", names.join(" "));
+    if switches.text_encoder_on_cpu {
+        cx.assume(assume::NOT_MODELLED, "the text encoder on the CPU: not on the device");
+        out.push_str("    # the text encoder runs on the CPU\n");
+    } else {
+        let _ = writeln!(out, "    text_encoders {}", names.join(" "));
+    }
     let _ = writeln!(out, "    vae           {}", pipeline.vae);
     // A VAE the pipeline loads in fp32 makes fp32 the load type the other models differ from.
     let vae_type = if let Some(code) = pipeline.vae_fp32.filter(|_| base != "fp32") {
@@ -480,7 +485,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     if denoiser != vae_type {
         let _ = writeln!(out, "    denoiser_weights {denoiser}");
     }
-    if encoders.iter().any(|e| *e != vae_type) {
+    if !switches.text_encoder_on_cpu && encoders.iter().any(|e| *e != vae_type) {
         let first = encoders[0];
         let words = if encoders.iter().all(|e| *e == first) {
             first.to_string()
@@ -558,8 +563,8 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         cx.unreadable("offload", "attention slicing on a transformer denoiser");
         return None;
     }
-    if switches.model_offload || switches.sequential_offload {
-        out.push_str(if switches.sequential_offload {
+    if switches.whole != WholeOffload::None {
+        out.push_str(if switches.whole == WholeOffload::Sequential {
             "    offload       sequential\n"
         } else {
             "    offload       model\n"
@@ -640,16 +645,28 @@ fn loaded_before_offload(source_id: &str) -> Option<&'static str> {
 /// (`enable_sequential_cpu_offload`, "sequential CPU offload") and a tiled decode
 /// (`enable_vae_tiling`, "VAE tiling"), joined by `+` or commas, and group offloading
 /// (`enable_group_offload`, "group offloading") with its arguments (`block_level` or
-/// `leaf_level`, `num_blocks_per_group=2`, `use_stream=True`). VAE slicing decodes one image at
-/// a time, which changes nothing for one image; attention slicing is not modelled.
+/// `leaf_level`, `num_blocks_per_group=2`, `use_stream=True`), attention slicing
+/// (`enable_attention_slicing`, with its slice size) and Wan's `generate.py` flags
+/// (`--offload_model`, `--t5_cpu`). VAE slicing decodes one image at a time, which changes
+/// nothing for one image.
 struct Switches {
-    model_offload: bool,
-    sequential_offload: bool,
+    /// diffusers' own offloads: whole models, or one module at a time.
+    whole: WholeOffload,
     vae_tiling: bool,
     group: Option<GroupOffload>,
     /// `enable_attention_slicing` and its slice size (`"auto"` unless stated: `"max"` or a
     /// count).
     attention_slicing: Option<&'static str>,
+    /// The text encoder runs on the CPU (Wan's `--t5_cpu`): not on the device at all.
+    text_encoder_on_cpu: bool,
+}
+
+/// `enable_model_cpu_offload` or `enable_sequential_cpu_offload`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WholeOffload {
+    None,
+    Model,
+    Sequential,
 }
 
 /// diffusers group offloading as the source states it: leaf level or block level, blocks per
@@ -698,11 +715,11 @@ fn slice_size(part: &str) -> Option<&'static str> {
 
 fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
     let mut switches = Switches {
-        model_offload: false,
-        sequential_offload: false,
+        whole: WholeOffload::None,
         vae_tiling: false,
         group: None,
         attention_slicing: None,
+        text_encoder_on_cpu: false,
     };
     let Some(stated) = cx.point.offload.clone() else { return Some(switches) };
     if super::conditions::is_none_word(&stated) {
@@ -726,10 +743,21 @@ fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
         {
             // The slice size written after the call.
             *slice = size;
+        } else if part.contains("t5_cpu") || part.contains("offload_model") {
+            // Wan's generate.py: `--t5_cpu` encodes with umT5 on the CPU; `--offload_model True`
+            // moves the encoder and the DiT to the CPU after their turns, with
+            // `torch.cuda.empty_cache()` (WanT2V.generate): one model at a time, as diffusers'
+            // model offload.
+            switches.text_encoder_on_cpu |= part.contains("t5_cpu");
+            if part.contains("offload_model") && !part.contains("false") {
+                switches.whole = WholeOffload::Model;
+            }
         } else if part.contains("sequential") {
-            switches.sequential_offload = true;
+            switches.whole = WholeOffload::Sequential;
         } else if part.contains("model") && (part.contains("offload") || part.contains("cpu")) {
-            switches.model_offload = true;
+            if switches.whole == WholeOffload::None {
+                switches.whole = WholeOffload::Model;
+            }
         } else if part.contains("tiling") || part.contains("tiled") {
             switches.vae_tiling = true;
         } else if part.contains("vae slicing") || part.contains("enable_vae_slicing") {
@@ -902,6 +930,25 @@ mod tests {
         let changes = serde_json::json!({"offload": offload, "batch_size": batch}).to_string();
         let point = super::super::test_point(defaults, &changes);
         super::super::express(&point).map(|expressed| expressed.source)
+    }
+
+    #[test]
+    fn wan_s_own_offload_flags() {
+        let defaults = serde_json::json!({
+            "id": "X-1", "source_id": "X", "workload": "diffusion_inference",
+            "model": "Wan-AI/Wan2.1-T2V-1.3B", "framework": "Wan2.1 generate.py",
+            "weight_precision": "bf16", "gpu_type": "RTX 4090", "batch_size": 1,
+            "image_or_video": "832x480, 81 frames", "offload": "--offload_model True --t5_cpu",
+            "measured_kind": "peak", "value": 8, "unit": "GB",
+            "measurement_method": "torch.cuda.max_memory_allocated()"
+        });
+        let point = super::super::test_point(defaults, "{}");
+        let source = super::super::express(&point).expect("expressible").source;
+        assert!(source.contains("offload       model"), "{source}");
+        assert!(
+            !source.contains("text_encoders") && source.contains("video_vae     wan"),
+            "{source}"
+        );
     }
 
     #[test]
