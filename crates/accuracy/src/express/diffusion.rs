@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use super::Cx;
-use crate::gaps::{Gap, assume, data};
+use crate::gaps::{Gap, assume, data, feature};
 
 /// A text encoder of a pipeline, by role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +74,9 @@ struct VideoDefaults {
     frames_note: &'static str,
     /// The tile `enable_tiling` decodes, width × height.
     tile: (u64, u64),
+    /// Whether the decoder's caches changed hands in diffusers 0.31 (CogVideoX's did; Wan's
+    /// decoder came later).
+    caches_by_release: bool,
 }
 
 /// CogVideoXPipeline (diffusers pipeline_cogvideox.py at 58eb52c): `num_frames` defaults to the
@@ -108,6 +111,7 @@ fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
                         and sample_height, 90 and 60 latents)",
             frames_note: "49 frames (CogVideoXPipeline default: the transformer's sample_frames)",
             tile: (360, 240),
+            caches_by_release: true,
         }),
         extra: "",
         vae_fp32: None,
@@ -162,6 +166,7 @@ fn wan(denoiser: &'static str, hidden: u64, extra: &'static str) -> Pipeline {
             size_note: "832 x 480 (WanPipeline default)",
             frames_note: "81 frames (WanPipeline default)",
             tile: (256, 256),
+            caches_by_release: false,
         }),
         extra,
         vae_fp32: Some(
@@ -502,7 +507,8 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let _ = writeln!(out, "    resolution    {width} x {height}");
     if let Some(frames) = video_frames {
         let _ = writeln!(out, "    video_frames  {frames}");
-        if cx.diffusers_before_0_31() {
+        let by_release = pipeline.video.as_ref().is_some_and(|v| v.caches_by_release);
+        if by_release && cx.diffusers_before_0_31() {
             cx.assume(
                 assume::SCRIPT_SETTING,
                 "vae_cache replaced: a diffusers older than 0.31 (huggingface/diffusers#9524, \
@@ -527,6 +533,14 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let settings = cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase();
     if switches.vae_tiling || settings.contains("vae tiling") || settings.contains("enable_tiling")
     {
+        // Wan's tiled decode (AutoencoderKLWan.tiled_decode) is not modelled.
+        if pipeline.video.as_ref().is_some_and(|v| !v.caches_by_release) {
+            cx.gap(Gap::feature(
+                feature::TILED_WAN_DECODE,
+                "AutoencoderKLWan.tiled_decode: the tiles' frames and their caches",
+            ));
+            return None;
+        }
         out.push_str("    vae_tiling    true\n");
         if let Some(video) = &pipeline.video {
             let _ = writeln!(out, "    vae_tile      {} x {}", video.tile.0, video.tile.1);
@@ -949,6 +963,25 @@ mod tests {
             !source.contains("text_encoders") && source.contains("video_vae     wan"),
             "{source}"
         );
+    }
+
+    #[test]
+    fn wan_keeps_its_caches_and_its_tiled_decode_is_a_gap() {
+        let point = |fields: &str| {
+            let defaults = serde_json::json!({
+                "id": "X-1", "source_id": "X", "workload": "diffusion_inference",
+                "model": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", "framework": "diffusers 0.30",
+                "weight_precision": "bf16", "gpu_type": "A100 80GB", "batch_size": 1,
+                "measured_kind": "peak", "value": 20, "unit": "GB",
+                "measurement_method": "torch.cuda.max_memory_allocated()"
+            });
+            super::super::express(&super::super::test_point(defaults, fields))
+        };
+        // A release before 0.31 changes CogVideoX's caches, not Wan's decoder.
+        let old = point("{}").expect("expressible").source;
+        assert!(!old.contains("vae_cache") && old.contains("video_vae     wan"), "{old}");
+        let gaps = point(r#"{"offload": "VAE tiling"}"#).expect_err("a gap");
+        assert_eq!(gaps[0].label, crate::gaps::feature::TILED_WAN_DECODE);
     }
 
     #[test]
