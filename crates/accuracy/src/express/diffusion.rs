@@ -323,6 +323,11 @@ fn recognised(model: &str) -> Option<Pipeline> {
         pipeline("THUDM/CogVideoX-5b").ok()
     } else if has(&["cogvideox2b"]) {
         pipeline("THUDM/CogVideoX-2b").ok()
+    } else if has(&["wan21"]) && !has(&["i2v", "flf2v", "vace"]) && has(&["13b"]) {
+        // Wan 2.1's text-to-video checkpoints, in any spelling ("Wan2.1-T2V-1.3B").
+        pipeline("Wan-AI/Wan2.1-T2V-1.3B-Diffusers").ok()
+    } else if has(&["wan21"]) && !has(&["i2v", "flf2v", "vace"]) && has(&["14b"]) {
+        pipeline("Wan-AI/Wan2.1-T2V-14B-Diffusers").ok()
     } else if has(&["pixartsigma"]) {
         pipeline("PixArt-alpha/PixArt-Sigma-XL-2-1024-MS").ok()
     } else if has(&["pixartxl21024", "pixartalpha"]) && !has(&["512", "256"]) {
@@ -956,9 +961,20 @@ mod tests {
             "measured_kind": "peak", "value": 8, "unit": "GB",
             "measurement_method": "torch.cuda.max_memory_allocated()"
         });
-        let point = super::super::test_point(defaults, "{}");
+        let point = super::super::test_point(defaults.clone(), "{}");
         let source = super::super::express(&point).expect("expressible").source;
         assert!(source.contains("offload       model"), "{source}");
+        // Other spellings of the checkpoint name the same pipeline; image-to-video does not.
+        let spelled = |model: &str| {
+            let point =
+                super::super::test_point(defaults.clone(), &format!(r#"{{"model": "{model}"}}"#));
+            super::super::express(&point)
+        };
+        assert!(
+            spelled("Wan 2.1 T2V 1.3B").expect("expressible").source.contains("wan21-t2v-1.3b")
+        );
+        assert!(spelled("wan2.1-t2v-14b").expect("expressible").source.contains("wan21-t2v-14b"));
+        assert!(spelled("Wan2.1-I2V-14B-480P").is_err());
         assert!(
             !source.contains("text_encoders") && source.contains("video_vae     wan"),
             "{source}"
