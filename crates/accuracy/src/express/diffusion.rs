@@ -77,6 +77,8 @@ struct VideoDefaults {
     /// Whether the decoder's caches changed hands in diffusers 0.31 (CogVideoX's did; Wan's
     /// decoder came later).
     caches_by_release: bool,
+    /// Sizes the model's own documents name by a word (Wan's "480P", "720P"), width × height.
+    named_sizes: &'static [(&'static str, (u64, u64))],
 }
 
 /// CogVideoXPipeline (diffusers pipeline_cogvideox.py at 58eb52c): `num_frames` defaults to the
@@ -112,6 +114,7 @@ fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
             frames_note: "49 frames (CogVideoXPipeline default: the transformer's sample_frames)",
             tile: (360, 240),
             caches_by_release: true,
+            named_sizes: &[],
         }),
         extra: "",
         vae_fp32: None,
@@ -167,6 +170,8 @@ fn wan(denoiser: &'static str, hidden: u64, extra: &'static str) -> Pipeline {
             frames_note: "81 frames (WanPipeline default)",
             tile: (256, 256),
             caches_by_release: false,
+            // Wan2.1's README: 480P is 832 × 480, 720P 1280 × 720 (its generate.py SIZE_CONFIGS).
+            named_sizes: &[("480p", (832, 480)), ("720p", (1280, 720))],
         }),
         extra,
         vae_fp32: Some(
@@ -431,8 +436,18 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     };
     let resolution = match &pipeline.video {
         Some(video) if !states_size(cx) => {
-            cx.assume(assume::PIPELINE_DEFAULT, video.size_note);
-            Some((video.width, video.height))
+            let text = cx.point.image_or_video.clone().unwrap_or_default().to_lowercase();
+            let named = video.named_sizes.iter().find(|(word, _)| text.contains(word));
+            if let Some((word, size)) = named {
+                cx.assume(
+                    assume::PIPELINE_DEFAULT,
+                    format!("{word}: {} x {} (the model's own size names)", size.0, size.1),
+                );
+                Some(*size)
+            } else {
+                cx.assume(assume::PIPELINE_DEFAULT, video.size_note);
+                Some((video.width, video.height))
+            }
         }
         _ => resolution(cx),
     };
@@ -975,6 +990,14 @@ mod tests {
         );
         assert!(spelled("wan2.1-t2v-14b").expect("expressible").source.contains("wan21-t2v-14b"));
         assert!(spelled("Wan2.1-I2V-14B-480P").is_err());
+        // The README's size names.
+        let at = |size: &str| {
+            let fields = format!(r#"{{"image_or_video": "{size}, 81 frames"}}"#);
+            let point = super::super::test_point(defaults.clone(), &fields);
+            super::super::express(&point).expect("expressible").source
+        };
+        assert!(at("720P").contains("resolution    1280 x 720"), "{}", at("720P"));
+        assert!(at("480P").contains("resolution    832 x 480"));
         assert!(
             !source.contains("text_encoders") && source.contains("video_vae     wan"),
             "{source}"
