@@ -243,28 +243,23 @@ fn transformer_step_tensors(diffusion: &Diffusion) -> Result<Vec<Bytes>, Overflo
     let guided = diffusion.cfg.batch_factor();
     let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;
     let tokens = latent / 4 + diffusion.text_tokens;
-    let width = |factor: u64, element: Ratio| {
+    let width = |values: u64, element: Ratio| {
         Product::new()
             .times(diffusion.batch, "batch")?
             .times(guided, "(guidance)")?
             .times(tokens, "tokens")?
-            .times(factor * diffusion.denoiser.hidden, "width")?
+            .times(values, "width")?
             .bytes_each(element, "")?
             .value()
     };
     let element = diffusion.denoiser.weights.companion().bytes_per_element();
-    let narrow = width(1, element)?;
-    let wide = Product::new()
-        .times(diffusion.batch, "batch")?
-        .times(guided, "(guidance)")?
-        .times(tokens, "tokens")?
-        .times(diffusion.denoiser.mlp_width(), "MLP width")?
-        .bytes_each(element, "")?
-        .value()?;
+    let hidden = diffusion.denoiser.hidden;
+    let narrow = width(hidden, element)?;
+    let wide = width(diffusion.denoiser.mlp_width(), element)?;
     Ok(match diffusion.denoiser.rope {
         Rope::None => vec![narrow, narrow, wide, wide],
         Rope::Fp32 => {
-            let fp32 = width(1, Ratio::int(4))?;
+            let fp32 = width(hidden, Ratio::int(4))?;
             let mut held = vec![narrow, narrow, narrow, wide, narrow, narrow, narrow, narrow];
             held.extend([fp32; 3]);
             held

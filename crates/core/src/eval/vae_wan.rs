@@ -69,8 +69,8 @@ struct Decoder<'a> {
     caches: Vec<Option<(Tensor, u64)>>,
     /// The next convolution's index (`feat_idx`), reset for every chunk.
     next: usize,
-    /// The time convolutions an `upsample3d` skipped on the first chunk (`"Rep"`).
-    repeated: Vec<bool>,
+    /// The first chunk: its `upsample3d`s skip their time convolution (the cache is `"Rep"`).
+    first: bool,
 }
 
 impl Decoder<'_> {
@@ -205,28 +205,17 @@ impl Decoder<'_> {
     fn upsample(&mut self, input: Tensor, at: At, in_time: bool) -> Result<(Tensor, At), Overflow> {
         let mut x = input;
         let mut at = at;
-        if in_time {
-            let idx = self.next;
-            if self.repeated.len() <= idx {
-                self.repeated.resize(idx + 1, false);
-            }
-            if self.caches.len() <= idx {
-                self.caches.resize_with(idx + 1, || None);
-            }
-            if self.repeated[idx] {
-                let (time, doubled) = self.causal_conv(at, at.channels * 2)?;
-                let stacked_at = At { frames: at.frames * 2, ..at };
-                let stacked = self.tensor(stacked_at)?;
-                self.free(time);
-                let _ = doubled;
-                self.free(x);
-                x = stacked;
-                at = stacked_at;
-            } else {
-                // The first chunk marks the cache "Rep" and keeps its frame count.
-                self.repeated[idx] = true;
-                self.next += 1;
-            }
+        if in_time && self.first {
+            // The cache is marked "Rep": no time convolution, the frame count kept.
+            self.next += 1;
+        } else if in_time {
+            let (time, _) = self.causal_conv(at, at.channels * 2)?;
+            let stacked_at = At { frames: at.frames * 2, ..at };
+            let stacked = self.tensor(stacked_at)?;
+            self.free(time);
+            self.free(x);
+            x = stacked;
+            at = stacked_at;
         }
         let images = self.tensor(at)?;
         self.free(x);
@@ -288,7 +277,7 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &WanShape) -> Result<(
         videos: shape.videos,
         caches: Vec::new(),
         next: 0,
-        repeated: Vec::new(),
+        first: true,
     };
     // `post_quant_conv` over every latent frame at once.
     let latents_at = At { channels: LATENT_CHANNELS, frames: shape.latent_frames, plane };
@@ -296,6 +285,7 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &WanShape) -> Result<(
     let mut video: Option<(Tensor, u64)> = None;
     for index in 0..shape.latent_frames {
         let chunk_at = At { frames: 1, ..latents_at };
+        decoder.first = index == 0;
         let (frames_out, at) = decoder.chunk(chunk_at, shape.base_channels)?;
         debug_assert_eq!(at.frames, chunk_frames(index));
         video = Some(match video.take() {

@@ -454,7 +454,7 @@ pub(super) fn adapter_per_token(
     for target in targets.iter().filter(|t| adapts(**t)) {
         // Column-parallel projections see the whole input on every rank; row-parallel ones
         // (o, down) a tensor-parallel slice of it.
-        let Some((input, output)) = super::dora::device_matrix(shape, placement, *target) else {
+        let Some((input, output)) = super::device_matrix(shape, placement, *target) else {
             continue;
         };
         inputs = inputs.checked_add(input).ok_or(Overflow)?;

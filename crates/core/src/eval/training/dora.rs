@@ -16,7 +16,7 @@
 //!   the base layer's own output is reused (PEFT 0.14, "Faster DoRA when no dropout").
 
 use super::Placement;
-use super::adapted_matrix;
+use super::device_matrix;
 use super::states::intermediate;
 use crate::budget::Component;
 use crate::eval::calc::{Overflow, Product, formula};
@@ -40,21 +40,6 @@ fn dora(training: &Training) -> Option<(&[LoraTarget], Precision)> {
         Method::Lora { targets, dtype, dora: true, .. } => Some((targets, *dtype)),
         _ => None,
     }
-}
-
-/// The `(in, out)` features of an adapted matrix on this device: column-parallel projections
-/// split their outputs over the tensor ranks, row-parallel ones (o, down) their inputs.
-pub(super) fn device_matrix(
-    shape: &Shape,
-    placement: &Placement,
-    target: LoraTarget,
-) -> Option<(u64, u64)> {
-    let (input, output) = adapted_matrix(shape, target)?;
-    let t = placement.tensor;
-    Some(match target {
-        LoraTarget::O | LoraTarget::Down => (input.div_ceil(t), output),
-        _ => (input, output.div_ceil(t)),
-    })
 }
 
 /// The base weight as the DoRA path uses it: `Some(bytes)` when `weight.to(x.dtype)` (or the

@@ -15,7 +15,7 @@
 //! head and norms keep ordinary states.
 
 use super::Placement;
-use super::adapted_matrix;
+use super::device_matrix;
 use super::states::{StepPhase, state};
 use crate::budget::Component;
 use crate::eval::calc::{Overflow, Product, formula};
@@ -44,11 +44,7 @@ pub(super) fn projected(
     let mut per_layer = (0u64, 0u64, 0u64);
     let mut largest = (0u64, 0u64);
     for target in LoraTarget::ALL {
-        let Some((input, output)) = adapted_matrix(shape, target) else { continue };
-        let (input, output) = match target {
-            LoraTarget::O | LoraTarget::Down => (input.div_ceil(placement.tensor), output),
-            _ => (input, output.div_ceil(placement.tensor)),
-        };
+        let Some((input, output)) = device_matrix(shape, placement, target) else { continue };
         let r = rank.min(input.min(output));
         let params = input.checked_mul(output).ok_or(Overflow)?;
         per_layer.0 = per_layer.0.checked_add(params).ok_or(Overflow)?;

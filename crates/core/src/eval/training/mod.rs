@@ -107,6 +107,21 @@ pub(super) fn adapted_matrix(shape: &Shape, target: LoraTarget) -> Option<(u64, 
     }
 }
 
+/// The `(in, out)` features of an adapted matrix on this device: column-parallel projections
+/// split their outputs over the tensor ranks, row-parallel ones (o, down) their inputs.
+pub(super) fn device_matrix(
+    shape: &Shape,
+    placement: &Placement,
+    target: LoraTarget,
+) -> Option<(u64, u64)> {
+    let (input, output) = adapted_matrix(shape, target)?;
+    let t = placement.tensor;
+    Some(match target {
+        LoraTarget::O | LoraTarget::Down => (input.div_ceil(t), output),
+        _ => (input, output.div_ceil(t)),
+    })
+}
+
 /// Values of the largest parameter tensor on this device: the embedding, the output head or
 /// the largest layer matrix.
 fn largest_tensor(shape: &Shape, placement: &Placement) -> u64 {
