@@ -569,6 +569,27 @@ pub enum Method {
         /// output features and rebuilds the adapted weight's column norms in every forward.
         dora: bool,
     },
+    /// Freeze tuning (LLaMA-Factory `finetuning_type: freeze`): the last `layers` decoder layers,
+    /// and the `extra` end modules, train in full; the rest of the model stays frozen.
+    Freeze {
+        layers: u64,
+        extra: Vec<Saved>,
+    },
+    /// Prefix tuning (PEFT `PrefixTuningConfig`, P-tuning v2): `tokens` trained key and value
+    /// vectors for every layer's attention, made directly or by a two-layer MLP of width
+    /// `projection` (PEFT `prefix_projection`, `encoder_hidden_size`) from a `tokens × hidden`
+    /// embedding; the whole model stays frozen.
+    Prefix {
+        tokens: u64,
+        projection: Option<u64>,
+    },
+}
+
+impl Method {
+    /// Whether every weight of the model trains.
+    pub fn is_full(&self) -> bool {
+        matches!(self, Method::Full)
+    }
 }
 
 /// A module trained in full next to LoRA adapters (a trainable copy of it).

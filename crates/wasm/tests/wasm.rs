@@ -20,6 +20,10 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     ("full-finetune-7b-24gb.vram", include_str!("../../../examples/full-finetune-7b-24gb.vram")),
     (
+        "freeze-and-prefix-tuning.vram",
+        include_str!("../../../examples/freeze-and-prefix-tuning.vram"),
+    ),
+    (
         "torchtune-memory-levers.vram",
         include_str!("../../../examples/torchtune-memory-levers.vram"),
     ),

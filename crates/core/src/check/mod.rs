@@ -9,6 +9,7 @@ mod decls;
 mod diffusion;
 mod fields;
 mod imported;
+mod method;
 mod model;
 mod quantity;
 mod query;

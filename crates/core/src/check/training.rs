@@ -1,18 +1,17 @@
-//! Checking `training` sections: method (full or LoRA), precisions, optimizer, batch,
+//! Checking `training` sections: method (`method.rs`), precisions, optimizer, batch,
 //! checkpointing and sharding. Beside a `diffusion` section the section trains the pipeline's
 //! denoiser: its weights, batch and positions are the pipeline's, so the fields that state them
 //! for a language model are refused.
 
 use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
-use crate::ast::{Block, Field, Value};
+use crate::ast::{Block, Value};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
-    Attention, Checkpointing, FusedLoss, Levers, LoraTarget, Method, Offload, Optimizer, Saved,
-    Sharding, StatesMemory, TextEncoders, Training, ZeroGrad,
+    Attention, Checkpointing, FusedLoss, Levers, Method, Offload, Optimizer, Sharding,
+    StatesMemory, TextEncoders, Training, ZeroGrad,
 };
 use crate::precision::Precision;
-use crate::ratio::Ratio;
 
 /// The longest sequence accepted: 100 million tokens.
 const MAX_TOKENS: u64 = 100_000_000;
@@ -83,22 +82,31 @@ pub(super) fn training(
         }
     }
     let method = fields.get("method").map_or(Some(Method::Full), |field| {
-        method(field, &fields, denoiser.is_some(), diagnostics)
+        super::method::method(field, &fields, denoiser.is_some(), diagnostics)
     });
     let weights = denoiser.or_else(|| fields.precision("weights"));
     if weights.is_none() {
         fields.missing("weights", "weights bf16");
     }
-    if let (Some(Method::Full), Some(p)) = (&method, denoiser.filter(|p| !p.is_float_compute())) {
+    // Full and freeze tuning update stored weights, which an integer or 4-bit format cannot
+    // hold (an FP8 store is left to the recipes that train through it).
+    let fp8 =
+        |p: Precision| matches!(p, Precision::Fp8 | Precision::Fp8Block | Precision::Fp8Layerwise);
+    let stored = weights.filter(|p| !p.is_float_compute() && (denoiser.is_some() || !fp8(*p)));
+    let updates = match &method {
+        Some(Method::Full) => Some("full fine-tuning updates every weight"),
+        Some(Method::Freeze { .. }) => Some("freeze tuning updates whole layers"),
+        _ => None,
+    };
+    if let (Some(updates), Some(p)) = (updates, stored) {
         let span =
             block.fields.iter().find(|f| f.key.name == "method").map_or(block.span, |f| f.span);
+        let base = if denoiser.is_some() { "denoiser" } else { "base" };
         fields.push(
-            Diagnostic::error(
-                "E013",
-                span,
-                format!("full fine-tuning updates every weight, which {} cannot store", p.name()),
-            )
-            .with_help("train LoRA adapters on a quantized denoiser: `method lora { rank 16 }`"),
+            Diagnostic::error("E013", span, format!("{updates}, which {} cannot store", p.name()))
+                .with_help(format!(
+                    "train LoRA adapters on a quantized {base}: `method lora {{ rank 16 }}`"
+                )),
         );
     }
     let names: Vec<&str> = Precision::NAMES.iter().copied().chain(["none"]).collect();
@@ -270,7 +278,11 @@ pub(super) fn training(
     diagnostics.extend(found);
     let (weights, sequence, method) = (weights?, sequence?, method?);
     let default_master = match (&method, weights) {
-        (Method::Full, Precision::Fp16 | Precision::Bf16) => Some(Precision::Fp32),
+        // Freeze tuning's trained layers follow full training's mixed precision (LLaMA-Factory
+        // casts them to fp32 while the frozen ones keep the load type).
+        (Method::Full | Method::Freeze { .. }, Precision::Fp16 | Precision::Bf16) => {
+            Some(Precision::Fp32)
+        }
         _ => None,
     };
     let full = matches!(method, Method::Full);
@@ -411,146 +423,4 @@ fn set_to_none_matters(
 /// Other formats keep their 16-bit companion.
 fn default_unquantized(weights: Precision) -> Precision {
     if weights.is_bitsandbytes() { Precision::Fp32 } else { weights.companion() }
-}
-
-/// The LoRA targets a denoiser has: the attention projections (diffusers' `to_q`, `to_k`,
-/// `to_v`, `to_out.0`).
-const DENOISER_TARGETS: [LoraTarget; 4] =
-    [LoraTarget::Q, LoraTarget::K, LoraTarget::V, LoraTarget::O];
-
-fn method(
-    field: &Field,
-    fields: &Fields<'_>,
-    denoiser: bool,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Option<Method> {
-    let [Value::Word(word)] = field.values.as_slice() else {
-        fields.push(Diagnostic::error(
-            "E013",
-            field.span,
-            "`method` is `full` or `lora { rank 16 }`",
-        ));
-        return None;
-    };
-    if fields.word_in(field, word, &["full", "lora"])? == "full" {
-        if let Some(block) = &field.block {
-            fields.push(Diagnostic::error("E013", block.span, "`method full` takes no block"));
-        }
-        Some(Method::Full)
-    } else {
-        const KNOWN: &[(&str, Repeat)] = &[
-            ("rank", Repeat::Once),
-            ("targets", Repeat::Once),
-            ("dtype", Repeat::Once),
-            ("modules_to_save", Repeat::Once),
-            ("dropout", Repeat::Once),
-            ("dora", Repeat::Once),
-        ];
-        let empty = Block::default();
-        let block = field.block.as_ref().unwrap_or(&empty);
-        let inner = Fields::new("a LoRA method", block, KNOWN);
-        let rank = inner.whole("rank", Dim::Count, 1, 65_536, "16");
-        if !inner.has("rank") {
-            inner.push(
-                Diagnostic::error("E011", field.span, "LoRA needs a rank")
-                    .with_help("write `method lora { rank 16 }`"),
-            );
-        }
-        let mut targets = Vec::new();
-        let adaptable: &[LoraTarget] = if denoiser { &DENOISER_TARGETS } else { &LoraTarget::ALL };
-        // A denoiser has no MLP targets; a language model also takes T5's module names.
-        let t5: &[(&str, LoraTarget)] = if denoiser { &[] } else { &LoraTarget::T5_NAMES };
-        let names: Vec<&str> = adaptable
-            .iter()
-            .map(|t| t.name())
-            .chain(t5.iter().map(|(name, _)| *name))
-            .chain(["all"])
-            .collect();
-        if let Some(targets_field) = inner.get("targets") {
-            for word in inner.words(targets_field) {
-                match inner.word_in(targets_field, word, &names) {
-                    Some("all") => targets.extend(adaptable),
-                    Some(name) => {
-                        targets.extend(adaptable.iter().filter(|t| t.name() == name));
-                        targets.extend(t5.iter().filter(|(n, _)| *n == name).map(|(_, t)| *t));
-                    }
-                    None => {}
-                }
-            }
-        } else if denoiser {
-            // diffusers' LoRA training scripts adapt every attention projection
-            // (`target_modules=["to_k", "to_q", "to_v", "to_out.0"]`).
-            targets.extend(DENOISER_TARGETS);
-        } else {
-            // PEFT's default for Llama-style models adapts the attention query and value.
-            targets.extend([LoraTarget::Q, LoraTarget::V]);
-        }
-        targets.sort_unstable();
-        targets.dedup();
-        let dtype = inner.precision("dtype");
-        let mut save = Vec::new();
-        let save_field = inner.get("modules_to_save");
-        if let (true, Some(save_field)) = (denoiser, save_field) {
-            inner.push(Diagnostic::error(
-                "E013",
-                save_field.key.span,
-                "`modules_to_save` names a language model's embeddings and head; a denoiser has neither",
-            ));
-        } else if let Some(save_field) = save_field {
-            for word in inner.words(save_field) {
-                match inner.word_in(save_field, word, &["embeddings", "head"]) {
-                    Some("embeddings") => save.push(Saved::Embeddings),
-                    Some(_) => save.push(Saved::Head),
-                    None => {}
-                }
-            }
-        }
-        save.sort_unstable();
-        save.dedup();
-        let dropout = lora_dropout(&inner);
-        let dora_field = inner.get("dora");
-        let dora = dora_field.and_then(|field| inner.choice_of(field, &["true", "false"]));
-        let dora = dora.map(|(word, _)| word == "true");
-        if let (true, Some(true), Some(dora_field)) = (denoiser, dora, dora_field) {
-            // A denoiser's adapted layers include convolutions and attention projections of
-            // several widths (DoRA's conv layers norm over a whole kernel): not modelled.
-            inner.push(
-                Diagnostic::error(
-                    "E013",
-                    dora_field.span,
-                    "`dora` is modelled for a language model's linear layers, not a denoiser's",
-                )
-                .with_help("drop `dora true` to estimate plain LoRA on the denoiser"),
-            );
-        }
-        let found = inner.finish();
-        let ok = found.is_empty();
-        diagnostics.extend(found);
-        ok.then_some(Method::Lora {
-            rank: rank?,
-            targets,
-            dtype: dtype.unwrap_or(Precision::Fp32),
-            save,
-            dropout: dropout.unwrap_or(Ratio::ZERO),
-            dora: dora.unwrap_or(false),
-        })
-    }
-}
-
-/// PEFT's `lora_dropout`, a plain probability below 1 (`LoraConfig`'s default is 0).
-fn lora_dropout(inner: &Fields<'_>) -> Option<Ratio> {
-    let field = inner.get("dropout")?;
-    let (value, span) = inner.quantity(field, Dim::Count, "0.05")?;
-    if value.is_negative() || value >= Ratio::ONE {
-        inner.push(
-            Diagnostic::error(
-                "E007",
-                span,
-                format!("`dropout` is {value}; it must be from 0 to below 1"),
-            )
-            .with_help("PEFT's `lora_dropout`, such as `dropout 0.05`"),
-        );
-        return None;
-    }
-    Some(value)
 }

@@ -64,7 +64,7 @@ pub(super) fn device_components_reusing(
             || WeightsKey {
                 model: model.to_string(),
                 format: inference.weights,
-                placement: placement.clone(),
+                placement: *placement,
                 runtime: workload.runtime.clone(),
             },
             &mut components,
@@ -386,7 +386,7 @@ impl Reuse {
             return Ok(*bytes);
         }
         let bytes = compute()?;
-        self.kv_per_token.push(((model.to_string(), placement.clone(), precision), bytes));
+        self.kv_per_token.push(((model.to_string(), *placement, precision), bytes));
         Ok(bytes)
     }
 

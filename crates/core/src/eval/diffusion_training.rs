@@ -25,7 +25,7 @@
 
 use super::allocator::CachingAllocator;
 use super::calc::{self, Overflow, Product, formula};
-use super::training::{self as llm_training, Adapters};
+use super::training::{self as llm_training, AdapterKind, Adapters};
 use super::vae_encode::{self, EncoderShape};
 use super::{Placement, diffusion};
 use crate::budget::{Category, Component, HeldBy, Provenance};
@@ -84,10 +84,7 @@ pub(crate) fn components(
         )?);
     }
     let denoiser = &diffusion.denoiser;
-    let role = match training.method {
-        Method::Full => "denoiser",
-        Method::Lora { .. } => "frozen denoiser",
-    };
+    let role = if training.method.is_full() { "denoiser" } else { "frozen denoiser" };
     components.extend(diffusion::weights(
         program,
         diffusion,
@@ -122,6 +119,8 @@ pub(crate) fn components(
             let adapters = adapters(diffusion, blocks, *rank, targets, *dtype)?;
             components.extend(llm_training::adapter_states(&adapters, training, 1, &mut phase)?);
         }
+        // The checker refuses freeze and prefix tuning for a denoiser (E013).
+        Method::Freeze { .. } | Method::Prefix { .. } => {}
     }
     components.extend(text_encoder_states(program, diffusion, training, &mut phase)?);
     components.extend(activations(diffusion, blocks, training)?);
@@ -281,6 +280,7 @@ fn adapters(
     let names: Vec<&str> = targets.iter().map(|t| t.name()).collect();
     let params = rank.checked_mul(per_rank).ok_or(Overflow)?;
     Ok(Adapters {
+        kind: AdapterKind::Lora,
         params,
         label: formula!(
             "adapter params (rank {rank} × {}, {})",

@@ -48,7 +48,7 @@ use crate::ratio::Ratio;
 pub use runtime::PROFILES_VERSION;
 
 /// What one device holds under the split.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Placement {
     pub tensor: u64,
     pub stage: u64,

@@ -6,7 +6,8 @@
 //! about a third more compute), 8-bit AdamW moments (`optimizer adamw-8bit`, bitsandbytes),
 //! the optimizer stepped in the backward pass (`step_in_backward true`: one gradient held at a
 //! time; one micro-batch per step, no sharding or offload), then the cross-entropy in chunks
-//! (`loss_chunks 8`). A lever the workload already pulls, or cannot pull, is skipped.
+//! (`loss_chunks 8`). A lever the workload already pulls, or cannot pull, is skipped; of a set
+//! that fits, a lever the others fit without is dropped.
 
 use super::{Planner, Stop};
 use crate::budget::Verdict;
@@ -64,23 +65,57 @@ impl Planner<'_> {
     pub fn find_training_option(&mut self) -> Result<Option<TrainingAnswer>, Stop> {
         let Some(declared) = self.original.training.clone() else { return Ok(None) };
         let denoiser = self.original.diffusion.is_some();
-        let spec = self.spec.clone();
-        let mut pulled: Vec<&'static str> = Vec::new();
-        let mut training = declared;
+        let mut pulled: Vec<&Lever> = Vec::new();
+        let mut training = declared.clone();
         for lever in &LEVERS {
             if !(lever.applies)(&training, denoiser) {
                 continue;
             }
             (lever.pull)(&mut training);
-            pulled.push(lever.says);
-            self.workload_mut().training = Some(training.clone());
-            let verdict = self.verdict();
-            self.reset(&spec);
-            let verdict = verdict?;
+            pulled.push(lever);
+            let verdict = self.verdict_with(&training)?;
             if verdict.fits() {
-                return Ok(Some(TrainingAnswer { change: pulled.join(", "), at: verdict }));
+                return self.fewest(&declared, pulled, verdict).map(Some);
             }
         }
         Ok(None)
+    }
+
+    /// The check's verdict with `training` in place of the workload's own.
+    fn verdict_with(&mut self, training: &Training) -> Result<Verdict, Stop> {
+        let spec = self.spec.clone();
+        self.workload_mut().training = Some(training.clone());
+        let verdict = self.verdict();
+        self.reset(&spec);
+        verdict
+    }
+
+    /// Drops each lever of a fitting set, last first, that the others fit without: a lever
+    /// pulled early can stop mattering (checkpointing a freeze-tuned model, whose frozen layers
+    /// store nothing anyway, only adds checkpoints).
+    fn fewest(
+        &mut self,
+        declared: &Training,
+        mut pulled: Vec<&Lever>,
+        mut at: Verdict,
+    ) -> Result<TrainingAnswer, Stop> {
+        for index in (0..pulled.len()).rev() {
+            if pulled.len() == 1 {
+                break;
+            }
+            let mut without = declared.clone();
+            for (i, lever) in pulled.iter().enumerate() {
+                if i != index {
+                    (lever.pull)(&mut without);
+                }
+            }
+            let verdict = self.verdict_with(&without)?;
+            if verdict.fits() {
+                pulled.remove(index);
+                at = verdict;
+            }
+        }
+        let change = pulled.iter().map(|lever| lever.says).collect::<Vec<_>>().join(", ");
+        Ok(TrainingAnswer { change, at })
     }
 }

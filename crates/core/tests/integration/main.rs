@@ -10,6 +10,7 @@ mod encoder_decoder;
 mod examples;
 mod format;
 mod formulas;
+mod freeze_prefix;
 mod galore;
 mod grid;
 mod header;

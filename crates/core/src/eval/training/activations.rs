@@ -70,7 +70,9 @@ pub(super) fn eager_rms_norm_bytes(shape: &Shape, training: &Training) -> u64 {
     }
     let stream = u64::try_from(stream(training).bytes_per_element().ceil()).unwrap_or(4);
     let upcast = 4u64.saturating_sub(stream);
-    let normalized = if matches!(training.method, Method::Full) { stream } else { 0 };
+    // The norms of trained layers train too (full and freeze tuning).
+    let normalized =
+        if matches!(training.method, Method::Full | Method::Freeze { .. }) { stream } else { 0 };
     (upcast + normalized) * shape.hidden
 }
 

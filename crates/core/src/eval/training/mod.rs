@@ -19,13 +19,16 @@ use crate::ratio::Ratio;
 mod activations;
 mod deepspeed;
 mod dora;
+mod freeze;
 mod galore;
+mod prefix;
 mod seq2seq;
 mod states;
 
 pub(super) use activations::{activations, softmax_gradients};
 pub(super) use states::{
-    Adapters, StepPhase, adapter_states, optimizer_step, sharded, state, trained_states,
+    AdapterKind, Adapters, StepPhase, adapter_states, optimizer_step, sharded, state,
+    trained_states,
 };
 use states::{divisor, intermediate};
 
@@ -182,8 +185,8 @@ pub(crate) fn components(
     let mut components = Vec::new();
     let weights_ways = divisor(training, Sharding::Zero3, data);
     let base_label = match training.method {
-        Method::Full => "weights",
-        Method::Lora { .. } => "frozen base weights",
+        Method::Full | Method::Freeze { .. } => "weights",
+        Method::Lora { .. } | Method::Prefix { .. } => "frozen base weights",
     };
     let params = device_params(shape, placement)?;
     if training.offload == Offload::Parameters {
@@ -213,7 +216,17 @@ pub(crate) fn components(
         )?);
         components.extend(autocast_head_copy(shape, placement, training, kept)?);
     }
-    components.extend(autocast_copies(params, training)?);
+    // The layers autograd records: a frozen prefix of the model records none (freeze tuning).
+    let recorded = match &training.method {
+        Method::Freeze { layers, extra } => {
+            freeze::recorded_layers(shape, placement, training, *layers, extra)
+        }
+        _ => *placement,
+    };
+    // Autocast's copies of fp32 weights live until the backward pass of the layer that made
+    // them, for the layers autograd records.
+    let cast = if recorded == *placement { params } else { device_params(shape, &recorded)? };
+    components.extend(autocast_copies(cast, training)?);
     let mut phase = StepPhase::default();
     let trained = match &training.method {
         Method::Full => {
@@ -253,8 +266,14 @@ pub(crate) fn components(
             let factored =
                 lora_shapes(shape, placement, *rank, targets, *dora).ok().map(|(_, f)| f);
             let largest = largest_adapter(shape, placement, *rank, targets);
-            let adapters =
-                Adapters { params: adapter_params, label, dtype: *dtype, factored, largest };
+            let adapters = Adapters {
+                kind: AdapterKind::Lora,
+                params: adapter_params,
+                label,
+                dtype: *dtype,
+                factored,
+                largest,
+            };
             components.extend(adapter_states(&adapters, training, data, &mut phase)?);
             // PEFT `modules_to_save`: whole modules trained next to the adapters, as a
             // trainable copy of the module with its own gradients and optimizer state.
@@ -295,10 +314,33 @@ pub(crate) fn components(
             }
             adapter_params + saved
         }
+        Method::Freeze { layers, extra } => {
+            let trained = freeze::trained(shape, placement, *layers, extra)?;
+            let label = formula!("trained layers ({} of {}): ", trained.layers, shape.layers);
+            components.extend(trained_states(
+                &label,
+                trained.params,
+                trained.params,
+                "params",
+                training,
+                data,
+                training.weights,
+                trained.factored,
+                trained.largest,
+                &mut phase,
+            )?);
+            trained.params
+        }
+        Method::Prefix { tokens, projection } => {
+            let encoder = prefix::encoder(shape, placement, *tokens, *projection)?;
+            components.extend(adapter_states(&encoder, training, data, &mut phase)?);
+            components.push(prefix::saved_keys_values(shape, placement, training, *tokens)?);
+            encoder.params
+        }
     };
     components.extend(deepspeed::buckets(training, data)?);
     components.extend(deepspeed::accumulating_partition(trained, training, data)?);
-    components.extend(activations(shape, placement, training)?);
+    components.extend(activations(shape, &recorded, training)?);
     components.extend(saved_dequantized_weights(shape, placement, training)?);
     components.extend(dora::weight_norm_transient(shape, placement, training)?);
     components.extend(dora::recomputed_weights(shape, placement, training)?);

@@ -266,12 +266,39 @@ pub(in crate::eval) fn trained_states(
 /// LoRA adapters on this device: their count (with its formula label), precision and, for a
 /// factored optimizer, their row and column count.
 pub(in crate::eval) struct Adapters {
+    pub(in crate::eval) kind: AdapterKind,
     pub(in crate::eval) params: u64,
     pub(in crate::eval) label: String,
     pub(in crate::eval) dtype: Precision,
     pub(in crate::eval) factored: Option<u64>,
     /// Values of the largest adapter matrix (`rank × max(in, out)`).
     pub(in crate::eval) largest: u64,
+}
+
+/// What the trained module next to a frozen model is.
+#[derive(Clone, Copy)]
+pub(in crate::eval) enum AdapterKind {
+    Lora,
+    /// Prefix tuning's encoder: the trained keys and values (and their MLP).
+    Prefix,
+}
+
+impl AdapterKind {
+    fn name(self) -> &'static str {
+        match self {
+            AdapterKind::Lora => "LoRA adapters",
+            AdapterKind::Prefix => "prefix encoder",
+        }
+    }
+
+    fn source(self) -> &'static str {
+        match self {
+            AdapterKind::Lora => "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)",
+            AdapterKind::Prefix => {
+                "PEFT PrefixEncoder: an Embedding of num_virtual_tokens × (num_layers × 2 × token_dim), fp32"
+            }
+        }
+    }
 }
 
 fn gradients_source(training: &Training) -> &'static str {
@@ -297,12 +324,20 @@ pub(in crate::eval) fn adapter_states(
         dtype.name(),
         weight_ways,
     )?;
+    let kind = adapters.kind;
     let source = if weight_ways > 1 {
-        "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out); §5.2: ZeRO-3 / FSDP full sharding"
+        match kind {
+            AdapterKind::Lora => {
+                "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out); §5.2: ZeRO-3 / FSDP full sharding"
+            }
+            AdapterKind::Prefix => {
+                "PEFT PrefixEncoder, fp32; DOMAIN.md §5.2: ZeRO-3 / FSDP full sharding"
+            }
+        }
     } else {
-        "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)"
+        kind.source()
     };
-    components.push(state("LoRA adapters", weights, source));
+    components.push(state(kind.name(), weights, source));
     let figures = gradients(params, "adapter params", dtype, training, data, adapters.largest)?;
     if training.gradients_freed_each_step() {
         phase.gradients.push((figures.0, formula!("adapter gradients {}", figures.1)));
