@@ -507,6 +507,17 @@ impl Cx<'_> {
         } else if q.contains("smoothquant") || q.contains("w8a8") || w.contains("w8a8") {
             // int8 weights with a scale per output channel, as LLM.int8 is written.
             Ok(("int8", None))
+        } else if q.contains("quantization_bit") || q.contains("chatglm") {
+            // ChatGLM's own `model.quantize(bits)` (its `--quantization_bit`): weight-only int8
+            // or int4 for the layers' linear matrices with an fp16 scale per output channel;
+            // embeddings and the output layer stay fp16.
+            let four = [&q, &w].iter().any(|t| t.contains("bit 4") || t.contains("int4"));
+            let eight = [&q, &w].iter().any(|t| t.contains("bit 8") || t.contains("int8"));
+            match (four, eight) {
+                (true, false) => Ok(("int4", None)),
+                (false, true) => Ok(("int8", None)),
+                _ => Err(unreadable("quantization", &quantization)),
+            }
         } else if q.contains("hqq") {
             Ok((
                 "int4-g64",
@@ -930,6 +941,8 @@ mod version_tests {
         assert_eq!(word("transformers", "8-bit", Some("bitsandbytes")), Some("int8"));
         assert_eq!(word("transformers", "bf16", Some("none (bf16)")), Some("bf16"));
         assert_eq!(word("transformers", "8-bit", None), Some("int8"));
+        assert_eq!(word("ChatGLM", "INT4", Some("quantization_bit 4")), Some("int4"));
+        assert_eq!(word("ChatGLM", "int8", Some("ChatGLM quantize(8)")), Some("int8"));
         assert_eq!(word("llama.cpp", "8-bit", None), None);
         assert_eq!(word("transformers", "4-bit", Some("HQQ")), Some("int4-g64"));
         assert_eq!(word("TensorRT-LLM", "W8A8", Some("SmoothQuant")), Some("int8"));

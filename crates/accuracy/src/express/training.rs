@@ -160,6 +160,11 @@ fn method(
     // DoRA (PEFT `use_dora`) and QDoRA: LoRA whose adapted matrices also train a magnitude.
     let dora = lower.contains("dora");
     if !lower.contains("lora") && !dora {
+        match frozen_model_method(cx, &text) {
+            FrozenModel::Method(lines) => return Some(lines),
+            FrozenModel::Incomplete => return None,
+            FrozenModel::Other => {}
+        }
         // GaLore trains every parameter; its projection is the optimizer's (`galore`).
         if lower.contains("full") || lower.contains("galore") {
             return Some(full());
@@ -242,6 +247,99 @@ fn method(
     }
     lines.push_str("    }\n");
     Some(MethodLines { lines, lora: true, saved })
+}
+
+/// What a method's wording says of the methods that train beside a frozen model.
+enum FrozenModel {
+    Method(MethodLines),
+    /// It names one of them without what it needs (its gap is recorded).
+    Incomplete,
+    /// It names neither.
+    Other,
+}
+
+/// Freeze tuning and prefix tuning (P-tuning v2), in the words sources use for them.
+fn frozen_model_method(cx: &mut Cx<'_>, text: &str) -> FrozenModel {
+    let lower = text.to_lowercase();
+    let squashed: String = lower.chars().filter(char::is_ascii_alphanumeric).collect();
+    let lines =
+        |lines: String| FrozenModel::Method(MethodLines { lines, lora: false, saved: false });
+    if lower.contains("freeze") || lower.contains("partial") || squashed.contains("lastlayers") {
+        let layers = number_before(&lower, "layer").unwrap_or_else(|| {
+            cx.assume(
+                assume::RUNTIME_DEFAULT,
+                "freeze tuning of the last 2 layers: LLaMA-Factory's freeze_trainable_layers default",
+            );
+            2
+        });
+        let mut extra = Vec::new();
+        if lower.contains("embed") {
+            extra.push("embeddings");
+        }
+        if lower.contains("lm_head") || lower.contains("head") {
+            extra.push("head");
+        }
+        let mut out = format!("    method freeze {{\n      layers {layers}\n");
+        if !extra.is_empty() {
+            let _ = writeln!(out, "      extra_modules {}", extra.join(" "));
+        }
+        out.push_str("    }\n");
+        return lines(out);
+    }
+    let p_tuning_v2 = squashed.contains("ptuningv2");
+    if !(lower.contains("prefix") || p_tuning_v2) {
+        return FrozenModel::Other;
+    }
+    let tokens = number_before(&lower, "token")
+        .or_else(|| number_after(&lower, "pre_seq_len"))
+        .or_else(|| number_after(&lower, "num_virtual_tokens"))
+        .or_else(|| {
+            let chatglm = cx.point.model.to_lowercase().contains("chatglm")
+                || cx.point.framework.to_lowercase().contains("chatglm");
+            (p_tuning_v2 && chatglm).then(|| {
+                cx.assume(
+                    assume::SCRIPT_SETTING,
+                    "128 prefix tokens: PRE_SEQ_LEN=128 in ChatGLM's ptuning/train.sh",
+                );
+                128
+            })
+        });
+    let Some(tokens) = tokens else {
+        cx.gap(Gap::data(data::LORA_SETUP, format!("{text}: the prefix length")));
+        return FrozenModel::Incomplete;
+    };
+    let mut out = format!("    method prefix {{\n      tokens {tokens}\n");
+    if !lower.contains("no projection")
+        && let Some(width) = number_after(&lower, "projection")
+    {
+        let _ = writeln!(out, "      projection {width}");
+    }
+    out.push_str("    }\n");
+    lines(out)
+}
+
+/// The whole number that ends just before `word` (`last 2 layers`, `128 virtual tokens`).
+fn number_before(text: &str, word: &str) -> Option<u64> {
+    let at = text.find(word)?;
+    let head = text[..at].trim_end();
+    let head = head.strip_suffix("virtual").unwrap_or(head).trim_end();
+    let digits: String = head
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    digits.parse().ok()
+}
+
+/// The whole number that follows `word` (`pre_seq_len=128`, `projection 512`).
+fn number_after(text: &str, word: &str) -> Option<u64> {
+    let at = text.find(word)? + word.len();
+    let tail = text[at..].trim_start_matches([' ', '=', ':']);
+    let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// The sharding, offload and precision lines of the model states.
@@ -689,6 +787,32 @@ mod tests {
     fn workload(fields: &str) -> String {
         let expressed = super::super::express(&point(fields)).expect("expressible");
         expressed.source.split("workload point").nth(1).expect("a workload").to_string()
+    }
+
+    #[test]
+    fn freeze_and_prefix_tuning_read_their_sizes() {
+        let freeze = workload(
+            r#"{"workload": "training_full", "finetune_method": "freeze (last 4 layers + lm_head)"}"#,
+        );
+        assert!(
+            freeze.contains("method freeze {\n      layers 4\n      extra_modules head"),
+            "{freeze}"
+        );
+        let default = workload(r#"{"workload": "training_full", "finetune_method": "freeze"}"#);
+        assert!(default.contains("layers 2\n"), "{default}");
+        let prefix = workload(
+            r#"{"workload": "training_full", "finetune_method": "prefix tuning, 30 virtual tokens"}"#,
+        );
+        assert!(prefix.contains("method prefix {\n      tokens 30\n"), "{prefix}");
+        let glm = workload(
+            r#"{"workload": "training_full", "finetune_method": "P-Tuning v2 (pre_seq_len=64, prefix_projection 4096)"}"#,
+        );
+        assert!(glm.contains("tokens 64\n      projection 4096"), "{glm}");
+        // Without its length a prefix is not expressed.
+        let unstated = super::super::express(&point(
+            r#"{"workload": "training_full", "finetune_method": "prefix tuning"}"#,
+        ));
+        assert!(unstated.is_err());
     }
 
     #[test]
