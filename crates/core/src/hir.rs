@@ -583,6 +583,14 @@ pub enum Method {
         tokens: u64,
         projection: Option<u64>,
     },
+    /// Prompt tuning (PEFT `PromptTuningConfig`) and P-tuning (`PromptEncoderConfig`): `tokens`
+    /// trained embeddings before every sample's input, made directly or, for P-tuning, by an
+    /// MLP of width `encoder` (`encoder_hidden_size`); the whole model stays frozen and runs over
+    /// the longer input.
+    Prompt {
+        tokens: u64,
+        encoder: Option<u64>,
+    },
 }
 
 impl Method {

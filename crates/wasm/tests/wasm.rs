@@ -20,8 +20,8 @@ const EXAMPLES: &[(&str, &str)] = &[
     ),
     ("full-finetune-7b-24gb.vram", include_str!("../../../examples/full-finetune-7b-24gb.vram")),
     (
-        "freeze-and-prefix-tuning.vram",
-        include_str!("../../../examples/freeze-and-prefix-tuning.vram"),
+        "freeze-prefix-and-prompt-tuning.vram",
+        include_str!("../../../examples/freeze-prefix-and-prompt-tuning.vram"),
     ),
     (
         "torchtune-memory-levers.vram",

@@ -287,13 +287,31 @@ fn frozen_model_method(cx: &mut Cx<'_>, text: &str) -> FrozenModel {
         return lines(out);
     }
     let p_tuning_v2 = squashed.contains("ptuningv2");
+    let p_tuning = squashed.contains("ptuning") && !p_tuning_v2;
+    if p_tuning || lower.contains("prompt tuning") || lower.contains("soft prompt") {
+        let Some(tokens) = virtual_tokens(&lower) else {
+            cx.gap(Gap::data(data::LORA_SETUP, format!("{text}: the number of virtual tokens")));
+            return FrozenModel::Incomplete;
+        };
+        let mut out = format!("    method prompt {{\n      tokens  {tokens}\n");
+        if p_tuning {
+            // PEFT's PromptEncoderConfig: an MLP whose width, `encoder_hidden_size`, defaults
+            // to the model's hidden size.
+            let Some(width) = number_after(&lower, "encoder_hidden_size").or(cx.point.hidden_size)
+            else {
+                cx.gap(Gap::data(data::LORA_SETUP, format!("{text}: the prompt encoder's width")));
+                return FrozenModel::Incomplete;
+            };
+            let _ = writeln!(out, "      encoder {width}");
+        }
+        out.push_str("    }\n");
+        return lines(out);
+    }
     if !(lower.contains("prefix") || p_tuning_v2) {
         return FrozenModel::Other;
     }
-    let tokens = number_before(&lower, "token")
-        .or_else(|| number_after(&lower, "pre_seq_len"))
-        .or_else(|| number_after(&lower, "num_virtual_tokens"))
-        .or_else(|| {
+    let tokens =
+        virtual_tokens(&lower).or_else(|| number_after(&lower, "pre_seq_len")).or_else(|| {
             let chatglm = cx.point.model.to_lowercase().contains("chatglm")
                 || cx.point.framework.to_lowercase().contains("chatglm");
             (p_tuning_v2 && chatglm).then(|| {
@@ -316,6 +334,12 @@ fn frozen_model_method(cx: &mut Cx<'_>, text: &str) -> FrozenModel {
     }
     out.push_str("    }\n");
     lines(out)
+}
+
+/// The number of virtual tokens a prompt-learning wording states (`30 virtual tokens`,
+/// `num_virtual_tokens=20`).
+fn virtual_tokens(lower: &str) -> Option<u64> {
+    number_before(lower, "token").or_else(|| number_after(lower, "num_virtual_tokens"))
 }
 
 /// The whole number that ends just before `word` (`last 2 layers`, `128 virtual tokens`).
@@ -808,6 +832,15 @@ mod tests {
             r#"{"workload": "training_full", "finetune_method": "P-Tuning v2 (pre_seq_len=64, prefix_projection 4096)"}"#,
         );
         assert!(glm.contains("tokens 64\n      projection 4096"), "{glm}");
+        let prompt = workload(
+            r#"{"workload": "training_full", "finetune_method": "prompt tuning (num_virtual_tokens=8)"}"#,
+        );
+        assert!(prompt.contains("method prompt {\n      tokens  8\n    }"), "{prompt}");
+        let p_tuning = workload(
+            r#"{"workload": "training_full", "finetune_method": "P-tuning, 20 virtual tokens",
+                "hidden_size": 4096}"#,
+        );
+        assert!(p_tuning.contains("tokens  20\n      encoder 4096"), "{p_tuning}");
         // Without its length a prefix is not expressed.
         let unstated = super::super::express(&point(
             r#"{"workload": "training_full", "finetune_method": "prefix tuning"}"#,

@@ -1,5 +1,5 @@
 //! The `method` of a `training` section: full training, LoRA (with DoRA and saved modules),
-//! freeze tuning and prefix tuning.
+//! freeze tuning, prefix tuning and prompt tuning.
 
 use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
@@ -14,7 +14,7 @@ use crate::ratio::Ratio;
 const DENOISER_TARGETS: [LoraTarget; 4] =
     [LoraTarget::Q, LoraTarget::K, LoraTarget::V, LoraTarget::O];
 
-/// The `method` field: `full`, `lora { … }`, `freeze { … }` or `prefix { … }`.
+/// The `method` field: `full`, `lora { … }`, `freeze { … }`, `prefix { … }` or `prompt { … }`.
 pub(super) fn method(
     field: &Field,
     fields: &Fields<'_>,
@@ -25,11 +25,11 @@ pub(super) fn method(
         fields.push(Diagnostic::error(
             "E013",
             field.span,
-            "`method` is `full`, `lora { rank 16 }`, `freeze { layers 2 }` or `prefix { tokens 20 }`",
+            "`method` is `full`, `lora { rank 16 }`, `freeze { layers 2 }`, `prefix { tokens 20 }` or `prompt { tokens 20 }`",
         ));
         return None;
     };
-    let kind = fields.word_in(field, word, &["full", "lora", "freeze", "prefix"])?;
+    let kind = fields.word_in(field, word, &["full", "lora", "freeze", "prefix", "prompt"])?;
     if kind != "lora" && denoiser && kind != "full" {
         fields.push(
             Diagnostic::error(
@@ -54,7 +54,8 @@ pub(super) fn method(
         }
         "lora" => lora(field, block, denoiser, diagnostics),
         "freeze" => freeze(block, diagnostics),
-        _ => prefix(field, block, diagnostics),
+        "prefix" => prefix(field, block, diagnostics),
+        _ => prompt(field, block, diagnostics),
     }
 }
 
@@ -222,4 +223,27 @@ fn prefix(field: &Field, block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Op
     let ok = found.is_empty();
     diagnostics.extend(found);
     ok.then_some(Method::Prefix { tokens: tokens?, projection })
+}
+
+/// `method prompt { tokens 20, encoder 4096 }`: PEFT's prompt tuning, or with `encoder` the
+/// width of P-tuning's MLP prompt encoder.
+fn prompt(field: &Field, block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Method> {
+    const KNOWN: &[(&str, Repeat)] = &[("tokens", Repeat::Once), ("encoder", Repeat::Once)];
+    let inner = Fields::new("a prompt method", block, KNOWN);
+    let tokens = inner.whole("tokens", Dim::Count, 1, 1_000_000, "20");
+    if !inner.has("tokens") {
+        inner.push(
+            Diagnostic::error(
+                "E011",
+                field.span,
+                "prompt tuning needs its number of virtual tokens",
+            )
+            .with_help("write `method prompt { tokens 20 }` (PEFT's `num_virtual_tokens`)"),
+        );
+    }
+    let encoder = inner.whole("encoder", Dim::Count, 1, 1_000_000, "4096");
+    let found = inner.finish();
+    let ok = found.is_empty();
+    diagnostics.extend(found);
+    ok.then_some(Method::Prompt { tokens: tokens?, encoder })
 }

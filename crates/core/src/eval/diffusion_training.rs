@@ -119,8 +119,8 @@ pub(crate) fn components(
             let adapters = adapters(diffusion, blocks, *rank, targets, *dtype)?;
             components.extend(llm_training::adapter_states(&adapters, training, 1, &mut phase)?);
         }
-        // The checker refuses freeze and prefix tuning for a denoiser (E013).
-        Method::Freeze { .. } | Method::Prefix { .. } => {}
+        // The checker refuses freeze, prefix and prompt tuning for a denoiser (E013).
+        Method::Freeze { .. } | Method::Prefix { .. } | Method::Prompt { .. } => {}
     }
     components.extend(text_encoder_states(program, diffusion, training, &mut phase)?);
     components.extend(activations(diffusion, blocks, training)?);

@@ -1,4 +1,5 @@
-//! Freeze tuning and prefix tuning on Llama 3.1 8B, pinned against hand computations.
+//! Freeze tuning, prefix tuning and prompt tuning on Llama 3.1 8B, pinned against hand
+//! computations.
 
 use vram_core::budget::CheckBudget;
 
@@ -85,11 +86,29 @@ fn prefix_tuning_trains_per_layer_keys_and_values() {
 }
 
 #[test]
+fn prompt_tuning_trains_input_embeddings_and_lengthens_every_sample() {
+    // 20 virtual tokens × 4,096 hidden, fp32; P-tuning's MLP adds Linear(4,096, 4,096) three
+    // times with two 4,096 biases and the output's.
+    let prompt = check("method prompt { tokens 20 }");
+    assert_eq!(bytes(&prompt, "prompt encoder"), 20 * 4096 * 4);
+    let p_tuning = check("method prompt { tokens 20; encoder 4096 }");
+    assert_eq!(bytes(&p_tuning, "prompt encoder"), (20 * 4096 + 3 * 4096 * 4096 + 3 * 4096) * 4);
+    // The frozen model runs over 1,024 + 20 positions: what LoRA keeps at 1,044 tokens.
+    let lora = vram_core::evaluate(
+        "workload w { model llama3.1-8b; runtime none; training { weights bf16; micro_batch 4; sequence 1044 tokens; method lora { rank 16 } } }\ncheck w on h200-sxm",
+    );
+    let lora = &lora.budget.checks[0];
+    assert_eq!(bytes(&prompt, "activations"), bytes(lora, "activations"));
+    assert_eq!(bytes(&prompt, "logits and loss"), bytes(lora, "logits and loss"));
+}
+
+#[test]
 fn quantized_weights_cannot_be_trained_and_prefixes_need_a_length() {
     assert_eq!(errors("method freeze { layers 2 }; weights nf4"), ["E013"]);
     assert_eq!(errors("method full; weights int4"), ["E013"]);
     assert!(errors("method lora { rank 16 }; weights nf4").is_empty());
     assert_eq!(errors("method prefix { projection 512 }"), ["E011"]);
+    assert_eq!(errors("method prompt { encoder 512 }"), ["E011"]);
     assert_eq!(errors("method freeze { layers 0 }"), ["E007"]);
 }
 

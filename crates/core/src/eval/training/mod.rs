@@ -21,7 +21,7 @@ mod deepspeed;
 mod dora;
 mod freeze;
 mod galore;
-mod prefix;
+mod prompt_learning;
 mod seq2seq;
 mod states;
 
@@ -186,7 +186,9 @@ pub(crate) fn components(
     let weights_ways = divisor(training, Sharding::Zero3, data);
     let base_label = match training.method {
         Method::Full | Method::Freeze { .. } => "weights",
-        Method::Lora { .. } | Method::Prefix { .. } => "frozen base weights",
+        Method::Lora { .. } | Method::Prefix { .. } | Method::Prompt { .. } => {
+            "frozen base weights"
+        }
     };
     let params = device_params(shape, placement)?;
     if training.offload == Offload::Parameters {
@@ -332,15 +334,28 @@ pub(crate) fn components(
             trained.params
         }
         Method::Prefix { tokens, projection } => {
-            let encoder = prefix::encoder(shape, placement, *tokens, *projection)?;
+            let encoder = prompt_learning::prefix_encoder(shape, placement, *tokens, *projection)?;
             components.extend(adapter_states(&encoder, training, data, &mut phase)?);
-            components.push(prefix::saved_keys_values(shape, placement, training, *tokens)?);
+            components
+                .push(prompt_learning::saved_keys_values(shape, placement, training, *tokens)?);
             encoder.params
         }
+        // The prompt encoder sits with the input embedding, on the first pipeline stage.
+        Method::Prompt { tokens, encoder } if placement.stage == 0 => {
+            let encoder = prompt_learning::prompt_encoder(shape, *tokens, *encoder)?;
+            components.extend(adapter_states(&encoder, training, data, &mut phase)?);
+            encoder.params
+        }
+        Method::Prompt { .. } => 0,
     };
     components.extend(deepspeed::buckets(training, data)?);
     components.extend(deepspeed::accumulating_partition(trained, training, data)?);
-    components.extend(activations(shape, &recorded, training)?);
+    // Prompt tuning runs the frozen model over the virtual tokens too.
+    let ran = match &training.method {
+        Method::Prompt { tokens, .. } => prompt_learning::with_virtual_tokens(training, *tokens)?,
+        _ => training.clone(),
+    };
+    components.extend(activations(shape, &recorded, &ran)?);
     components.extend(saved_dequantized_weights(shape, placement, training)?);
     components.extend(dora::weight_norm_transient(shape, placement, training)?);
     components.extend(dora::recomputed_weights(shape, placement, training)?);

@@ -281,6 +281,8 @@ pub(in crate::eval) enum AdapterKind {
     Lora,
     /// Prefix tuning's encoder: the trained keys and values (and their MLP).
     Prefix,
+    /// Prompt tuning's (or P-tuning's) encoder: the trained input embeddings (and their MLP).
+    Prompt,
 }
 
 impl AdapterKind {
@@ -288,6 +290,7 @@ impl AdapterKind {
         match self {
             AdapterKind::Lora => "LoRA adapters",
             AdapterKind::Prefix => "prefix encoder",
+            AdapterKind::Prompt => "prompt encoder",
         }
     }
 
@@ -296,6 +299,9 @@ impl AdapterKind {
             AdapterKind::Lora => "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out)",
             AdapterKind::Prefix => {
                 "PEFT PrefixEncoder: an Embedding of num_virtual_tokens × (num_layers × 2 × token_dim), fp32"
+            }
+            AdapterKind::Prompt => {
+                "PEFT PromptEmbedding (num_virtual_tokens × token_dim) or PromptEncoder (its MLP), fp32"
             }
         }
     }
@@ -330,8 +336,8 @@ pub(in crate::eval) fn adapter_states(
             AdapterKind::Lora => {
                 "DOMAIN.md §5.4: PEFT lora_A (in × r) and lora_B (r × out); §5.2: ZeRO-3 / FSDP full sharding"
             }
-            AdapterKind::Prefix => {
-                "PEFT PrefixEncoder, fp32; DOMAIN.md §5.2: ZeRO-3 / FSDP full sharding"
+            AdapterKind::Prefix | AdapterKind::Prompt => {
+                "PEFT prompt learning, fp32; DOMAIN.md §5.2: ZeRO-3 / FSDP full sharding"
             }
         }
     } else {

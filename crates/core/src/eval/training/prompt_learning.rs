@@ -1,6 +1,7 @@
-//! Prefix tuning (Li & Liang 2021; PEFT `PrefixTuningConfig`, ChatGLM's P-tuning v2): a frozen
-//! model whose every attention layer reads `tokens` trained keys and values before the
-//! sequence's own.
+//! Prompt learning beside a frozen model (PEFT's prompt-learning methods).
+//!
+//! Prefix tuning (Li & Liang 2021; PEFT `PrefixTuningConfig`, ChatGLM's P-tuning v2): every
+//! attention layer reads `tokens` trained keys and values before the sequence's own.
 //!
 //! PEFT's `PrefixEncoder` holds them as one fp32 embedding of `tokens × (layers × 2 ×
 //! token_dim)` values, where `token_dim` is the width of a layer's keys (the key-value heads'
@@ -9,6 +10,13 @@
 //! `Linear(p, layers × 2 × token_dim)`. The gradient reaches them through every layer's
 //! attention, so every layer stores its activations as under LoRA; each layer's attention also
 //! keeps the prefix's keys and values, concatenated before the sequence's, for its backward pass.
+//!
+//! Prompt tuning (Lester et al. 2021; PEFT `PromptTuningConfig`) and P-tuning (Liu et al. 2021;
+//! `PromptEncoderConfig`): `tokens` trained input embeddings, `tokens × hidden` fp32 values, or
+//! for P-tuning made by PEFT's MLP prompt encoder (`Linear(hidden, e)`, `ReLU`, `Linear(e, e)`,
+//! `ReLU`, `Linear(e, hidden)`), are concatenated before every sample's own; the frozen model
+//! then runs, and keeps its activations and logits, over `sequence + tokens` positions (PEFT
+//! pads the labels with -100 for them).
 
 use super::super::Placement;
 use super::super::calc::{Overflow, Product, div_ceil, formula};
@@ -23,7 +31,7 @@ fn key_width(shape: &Shape, placement: &Placement) -> u64 {
 }
 
 /// The prefix encoder's parameters on this device, as adapters of their own.
-pub(super) fn encoder(
+pub(super) fn prefix_encoder(
     shape: &Shape,
     placement: &Placement,
     tokens: u64,
@@ -62,6 +70,50 @@ pub(super) fn encoder(
         factored: Some(factored),
         largest,
     })
+}
+
+/// The prompt encoder's parameters (on the first pipeline stage, with the input embedding), as
+/// adapters of their own.
+pub(super) fn prompt_encoder(
+    shape: &Shape,
+    tokens: u64,
+    encoder: Option<u64>,
+) -> Result<Adapters, Overflow> {
+    let h = shape.hidden;
+    let checked = |a: u64, b: u64| a.checked_mul(b).ok_or(Overflow);
+    let embedding = checked(tokens, h)?;
+    let (params, factored, largest, label) = match encoder {
+        None => {
+            (embedding, tokens + h, embedding, formula!("prompt params ({tokens} tokens × {h})"))
+        }
+        Some(e) => {
+            let matrices = [embedding, checked(h, e)?, checked(e, e)?, checked(e, h)?];
+            let params = matrices
+                .iter()
+                .try_fold(2 * e + h, |sum, n| sum.checked_add(*n))
+                .ok_or(Overflow)?;
+            let factored = (tokens + h) + (h + e) + e + (e + e) + e + (e + h) + h;
+            let largest = matrices.iter().copied().max().unwrap_or(0);
+            let label =
+                formula!("prompt params ({tokens} × {h} embedding, MLP {h} → {e} → {e} → {h})");
+            (params, factored, largest, label)
+        }
+    };
+    Ok(Adapters {
+        kind: AdapterKind::Prompt,
+        params,
+        label,
+        dtype: Precision::Fp32,
+        factored: Some(factored),
+        largest,
+    })
+}
+
+/// The training step as the frozen model runs it under prompt tuning: `tokens` more positions
+/// in every sample.
+pub(super) fn with_virtual_tokens(training: &Training, tokens: u64) -> Result<Training, Overflow> {
+    let sequence = training.sequence.checked_add(tokens).ok_or(Overflow)?;
+    Ok(Training { sequence, ..training.clone() })
 }
 
 /// The prefix's keys and values each layer's attention keeps for the backward pass, in the
