@@ -470,9 +470,44 @@ pub enum Optimizer {
     Adafactor,
     Sgd,
     SgdMomentum,
+    /// Lion (Chen et al. 2023): one momentum, `exp_avg`.
+    Lion,
+    /// LAMB (You et al. 2019; Apex `FusedLAMB`, timm `Lamb`): `exp_avg` and `exp_avg_sq`.
+    Lamb,
+    /// `torch.optim.RMSprop` with its defaults (no momentum, not centered): `square_avg`.
+    Rmsprop,
+    /// `torch.optim.Adagrad`: `sum`.
+    Adagrad,
+    /// Sophia (Liu et al. 2023, `SophiaG`): `exp_avg` and `hessian`.
+    Sophia,
+    /// Adan (Xie et al. 2022, sail-sg/Adan): `exp_avg`, `exp_avg_sq`, `exp_avg_diff` and the
+    /// previous gradient (`pre_grad`).
+    Adan,
+    /// Prodigy (Mishchenko and Defazio 2023, konstmish/prodigy): `exp_avg`, `exp_avg_sq`, `s`
+    /// and the initial parameters `p0`.
+    Prodigy,
+    /// Schedule-free AdamW (Defazio et al. 2024, `AdamWScheduleFree`): `z` and `exp_avg_sq`.
+    AdamWScheduleFree,
 }
 
 impl Optimizer {
+    /// Every optimizer, in the order the language lists them.
+    pub const ALL: [Optimizer; 13] = [
+        Optimizer::AdamW,
+        Optimizer::AdamW8bit,
+        Optimizer::Adafactor,
+        Optimizer::Sgd,
+        Optimizer::SgdMomentum,
+        Optimizer::Lion,
+        Optimizer::Lamb,
+        Optimizer::Rmsprop,
+        Optimizer::Adagrad,
+        Optimizer::Sophia,
+        Optimizer::Adan,
+        Optimizer::Prodigy,
+        Optimizer::AdamWScheduleFree,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Optimizer::AdamW => "adamw",
@@ -480,14 +515,31 @@ impl Optimizer {
             Optimizer::Adafactor => "adafactor",
             Optimizer::Sgd => "sgd",
             Optimizer::SgdMomentum => "sgd-momentum",
+            Optimizer::Lion => "lion",
+            Optimizer::Lamb => "lamb",
+            Optimizer::Rmsprop => "rmsprop",
+            Optimizer::Adagrad => "adagrad",
+            Optimizer::Sophia => "sophia",
+            Optimizer::Adan => "adan",
+            Optimizer::Prodigy => "prodigy",
+            Optimizer::AdamWScheduleFree => "adamw-schedule-free",
         }
     }
 
     /// State values kept per trained parameter.
     pub fn states(self) -> u64 {
         match self {
-            Optimizer::AdamW | Optimizer::AdamW8bit => 2,
-            Optimizer::SgdMomentum | Optimizer::Adafactor => 1,
+            Optimizer::Adan | Optimizer::Prodigy => 4,
+            Optimizer::AdamW
+            | Optimizer::AdamW8bit
+            | Optimizer::Lamb
+            | Optimizer::Sophia
+            | Optimizer::AdamWScheduleFree => 2,
+            Optimizer::SgdMomentum
+            | Optimizer::Adafactor
+            | Optimizer::Lion
+            | Optimizer::Rmsprop
+            | Optimizer::Adagrad => 1,
             Optimizer::Sgd => 0,
         }
     }

@@ -707,29 +707,49 @@ fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
     // bitsandbytes' paged optimizers keep their states in unified memory, outside the allocator.
     let paged = lower.contains("paged");
     let eight_bit = lower.contains("8bit") || lower.contains("8-bit");
-    if eight_bit && lower.contains("lion") {
-        // One 8-bit state: no language optimizer keeps those bytes.
+    let schedule_free =
+        ["schedule-free", "schedule_free", "schedulefree"].iter().any(|word| lower.contains(word));
+    let lamb = lower.contains("lamb") && !lower.contains("lambda");
+    if eight_bit && !(lower.contains("adam") || lamb) {
+        // One 8-bit state (bitsandbytes Lion8bit, RMSprop8bit, Adagrad8bit): no language
+        // optimizer keeps those bytes.
         cx.unreadable("optimizer", &text);
         None
     } else if eight_bit {
-        // bitsandbytes Adam8bit and AdamW8bit keep the same two 8-bit states.
+        // bitsandbytes Adam8bit, AdamW8bit and LAMB8bit keep the same two 8-bit states.
+        if lamb {
+            cx.assume(assume::EQUIVALENT_OPTIMIZER, text.clone());
+        }
         Some(if paged {
             "adamw-8bit\n    paged_optimizer true  # bitsandbytes paged: unified memory"
         } else {
             "adamw-8bit"
         })
+    } else if schedule_free {
+        Some("adamw-schedule-free")
     } else if lower.contains("adam") && paged {
         Some("adamw\n    paged_optimizer true  # bitsandbytes paged: unified memory")
     } else if lower.contains("adam") && lower.contains("fused") {
         // A fused kernel steps each tensor in place: no whole-model temporaries.
         Some("adamw\n    foreach       false  # a fused kernel (adamw_torch_fused)")
     } else if lower.contains("lion") {
-        cx.assume(assume::EQUIVALENT_OPTIMIZER, text.clone());
         Some(if paged {
-            "sgd-momentum\n    paged_optimizer true  # Lion: one momentum; bitsandbytes paged"
+            "lion\n    paged_optimizer true  # bitsandbytes paged: unified memory"
         } else {
-            "sgd-momentum  # Lion: one momentum per parameter"
+            "lion"
         })
+    } else if lamb {
+        Some("lamb")
+    } else if lower.contains("sophia") {
+        Some("sophia")
+    } else if lower.contains("adan") {
+        Some("adan")
+    } else if lower.contains("prodigy") {
+        Some("prodigy")
+    } else if lower.contains("rmsprop") {
+        Some("rmsprop")
+    } else if lower.contains("adagrad") {
+        Some("adagrad")
     } else if lower.contains("adafactor") && lower.contains("galore") {
         // GaLore's Adafactor is not modelled (the core keeps GaLore to AdamW's moments).
         cx.unreadable("optimizer", &text);
@@ -938,7 +958,21 @@ mod tests {
         assert!(fused.contains("optimizer     adamw\n    foreach       false"), "{fused}");
         let lion =
             workload(r#"{"optimizer": "Lion (lucidrains)", "framework_version": "PyTorch 2.4"}"#);
-        assert!(lion.contains("optimizer     sgd-momentum"), "{lion}");
+        assert!(lion.contains("optimizer     lion"), "{lion}");
+        for (wording, optimizer) in [
+            ("SophiaG", "sophia"),
+            ("Adan (sail-sg)", "adan"),
+            ("prodigyopt Prodigy", "prodigy"),
+            ("AdamWScheduleFree", "adamw-schedule-free"),
+            ("apex FusedLAMB", "lamb"),
+            ("RMSprop", "rmsprop"),
+            ("Adagrad", "adagrad"),
+        ] {
+            let text = workload(&format!(r#"{{"optimizer": "{wording}"}}"#));
+            assert!(text.contains(&format!("optimizer     {optimizer}\n")), "{wording}: {text}");
+        }
+        // bitsandbytes' one-state 8-bit optimizers have no language counterpart.
+        assert!(super::super::express(&point(r#"{"optimizer": "Lion8bit"}"#)).is_err());
         let plain = workload(r#"{"optimizer": "adamw_torch", "framework_version": "PyTorch 2.4"}"#);
         assert!(!plain.contains("paged_optimizer") && !plain.contains("foreach"), "{plain}");
     }

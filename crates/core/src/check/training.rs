@@ -112,15 +112,10 @@ pub(super) fn training(
     let names: Vec<&str> = Precision::NAMES.iter().copied().chain(["none"]).collect();
     let master = fields.choice("master", &names).map(|(w, _)| Precision::from_name(w));
     let gradients = fields.precision("gradients");
+    let names: Vec<&str> = Optimizer::ALL.iter().map(|o| o.name()).collect();
     let optimizer = fields
-        .choice("optimizer", &["adamw", "adamw-8bit", "adafactor", "sgd", "sgd-momentum"])
-        .map(|(w, _)| match w {
-            "sgd" => Optimizer::Sgd,
-            "sgd-momentum" => Optimizer::SgdMomentum,
-            "adamw-8bit" => Optimizer::AdamW8bit,
-            "adafactor" => Optimizer::Adafactor,
-            _ => Optimizer::AdamW,
-        });
+        .choice("optimizer", &names)
+        .and_then(|(word, _)| Optimizer::ALL.iter().copied().find(|o| o.name() == word));
     let sharding = fields
         .choice("sharding", &["none", "zero1", "zero2", "zero3", "fsdp-grad-op", "fsdp-full"])
         .map(|(w, _)| match w {

@@ -18,6 +18,7 @@ mod import;
 mod kv_quantized;
 mod limits;
 mod offload;
+mod optimizers;
 mod pipeline_loading;
 mod planner;
 mod properties;

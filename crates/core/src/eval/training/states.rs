@@ -114,8 +114,30 @@ fn optimizer_state(
             )
         }));
     }
-    let source = "DOMAIN.md §5.1: AdamW keeps two moments per parameter, in the updated parameter's precision (8-bit AdamW: 1 B + an fp32 absmax per 256), SGD with momentum one";
-    Ok(Some(state(name, (bytes, formula), source)))
+    Ok(Some(state(name, (bytes, formula), states_source(training.optimizer))))
+}
+
+/// Where an optimizer's per-parameter states are read: each is created like the parameter it
+/// updates (`zeros_like`, or a clone).
+fn states_source(optimizer: crate::hir::Optimizer) -> &'static str {
+    use crate::hir::Optimizer as O;
+    match optimizer {
+        O::AdamW | O::AdamW8bit | O::Adafactor | O::Sgd | O::SgdMomentum => {
+            "DOMAIN.md §5.1: AdamW keeps two moments per parameter, in the updated parameter's precision (8-bit AdamW: 1 B + an fp32 absmax per 256), SGD with momentum one"
+        }
+        O::Lion => "Lion (Chen et al. 2023; lion-pytorch, bitsandbytes Lion): exp_avg",
+        O::Lamb => "LAMB (You et al. 2019; Apex FusedLAMB, timm Lamb): exp_avg, exp_avg_sq",
+        O::Rmsprop => "torch.optim.RMSprop, defaults (momentum 0, centered False): square_avg",
+        O::Adagrad => "torch.optim.Adagrad: sum",
+        O::Sophia => "Sophia (Liu et al. 2023, SophiaG): exp_avg, hessian",
+        O::Adan => {
+            "Adan (Xie et al. 2022, sail-sg/Adan): exp_avg, exp_avg_sq, exp_avg_diff, pre_grad"
+        }
+        O::Prodigy => "Prodigy (konstmish/prodigy): exp_avg, exp_avg_sq, s, p0 (slice_p 1)",
+        O::AdamWScheduleFree => {
+            "Schedule-free AdamW (facebookresearch/schedule_free AdamWScheduleFree): z, exp_avg_sq"
+        }
+    }
 }
 
 /// DeepSpeed's default `sub_group_size` (ZeRO-3 configuration).
