@@ -483,19 +483,33 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         );
     }
     cx.assume(assume::PIPELINE_DEFAULT, pipeline.tokens_note);
+    // A denoiser benchmarked alone (diffusers' benchmarks: one forward of the model on inputs
+    // shaped like the pipeline's) holds no text encoder or VAE, and its one call is one batch.
+    let alone = denoiser_alone(cx.point);
+    if alone {
+        cx.assume(
+            assume::SOURCE_LABEL,
+            "the denoiser's forward alone: no text encoder or VAE, one call without guidance",
+        );
+    }
 
     let names: Vec<&str> = pipeline.encoders.iter().map(|e| e.model()).collect();
     let mut out = String::from("  diffusion {\n");
     let _ = writeln!(out, "    denoiser      {}", pipeline.denoiser);
-    if switches.text_encoder_on_cpu {
+    if alone {
+        // Nothing but the denoiser is on the device.
+    } else if switches.text_encoder_on_cpu {
         cx.assume(assume::NOT_MODELLED, "the text encoder on the CPU: not on the device");
         out.push_str("    # the text encoder runs on the CPU\n");
     } else {
         let _ = writeln!(out, "    text_encoders {}", names.join(" "));
     }
-    let _ = writeln!(out, "    vae           {}", pipeline.vae);
+    if !alone {
+        let _ = writeln!(out, "    vae           {}", pipeline.vae);
+    }
     // A VAE the pipeline loads in fp32 makes fp32 the load type the other models differ from.
-    let vae_type = if let Some(code) = pipeline.vae_fp32.filter(|_| base != "fp32") {
+    let vae_fp32 = pipeline.vae_fp32.filter(|_| !alone);
+    let vae_type = if let Some(code) = vae_fp32.filter(|_| base != "fp32") {
         cx.assume(assume::PIPELINE_DEFAULT, format!("the VAE in fp32: {code}"));
         "fp32"
     } else {
@@ -510,7 +524,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     if denoiser != vae_type {
         let _ = writeln!(out, "    denoiser_weights {denoiser}");
     }
-    if !switches.text_encoder_on_cpu && encoders.iter().any(|e| *e != vae_type) {
+    if !alone && !switches.text_encoder_on_cpu && encoders.iter().any(|e| *e != vae_type) {
         let first = encoders[0];
         let words = if encoders.iter().all(|e| *e == first) {
             first.to_string()
@@ -538,7 +552,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         }
     }
     let _ = writeln!(out, "    batch         {batch}");
-    let _ = writeln!(out, "    cfg           {}", pipeline.cfg);
+    let _ = writeln!(out, "    cfg           {}", if alone { "false" } else { pipeline.cfg });
     let _ = writeln!(out, "    text_tokens   {} tokens", pipeline.text_tokens);
     let settings = cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase();
     if settings.contains("fuse_qkv true") || settings.contains("fuse_qkv_projections()") {
@@ -547,7 +561,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     if let Some(source) = pipeline.rope_fp32 {
         let _ = writeln!(out, "    rope          fp32  # {source}");
     }
-    if let (Some(code), true) = (pipeline.vae_upcast, base != "fp32") {
+    if let (Some(code), true) = (pipeline.vae_upcast.filter(|_| !alone), base != "fp32") {
         let _ = writeln!(out, "    vae_upcast    true  # {code}");
     }
     let settings = cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase();
@@ -617,6 +631,43 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     }
     out.push_str("  }\n");
     Some(out)
+}
+
+/// Whether a point measures the denoiser's forward pass alone, as its scope, its framework or
+/// its settings say (diffusers' `benchmarks/`: `FluxTransformer2DModel` called on random
+/// inputs, `max_memory_allocated` over its forwards).
+fn denoiser_alone(point: &crate::data::Point) -> bool {
+    let text = [
+        point.components_included.as_deref(),
+        point.measurement_scope.as_deref(),
+        Some(point.framework.as_str()),
+        point.other_settings.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" | ")
+    .to_lowercase();
+    [
+        "denoiser only",
+        "transformer only",
+        "unet only",
+        "denoiser alone",
+        "forward pass only",
+        "forward only",
+        "denoiser forward",
+        "transformer forward",
+        "unet forward",
+        "model forward",
+        "transformer2dmodel",
+        "transformer3dmodel",
+        "unet2dconditionmodel",
+        "benchmarking_",
+        "collated_results",
+        "diffusers/benchmarks",
+    ]
+    .iter()
+    .any(|phrase| text.contains(phrase))
 }
 
 /// The frames a point's video wording states (`49 frames`).
@@ -964,6 +1015,39 @@ mod tests {
         let changes = serde_json::json!({"offload": offload, "batch_size": batch}).to_string();
         let point = super::super::test_point(defaults, &changes);
         super::super::express(&point).map(|expressed| expressed.source)
+    }
+
+    #[test]
+    fn a_denoiser_benchmarked_alone_has_no_encoders_vae_or_guidance() {
+        let defaults = serde_json::json!({
+            "id": "B-1", "source_id": "B", "workload": "diffusion_inference",
+            "model": "black-forest-labs/FLUX.1-dev", "framework": "diffusers benchmarks",
+            "weight_precision": "bf16", "gpu_type": "H100 80GB", "batch_size": 1,
+            "image_or_video": "1024x1024", "measured_kind": "peak", "value": 22.61, "unit": "GB",
+            "measurement_method": "torch.cuda.max_memory_allocated()",
+            "components_included": "FluxTransformer2DModel forward only"
+        });
+        let workload =
+            |source: String| source.split("workload point").nth(1).expect("a workload").to_string();
+        let alone = workload(
+            super::super::express(&super::super::test_point(defaults.clone(), "{}"))
+                .expect("expressible")
+                .source,
+        );
+        assert!(alone.contains("denoiser      flux1-dev-transformer"), "{alone}");
+        assert!(!alone.contains("text_encoders") && !alone.contains("vae "), "{alone}");
+        assert!(alone.contains("cfg           false"), "{alone}");
+        // The whole pipeline's wording keeps every model.
+        let whole = workload(
+            super::super::express(&super::super::test_point(
+                defaults,
+                r#"{"components_included": "resident pipeline weights + activations"}"#,
+            ))
+            .expect("expressible")
+            .source,
+        );
+        assert!(whole.contains("text_encoders t5-xxl-encoder clip-l-text"), "{whole}");
+        assert!(whole.contains("vae           flux-vae"), "{whole}");
     }
 
     #[test]
