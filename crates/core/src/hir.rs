@@ -918,6 +918,10 @@ pub struct Preparation {
     /// `pipe.fuse_qkv_projections()`: each attention layer of the denoiser gains a fused `to_qkv`
     /// beside its `to_q`, `to_k` and `to_v`, which stay loaded.
     pub fuse_qkv: bool,
+    /// The whole pipeline was moved to the device as loaded (`.to("cuda")`) before offloading
+    /// was enabled or its weights were cast or quantized: every model was resident at once in
+    /// its load type.
+    pub loaded_on_device: bool,
 }
 
 /// The video a pipeline with a causal 3D VAE generates (CogVideoX's `AutoencoderKLCogVideoX`).

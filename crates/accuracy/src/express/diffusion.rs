@@ -611,6 +611,24 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         cx.unreadable("offload", "attention slicing on a transformer denoiser");
         return None;
     }
+    // diffusers' benchmarks move the model to the device before enabling layerwise casting
+    // (`benchmarking_utils.py`, `model_init_fn`); so do scripts that say they cast after `.to()`.
+    let settings = cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase();
+    let benchmark = alone && cx.point.framework.to_lowercase().contains("benchmark");
+    let cast_after_move = settings.contains("after .to(") || settings.contains("after moving");
+    if switches.whole == WholeOffload::None
+        && switches.group.is_none()
+        && denoiser == "fp8-layerwise"
+        && (benchmark || cast_after_move)
+    {
+        cx.assume(
+            assume::SCRIPT_SETTING,
+            "layerwise casting enabled after the bf16 model was moved to the device \
+             (diffusers benchmarks/benchmarking_utils.py model_init_fn: model.to(device), then \
+             enable_layerwise_casting)",
+        );
+        out.push_str("    loaded_on_device true\n");
+    }
     if switches.whole != WholeOffload::None {
         out.push_str(if switches.whole == WholeOffload::Sequential {
             "    offload       sequential\n"
@@ -625,7 +643,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     // S18 quantizes while loading, through diffusers' PipelineQuantizationConfig; its layerwise
     // casting is applied to the loaded transformer.
     let quantized = denoiser != base || encoders.iter().any(|e| *e != base);
-    let cast = cx.point.quantization.as_deref().unwrap_or_default().contains("layerwise_casting");
+    let cast = layerwise_casting(cx.point.quantization.as_deref().unwrap_or_default());
     if cx.point.framework.contains("PipelineQuantizationConfig") && quantized && !cast {
         out.push_str("    quantize_on_load true\n");
     }
@@ -869,6 +887,16 @@ fn precisions(
     let q = point.quantization.clone().unwrap_or_default().to_lowercase();
     let w = point.weight_precision.clone().unwrap_or_default().to_lowercase();
     let compute = point.compute_dtype.clone().unwrap_or_default().to_lowercase();
+    // diffusers' layerwise casting named where a scheme is not: the precision or the settings
+    // ("layerwise upcasting", `enable_layerwise_casting`).
+    let q = if (q.is_empty() || q == "none")
+        && (layerwise_casting(&w)
+            || layerwise_casting(point.other_settings.as_deref().unwrap_or_default()))
+    {
+        "layerwise_casting".to_string()
+    } else {
+        q
+    };
     let stated = if compute.is_empty() { &w } else { &compute };
     let Some(base) = float_type(stated) else {
         cx.unreadable("compute_dtype", &compute);
@@ -957,6 +985,13 @@ fn float_type(text: &str) -> Option<&'static str> {
         .map(|(_, precision)| *precision)
 }
 
+/// Whether a wording names diffusers' layerwise casting (`enable_layerwise_casting`: fp8 storage,
+/// upcast to the compute type one layer at a time).
+fn layerwise_casting(text: &str) -> bool {
+    let text = text.to_lowercase().replace(['-', '_', ' '], "");
+    text.contains("layerwisecasting") || text.contains("layerwiseupcasting")
+}
+
 /// The language's precision for a quantization scheme, with the assumption it carries.
 fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
     let word = if q.contains("gguf") {
@@ -975,7 +1010,7 @@ fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
             ),
         );
         ggml
-    } else if q.contains("layerwise_casting") {
+    } else if layerwise_casting(q) {
         // The skipped modules are the denoiser's `layerwise_skip` (models.vram).
         "fp8-layerwise"
     } else if q.contains("nf4") {

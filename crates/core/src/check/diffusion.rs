@@ -653,6 +653,13 @@ pub(super) fn diffusion(
         );
     }
     let loaded_on_device = fields.boolean("loaded_on_device").unwrap_or(false);
+    // Weights that are not the type they were loaded in were cast or quantized after loading.
+    let stored = [Some(weights), Some(denoiser_weights)]
+        .into_iter()
+        .chain(text_encoder_weights.iter().flatten().map(|w| Some(*w)))
+        .flatten()
+        .map(|w| w.matrix(crate::quant::Matrix::Up, 0, 1, 1));
+    let cast_after_load = loaded_as.is_some() || stored.into_iter().any(|p| !p.is_float_compute());
     // A setting that means something only beside another is said to do nothing, not ignored
     // silently (a trained pipeline has already refused them).
     if !training {
@@ -660,8 +667,10 @@ pub(super) fn diffusion(
             (
                 "loaded_on_device",
                 // Read inside backticks: "without `offload model` or `offload sequential`".
-                "offload model`, `sequential`, `blocks` or `leaves",
-                matches!(offload, Some("model" | "sequential" | "blocks" | "leaves")),
+                "offload model`, `sequential`, `blocks`, `leaves`, `loaded_as` or a weight \
+                 format cast after loading",
+                matches!(offload, Some("model" | "sequential" | "blocks" | "leaves"))
+                    || cast_after_load,
             ),
             ("blocks_per_group", "offload blocks", offload == Some("blocks")),
             (
@@ -744,7 +753,7 @@ pub(super) fn diffusion(
             }
             _ => DiffusionOffload::None,
         },
-        preparation: Preparation { quantize_on_load, loaded_as, fuse_qkv },
+        preparation: Preparation { quantize_on_load, loaded_as, fuse_qkv, loaded_on_device },
     })
 }
 

@@ -207,6 +207,74 @@ pub(super) fn pipeline_weights(
     calc::sum(parts.iter().map(|c| c.bytes))
 }
 
+/// The pipeline as it was moved to the device before its weights were cast or quantized
+/// (`loaded_on_device` beside `loaded_as`, layerwise casting or a quantizer applied after
+/// loading): every model's parameters in the pipeline's load type, `loaded_as` or its `weights`;
+/// a format a quantizer applied while loading stays as stored.
+/// `None` when nothing was cast after the move.
+fn as_loaded(program: &Layered<'_>, diffusion: &Diffusion) -> Result<Option<Component>, Overflow> {
+    let preparation = diffusion.preparation;
+    if !preparation.loaded_on_device || diffusion.offload != DiffusionOffload::None {
+        return Ok(None);
+    }
+    let mut models: Vec<(&str, WeightFormat)> = diffusion
+        .text_encoders
+        .iter()
+        .map(String::as_str)
+        .zip(diffusion.text_encoder_weights.iter().copied())
+        .collect();
+    models.push((&diffusion.denoiser.model, diffusion.denoiser.weights));
+    if let Some(vae) = &diffusion.vae {
+        models.push((vae, diffusion.vae_weights));
+    }
+    let mut params = 0u64;
+    let mut loaded = Bytes::ZERO;
+    let mut stored = Bytes::ZERO;
+    let mut load_type = None;
+    for (model, format) in models {
+        let Some(count) = parameter_count(program, model) else { continue };
+        let precision = format.matrix(crate::quant::Matrix::Up, 0, 1, 1);
+        let quantized_on_load = preparation.quantize_on_load && !precision.is_float_compute();
+        // The pipeline's `weights` are its load type unless `loaded_as` says (as in `weights`).
+        let load = if quantized_on_load {
+            precision
+        } else {
+            preparation.loaded_as.unwrap_or_else(|| diffusion.vae_weights.companion())
+        };
+        let now =
+            calc::sum(weights(program, diffusion, model, format, "")?.iter().map(|c| c.bytes))?;
+        let then = Product::new()
+            .times(count, "params")?
+            .bytes_each(load.bytes_per_element(), load.name())?;
+        params = params.checked_add(count).ok_or(Overflow)?;
+        loaded = calc::add(loaded, then.value()?)?;
+        stored = calc::add(stored, now)?;
+        load_type.get_or_insert(load);
+    }
+    let Some(extra) = loaded.0.checked_sub(stored.0).filter(|extra| *extra > 0) else {
+        return Ok(None);
+    };
+    let load = load_type.map_or_else(|| "its load type".into(), Precision::name);
+    let mut params_text = String::new();
+    crate::bytes::write_thousands(&mut params_text, params);
+    Ok(Some(Component {
+        held_by: HeldBy::Tensors,
+        name: "weights as loaded, before the cast".into(),
+        category: Category::Intermediate,
+        bytes: Bytes(extra),
+        provenance: Provenance::Formula,
+        formula: formula!(
+            "{params_text} params resident as loaded, {load} ({loaded}), less the {stored} they \
+             keep once cast"
+        ),
+        source: Some(
+            "moved to the device (`.to(\"cuda\")`) before `enable_layerwise_casting`, `.to(dtype)` \
+             or a quantizer: every model resident in its load type first"
+                .into(),
+        ),
+    }))
+}
+
 /// The precision of a model's keep-in-fp32 parameters when the rest is stored in `precision`,
 /// the pipeline loads in `load`, and `on_load` says a quantizer was applied while loading.
 /// transformers (and diffusers, for its own models) keep `_keep_in_fp32_modules` in fp32 when a
@@ -706,8 +774,23 @@ pub(crate) fn components(
                 out.extend(phase.iter().filter(|c| c.category == Category::Persistent).cloned());
             }
             let winner = if decode_peak > denoise_peak { &decode } else { &denoise };
-            out.extend(winner.iter().filter(|c| c.category == Category::Intermediate).cloned());
-            out.extend(decode_cache(diffusion, decode_peak.max(denoise_peak), upcast_bytes, true)?);
+            let winner_peak = decode_peak.max(denoise_peak);
+            // Loaded whole before a cast, the pipeline held its load type's weights once: the
+            // peak when they outweigh the stored weights by more than sampling's transients.
+            let allocated_peak = match as_loaded(program, diffusion)? {
+                Some(load) if load.bytes > winner_peak => {
+                    let bytes = load.bytes;
+                    out.push(load);
+                    bytes
+                }
+                _ => {
+                    out.extend(
+                        winner.iter().filter(|c| c.category == Category::Intermediate).cloned(),
+                    );
+                    winner_peak
+                }
+            };
+            out.extend(decode_cache(diffusion, allocated_peak, upcast_bytes, true)?);
             Ok(out)
         }
         DiffusionOffload::Model { loaded_on_device } => {

@@ -80,3 +80,26 @@ fn a_transformer_s_mlp_width_sizes_its_step() {
     let unet = pipeline("; ffn 8960").replace("architecture dit", "architecture unet");
     assert!(errors(&unet).contains(&"E013".to_string()));
 }
+
+#[test]
+fn a_pipeline_cast_on_the_device_held_its_load_type_first() {
+    let layerwise = "; weights bf16; denoiser_weights fp8-layerwise; text_encoder_weights int8";
+    let source = |extra: &str| pipeline(extra).replace("weights fp16; ", "");
+    // Cast or quantized before the move: the stored types alone.
+    let before = check(&source(layerwise));
+    assert_eq!(component(&before, "weights as loaded, before the cast"), None);
+    // Moved whole in bf16, then cast: 6 B parameters at 2 B were resident at once, which
+    // outweighs sampling; the component is what that load held beyond the stored weights.
+    let after = check(&source(&format!("{layerwise}; loaded_on_device true")));
+    let stored: u64 = after.devices[0]
+        .components
+        .iter()
+        .filter(|c| c.category == vram_core::budget::Category::Persistent)
+        .map(|c| c.bytes.0)
+        .sum();
+    let loaded = component(&after, "weights as loaded, before the cast").expect("a load phase");
+    assert_eq!(stored + loaded, 6_000_000_000 * 2);
+    // Nothing cast: `loaded_on_device` alone does nothing and says so.
+    let outcome = vram_core::evaluate(&pipeline("; loaded_on_device true"));
+    assert!(outcome.diagnostics.iter().any(|d| d.code == "W005"));
+}
