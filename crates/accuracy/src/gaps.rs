@@ -59,6 +59,7 @@ pub mod feature {
     pub const MODEL_OFFLOAD: &str =
         "whole models moved between host and device in turn (diffusers enable_model_cpu_offload)";
     pub const TILED_WAN_DECODE: &str = "Wan 2.1's tiled VAE decode (AutoencoderKLWan.tiled_decode)";
+    pub const LTX_VAE: &str = "LTX-Video's VAE decode (AutoencoderKLLTXVideo)";
     pub const RUNS_WITHOUT_CAPABILITY: &str = "a precision the source ran on a device the core \
          says cannot run it (E040): a fallback path (an emulation, a weight-only kernel) the \
          language does not model for this runtime";

@@ -890,6 +890,10 @@ pub struct Diffusion {
     /// Classifier-free guidance: how the denoiser runs its unconditional prediction.
     pub cfg: Guidance,
     pub text_tokens: u64,
+    /// The side in pixels of the square one transformer token covers: the VAE's spatial factor
+    /// times the patch size (16 for FLUX, SD3 and CogVideoX: 8 × 2; 32 for LTX-Video: 32 × 1).
+    /// A multiple of 8.
+    pub patch_pixels: u64,
     /// The VAE decoder's base channel count (128 for the SD, SDXL, SD3 and FLUX autoencoders).
     pub vae_channels: u64,
     /// The tile's width and height in pixels when the decode is tiled (`enable_tiling`), else
@@ -1119,6 +1123,16 @@ pub enum DiffusionOffload {
         stream: bool,
         loaded_on_device: bool,
     },
+}
+
+impl Diffusion {
+    /// A transformer denoiser's image (or video) tokens per sample: the latent positions
+    /// (`width / 8 × height / 8 × frames`) over the patch, `patch_pixels / 8` on each side.
+    pub fn image_tokens(&self) -> u64 {
+        let latent = (self.width / 8) * (self.height / 8) * self.frames;
+        let side = (self.patch_pixels / 8).max(1);
+        latent / (side * side)
+    }
 }
 
 impl DiffusionOffload {

@@ -53,6 +53,10 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("sdxl-lora.vram", include_str!("../../../examples/sdxl-lora.vram")),
     ("sliding-window.vram", include_str!("../../../examples/sliding-window.vram")),
     ("wan-video.vram", include_str!("../../../examples/wan-video.vram")),
+    (
+        "video-transformer-alone.vram",
+        include_str!("../../../examples/video-transformer-alone.vram"),
+    ),
     ("what-would-fit.vram", include_str!("../../../examples/what-would-fit.vram")),
 ];
 

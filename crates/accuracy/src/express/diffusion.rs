@@ -182,6 +182,45 @@ fn wan(denoiser: &'static str, hidden: u64, extra: &'static str) -> Pipeline {
     }
 }
 
+/// LTXPipeline with LTX-Video 0.9.7's 13 B transformer (diffusers `pipeline_ltx.py`):
+/// `height` 512, `width` 704, `num_frames` 161, `max_sequence_length` 128 T5 tokens,
+/// `guidance_scale` 3 (a second batch). Its VAE compresses 32 × 32 pixels and 8 frames into one
+/// latent, which the transformer takes without patching: one token per 32 × 32 pixels of each
+/// latent frame (`patch_pixels 32`, `vae_temporal 8`). Its attention rotates queries and keys in
+/// fp32 (`transformer_ltx.py` `apply_rotary_emb`: `x.float() * cos + x_rotated.float() * sin`).
+/// Its VAE's decode (`AutoencoderKLLTXVideo`) is not modelled: only the denoiser alone is
+/// expressed.
+fn ltx_video_13b() -> Pipeline {
+    Pipeline {
+        denoiser: "ltxv-0.9.7-13b-transformer",
+        encoders: &[Encoder::T5],
+        vae: "",
+        hidden: 4096,
+        text_tokens: 128,
+        tokens_note: "T5 max_sequence_length 128 (LTXPipeline default)",
+        cfg: "true",
+        rope_fp32: Some(
+            "diffusers apply_rotary_emb in transformer_ltx.py: x.float() * cos + \
+             x_rotated.float() * sin",
+        ),
+        unet: None,
+        vae_upcast: None,
+        video: Some(VideoDefaults {
+            frames: 161,
+            width: 704,
+            height: 512,
+            size_note: "704 x 512 (LTXPipeline default)",
+            frames_note: "161 frames (LTXPipeline default)",
+            tile: (512, 512),
+            caches_by_release: false,
+            named_sizes: &[],
+        }),
+        extra: "    patch_pixels  32  # LTX-Video's VAE: 32 x 32 pixels per latent, no patching\n    \
+                vae_temporal  8\n",
+        vae_fp32: None,
+    }
+}
+
 /// A StableDiffusion3Pipeline (SD3 Medium, SD 3.5 Large and Medium): the joint attention sees 77
 /// CLIP tokens and 256 T5 tokens (`max_sequence_length` default 256, diffusers
 /// pipeline_stable_diffusion_3.py at 58eb52c), `guidance_scale` 7 (a second batch); the same
@@ -333,6 +372,9 @@ fn recognised(model: &str) -> Option<Pipeline> {
         pipeline("Wan-AI/Wan2.1-T2V-1.3B-Diffusers").ok()
     } else if has(&["wan21"]) && !has(&["i2v", "flf2v", "vace"]) && has(&["14b"]) {
         pipeline("Wan-AI/Wan2.1-T2V-14B-Diffusers").ok()
+    } else if has(&["ltx"]) && has(&["097", "13b"]) && !has(&["i2v", "upscal"]) {
+        // LTX-Video 0.9.7's 13 B checkpoints ("LTX-Video 0.9.7 dev", "ltxv-13b-0.9.7-distilled").
+        Some(ltx_video_13b())
     } else if has(&["pixartsigma"]) {
         pipeline("PixArt-alpha/PixArt-Sigma-XL-2-1024-MS").ok()
     } else if has(&["pixartxl21024", "pixartalpha"]) && !has(&["512", "256"]) {
@@ -409,6 +451,10 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
             1536,
             "    ffn           8960\n    video_vae     wan\n    vae_channels  96\n",
         )),
+        "Lightricks/LTX-Video-0.9.7-dev"
+        | "Lightricks/LTX-Video-0.9.7-distilled"
+        | "Lightricks/ltxv-13b-0.9.7-dev"
+        | "Lightricks/ltxv-13b-0.9.7-distilled" => Ok(ltx_video_13b()),
         "Wan-AI/Wan2.1-T2V-14B-Diffusers" | "Wan-AI/Wan2.1-T2V-14B" => Ok(wan(
             "wan21-t2v-14b-transformer",
             5120,
@@ -486,6 +532,13 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     // A denoiser benchmarked alone (diffusers' benchmarks: one forward of the model on inputs
     // shaped like the pipeline's) holds no text encoder or VAE, and its one call is one batch.
     let alone = denoiser_alone(cx.point);
+    if pipeline.vae.is_empty() && !alone {
+        cx.gap(Gap::feature(
+            feature::LTX_VAE,
+            format!("{}: the whole pipeline, with its VAE's decode", cx.point.model),
+        ));
+        return None;
+    }
     if alone {
         cx.assume(
             assume::SOURCE_LABEL,
@@ -1083,6 +1136,35 @@ mod tests {
         );
         assert!(whole.contains("text_encoders t5-xxl-encoder clip-l-text"), "{whole}");
         assert!(whole.contains("vae           flux-vae"), "{whole}");
+        // LTX-Video 0.9.7 alone: unpatched 32 × 32-pixel latents of 8 frames each; its whole
+        // pipeline needs the VAE's decode, which is not modelled.
+        let ltx = r#"{"model": "Lightricks/LTX-Video-0.9.7-dev", "image_or_video": "704x512, 161 frames"}"#;
+        let alone = workload(
+            super::super::express(&super::super::test_point(
+                serde_json::json!({
+                    "id": "B-2", "source_id": "B", "workload": "diffusion_inference",
+                    "framework": "diffusers benchmarks (benchmarking_ltx.py)",
+                    "weight_precision": "bf16", "gpu_type": "H100 80GB", "batch_size": 1,
+                    "measured_kind": "peak", "value": 25.2, "unit": "GB",
+                    "measurement_method": "torch.cuda.max_memory_allocated()"
+                }),
+                ltx,
+            ))
+            .expect("expressible")
+            .source,
+        );
+        assert!(alone.contains("patch_pixels  32") && alone.contains("vae_temporal  8"), "{alone}");
+        assert!(alone.contains("video_frames  161"), "{alone}");
+        let pipeline = super::super::express(&super::super::test_point(
+            serde_json::json!({
+                "id": "B-3", "source_id": "B", "workload": "diffusion_inference",
+                "framework": "diffusers LTXPipeline", "weight_precision": "bf16",
+                "gpu_type": "H100 80GB", "batch_size": 1, "measured_kind": "peak", "value": 30,
+                "unit": "GB", "measurement_method": "torch.cuda.max_memory_allocated()"
+            }),
+            ltx,
+        ));
+        assert!(pipeline.is_err());
     }
 
     #[test]

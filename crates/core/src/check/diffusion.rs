@@ -450,6 +450,7 @@ pub(super) fn diffusion(
         ("cfg", Repeat::Once),
         ("text_tokens", Repeat::Once),
         ("vae_channels", Repeat::Once),
+        ("patch_pixels", Repeat::Once),
         ("vae_tiling", Repeat::Once),
         ("vae_tile", Repeat::Once),
         ("vae_upcast", Repeat::Once),
@@ -551,6 +552,7 @@ pub(super) fn diffusion(
     };
     let text_tokens =
         fields.whole("text_tokens", Dim::Tokens, 0, 100_000, "512 tokens").unwrap_or(77);
+    let patch_pixels = patch_pixels(&fields, block);
     // The decoders' base channels: 128 for the AutoencoderKL family and CogVideoX's, 96 for
     // Wan 2.1's (`base_dim`).
     let wan = matches!(&video, Ok(Some(v)) if v.decoder == VideoDecoder::Wan);
@@ -679,6 +681,7 @@ pub(super) fn diffusion(
                 matches!(offload, Some("blocks" | "leaves")),
             ),
             ("vae_tile", "vae_tiling true", vae_tiling),
+            ("patch_pixels", "architecture dit", architecture == Some(false)),
             ("vae_temporal", "video_frames", fields.has("video_frames")),
             ("vae_cache", "video_frames", fields.has("video_frames")),
             ("video_vae", "video_frames", fields.has("video_frames")),
@@ -737,6 +740,7 @@ pub(super) fn diffusion(
         cfg,
         text_tokens,
         vae_channels,
+        patch_pixels,
         vae_tile: vae_tiling.then_some(vae_tile),
         vae_upcast: vae_upcast && vae_fp16 && !training,
         attention: attention.unwrap_or(DiffusionAttention::Fused),
@@ -805,4 +809,28 @@ fn attention(
         return None;
     }
     Some(attention.0)
+}
+
+/// `patch_pixels`: the pixels one transformer token spans on a side, a multiple of the VAE's 8
+/// (16 when not given: an 8× VAE under 2 × 2 patches).
+fn patch_pixels(fields: &Fields<'_>, block: &Block) -> u64 {
+    let value = fields.whole("patch_pixels", Dim::Count, 8, 256, "32");
+    let field = block.fields.iter().find(|f| f.key.name == "patch_pixels");
+    match (value, field) {
+        (Some(pixels), Some(field)) if pixels % 8 != 0 => {
+            fields.push(
+                Diagnostic::error(
+                    "E007",
+                    field.span,
+                    format!("`patch_pixels` is {pixels}; it must be a multiple of 8"),
+                )
+                .with_help(
+                    "the VAE's spatial factor times the patch size, such as `patch_pixels 32`",
+                ),
+            );
+            16
+        }
+        (Some(pixels), _) => pixels,
+        (None, _) => 16,
+    }
 }

@@ -428,8 +428,7 @@ fn transformer_activations(
         encoder: None,
         keep_in_fp32: 0,
     };
-    let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;
-    let tokens = (latent / 4).checked_add(diffusion.text_tokens).ok_or(Overflow)?;
+    let tokens = diffusion.image_tokens().checked_add(diffusion.text_tokens).ok_or(Overflow)?;
     let placement = Placement { tensor: 1, stage: 0, stages: 1, first_layer: 0, layers };
     let step = Training { sequence: tokens, micro_batch: diffusion.batch, ..training.clone() };
     let mut out = llm_training::activations(&shape, &placement, &step)?;

@@ -19,6 +19,7 @@ mod kv_quantized;
 mod limits;
 mod offload;
 mod optimizers;
+mod patch_pixels;
 mod pipeline_loading;
 mod planner;
 mod properties;
