@@ -202,48 +202,48 @@ fn freeze(block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Method> {
     ok.then_some(Method::Freeze { layers: layers?, extra })
 }
 
-/// `method prefix { tokens 20, projection 512 }`: PEFT's prefix tuning (P-tuning v2), with
-/// `projection` the width of the reparametrizing MLP when `prefix_projection` is on.
-fn prefix(field: &Field, block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Method> {
-    const KNOWN: &[(&str, Repeat)] = &[("tokens", Repeat::Once), ("projection", Repeat::Once)];
-    let inner = Fields::new("a prefix method", block, KNOWN);
+/// A prompt-learning method's block: its `tokens` (PEFT's `num_virtual_tokens`, required) and
+/// the width its optional field `width_key` gives; `None` when a field is wrong or missing.
+fn virtual_tokens(
+    field: &Field,
+    block: &Block,
+    method: &str,
+    width_key: &'static str,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<(u64, Option<u64>)> {
+    let known = [("tokens", Repeat::Once), (width_key, Repeat::Once)];
+    let what = format!("a {method} method");
+    let inner = Fields::new(&what, block, &known);
     let tokens = inner.whole("tokens", Dim::Count, 1, 1_000_000, "20");
     if !inner.has("tokens") {
         inner.push(
             Diagnostic::error(
                 "E011",
                 field.span,
-                "prefix tuning needs its number of virtual tokens",
+                format!("{method} tuning needs its number of virtual tokens"),
             )
-            .with_help("write `method prefix { tokens 20 }` (PEFT's `num_virtual_tokens`)"),
+            .with_help(format!(
+                "write `method {method} {{ tokens 20 }}` (PEFT's `num_virtual_tokens`)"
+            )),
         );
     }
-    let projection = inner.whole("projection", Dim::Count, 1, 1_000_000, "512");
+    let width = inner.whole(width_key, Dim::Count, 1, 1_000_000, "512");
     let found = inner.finish();
     let ok = found.is_empty();
     diagnostics.extend(found);
-    ok.then_some(Method::Prefix { tokens: tokens?, projection })
+    ok.then_some((tokens?, width))
+}
+
+/// `method prefix { tokens 20, projection 512 }`: PEFT's prefix tuning (P-tuning v2), with
+/// `projection` the width of the reparametrizing MLP when `prefix_projection` is on.
+fn prefix(field: &Field, block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Method> {
+    let (tokens, projection) = virtual_tokens(field, block, "prefix", "projection", diagnostics)?;
+    Some(Method::Prefix { tokens, projection })
 }
 
 /// `method prompt { tokens 20, encoder 4096 }`: PEFT's prompt tuning, or with `encoder` the
 /// width of P-tuning's MLP prompt encoder.
 fn prompt(field: &Field, block: &Block, diagnostics: &mut Vec<Diagnostic>) -> Option<Method> {
-    const KNOWN: &[(&str, Repeat)] = &[("tokens", Repeat::Once), ("encoder", Repeat::Once)];
-    let inner = Fields::new("a prompt method", block, KNOWN);
-    let tokens = inner.whole("tokens", Dim::Count, 1, 1_000_000, "20");
-    if !inner.has("tokens") {
-        inner.push(
-            Diagnostic::error(
-                "E011",
-                field.span,
-                "prompt tuning needs its number of virtual tokens",
-            )
-            .with_help("write `method prompt { tokens 20 }` (PEFT's `num_virtual_tokens`)"),
-        );
-    }
-    let encoder = inner.whole("encoder", Dim::Count, 1, 1_000_000, "4096");
-    let found = inner.finish();
-    let ok = found.is_empty();
-    diagnostics.extend(found);
-    ok.then_some(Method::Prompt { tokens: tokens?, encoder })
+    let (tokens, encoder) = virtual_tokens(field, block, "prompt", "encoder", diagnostics)?;
+    Some(Method::Prompt { tokens, encoder })
 }
