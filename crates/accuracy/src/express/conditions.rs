@@ -76,12 +76,35 @@ pub(crate) enum Offload {
     Parameters(String),
 }
 
+/// Whether a measurement scope adds the GPUs up ("total over 4 GPUs", "sum of GPUs", "combined")
+/// rather than reading one ("per GPU", "each GPU", "single GPU").
+fn summed_over_devices(scope: &str) -> bool {
+    let scope = scope.to_lowercase();
+    let per_device = ["per gpu", "each gpu", "per device", "each device", "single gpu", "max over"]
+        .iter()
+        .any(|w| scope.contains(w));
+    let summed = [
+        "total over",
+        "total across",
+        "sum of",
+        "sum over",
+        "summed",
+        "all gpus",
+        "combined",
+        "aggregate",
+        "in total",
+    ]
+    .iter()
+    .any(|w| scope.contains(w));
+    summed && !per_device
+}
+
 impl Cx<'_> {
     /// What the measurement corresponds to in the budget.
     pub(crate) fn target(&mut self) -> Option<Target> {
         let point = self.point;
         let scope = match point.measurement_scope.as_deref() {
-            Some(s) if s.to_lowercase().contains("total over") => Scope::SumOfDevices,
+            Some(s) if summed_over_devices(s) => Scope::SumOfDevices,
             _ => Scope::EachDevice,
         };
         let kind = point.measured_kind.trim().to_lowercase();
@@ -175,7 +198,13 @@ impl Cx<'_> {
         let text = point.parallelism.clone().unwrap_or_default();
         let lower = text.to_lowercase();
         let any = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+        // llama.cpp's split modes: `-sm layer` (its default) gives each GPU whole layers,
+        // `-sm row` splits each matrix's rows over the GPUs.
+        let squashed: String = lower.chars().filter(char::is_ascii_alphanumeric).collect();
         let split = if any(&["tensor parallel", "tensor-parallel", "tensor_parallel", "tp=", "tp "])
+            || squashed.contains("smrow")
+            || squashed.contains("splitmoderow")
+            || squashed.contains("rowsplit")
         {
             Split::Tensor(count)
         } else if any(&[
@@ -184,8 +213,16 @@ impl Cx<'_> {
             "pipeline parallel",
             "pipeline-parallel",
             "pp=",
-        ]) {
-            // accelerate's device_map="auto" places consecutive layers on each GPU: a pipeline.
+            "naive model parallel",
+            "model parallel (layers",
+        ]) || squashed.contains("splitlayers")
+            || squashed.contains("smlayer")
+            || squashed.contains("splitmodelayer")
+            || squashed.contains("layersplit")
+            || squashed.contains("tensorsplit")
+        {
+            // accelerate's device_map="auto" places consecutive layers on each GPU: a pipeline;
+            // so does llama.cpp's layer split (`--tensor-split` only sets its proportions).
             Split::Pipeline(count)
         } else if any(&["data parallel", "data-parallel", "fsdp", "ddp", "zero"]) {
             // FSDP is data parallelism whose model states are sharded (see `distribution`).
@@ -507,12 +544,17 @@ impl Cx<'_> {
         } else if q.contains("smoothquant") || q.contains("w8a8") || w.contains("w8a8") {
             // int8 weights with a scale per output channel, as LLM.int8 is written.
             Ok(("int8", None))
-        } else if q.contains("quantization_bit") || q.contains("chatglm") {
+        } else if q.contains("quantization_bit") || q.contains("chatglm") || q.contains("quantize(")
+        {
             // ChatGLM's own `model.quantize(bits)` (its `--quantization_bit`): weight-only int8
             // or int4 for the layers' linear matrices with an fp16 scale per output channel;
             // embeddings and the output layer stay fp16.
-            let four = [&q, &w].iter().any(|t| t.contains("bit 4") || t.contains("int4"));
-            let eight = [&q, &w].iter().any(|t| t.contains("bit 8") || t.contains("int8"));
+            let four = [&q, &w]
+                .iter()
+                .any(|t| t.contains("bit 4") || t.contains("int4") || t.contains("quantize(4)"));
+            let eight = [&q, &w]
+                .iter()
+                .any(|t| t.contains("bit 8") || t.contains("int8") || t.contains("quantize(8)"));
             match (four, eight) {
                 (true, false) => Ok(("int4", None)),
                 (false, true) => Ok(("int8", None)),
@@ -923,6 +965,40 @@ mod version_tests {
         }
     }
 
+    #[test]
+    fn scopes_that_add_the_gpus_up() {
+        for scope in
+            ["likely total over 4 GPUs", "sum of GPUs", "2 GPUs combined", "summed over ranks"]
+        {
+            assert!(super::summed_over_devices(scope), "{scope}");
+        }
+        for scope in ["single GPU", "per GPU (max over ranks)", "each GPU", "GPU 0"] {
+            assert!(!super::summed_over_devices(scope), "{scope}");
+        }
+    }
+
+    /// Multi-GPU splits in other data sets' words.
+    #[test]
+    fn splits_in_their_wordings() {
+        use super::Split;
+        let split = |framework: &str, parallelism: &str| {
+            let point = crate::data::Point {
+                framework: framework.to_owned(),
+                parallelism: Some(parallelism.to_owned()),
+                num_gpus: Some(2),
+                workload: "llm_inference".to_owned(),
+                ..crate::data::Point::default()
+            };
+            super::super::Cx::new(&point).split()
+        };
+        assert_eq!(split("llama.cpp", "split layers (-sm layer)"), Some(Split::Pipeline(2)));
+        assert_eq!(split("llama.cpp", "--tensor-split 1,1"), Some(Split::Pipeline(2)));
+        assert_eq!(split("llama.cpp", "-sm row"), Some(Split::Tensor(2)));
+        assert_eq!(split("vLLM", "tensor parallel 2"), Some(Split::Tensor(2)));
+        assert_eq!(split("transformers", "device_map=\"auto\""), Some(Split::Pipeline(2)));
+        assert_eq!(split("transformers", "expert sharding by vibes"), None);
+    }
+
     /// Weight formats in other data sets' words.
     #[test]
     fn weight_formats_in_their_wordings() {
@@ -943,6 +1019,7 @@ mod version_tests {
         assert_eq!(word("transformers", "8-bit", None), Some("int8"));
         assert_eq!(word("ChatGLM", "INT4", Some("quantization_bit 4")), Some("int4"));
         assert_eq!(word("ChatGLM", "int8", Some("ChatGLM quantize(8)")), Some("int8"));
+        assert_eq!(word("transformers", "INT4", Some("model.quantize(4)")), Some("int4"));
         assert_eq!(word("llama.cpp", "8-bit", None), None);
         assert_eq!(word("transformers", "4-bit", Some("HQQ")), Some("int4-g64"));
         assert_eq!(word("TensorRT-LLM", "W8A8", Some("SmoothQuant")), Some("int8"));
