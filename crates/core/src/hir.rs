@@ -1128,10 +1128,16 @@ pub enum DiffusionOffload {
 impl Diffusion {
     /// A transformer denoiser's image (or video) tokens per sample: the latent positions
     /// (`width / 8 × height / 8 × frames`) over the patch, `patch_pixels / 8` on each side.
-    pub fn image_tokens(&self) -> u64 {
-        let latent = (self.width / 8) * (self.height / 8) * self.frames;
+    /// `None` if the count overflows `u64`.
+    pub fn image_tokens(&self) -> Option<u64> {
+        let latent = (self.width / 8).checked_mul(self.height / 8)?.checked_mul(self.frames)?;
         let side = (self.patch_pixels / 8).max(1);
-        latent / (side * side)
+        Some(latent / side.checked_mul(side)?)
+    }
+
+    /// [`Diffusion::image_tokens`] and the text tokens the transformer attends to beside them.
+    pub fn tokens(&self) -> Option<u64> {
+        self.image_tokens()?.checked_add(self.text_tokens)
     }
 }
 

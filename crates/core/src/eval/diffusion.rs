@@ -309,7 +309,7 @@ fn kept_precision(precision: Precision, load: Precision, on_load: bool) -> Optio
 /// (hidden), and three fp32 tensors of the key's size.
 fn transformer_step_tensors(diffusion: &Diffusion) -> Result<Vec<Bytes>, Overflow> {
     let guided = diffusion.cfg.batch_factor();
-    let tokens = diffusion.image_tokens() + diffusion.text_tokens;
+    let tokens = diffusion.tokens().ok_or(Overflow)?;
     let width = |values: u64, element: Ratio| {
         Product::new()
             .times(diffusion.batch, "batch")?
@@ -674,7 +674,7 @@ pub(crate) fn components(
             .times(diffusion.denoiser.hidden, "base channels")?
             .times(10, "live tensors")?
     } else {
-        let tokens = diffusion.image_tokens() + diffusion.text_tokens;
+        let tokens = diffusion.tokens().ok_or(Overflow)?;
         let product = Product::new()
             .times(diffusion.batch, "batch")?
             .times(guided, "(guidance)")?
@@ -703,7 +703,7 @@ pub(crate) fn components(
     )?);
     denoise.extend(unfused_attention(diffusion, guided, elem)?);
     if !diffusion.denoiser.unet && diffusion.denoiser.rope == Rope::Fp32 {
-        let tokens = diffusion.image_tokens() + diffusion.text_tokens;
+        let tokens = diffusion.tokens().ok_or(Overflow)?;
         let per_unit = rope_fp32(elem.bytes_per_element()).ok_or(Overflow)?;
         let product = Product::new()
             .times(diffusion.batch, "batch")?

@@ -428,7 +428,7 @@ fn transformer_activations(
         encoder: None,
         keep_in_fp32: 0,
     };
-    let tokens = diffusion.image_tokens().checked_add(diffusion.text_tokens).ok_or(Overflow)?;
+    let tokens = diffusion.tokens().ok_or(Overflow)?;
     let placement = Placement { tensor: 1, stage: 0, stages: 1, first_layer: 0, layers };
     let step = Training { sequence: tokens, micro_batch: diffusion.batch, ..training.clone() };
     let mut out = llm_training::activations(&shape, &placement, &step)?;

@@ -352,8 +352,10 @@ pub(crate) fn components(
     components.extend(deepspeed::accumulating_partition(trained, training, data)?);
     // Prompt tuning runs the frozen model over the virtual tokens too.
     let ran = match &training.method {
-        Method::Prompt { tokens, .. } => prompt_learning::with_virtual_tokens(training, *tokens)?,
-        _ => training.clone(),
+        Method::Prompt { tokens, .. } => {
+            std::borrow::Cow::Owned(prompt_learning::with_virtual_tokens(training, *tokens)?)
+        }
+        _ => std::borrow::Cow::Borrowed(training),
     };
     components.extend(activations(shape, &recorded, &ran)?);
     components.extend(saved_dequantized_weights(shape, placement, training)?);
