@@ -7,8 +7,9 @@
 //! | measurement method says | view |
 //! |---|---|
 //! | `torch.cuda.max_memory_allocated` | allocated |
-//! | `torch.cuda.max_memory_reserved` | reserved |
+//! | `torch.cuda.max_memory_reserved`, ms-swift's `memory(GiB)` | reserved |
 //! | `nvidia-smi`, `pynvml`, NVML, and tools reading the driver (nvitop, DCGM, W&B, ...) | device |
+//! | a counter named in words ("peak reserved memory", "memory allocated") | reserved, allocated |
 //! | not stated (starts with "not stated", or names none of the above) | allocated |
 //!
 //! A source that does not state its method in the data but publishes the script that measured is
@@ -70,8 +71,14 @@ pub fn view_for(method: &str) -> (View, Basis) {
         || method.contains("reserved_bytes.all.peak")
         // `max_memory_cached`: the same counter's name before PyTorch 1.4.
         || method.contains("max_memory_cached")
+        // ms-swift's logged `memory(GiB)`: `get_max_cuda_memory`, torch.cuda.max_memory_reserved
+        // (summed over the devices of a model-parallel run).
+        || method.contains("swift")
     {
         (View::Reserved, Basis::Stated)
+    } else if method.contains("mmengine") || method.contains("openmmlab") {
+        // OpenMMLab's logged `memory`: mmengine's `get_max_cuda_memory`, max_memory_allocated.
+        (View::Allocated, Basis::Stated)
     } else if [
         "nvidia-smi",
         "nvidia smi",
@@ -92,6 +99,11 @@ pub fn view_for(method: &str) -> (View, Basis) {
     {
         // Tools that read the driver's count of used memory: the device view.
         (View::Device, Basis::Stated)
+    } else if method.contains("reserved") {
+        // A counter named in words ("peak reserved memory", Unsloth's notebooks).
+        (View::Reserved, Basis::Stated)
+    } else if method.contains("allocated") {
+        (View::Allocated, Basis::Stated)
     } else {
         (View::Allocated, Basis::NotStated)
     }
@@ -166,6 +178,10 @@ mod tests {
             (View::Allocated, Basis::NotStated)
         );
         assert_eq!(v("benchmark script (not shown)"), (View::Allocated, Basis::NotStated));
+        assert_eq!(v("Unsloth notebook: Peak reserved memory"), (View::Reserved, Basis::Stated));
+        assert_eq!(v("ms-swift training log memory(GiB)"), (View::Reserved, Basis::Stated));
+        assert_eq!(v("mmengine log 'memory' (MB)"), (View::Allocated, Basis::Stated));
+        assert_eq!(v("peak GPU memory allocated"), (View::Allocated, Basis::Stated));
     }
 
     #[test]
