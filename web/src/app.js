@@ -69,6 +69,8 @@ export function sourceFromForm(v, models = new Map()) {
     lines.push("  training {");
     if (v.method === "full") {
       lines.push("    method        full", `    weights       ${v.tweights}`, "    optimizer     adamw");
+    } else if (v.method === "freeze") {
+      lines.push("    method freeze {", "      layers 2", "    }", `    weights       ${v.tweights}`);
     } else {
       lines.push("    method lora {", "      rank    16", "      targets all", "    }");
       lines.push(`    weights       ${v.method === "qlora" ? "nf4-dq" : v.tweights}`);

@@ -190,6 +190,10 @@ test("training mode in the form gives a training budget", async () => {
   assert.match(await page.textContent("#checks table.components"), /training_state|training state/);
   // A fit map varies context and sessions, which a training workload does not have.
   assert.match(await page.textContent("#fitmap-summary"), /no inference block/);
+  // Freeze tuning trains the last two layers: their states are named as such.
+  await page.selectOption("#f-method", "freeze");
+  await page.waitForFunction(() => document.querySelector("#source").value.includes("method freeze"));
+  await page.waitForFunction(() => document.querySelector("#checks table.components")?.textContent.includes("trained layers (2 of"));
   await page.close();
 });
 
