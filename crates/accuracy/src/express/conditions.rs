@@ -560,6 +560,19 @@ impl Cx<'_> {
                 (false, true) => Ok(("int8", None)),
                 _ => Err(unreadable("quantization", &quantization)),
             }
+        } else if q.contains("quanto") {
+            // optimum-quanto's weight types: qint8 (a scale per output channel), qint4 and qint2
+            // (groups of 128 with a scale and a shift each, in the weights' 16-bit type),
+            // qfloat8.
+            if q.contains("int8") {
+                Ok(("int8", None))
+            } else if q.contains("int4") {
+                Ok(("int4-g128", None))
+            } else if q.contains("float8") || q.contains("fp8") {
+                Ok(("fp8", None))
+            } else {
+                Err(unreadable("quantization", &quantization))
+            }
         } else if q.contains("hqq") {
             Ok((
                 "int4-g64",
@@ -1020,6 +1033,8 @@ mod version_tests {
         assert_eq!(word("ChatGLM", "INT4", Some("quantization_bit 4")), Some("int4"));
         assert_eq!(word("ChatGLM", "int8", Some("ChatGLM quantize(8)")), Some("int8"));
         assert_eq!(word("transformers", "INT4", Some("model.quantize(4)")), Some("int4"));
+        assert_eq!(word("transformers", "int8", Some("quanto qint8 weights")), Some("int8"));
+        assert_eq!(word("transformers", "int4", Some("optimum-quanto qint4")), Some("int4-g128"));
         assert_eq!(word("llama.cpp", "8-bit", None), None);
         assert_eq!(word("transformers", "4-bit", Some("HQQ")), Some("int4-g64"));
         assert_eq!(word("TensorRT-LLM", "W8A8", Some("SmoothQuant")), Some("int8"));
