@@ -145,6 +145,14 @@ pub fn leading_number(text: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// The number written after `key` in a text: `n_ubatch 512`, `max_model_len (8192)`,
+/// `pre_seq_len=128`.
+pub fn number_after(text: &str, key: &str) -> Option<u64> {
+    let start = text.find(key)? + key.len();
+    let rest = text[start..].trim_start_matches([' ', '(', '=', ':']);
+    leading_number(rest)
+}
+
 /// Reads the data set: an array of points, or an object holding one under `points`. Entries
 /// that are not objects are not points and are left out.
 pub fn parse(text: &str) -> Result<Vec<Point>, serde_json::Error> {

@@ -1128,7 +1128,7 @@ mod tests {
         // The whole pipeline's wording keeps every model.
         let whole = workload(
             super::super::express(&super::super::test_point(
-                defaults,
+                defaults.clone(),
                 r#"{"components_included": "resident pipeline weights + activations"}"#,
             ))
             .expect("expressible")
@@ -1138,17 +1138,12 @@ mod tests {
         assert!(whole.contains("vae           flux-vae"), "{whole}");
         // LTX-Video 0.9.7 alone: unpatched 32 × 32-pixel latents of 8 frames each; its whole
         // pipeline needs the VAE's decode, which is not modelled.
-        let ltx = r#"{"model": "Lightricks/LTX-Video-0.9.7-dev", "image_or_video": "704x512, 161 frames"}"#;
+        let ltx =
+            r#""model": "Lightricks/LTX-Video-0.9.7-dev", "image_or_video": "704x512, 161 frames""#;
         let alone = workload(
             super::super::express(&super::super::test_point(
-                serde_json::json!({
-                    "id": "B-2", "source_id": "B", "workload": "diffusion_inference",
-                    "framework": "diffusers benchmarks (benchmarking_ltx.py)",
-                    "weight_precision": "bf16", "gpu_type": "H100 80GB", "batch_size": 1,
-                    "measured_kind": "peak", "value": 25.2, "unit": "GB",
-                    "measurement_method": "torch.cuda.max_memory_allocated()"
-                }),
-                ltx,
+                defaults.clone(),
+                &format!("{{{ltx}}}"),
             ))
             .expect("expressible")
             .source,
@@ -1156,13 +1151,10 @@ mod tests {
         assert!(alone.contains("patch_pixels  32") && alone.contains("vae_temporal  8"), "{alone}");
         assert!(alone.contains("video_frames  161"), "{alone}");
         let pipeline = super::super::express(&super::super::test_point(
-            serde_json::json!({
-                "id": "B-3", "source_id": "B", "workload": "diffusion_inference",
-                "framework": "diffusers LTXPipeline", "weight_precision": "bf16",
-                "gpu_type": "H100 80GB", "batch_size": 1, "measured_kind": "peak", "value": 30,
-                "unit": "GB", "measurement_method": "torch.cuda.max_memory_allocated()"
-            }),
-            ltx,
+            defaults,
+            &format!(
+                r#"{{{ltx}, "framework": "diffusers LTXPipeline", "components_included": "the whole pipeline"}}"#
+            ),
         ));
         assert!(pipeline.is_err());
     }

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use super::Cx;
 use super::conditions::Runtime;
-use crate::data::leading_number;
+use crate::data::{leading_number, number_after};
 use crate::gaps::{Gap, assume, data};
 use crate::models::Family;
 use crate::target::Selector;
@@ -439,13 +439,6 @@ fn tgi_wiggle_room(cx: &Cx<'_>) -> u64 {
         Some((3, 1 | 2)) => 93,
         _ => 95,
     }
-}
-
-/// The number written after `key` in a settings text: `n_ubatch 512`, `max_model_len (8192)`.
-fn number_after(text: &str, key: &str) -> Option<u64> {
-    let start = text.find(key)? + key.len();
-    let rest = text[start..].trim_start_matches([' ', '(', '=', ':']);
-    leading_number(rest)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::Cx;
 use super::conditions::{Distribution, Offload};
-use crate::data::Checkpointing;
+use crate::data::{Checkpointing, number_after};
 use crate::gaps::{Gap, assume, data};
 use crate::models::{self, Family};
 
@@ -355,14 +355,6 @@ fn number_before(text: &str, word: &str) -> Option<u64> {
         .into_iter()
         .rev()
         .collect();
-    digits.parse().ok()
-}
-
-/// The whole number that follows `word` (`pre_seq_len=128`, `projection 512`).
-fn number_after(text: &str, word: &str) -> Option<u64> {
-    let at = text.find(word)? + word.len();
-    let tail = text[at..].trim_start_matches([' ', '=', ':']);
-    let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
 }
 

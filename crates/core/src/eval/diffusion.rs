@@ -210,9 +210,14 @@ pub(super) fn pipeline_weights(
 /// The pipeline as it was moved to the device before its weights were cast or quantized
 /// (`loaded_on_device` beside `loaded_as`, layerwise casting or a quantizer applied after
 /// loading): every model's parameters in the pipeline's load type, `loaded_as` or its `weights`;
-/// a format a quantizer applied while loading stays as stored.
-/// `None` when nothing was cast after the move.
-fn as_loaded(program: &Layered<'_>, diffusion: &Diffusion) -> Result<Option<Component>, Overflow> {
+/// a format a quantizer applied while loading stays as stored. The component is what that
+/// load held beyond `stored`, the persistent bytes sampling keeps; `None` when nothing was cast
+/// after the move.
+fn as_loaded(
+    program: &Layered<'_>,
+    diffusion: &Diffusion,
+    stored: Bytes,
+) -> Result<Option<Component>, Overflow> {
     let preparation = diffusion.preparation;
     if !preparation.loaded_on_device || diffusion.offload != DiffusionOffload::None {
         return Ok(None);
@@ -229,7 +234,6 @@ fn as_loaded(program: &Layered<'_>, diffusion: &Diffusion) -> Result<Option<Comp
     }
     let mut params = 0u64;
     let mut loaded = Bytes::ZERO;
-    let mut stored = Bytes::ZERO;
     let mut load_type = None;
     for (model, format) in models {
         let Some(count) = parameter_count(program, model) else { continue };
@@ -241,14 +245,11 @@ fn as_loaded(program: &Layered<'_>, diffusion: &Diffusion) -> Result<Option<Comp
         } else {
             preparation.loaded_as.unwrap_or_else(|| diffusion.vae_weights.companion())
         };
-        let now =
-            calc::sum(weights(program, diffusion, model, format, "")?.iter().map(|c| c.bytes))?;
         let then = Product::new()
             .times(count, "params")?
             .bytes_each(load.bytes_per_element(), load.name())?;
         params = params.checked_add(count).ok_or(Overflow)?;
         loaded = calc::add(loaded, then.value()?)?;
-        stored = calc::add(stored, now)?;
         load_type.get_or_insert(load);
     }
     let Some(extra) = loaded.0.checked_sub(stored.0).filter(|extra| *extra > 0) else {
@@ -776,7 +777,8 @@ pub(crate) fn components(
             let winner_peak = decode_peak.max(denoise_peak);
             // Loaded whole before a cast, the pipeline held its load type's weights once: the
             // peak when they outweigh the stored weights by more than sampling's transients.
-            let allocated_peak = match as_loaded(program, diffusion)? {
+            let stored = calc::sum(out.iter().map(|c| c.bytes))?;
+            let allocated_peak = match as_loaded(program, diffusion, stored)? {
                 Some(load) if load.bytes > winner_peak => {
                     let bytes = load.bytes;
                     out.push(load);
