@@ -62,6 +62,12 @@ struct Pipeline {
     extra: &'static str,
     /// Where the pipeline's documented use loads its VAE in fp32 beside 16-bit models.
     vae_fp32: Option<&'static str>,
+    /// An image pipeline's default square side where the point states no size
+    /// (`default_sample_size` × the VAE's factor), and where that comes from.
+    side: Option<(u64, &'static str)>,
+    /// Where a guidance-distilled checkpoint's documents run it with `guidance_scale` 0.0, so
+    /// the pipeline's unconditional batch is off unless the point states a scale.
+    guidance_off: Option<&'static str>,
 }
 
 /// A text-to-video pipeline's `__call__` defaults and its causal VAE's tile.
@@ -118,6 +124,8 @@ fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
         }),
         extra: "",
         vae_fp32: None,
+        side: None,
+        guidance_off: None,
     }
 }
 
@@ -179,6 +187,8 @@ fn wan(denoiser: &'static str, hidden: u64, extra: &'static str) -> Pipeline {
              torch_dtype=torch.float32) beside a bf16 pipeline; WanPipeline decodes in the VAE's \
              dtype",
         ),
+        side: None,
+        guidance_off: None,
     }
 }
 
@@ -218,6 +228,8 @@ fn ltx_video_13b() -> Pipeline {
         extra: "    patch_pixels  32  # LTX-Video's VAE: 32 x 32 pixels per latent, no patching\n    \
                 vae_temporal  8\n",
         vae_fp32: None,
+        side: None,
+        guidance_off: None,
     }
 }
 
@@ -242,6 +254,11 @@ fn sd3(denoiser: &'static str, hidden: u64) -> Pipeline {
         video: None,
         extra: "",
         vae_fp32: None,
+        side: Some((
+            1024,
+            "1024 x 1024 (StableDiffusion3Pipeline default: the transformer's sample_size 128 x the VAE's factor 8)",
+        )),
+        guidance_off: None,
     }
 }
 
@@ -268,6 +285,11 @@ fn pixart(
         video: None,
         extra: "",
         vae_fp32: None,
+        side: Some((
+            1024,
+            "1024 x 1024 (the PixArt pipelines' default: the 1024-MS transformer's sample_size 128 x the VAE's factor 8)",
+        )),
+        guidance_off: None,
     }
 }
 
@@ -291,6 +313,11 @@ fn flux() -> Pipeline {
         video: None,
         extra: "",
         vae_fp32: None,
+        side: Some((
+            1024,
+            "1024 x 1024 (FluxPipeline default: default_sample_size 128 x vae_scale_factor 8)",
+        )),
+        guidance_off: None,
     }
 }
 
@@ -309,6 +336,9 @@ fn recognised(model: &str) -> Option<Pipeline> {
         // card) and loads through StableDiffusionXLPipeline.
         || has(&["playgroundv25"])
     {
+        // SDXL Turbo: "the exact same architecture as SDXL", run with guidance_scale=0.0 and
+        // trained for 512 × 512 (diffusers docs, api/pipelines/stable_diffusion/sdxl_turbo.md).
+        let turbo = has(&["sdxlturbo"]);
         Some(Pipeline {
             denoiser: "sdxl-unet",
             encoders: &[Encoder::ClipL, Encoder::ClipG],
@@ -326,6 +356,16 @@ fn recognised(model: &str) -> Option<Pipeline> {
             video: None,
             extra: "",
             vae_fp32: None,
+            side: Some(if turbo {
+                (512, "512 x 512 (SDXL Turbo's default size, diffusers' sdxl_turbo guide)")
+            } else {
+                (
+                    1024,
+                    "1024 x 1024 (StableDiffusionXLPipeline default: SDXL base's UNet \
+                     sample_size 128 x the VAE's factor 8)",
+                )
+            }),
+            guidance_off: turbo.then_some(TURBO_GUIDANCE),
         })
     } else if has(&[
         "stablediffusionv15",
@@ -350,17 +390,36 @@ fn recognised(model: &str) -> Option<Pipeline> {
             video: None,
             extra: "",
             vae_fp32: None,
+            side: Some((
+                512,
+                "512 x 512 (StableDiffusionPipeline default: the v1 UNet's sample_size 64 x the VAE's factor 8)",
+            )),
+            guidance_off: None,
         })
     } else if has(&["stablediffusion2", "stablediffusionv2", "sd21", "sdv21"])
         && !has(&["inpaint", "depth", "unclip", "upscale"])
     {
         // SD 2.0 and 2.1 (768-v and 512-base) share the UNet, text encoder and autoencoder.
-        pipeline("stabilityai/stable-diffusion-2-1").ok()
+        pipeline("stabilityai/stable-diffusion-2-1").ok().map(|sd2| {
+            if has(&["base"]) { Pipeline { side: Some((512, SD2_BASE_SIDE)), ..sd2 } } else { sd2 }
+        })
+    } else if has(&["sdturbo"]) {
+        // SD-Turbo: SD 2.1 distilled, run like SDXL Turbo (diffusers' sdxl_turbo guide; the
+        // model card's `guidance_scale=0.0`) at 512 × 512.
+        pipeline("stabilityai/stable-diffusion-2-1").ok().map(|sd2| Pipeline {
+            side: Some((512, SD2_BASE_SIDE)),
+            guidance_off: Some(TURBO_GUIDANCE),
+            ..sd2
+        })
     } else if has(&["stablediffusion3medium", "sd3medium"]) {
         pipeline("stabilityai/stable-diffusion-3-medium-diffusers").ok()
-    } else if has(&["stablediffusion35large", "sd35large"]) && !has(&["turbo"]) {
-        // Large Turbo has the same transformer but is guidance-distilled: not this row.
-        pipeline("stabilityai/stable-diffusion-3.5-large").ok()
+    } else if has(&["stablediffusion35large", "sd35large"]) {
+        // Large Turbo has the same transformer, guidance-distilled: its model card runs
+        // guidance_scale=0.0.
+        pipeline("stabilityai/stable-diffusion-3.5-large").ok().map(|large| Pipeline {
+            guidance_off: has(&["turbo"]).then_some(TURBO_GUIDANCE),
+            ..large
+        })
     } else if has(&["stablediffusion35medium", "sd35medium"]) {
         pipeline("stabilityai/stable-diffusion-3.5-medium").ok()
     } else if has(&["cogvideox5b"]) {
@@ -385,6 +444,14 @@ fn recognised(model: &str) -> Option<Pipeline> {
         None
     }
 }
+
+/// A guidance-distilled ("turbo") checkpoint's documented setting.
+const TURBO_GUIDANCE: &str = "a guidance-distilled (turbo) checkpoint, run as its model card \
+                              runs it with guidance_scale=0.0: no unconditional batch";
+
+/// Stable Diffusion 2.x's 512 × 512 checkpoints (2-base, 2-1-base, SD-Turbo).
+const SD2_BASE_SIDE: &str =
+    "512 x 512 (StableDiffusionPipeline default: the 512-base UNet's sample_size 64 x 8)";
 
 /// The pipeline for a `model` wording, or the gaps that stop it.
 fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
@@ -442,6 +509,11 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
             video: None,
             extra: "",
             vae_fp32: None,
+            side: Some((
+                768,
+                "768 x 768 (StableDiffusionPipeline default: SD 2.1's UNet sample_size 96 x the VAE's factor 8)",
+            )),
+            guidance_off: None,
         }),
         // CogVideoX-2b and -5b transformer/config.json: 30 heads × 64 = 1920 and 48 × 64 = 3072.
         "THUDM/CogVideoX-5b" => Ok(cogvideox("cogvideox-5b-transformer", 3072, true)),
@@ -495,7 +567,15 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
                 Some((video.width, video.height))
             }
         }
-        _ => resolution(cx),
+        _ => match pipeline.side {
+            Some((side, note))
+                if cx.point.image_or_video.as_deref().and_then(image_size).is_none() =>
+            {
+                cx.assume(assume::PIPELINE_DEFAULT, note);
+                Some((side, side))
+            }
+            _ => resolution(cx),
+        },
     };
     let video_frames = pipeline.video.as_ref().map(|video| {
         stated_frames(cx).unwrap_or_else(|| {
@@ -605,7 +685,9 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         }
     }
     let _ = writeln!(out, "    batch         {batch}");
-    let _ = writeln!(out, "    cfg           {}", if alone { "false" } else { pipeline.cfg });
+    let cfg =
+        if alone { "false" } else { super::guidance::cfg(cx, pipeline.cfg, pipeline.guidance_off) };
+    let _ = writeln!(out, "    cfg           {cfg}");
     let _ = writeln!(out, "    text_tokens   {} tokens", pipeline.text_tokens);
     let settings = cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase();
     if settings.contains("fuse_qkv true") || settings.contains("fuse_qkv_projections()") {
@@ -1316,13 +1398,77 @@ mod tests {
             assert!(errors.is_empty(), "{model}: {errors:?}");
         }
         // Neighbours that are other pipelines stay unexpressed.
-        for model in [
-            "stabilityai/stable-diffusion-3.5-large-turbo",
-            "stabilityai/stable-diffusion-2-inpainting",
-            "PixArt-alpha/PixArt-XL-2-512x512",
-        ] {
+        for model in
+            ["stabilityai/stable-diffusion-2-inpainting", "PixArt-alpha/PixArt-XL-2-512x512"]
+        {
             assert!(super::pipeline(model).is_err(), "{model}");
         }
+    }
+
+    /// The workload a point with `changes` expresses, the diffusion section's lines.
+    fn expressed(model: &str, changes: &str) -> String {
+        let defaults = serde_json::json!({
+            "id": "T-1", "source_id": "T", "workload": "diffusion_inference",
+            "model": model, "framework": "diffusers", "weight_precision": "fp16",
+            "gpu_type": "RTX 4090", "batch_size": 1,
+            "measured_kind": "peak", "value": 10, "unit": "GB",
+            "measurement_method": "torch.cuda.max_memory_allocated()"
+        });
+        let point = super::super::test_point(defaults, changes);
+        let source =
+            super::super::express(&point).unwrap_or_else(|gaps| panic!("{model}: {gaps:?}")).source;
+        let errors: Vec<_> = vram_core::evaluate(&source)
+            .diagnostics
+            .into_iter()
+            .filter(vram_core::diagnostic::Diagnostic::is_error)
+            .collect();
+        assert!(errors.is_empty(), "{model}: {errors:?}");
+        source.split("workload point").nth(1).expect("a workload").to_string()
+    }
+
+    #[test]
+    fn turbo_checkpoints_run_without_guidance_at_their_own_size() {
+        let turbo = expressed("stabilityai/sdxl-turbo", "{}");
+        assert!(turbo.contains("denoiser      sdxl-unet"), "{turbo}");
+        assert!(turbo.contains("resolution    512 x 512"), "{turbo}");
+        assert!(turbo.contains("cfg           false"), "{turbo}");
+        let sd_turbo = expressed("stabilityai/sd-turbo", "{}");
+        assert!(sd_turbo.contains("denoiser      sd21-unet"), "{sd_turbo}");
+        assert!(sd_turbo.contains("resolution    512 x 512"), "{sd_turbo}");
+        assert!(sd_turbo.contains("cfg           false"), "{sd_turbo}");
+        let large = expressed("stabilityai/stable-diffusion-3.5-large-turbo", "{}");
+        assert!(large.contains("denoiser      sd35-large-transformer"), "{large}");
+        assert!(large.contains("cfg           false"), "{large}");
+        // A scale above 1 stated for a turbo model brings the unconditional batch back.
+        let guided =
+            expressed("stabilityai/sdxl-turbo", r#"{"other_settings": "guidance_scale 2.0"}"#);
+        assert!(guided.contains("cfg           true"), "{guided}");
+    }
+
+    #[test]
+    fn a_stated_scale_decides_guidance_and_an_unstated_size_is_the_pipelines() {
+        let base = expressed("stabilityai/stable-diffusion-xl-base-1.0", "{}");
+        assert!(base.contains("resolution    1024 x 1024"), "{base}");
+        assert!(base.contains("cfg           true"), "{base}");
+        let off = expressed(
+            "stabilityai/stable-diffusion-xl-base-1.0",
+            r#"{"image_or_video": "768x768, guidance_scale=1.0"}"#,
+        );
+        assert!(off.contains("resolution    768 x 768"), "{off}");
+        assert!(off.contains("cfg           false"), "{off}");
+        // Wan's second pass follows the same rule; FLUX's embedded guidance adds no batch.
+        let wan = expressed("Wan-AI/Wan2.1-T2V-1.3B", r#"{"other_settings": "no CFG"}"#);
+        assert!(wan.contains("cfg           false"), "{wan}");
+        let flux =
+            expressed("black-forest-labs/FLUX.1-dev", r#"{"other_settings": "guidance 3.5"}"#);
+        assert!(flux.contains("resolution    1024 x 1024"), "{flux}");
+        assert!(flux.contains("cfg           false"), "{flux}");
+        let sd15 = expressed("runwayml/stable-diffusion-v1-5", "{}");
+        assert!(sd15.contains("resolution    512 x 512"), "{sd15}");
+        let sd21_base = expressed("stabilityai/stable-diffusion-2-1-base", "{}");
+        assert!(sd21_base.contains("resolution    512 x 512"), "{sd21_base}");
+        let sd21 = expressed("stabilityai/stable-diffusion-2-1", "{}");
+        assert!(sd21.contains("resolution    768 x 768"), "{sd21}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 mod conditions;
 mod diffusion;
 mod diffusion_training;
+mod guidance;
 mod inference;
 mod training;
 

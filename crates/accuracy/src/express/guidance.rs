@@ -1,0 +1,99 @@
+//! Classifier-free guidance as a point runs it: the unconditional batch diffusers adds only when
+//! `guidance_scale > 1` (`do_classifier_free_guidance` in the Stable Diffusion, SDXL, SD3,
+//! PixArt, CogVideoX and Wan pipelines), and which a guidance-distilled checkpoint ("turbo")
+//! turns off by its documented `guidance_scale=0.0`.
+
+use super::Cx;
+use crate::data::Point;
+use crate::gaps::assume;
+
+/// Wordings that turn guidance off without a number.
+const OFF: [&str; 6] = [
+    "no cfg",
+    "without cfg",
+    "cfg off",
+    "no classifier-free guidance",
+    "without classifier-free guidance",
+    "guidance off",
+];
+
+/// Wordings a guidance scale follows, the most specific first.
+const KEYS: [&str; 5] = ["guidance_scale", "guidance scale", "cfg_scale", "cfg scale", "cfg"];
+
+/// The guidance scale a point states in its settings or its image conditions
+/// (`guidance_scale=0.0`, `guidance scale 7.5`, `CFG 4`), or 0 where it says guidance is off.
+pub(super) fn stated_scale(point: &Point) -> Option<f64> {
+    let text = [point.other_settings.as_deref(), point.image_or_video.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" | ")
+        .to_lowercase();
+    if OFF.iter().any(|phrase| text.contains(phrase)) {
+        return Some(0.0);
+    }
+    KEYS.iter().find_map(|key| {
+        let start = text.find(key)? + key.len();
+        let rest = text[start..].trim_start_matches([' ', '=', ':', '(']);
+        let number: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+        number.trim_end_matches('.').parse().ok()
+    })
+}
+
+/// The `cfg` line's value for a pipeline whose guidance `mechanism` is `true` (a doubled
+/// batch), `separate` (a second pass) or `false` (none: guidance is an embedding, as in FLUX.1),
+/// given the checkpoint's documented guidance-off default (`distilled`) and the point's own
+/// scale.
+pub(super) fn cfg(
+    cx: &mut Cx<'_>,
+    mechanism: &'static str,
+    distilled: Option<&'static str>,
+) -> &'static str {
+    if mechanism == "false" {
+        return mechanism;
+    }
+    match stated_scale(cx.point) {
+        Some(scale) if scale > 1.0 => mechanism,
+        Some(scale) => {
+            cx.assume(
+                assume::SOURCE_LABEL,
+                format!(
+                    "guidance_scale {scale} stated: no unconditional batch (diffusers runs \
+                     classifier-free guidance only when guidance_scale > 1)"
+                ),
+            );
+            "false"
+        }
+        None => match distilled {
+            Some(note) => {
+                cx.assume(assume::PIPELINE_DEFAULT, note);
+                "false"
+            }
+            None => mechanism,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stated_scale;
+
+    fn point(settings: &str) -> crate::data::Point {
+        let value = serde_json::json!({
+            "id": "G-1", "source_id": "G", "workload": "diffusion_inference", "model": "m",
+            "framework": "diffusers", "measured_kind": "peak", "value": 1, "unit": "GB",
+            "measurement_method": "not stated", "other_settings": settings
+        });
+        serde_json::from_value(value).expect("a point")
+    }
+
+    #[test]
+    fn scales_in_their_wordings() {
+        assert_eq!(stated_scale(&point("num_inference_steps=1, guidance_scale=0.0")), Some(0.0));
+        assert_eq!(stated_scale(&point("Guidance scale 7.5, 30 steps")), Some(7.5));
+        assert_eq!(stated_scale(&point("CFG: 4")), Some(4.0));
+        assert_eq!(stated_scale(&point("cfg_scale 1")), Some(1.0));
+        assert_eq!(stated_scale(&point("1 step, no CFG")), Some(0.0));
+        assert_eq!(stated_scale(&point("50 steps")), None);
+    }
+}
