@@ -388,6 +388,8 @@ pub enum Runtime {
     Tgi,
     /// NVIDIA TensorRT-LLM: a KV pool of a fraction of what the loaded engine leaves.
     TensorrtLlm,
+    /// LMDeploy's TurboMind engine: a KV pool of a fraction of the memory its weights leave.
+    Lmdeploy,
     LlamaCpp,
     None,
     Custom {
@@ -400,7 +402,14 @@ impl Runtime {
     /// Whether the runtime sizes a KV pool at start-up from a share of the device (its rule is
     /// in the evaluator's serving rules), so `memory_fraction` means something to it.
     pub fn sizes_a_pool(&self) -> bool {
-        matches!(self, Runtime::Vllm | Runtime::Sglang | Runtime::Tgi | Runtime::TensorrtLlm)
+        matches!(
+            self,
+            Runtime::Vllm
+                | Runtime::Sglang
+                | Runtime::Tgi
+                | Runtime::TensorrtLlm
+                | Runtime::Lmdeploy
+        )
     }
 }
 

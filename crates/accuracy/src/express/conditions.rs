@@ -18,6 +18,8 @@ pub(crate) enum Runtime {
     Sglang,
     Tgi,
     TensorrtLlm,
+    /// LMDeploy's TurboMind engine.
+    Lmdeploy,
     LlamaCpp,
 }
 
@@ -30,6 +32,7 @@ impl Runtime {
             Runtime::Sglang => "sglang",
             Runtime::Tgi => "tgi",
             Runtime::TensorrtLlm => "tensorrt-llm",
+            Runtime::Lmdeploy => "lmdeploy",
             Runtime::LlamaCpp => "llama.cpp",
         }
     }
@@ -338,6 +341,10 @@ impl Cx<'_> {
             .any(|w| framework.contains(w))
         {
             Some(Runtime::TensorrtLlm)
+        } else if framework.contains("lmdeploy") || framework.contains("turbomind") {
+            // LMDeploy's PyTorch engine sizes its cache by the same `cache_max_entry_count` of
+            // the free memory, in blocks of 64 tokens too: both are written as TurboMind.
+            Some(Runtime::Lmdeploy)
         } else if framework.contains("text-generation-inference")
             || framework.contains("text generation inference")
             || words.contains(&"tgi")

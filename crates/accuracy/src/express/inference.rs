@@ -224,7 +224,8 @@ fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Op
         | Runtime::Diffusers
         | Runtime::Sglang
         | Runtime::Tgi
-        | Runtime::TensorrtLlm => cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none")),
+        | Runtime::TensorrtLlm
+        | Runtime::Lmdeploy => cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none")),
     }
 }
 
@@ -278,6 +279,7 @@ fn context(
         Runtime::Sglang => number_after(&settings.replace('-', "_"), "chunked_prefill_size"),
         Runtime::Tgi => number_after(&settings.replace('-', "_"), "max_batch_prefill_tokens"),
         Runtime::TensorrtLlm => number_after(&settings.replace('-', "_"), "max_num_tokens"),
+        Runtime::Lmdeploy => number_after(&settings.replace('-', "_"), "max_prefill_token_num"),
     };
     Some((context, prefill, None))
 }
@@ -381,6 +383,7 @@ fn stated_memory_fraction(cx: &mut Cx<'_>, runtime: Runtime) -> Option<u64> {
         Runtime::Sglang => "mem_fraction_static",
         Runtime::Tgi => "cuda_memory_fraction",
         Runtime::TensorrtLlm => "free_gpu_memory_fraction",
+        Runtime::Lmdeploy => "cache_max_entry_count",
         _ => return None,
     };
     let text = format!(
@@ -471,6 +474,8 @@ mod tests {
         assert_eq!(fraction(&point("vLLM 0.6.3", ""), Runtime::Vllm), None);
         let trt = point("TensorRT-LLM 0.12", "kv_cache_config free_gpu_memory_fraction=0.85");
         assert_eq!(fraction(&trt, Runtime::TensorrtLlm), Some(85));
+        let lmdeploy = point("LMDeploy 0.6 (TurboMind)", "--cache-max-entry-count 0.5");
+        assert_eq!(fraction(&lmdeploy, Runtime::Lmdeploy), Some(50));
         let vllm = point("vLLM", "gpu_memory_utilization 0.95");
         assert_eq!(fraction(&vllm, Runtime::Vllm), Some(95));
         assert_eq!(fraction(&vllm, Runtime::Sglang), None);

@@ -237,6 +237,28 @@ mod tests {
         }
     }
 
+    /// LMDeploy (TurboMind) serving a model: its runtime, its KV share and its prefill step.
+    #[test]
+    fn an_lmdeploy_point_is_expressed_with_its_pool() {
+        let point = qwen_point(
+            r#"{"workload": "llm_inference", "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "framework": "LMDeploy 0.6.2 (TurboMind)", "weight_precision": "bf16",
+                "quantization": null, "gpu_type": "A100 80GB", "input_tokens": "1024",
+                "output_tokens": 512, "optimizer": null, "seq_len": null,
+                "activation_checkpointing": null, "measurement_method": "nvidia-smi",
+                "other_settings": "cache_max_entry_count=0.5, max_prefill_token_num 4096"}"#,
+        );
+        let expressed = express(&point).expect("expressible");
+        let source = &expressed.source;
+        assert!(source.contains("runtime lmdeploy"), "{source}");
+        assert!(source.contains("memory_fraction 50 %"), "{source}");
+        assert!(source.contains("prefill_chunk 4096 tokens"), "{source}");
+        let outcome = vram_core::evaluate(source);
+        assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:?}", outcome.diagnostics);
+        let pool = outcome.budget.checks[0].devices[0].kv_pool.clone().expect("a pool");
+        assert_eq!(pool.fraction, "50 % of the memory the weights leave");
+    }
+
     /// A data set the harness has not seen words things its own way; the rules read the words,
     /// not the wordings of `measured-peaks.json`.
     #[test]

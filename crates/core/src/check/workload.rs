@@ -290,13 +290,14 @@ fn runtime(
     fields: &Fields<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<Runtime> {
-    const NAMES: [&str; 9] = [
+    const NAMES: [&str; 10] = [
         "pytorch",
         "diffusers",
         "vllm",
         "sglang",
         "tgi",
         "tensorrt-llm",
+        "lmdeploy",
         "llama.cpp",
         "none",
         "custom",
@@ -343,6 +344,7 @@ fn runtime(
         ("sglang", None) => Some(Runtime::Sglang),
         ("tgi", None) => Some(Runtime::Tgi),
         ("tensorrt-llm", None) => Some(Runtime::TensorrtLlm),
+        ("lmdeploy", None) => Some(Runtime::Lmdeploy),
         ("llama.cpp", None) => Some(Runtime::LlamaCpp),
         _ => Some(Runtime::None),
     }
@@ -417,7 +419,7 @@ fn inference(
             let needs = if only_vllm {
                 "`runtime vllm`"
             } else {
-                "a pooling runtime (`vllm`, `sglang`, `tgi`, `tensorrt-llm`)"
+                "a pooling runtime (`vllm`, `sglang`, `tgi`, `tensorrt-llm`, `lmdeploy`)"
             };
             diagnostics.push(
                 Diagnostic::warning(
@@ -519,6 +521,7 @@ fn cache_layout(
             | Runtime::Sglang
             | Runtime::Tgi
             | Runtime::TensorrtLlm
+            | Runtime::Lmdeploy
             | Runtime::LlamaCpp),
         ),
     ) = (quantized, runtime)
@@ -528,6 +531,7 @@ fn cache_layout(
             Runtime::Sglang => "SGLang",
             Runtime::Tgi => "text-generation-inference",
             Runtime::TensorrtLlm => "TensorRT-LLM",
+            Runtime::Lmdeploy => "LMDeploy",
             _ => "llama.cpp",
         };
         let span =

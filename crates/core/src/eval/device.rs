@@ -173,7 +173,7 @@ pub(super) fn device_components_reusing(
             // SGLang's chunked prefill, TGI's warm-up prefill and TensorRT-LLM's
             // `max_num_tokens`: a step of their default tokens (or the stated chunk) over as many
             // sequences as fit in it.
-            Runtime::Sglang | Runtime::Tgi | Runtime::TensorrtLlm => {
+            Runtime::Sglang | Runtime::Tgi | Runtime::TensorrtLlm | Runtime::Lmdeploy => {
                 let tokens = inference
                     .prefill_chunk
                     .or_else(|| serving::profile_tokens(&workload.runtime, device))

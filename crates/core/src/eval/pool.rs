@@ -40,6 +40,8 @@ pub(crate) fn fill(
         )
     };
     let everything = held(|_| true)?;
+    // What the runtime holds once its weights are loaded: the context and the weights.
+    let loaded = held(|c| c.held_by == HeldBy::Runtime || c.category == Category::Persistent)?;
     let (base, carved) = match rule.share {
         Share::Device => (capacity, everything),
         Share::FreeMemoryLessWeights => {
@@ -50,6 +52,7 @@ pub(crate) fn fill(
             )
         }
         Share::Remaining => (Bytes(capacity.0.saturating_sub(everything.0)), Bytes::ZERO),
+        Share::FreeAfterWeights => (Bytes(capacity.0.saturating_sub(loaded.0)), Bytes::ZERO),
     };
     let share = Ratio::int(i128::from(base.0)).checked_mul(rule.fraction).ok_or(Overflow)?;
     let share = Bytes(u64::try_from(share.floor()).map_err(|_| Overflow)?);
@@ -72,6 +75,11 @@ pub(crate) fn fill(
             capacity.human(),
             Bytes(capacity.0 - base.0).human()
         ),
+        Share::FreeAfterWeights => formula!(
+            "({} − {} context and weights)",
+            capacity.human(),
+            Bytes(capacity.0 - base.0).human()
+        ),
     };
     let mut formula = match rule.share {
         Share::Device => {
@@ -80,7 +88,7 @@ pub(crate) fn fill(
         Share::FreeMemoryLessWeights => {
             formula!("{percent} % × {taken_of} − {} (the weights) = ", carved.human())
         }
-        Share::Remaining => formula!("{percent} % × {taken_of} = "),
+        Share::Remaining | Share::FreeAfterWeights => formula!("{percent} % × {taken_of} = "),
     };
     if calc::writing() {
         formula.push_str(&Bytes(available).human());
@@ -154,6 +162,7 @@ pub(crate) fn fill(
         // is left), which leaves no pool at all.
         let beyond_share = match rule.share {
             Share::Remaining => Bytes(everything.0.saturating_sub(capacity.0)),
+            Share::FreeAfterWeights => Bytes(loaded.0.saturating_sub(capacity.0)),
             _ => Bytes(carved.0.saturating_sub(share.0)),
         };
         calc::add(Bytes(needed.0.saturating_sub(bytes.0)), beyond_share)?
@@ -162,6 +171,7 @@ pub(crate) fn fill(
         Share::Device => "of the device",
         Share::FreeMemoryLessWeights => "of the free memory",
         Share::Remaining => "of the memory left after loading",
+        Share::FreeAfterWeights => "of the memory the weights leave",
     };
     Ok(KvPool {
         fraction: formula!("{percent} % {of}"),

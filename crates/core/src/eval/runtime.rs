@@ -108,7 +108,8 @@ pub(crate) fn components(
         | Runtime::Vllm
         | Runtime::Sglang
         | Runtime::Tgi
-        | Runtime::TensorrtLlm => {
+        | Runtime::TensorrtLlm
+        | Runtime::Lmdeploy => {
             // diffusers runs on PyTorch: the same context and workspaces. Its own transients
             // (denoiser activations, the VAE decode) belong to the pipeline's phases.
             components.push(assumed(

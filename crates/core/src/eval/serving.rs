@@ -1,5 +1,5 @@
 //! Serving runtimes that size a KV pool from what they measure at start-up (vLLM, SGLang,
-//! text-generation-inference, TensorRT-LLM): how each takes its share of the device, what it
+//! text-generation-inference, TensorRT-LLM, LMDeploy): how each takes its share of the device, what it
 //! carves out of that share before the pool, the granularity of the pool, and the step it
 //! profiles.
 //!
@@ -12,6 +12,10 @@
 //!   tables below live in the rest.
 //! - TensorRT-LLM (DOMAIN.md §3.7): `free_gpu_memory_fraction` (0.9) of what is free once the
 //!   engine's weights and activations are loaded, in blocks of 32 tokens.
+//! - LMDeploy's TurboMind engine (`lmdeploy/messages.py`, `TurbomindEngineConfig`, releases
+//!   after 0.2.1): `cache_max_entry_count` (0.8) of the memory free once the weights are loaded,
+//!   sized before the engine allocates its own buffers, in blocks of `cache_block_seq_len` (64)
+//!   tokens; its prefill step is `max_prefill_token_num` (8,192) tokens.
 //! - text-generation-inference (`server/text_generation_server/models/flash_causal_lm.py`,
 //!   `warmup`, v2-v3): after a warm-up prefill of `max_batch_prefill_tokens`, whose peak the
 //!   caching allocator still holds, `free − (1 − cuda_memory_fraction × TGI_WIGGLE_ROOM) × total`
@@ -35,6 +39,9 @@ pub(crate) enum Share {
     FreeMemoryLessWeights,
     /// TensorRT-LLM: of the free memory the weights, activations and context leave.
     Remaining,
+    /// LMDeploy: of the free memory the context and the weights leave, measured before the
+    /// engine's activation buffers exist.
+    FreeAfterWeights,
 }
 
 /// How a serving runtime turns its share of the device into a KV pool.
@@ -90,6 +97,13 @@ pub(crate) fn pool_rule(
             block: 32,
             source: "DOMAIN.md §3.7: TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction of the free GPU memory, tokens_per_block 32",
         },
+        Runtime::Lmdeploy => PoolRule {
+            runtime: "LMDeploy",
+            fraction: stated.unwrap_or(percent(80)),
+            share: Share::FreeAfterWeights,
+            block: 64,
+            source: "LMDeploy TurbomindEngineConfig: cache_max_entry_count (0.8 after v0.2.1) of the free GPU memory, cache_block_seq_len 64",
+        },
         _ => return None,
     })
 }
@@ -132,8 +146,8 @@ pub(crate) fn profile_tokens(runtime: &Runtime, device: &Device) -> Option<u64> 
         // TGI v3's `max_batch_prefill_tokens` default (launcher, without a flops estimate).
         Runtime::Tgi => Some(4096),
         // TensorRT-LLM's `max_num_tokens` default (LLM API BuildConfig), the activations its
-        // engine reserves for.
-        Runtime::TensorrtLlm => Some(8192),
+        // engine reserves for; TurboMind's `max_prefill_token_num` default (TurbomindEngineConfig).
+        Runtime::TensorrtLlm | Runtime::Lmdeploy => Some(8192),
         _ => None,
     }
 }

@@ -109,7 +109,7 @@ fn pool_settings_under_a_runtime_that_does_not_pool_are_said_to_do_nothing() {
     assert_eq!(
         warnings("pytorch", "; memory_fraction 80 %"),
         [
-            "`memory_fraction` has no effect without a pooling runtime (`vllm`, `sglang`, `tgi`, `tensorrt-llm`)"
+            "`memory_fraction` has no effect without a pooling runtime (`vllm`, `sglang`, `tgi`, `tensorrt-llm`, `lmdeploy`)"
         ]
     );
     assert!(warnings("sglang", "; memory_fraction 80 %").is_empty());
@@ -138,4 +138,23 @@ fn tensorrt_llm_takes_90_percent_of_what_the_loaded_engine_leaves() {
     assert_eq!(pool.fraction, "90 % of the memory left after loading");
     // Its engine's activations are sized for max_num_tokens (8192), not every session's prompt.
     assert_eq!(component(&checks[0], "hidden states"), 8192 * 4096 * 2 * 2);
+}
+
+#[test]
+fn lmdeploy_takes_80_percent_of_what_the_weights_leave_in_blocks_of_64_tokens() {
+    let checks = evaluate(&source("lmdeploy", "", "h100-sxm-80gb"));
+    let device = &checks[0].devices[0];
+    let pool = device.kv_pool.clone().expect("LMDeploy reports its pool");
+    // cache_max_entry_count 0.8 of the memory free once the context and the weights are on the
+    // device (the engine's own buffers come later, from the rest), in blocks of 64 tokens.
+    let free = H100 - CONTEXT - WEIGHTS;
+    let blocks = free * 8 / 10 / (64 * KV_PER_TOKEN);
+    assert_eq!(pool.tokens, blocks * 64);
+    assert_eq!(pool.fraction, "80 % of the memory the weights leave");
+    // Its prefill step is max_prefill_token_num (8192) tokens.
+    assert_eq!(component(&checks[0], "hidden states"), 8192 * 4096 * 2 * 2);
+    // A stated cache_max_entry_count is the workload's `memory_fraction`.
+    let half = evaluate(&source("lmdeploy", "; memory_fraction 50 %", "h100-sxm-80gb"));
+    let pool = half[0].devices[0].kv_pool.clone().expect("a pool");
+    assert_eq!(pool.tokens, free / 2 / (64 * KV_PER_TOKEN) * 64);
 }
