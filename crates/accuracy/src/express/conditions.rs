@@ -266,7 +266,7 @@ impl Cx<'_> {
             Some((Split::Data(count), "data parallel, one replica per GPU"))
         } else if framework.contains("vllm") {
             Some((Split::Tensor(count), "vLLM's tensor parallelism over every GPU"))
-        } else if framework.contains("llama.cpp") || framework.contains("ollama") {
+        } else if runs_ggml(&framework) {
             Some((Split::Pipeline(count), "llama.cpp's default --split-mode layer"))
         } else if framework.contains("transformers") && point.workload == "llm_inference" {
             Some((Split::Pipeline(count), "transformers' device_map=\"auto\", layers per GPU"))
@@ -350,7 +350,7 @@ impl Cx<'_> {
             || words.contains(&"tgi")
         {
             Some(Runtime::Tgi)
-        } else if framework.contains("llama.cpp") || framework.contains("ollama") {
+        } else if runs_ggml(&framework) {
             Some(Runtime::LlamaCpp)
         } else if framework.contains("diffusers")
             // A model repository's own PyTorch script (Wan2.1's generate.py): the PyTorch
@@ -358,8 +358,6 @@ impl Cx<'_> {
             || (self.point.workload.starts_with("diffusion") && framework.contains(".py"))
         {
             Some(Runtime::Diffusers)
-        } else if ["lm studio", "lmstudio", "koboldcpp"].iter().any(|w| framework.contains(w)) {
-            Some(Runtime::LlamaCpp)
         } else if [
             "transformers",
             "peft",
@@ -488,7 +486,10 @@ impl Cx<'_> {
             |field: &str, value: &str| Gap::data(data::UNREADABLE, format!("{field} = {value:?}"));
         if q.contains("gptq") || w.contains("gptq") {
             gptq(point, &q, &w, &both)
-        } else if q.contains("gguf") || w.contains("gguf") {
+        } else if q.contains("gguf")
+            || w.contains("gguf")
+            || GGUF_PRESETS.iter().any(|preset| has_word(&q, preset) || has_word(&w, preset))
+        {
             if q.contains("not stated") || w.contains("not stated") {
                 return Err(Gap::data(data::PRECISION, format!("GGUF type not stated ({both})")));
             }
@@ -498,6 +499,10 @@ impl Cx<'_> {
                 .find(|preset| [&q, &w].iter().any(|text| has_word(text, preset)))
                 .map(|preset| (*preset, None))
                 .ok_or_else(|| unreadable("quantization", &quantization))
+        } else if runs_ggml(&point.framework.to_lowercase()) && (w == "q8" || q == "q8") {
+            // GGUF's only 8-bit file type is Q8_0 (Q8_K is llama.cpp's internal dot-product
+            // type, never a file's): Ollama's `q8` tags and "Q8" in tables are Q8_0.
+            Ok(("q8_0", Some((assume::EQUIVALENT_FORMAT, format!("{both}: GGUF Q8_0")))))
         } else if is_meta_fp8(point) {
             Ok(("fp8", Some((assume::META_FP8, both))))
         } else if w.contains("fp8") && (w.contains("not all layers") || q.contains("compressed")) {
@@ -744,6 +749,15 @@ pub(crate) fn is_meta_fp8(point: &crate::data::Point) -> bool {
 }
 
 pub(crate) type WeightWord = (&'static str, Option<(&'static str, String)>);
+
+/// Whether a framework runs GGUF models on llama.cpp: llama.cpp itself, its Python binding, and
+/// the applications built on it (Ollama, LM Studio, koboldcpp, llamafile).
+fn runs_ggml(framework: &str) -> bool {
+    ["llama.cpp", "llama-cpp", "llama_cpp", "llamacpp", "ollama", "lm studio", "lmstudio"]
+        .iter()
+        .chain(&["koboldcpp", "llamafile"])
+        .any(|name| framework.contains(name))
+}
 
 /// llama.cpp presets the language takes as weights (`llama-quantize` ftype names).
 const GGUF_PRESETS: [&str; 12] = [
@@ -1051,6 +1065,24 @@ mod version_tests {
             word("transformers", "int4", Some("torchao int4_weight_only")),
             Some("int4-g128")
         );
+        // A GGUF preset named without the word "GGUF", and Ollama's "Q8".
+        assert_eq!(word("Ollama 0.5", "Q4_K_M", None), Some("q4_k_m"));
+        assert_eq!(word("LM Studio", "Q5_K_M", None), Some("q5_k_m"));
+        assert_eq!(word("Ollama", "Q8", None), Some("q8_0"));
+        assert_eq!(word("transformers", "Q8", None), None);
+    }
+
+    #[test]
+    fn llama_cpp_in_its_applications_and_bindings() {
+        for framework in ["llama-cpp-python 0.2.90", "Ollama", "koboldcpp 1.70", "llamafile"] {
+            let point = crate::data::Point {
+                framework: framework.to_owned(),
+                workload: "llm_inference".to_owned(),
+                ..crate::data::Point::default()
+            };
+            let runtime = super::super::Cx::new(&point).runtime();
+            assert_eq!(runtime, Some(super::Runtime::LlamaCpp), "{framework}");
+        }
     }
 
     #[test]
