@@ -1463,6 +1463,11 @@ mod tests {
             expressed("black-forest-labs/FLUX.1-dev", r#"{"other_settings": "guidance 3.5"}"#);
         assert!(flux.contains("resolution    1024 x 1024"), "{flux}");
         assert!(flux.contains("cfg           false"), "{flux}");
+        let true_cfg = expressed(
+            "black-forest-labs/FLUX.1-dev",
+            r#"{"other_settings": "true_cfg_scale=4.0 with a negative prompt"}"#,
+        );
+        assert!(true_cfg.contains("cfg           separate"), "{true_cfg}");
         let sd15 = expressed("runwayml/stable-diffusion-v1-5", "{}");
         assert!(sd15.contains("resolution    512 x 512"), "{sd15}");
         let sd21_base = expressed("stabilityai/stable-diffusion-2-1-base", "{}");

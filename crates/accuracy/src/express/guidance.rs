@@ -20,24 +20,35 @@ const OFF: [&str; 6] = [
 /// Wordings a guidance scale follows, the most specific first.
 const KEYS: [&str; 5] = ["guidance_scale", "guidance scale", "cfg_scale", "cfg scale", "cfg"];
 
-/// The guidance scale a point states in its settings or its image conditions
-/// (`guidance_scale=0.0`, `guidance scale 7.5`, `CFG 4`), or 0 where it says guidance is off.
-pub(super) fn stated_scale(point: &Point) -> Option<f64> {
-    let text = [point.other_settings.as_deref(), point.image_or_video.as_deref()]
+/// A point's settings and image conditions, lower-cased, where guidance is stated.
+fn settings(point: &Point) -> String {
+    [point.other_settings.as_deref(), point.image_or_video.as_deref()]
         .into_iter()
         .flatten()
         .collect::<Vec<_>>()
         .join(" | ")
-        .to_lowercase();
-    if OFF.iter().any(|phrase| text.contains(phrase)) {
-        return Some(0.0);
-    }
-    KEYS.iter().find_map(|key| {
+        .to_lowercase()
+}
+
+/// The number after the first of `keys` that `text` holds with one.
+fn number_after(text: &str, keys: &[&str]) -> Option<f64> {
+    keys.iter().find_map(|key| {
         let start = text.find(key)? + key.len();
         let rest = text[start..].trim_start_matches([' ', '=', ':', '(']);
         let number: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
         number.trim_end_matches('.').parse().ok()
     })
+}
+
+/// The guidance scale a point states in its settings or its image conditions
+/// (`guidance_scale=0.0`, `guidance scale 7.5`, `CFG 4`), or 0 where it says guidance is off.
+pub(super) fn stated_scale(point: &Point) -> Option<f64> {
+    let text = settings(point);
+    if OFF.iter().any(|phrase| text.contains(phrase)) {
+        return Some(0.0);
+    }
+    // FLUX's `true_cfg_scale` is another setting (`cfg` below), not this one.
+    number_after(&text.replace("true_cfg_scale", "").replace("true cfg scale", ""), &KEYS)
 }
 
 /// The `cfg` line's value for a pipeline whose guidance `mechanism` is `true` (a doubled
@@ -50,6 +61,18 @@ pub(super) fn cfg(
     distilled: Option<&'static str>,
 ) -> &'static str {
     if mechanism == "false" {
+        // FluxPipeline runs a second, negative-prompt pass when `true_cfg_scale > 1` and a
+        // negative prompt is given (`do_true_cfg`, diffusers 0.33 and later); a stated scale
+        // above 1 is taken to come with one.
+        let text = settings(cx.point);
+        if number_after(&text, &["true_cfg_scale", "true cfg scale"]).is_some_and(|s| s > 1.0) {
+            cx.assume(
+                assume::SOURCE_LABEL,
+                "true_cfg_scale above 1 stated: FluxPipeline's second (negative-prompt) pass \
+                 (do_true_cfg)",
+            );
+            return "separate";
+        }
         return mechanism;
     }
     match stated_scale(cx.point) {
@@ -95,5 +118,8 @@ mod tests {
         assert_eq!(stated_scale(&point("cfg_scale 1")), Some(1.0));
         assert_eq!(stated_scale(&point("1 step, no CFG")), Some(0.0));
         assert_eq!(stated_scale(&point("50 steps")), None);
+        // FLUX's true CFG is its own setting.
+        assert_eq!(stated_scale(&point("true_cfg_scale 4.0")), None);
+        assert_eq!(stated_scale(&point("true_cfg_scale 4.0, guidance_scale 3.5")), Some(3.5));
     }
 }
