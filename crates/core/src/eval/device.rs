@@ -170,9 +170,9 @@ pub(super) fn device_components_reusing(
                 let tokens = inference.prefill_chunk.unwrap_or(512).min(all_prompts);
                 (tokens, tokens)
             }
-            // SGLang's chunked prefill, TGI's warm-up prefill and TensorRT-LLM's
-            // `max_num_tokens`: a step of their default tokens (or the stated chunk) over as many
-            // sequences as fit in it.
+            // SGLang's chunked prefill, TGI's warm-up prefill, TensorRT-LLM's `max_num_tokens`
+            // and LMDeploy's `max_prefill_token_num`: a step of their default tokens (or the
+            // stated chunk) over as many sequences as fit in it.
             Runtime::Sglang | Runtime::Tgi | Runtime::TensorrtLlm | Runtime::Lmdeploy => {
                 let tokens = inference
                     .prefill_chunk
