@@ -153,6 +153,15 @@ pub fn number_after(text: &str, key: &str) -> Option<u64> {
     leading_number(rest)
 }
 
+/// The decimal written after `key` in a text, as [`number_after`] finds it: `guidance_scale=0.0`,
+/// `CFG: 4.` (a sentence's full stop is not part of it).
+pub fn decimal_after(text: &str, key: &str) -> Option<f64> {
+    let start = text.find(key)? + key.len();
+    let rest = text[start..].trim_start_matches([' ', '(', '=', ':']);
+    let number: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    number.trim_end_matches('.').parse().ok()
+}
+
 /// Reads the data set: an array of points, or an object holding one under `points`. Entries
 /// that are not objects are not points and are left out.
 pub fn parse(text: &str) -> Result<Vec<Point>, serde_json::Error> {

@@ -4,7 +4,7 @@
 //! turns off by its documented `guidance_scale=0.0`.
 
 use super::Cx;
-use crate::data::Point;
+use crate::data::{Point, decimal_after};
 use crate::gaps::assume;
 
 /// Wordings that turn guidance off without a number.
@@ -32,12 +32,7 @@ fn settings(point: &Point) -> String {
 
 /// The number after the first of `keys` that `text` holds with one.
 fn number_after(text: &str, keys: &[&str]) -> Option<f64> {
-    keys.iter().find_map(|key| {
-        let start = text.find(key)? + key.len();
-        let rest = text[start..].trim_start_matches([' ', '=', ':', '(']);
-        let number: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
-        number.trim_end_matches('.').parse().ok()
-    })
+    keys.iter().find_map(|key| decimal_after(text, key))
 }
 
 /// The guidance scale a point states in its settings or its image conditions

@@ -12,7 +12,7 @@
 
 use super::Placement;
 use super::calc::div_ceil;
-use crate::hir::{AttentionKind, Biases, Mlp, Norm, Output, Shape};
+use crate::hir::{AttentionKind, Biases, Mlp, Norm, Output, Saved, Shape};
 use crate::quant::Matrix;
 
 /// The matrices of layer `layer` on a device of tensor degree `tensor`, with their parameters.
@@ -154,6 +154,17 @@ pub(crate) struct Ends {
     pub head: u64,
     /// Final norm (last stage): one per stack, both on the last stage of a pipeline.
     pub final_norm: u64,
+}
+
+impl Ends {
+    /// The parameters of an end module trained whole (`modules_to_save`, freeze tuning's
+    /// `extra_modules`) on this device: 0 where the device does not hold it.
+    pub(crate) fn of(&self, module: Saved) -> u64 {
+        match module {
+            Saved::Embeddings => self.embedding,
+            Saved::Head => self.head,
+        }
+    }
 }
 
 pub(crate) fn ends(shape: &Shape, placement: &Placement) -> Ends {

@@ -52,22 +52,10 @@ pub(super) fn trained(
     let layers = trained_layers(shape, placement, trained);
     let in_layers = params::device_parameter_count(shape, &layers).ok_or(Overflow)?;
     let ends = params::ends(shape, placement);
-    let extra_params: u64 = extra
-        .iter()
-        .map(|module| match module {
-            Saved::Embeddings => ends.embedding,
-            Saved::Head => ends.head,
-        })
-        .sum();
+    let extra_params: u64 = extra.iter().map(|module| ends.of(*module)).sum();
     let params = in_layers.checked_add(extra_params).ok_or(Overflow)?;
     // Each end module on this device is a vocab × hidden matrix to a factored optimizer.
-    let extra_factored = extra
-        .iter()
-        .filter(|module| match module {
-            Saved::Embeddings => ends.embedding > 0,
-            Saved::Head => ends.head > 0,
-        })
-        .count() as u64
+    let extra_factored = extra.iter().filter(|module| ends.of(**module) > 0).count() as u64
         * (div_ceil(shape.vocab, placement.tensor) + shape.hidden);
     let factored = params::factored_state_values(shape, &layers)
         .and_then(|values| values.checked_add(extra_factored));

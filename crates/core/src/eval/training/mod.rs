@@ -9,9 +9,7 @@ use super::Placement;
 use super::calc::{Overflow, Product, div_ceil, formula};
 use super::{llm, params};
 use crate::budget::{Category, Component};
-use crate::hir::{
-    Checkpointing, LoraTarget, Method, Mlp, Offload, Saved, Shape, Sharding, Training,
-};
+use crate::hir::{Checkpointing, LoraTarget, Method, Mlp, Offload, Shape, Sharding, Training};
 use crate::precision::Precision;
 use crate::quant::WeightFormat;
 use crate::ratio::Ratio;
@@ -280,13 +278,7 @@ pub(crate) fn components(
             // PEFT `modules_to_save`: whole modules trained next to the adapters, as a
             // trainable copy of the module with its own gradients and optimizer state.
             let ends = params::ends(shape, placement);
-            let saved: u64 = save
-                .iter()
-                .map(|module| match module {
-                    Saved::Embeddings => ends.embedding,
-                    Saved::Head => ends.head,
-                })
-                .sum();
+            let saved: u64 = save.iter().map(|module| ends.of(*module)).sum();
             if saved > 0 {
                 let a = training.activations;
                 let copy = Product::new()
