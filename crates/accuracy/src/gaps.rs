@@ -60,6 +60,9 @@ pub mod feature {
         "whole models moved between host and device in turn (diffusers enable_model_cpu_offload)";
     pub const TILED_WAN_DECODE: &str = "Wan 2.1's tiled VAE decode (AutoencoderKLWan.tiled_decode)";
     pub const LTX_VAE: &str = "LTX-Video's VAE decode (AutoencoderKLLTXVideo)";
+    pub const ONLINE_RL: &str = "reinforcement learning with generation (PPO, GRPO, RLOO): \
+         rollouts, reward and value models beside the trained policy";
+    pub const KTO: &str = "KTO's unpaired batches beside a mismatched KL batch";
     pub const RUNS_WITHOUT_CAPABILITY: &str = "a precision the source ran on a device the core \
          says cannot run it (E040): a fallback path (an emulation, a weight-only kernel) the \
          language does not model for this runtime";
@@ -127,6 +130,9 @@ pub mod assume {
          (the files keep norms, biases and some projections at higher precision)";
     pub const COMPILED_LAYERS: &str = "torch.compile: the compiled loss is modelled, the compiled \
          layers' stored activations are counted as in eager mode (an upper bound)";
+    pub const REFERENCE_DEFAULT: &str = "DPO's reference not stated: TRL's default, the base \
+         with its adapters off under PEFT (no ref_model), a frozen copy of the model otherwise \
+         (create_reference_model)";
     pub const NOT_MODELLED: &str =
         "a setting the language does not model and the measurement shows to be neutral";
     pub const LOADED_BEFORE_OFFLOAD: &str = "model offload after the whole pipeline was moved to \

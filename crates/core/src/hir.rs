@@ -756,6 +756,44 @@ pub struct Training {
     /// GaLore (Zhao et al. 2024, `galore_torch`): the optimizer keeps its states for every layer
     /// matrix in a rank-`r` projection of its gradient; `None` without it.
     pub galore_rank: Option<u64>,
+    /// What one sample of the loss runs: one sequence, or a preference pair.
+    pub objective: Objective,
+}
+
+/// What one sample of a training step's loss runs through the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Objective {
+    /// One sequence per sample: supervised fine-tuning, pretraining.
+    Sft,
+    /// A preference pair per sample, chosen and rejected run as one concatenated forward of
+    /// twice the batch (TRL `concatenated_forward`), with a reference model's log-probabilities
+    /// beside the policy's (DPO and the losses of its trainer: IPO, RPO, ...).
+    Dpo(Reference),
+    /// A preference pair per sample without a reference model (ORPO, SimPO, CPO).
+    PairsOnly,
+}
+
+impl Objective {
+    /// Sequences the model runs per sample.
+    pub fn sequences_per_sample(self) -> u64 {
+        match self {
+            Objective::Sft => 1,
+            Objective::Dpo(_) | Objective::PairsOnly => 2,
+        }
+    }
+}
+
+/// Where a DPO step's reference log-probabilities come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reference {
+    /// A frozen copy of the model, resident beside the trained one (TRL
+    /// `create_reference_model`, or a `ref_model` loaded apart).
+    Copy,
+    /// The trained model with its adapters turned off (TRL with a PEFT model and no
+    /// `ref_model`: `null_ref_context` runs the base alone): no second copy of the weights.
+    AdaptersOff,
+    /// Computed once before training (`precompute_ref_log_probs`): no reference pass in the step.
+    Precomputed,
 }
 
 /// Where an optimizer keeps its states on the device.

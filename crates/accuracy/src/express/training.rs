@@ -49,8 +49,10 @@ pub(super) fn body(
     if checkpointing.is_none() {
         cx.gap(Gap::data(data::CHECKPOINTING, "activation_checkpointing: none"));
     }
+    let objective = super::preference::objective(cx);
     let (method, weights, optimizer, states, micro_batch, sequence, checkpointing) =
         (method?, weights?, optimizer?, states?, micro_batch?, sequence?, checkpointing?);
+    let objective = objective?;
     let source = source?;
 
     let mut out = String::from("  training {\n");
@@ -80,6 +82,7 @@ pub(super) fn body(
     };
     let _ = writeln!(out, "    checkpointing {checkpointing}");
     out.push_str(&levers(cx, offloaded));
+    out.push_str(&objective);
     out.push_str(&cx.gradient_lifetime().unwrap_or_default());
     if cx.eager_attention() {
         out.push_str("    attention     eager\n");
@@ -858,6 +861,32 @@ mod tests {
             r#"{"workload": "training_full", "finetune_method": "prefix tuning"}"#,
         ));
         assert!(unstated.is_err());
+    }
+
+    #[test]
+    fn preference_objectives_in_their_wordings() {
+        let dpo = workload(
+            r#"{"framework": "TRL DPOTrainer + PEFT", "finetune_method": "DPO, LoRA r=16 on q_proj,v_proj"}"#,
+        );
+        assert!(dpo.contains("objective     dpo\n"), "{dpo}");
+        assert!(!dpo.contains("reference"), "TRL's default reference is the core's: {dpo}");
+        let precomputed = workload(
+            r#"{"framework": "trl", "finetune_method": "LoRA r=8 on q_proj,v_proj",
+                "other_settings": "DPOTrainer, precompute_ref_log_probs=True"}"#,
+        );
+        assert!(precomputed.contains("reference     precomputed"), "{precomputed}");
+        let orpo = workload(r#"{"framework": "TRL ORPOTrainer"}"#);
+        assert!(orpo.contains("objective     orpo\n"), "{orpo}");
+        // Supervised fine-tuning says nothing, and neither does a word that merely contains
+        // an objective's letters.
+        let sft = workload(r#"{"other_settings": "lora_dropout 0.05, adpositions"}"#);
+        assert!(!sft.contains("objective"), "{sft}");
+        // Online RL and KTO are gaps, not silently supervised runs.
+        for framework in ["TRL GRPOTrainer", "OpenRLHF PPO", "TRL KTOTrainer"] {
+            let fields = format!(r#"{{"framework": "{framework}"}}"#);
+            let gaps = super::super::express(&point(&fields)).expect_err(framework);
+            assert!(gaps.iter().any(|g| g.kind == crate::gaps::GapKind::Feature), "{gaps:?}");
+        }
     }
 
     #[test]

@@ -8,8 +8,8 @@ use super::quantity::Dim;
 use crate::ast::{Block, Value};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
-    Attention, Checkpointing, FusedLoss, Levers, Method, Offload, Optimizer, Sharding,
-    StatesMemory, TextEncoders, Training, ZeroGrad,
+    Attention, Checkpointing, FusedLoss, Levers, Method, Objective, Offload, Optimizer, Reference,
+    Sharding, StatesMemory, TextEncoders, Training, ZeroGrad,
 };
 use crate::precision::Precision;
 
@@ -34,7 +34,57 @@ const NOT_FOR_A_DENOISER: &[(&str, &str)] = &[
     ("compile", "a compiled loss is modelled for logits, not for a denoiser's latents"),
     ("offload_activations", "activation offloading is not modelled for a denoiser"),
     ("fused_loss", "a denoiser's loss is on its latents, not on logits"),
+    ("objective", "preference objectives are modelled for language models"),
+    ("reference", "preference objectives are modelled for language models"),
 ];
+
+/// `objective` words: DPO and the losses of its trainer keep a reference model; ORPO, SimPO and
+/// CPO score the pair alone.
+const OBJECTIVES: &[&str] = &["sft", "dpo", "ipo", "orpo", "simpo", "cpo"];
+
+/// The loss's samples (`objective`) and, for DPO, where its reference comes from (`reference`):
+/// by default the base with its adapters off when adapters train (TRL with a PEFT model),
+/// a frozen copy otherwise.
+fn objective(block: &Block, fields: &Fields, method: Option<&Method>) -> Objective {
+    let word = fields.choice("objective", OBJECTIVES).map(|(w, _)| w);
+    let reference = fields.choice("reference", &["copy", "adapters_off", "precomputed"]);
+    let adapters =
+        matches!(method, Some(Method::Lora { .. } | Method::Prefix { .. } | Method::Prompt { .. }));
+    let span = |key: &str| block.fields.iter().find(|f| f.key.name == key).map(|f| f.span);
+    let with_reference = matches!(word, Some("dpo" | "ipo"));
+    if let (Some((written, _)), Some(at)) = (reference, span("reference")) {
+        if !with_reference {
+            fields.push(
+                Diagnostic::error(
+                    "E013",
+                    at,
+                    "`reference`: only a DPO objective runs a reference model",
+                )
+                .with_help("`objective dpo`, or remove `reference`"),
+            );
+        } else if written == "adapters_off" && method.is_some() && !adapters {
+            fields.push(
+                Diagnostic::error(
+                    "E014",
+                    at,
+                    "`reference adapters_off`: only adapters can be turned off, and this method trains the model's own weights",
+                )
+                .with_help("`reference copy` (a frozen copy of the model), or `reference precomputed`"),
+            );
+        }
+    }
+    match word {
+        Some("dpo" | "ipo") => Objective::Dpo(match reference.map(|(w, _)| w) {
+            Some("copy") => Reference::Copy,
+            Some("precomputed") => Reference::Precomputed,
+            Some(_) => Reference::AdaptersOff,
+            None if adapters => Reference::AdaptersOff,
+            None => Reference::Copy,
+        }),
+        Some("orpo" | "simpo" | "cpo") => Objective::PairsOnly,
+        _ => Objective::Sft,
+    }
+}
 
 /// Checks a `training` section. `denoiser`: the workload trains a diffusion pipeline's
 /// denoiser, stored in this precision.
@@ -72,6 +122,8 @@ pub(super) fn training(
         ("train_text_encoders", Repeat::Once),
         ("paged_optimizer", Repeat::Once),
         ("galore_rank", Repeat::Once),
+        ("objective", Repeat::Once),
+        ("reference", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
     if denoiser.is_some() {
@@ -249,6 +301,7 @@ pub(super) fn training(
             );
         }
     }
+    let objective = objective(block, &fields, method.as_ref());
     let micro_batch = fields.whole("micro_batch", Dim::Count, 1, 1_000_000, "4");
     // A denoiser's positions are the diffusion section's; 0 marks the field unused.
     let sequence = if denoiser.is_some() {
@@ -326,6 +379,7 @@ pub(super) fn training(
             TextEncoders::Frozen
         },
         galore_rank,
+        objective,
         // A denoiser is counted by its parameters alone: nothing of it is left unquantized.
         unquantized: unquantized.unwrap_or_else(|| {
             if denoiser.is_some() { weights.companion() } else { default_unquantized(weights) }

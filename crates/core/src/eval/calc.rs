@@ -100,6 +100,14 @@ impl Product {
         Ok(self)
     }
 
+    /// [`Product::times`] with the count and its label as one pair.
+    pub(crate) fn times_count(
+        self,
+        (value, label): (u64, &'static str),
+    ) -> Result<Product, Overflow> {
+        self.times(value, label)
+    }
+
     /// Multiplies by bytes per element, shown as `2 B (bf16)` or `0.5625 B (nf4)`.
     pub(crate) fn bytes_each(
         mut self,

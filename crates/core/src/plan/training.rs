@@ -2,6 +2,8 @@
 //! the batch or the hardware changes.
 //!
 //! Tried cumulatively, cheapest first, each by a full evaluation of the changed workload:
+//! DPO's reference log-probabilities computed before training (`reference precomputed`: one
+//! pass over the data up front, then no reference model or reference pass in the step),
 //! activation checkpointing (`checkpointing full`: each layer recomputed in the backward pass,
 //! about a third more compute), 8-bit AdamW moments (`optimizer adamw-8bit`, bitsandbytes),
 //! the optimizer stepped in the backward pass (`step_in_backward true`: one gradient held at a
@@ -11,7 +13,7 @@
 
 use super::{Planner, Stop};
 use crate::budget::Verdict;
-use crate::hir::{Checkpointing, Offload, Optimizer, Sharding, Training};
+use crate::hir::{Checkpointing, Objective, Offload, Optimizer, Reference, Sharding, Training};
 
 /// The first set of levers that makes the check fit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,7 +30,14 @@ struct Lever {
     pull: fn(&mut Training),
 }
 
-const LEVERS: [Lever; 4] = [
+const LEVERS: [Lever; 5] = [
+    Lever {
+        says: "reference precomputed",
+        applies: |t, _| {
+            matches!(t.objective, Objective::Dpo(Reference::Copy | Reference::AdaptersOff))
+        },
+        pull: |t| t.objective = Objective::Dpo(Reference::Precomputed),
+    },
     Lever {
         says: "checkpointing full",
         applies: |t, _| t.checkpointing != Checkpointing::Full,

@@ -22,6 +22,7 @@ mod optimizers;
 mod patch_pixels;
 mod pipeline_loading;
 mod planner;
+mod preference;
 mod properties;
 mod serving;
 mod step_memory;

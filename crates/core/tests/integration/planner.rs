@@ -231,6 +231,19 @@ fn a_training_step_that_does_not_fit_is_told_the_fewest_levers_that_make_it_fit(
     assert_eq!(training_change(accumulating), None);
 }
 
+#[test]
+fn dpo_is_told_to_precompute_its_reference_first() {
+    // Full DPO keeps a bf16 copy of the model as its reference (16 GB) and runs its logits over
+    // both sequences of each pair: on an H100, checkpointed and with the loss in chunks, the
+    // reference is what is over, and the cheapest lever.
+    let pulled = "    checkpointing full\n    loss_chunks 8\n    objective dpo\n";
+    let over = &checks(&llama_training(pulled, "h100-sxm-80gb"))[0];
+    assert!(!over.verdict.fits());
+    assert_eq!(training_change(over), Some("reference precomputed"));
+    let written = format!("{pulled}    reference precomputed\n");
+    assert!(checks(&llama_training(&written, "h100-sxm-80gb"))[0].verdict.fits());
+}
+
 fn share_change(check: &CheckBudget) -> Option<&str> {
     check.suggestions.iter().find(|s| s.kind == SuggestionKind::Runtime).map(|s| s.change.as_str())
 }

@@ -25,7 +25,7 @@ fn layer_activation_formula(
     let elem = stream(training).bytes_per_element();
     Product::new()
         .times(training.sequence, "tokens")?
-        .times(training.micro_batch, "micro_batch")?
+        .times_count(batch(training))?
         .times(per_token, "elements per token per layer")?
         .bytes_each(elem, stream(training).name())
 }
@@ -114,6 +114,17 @@ pub(in crate::eval) fn activations(
     Ok(components)
 }
 
+/// Sequences per micro-batch, with their label: a preference pair runs its chosen and rejected
+/// sequences as one batch of twice the pairs (TRL `concatenated_forward`).
+pub(super) fn batch(training: &Training) -> (u64, &'static str) {
+    match training.objective.sequences_per_sample() {
+        1 => (training.micro_batch, "micro_batch"),
+        n => {
+            (training.micro_batch.saturating_mul(n), "sequences (each pair's chosen and rejected)")
+        }
+    }
+}
+
 /// Layers whose stored activations are on the device at once: all of them, or with activation
 /// offloading two (torchtune `OffloadActivations`: the layer being computed and the one whose
 /// tensors are in transfer on the side stream, in either pass).
@@ -158,7 +169,7 @@ fn decoder_activations(
                 .times(layers, which)?
                 .times(in_flight, "micro-batches in flight")?
                 .times(training.sequence, "tokens")?
-                .times(training.micro_batch, "micro_batch")?
+                .times_count(batch(training))?
                 .times(shape.hidden, "hidden")?
                 .bytes_each(elem.bytes_per_element(), elem.name())?;
             let bytes = crate::eval::calc::add(inputs.value()?, per_layer_bytes)?;
@@ -201,7 +212,7 @@ fn logits(
         let (per_logit, what, source) = per_logit(training)?;
         let logits = Product::new()
             .times(training.sequence, "tokens")?
-            .times(training.micro_batch, "micro_batch")?
+            .times_count(batch(training))?
             .times(shape.vocab, "vocab")?
             .bytes_each(per_logit, what)?;
         return Ok(Some(intermediate("logits and loss", logits.finish()?, source)));
@@ -218,7 +229,7 @@ fn fused_linear_chunk(shape: &Shape, training: &Training) -> Result<Component, O
     let per = c.checked_add(Ratio::int(4)).ok_or(Overflow)?;
     let chunk = Product::new()
         .times(training.sequence, "tokens")?
-        .times(training.micro_batch, "micro_batch")?
+        .times_count(batch(training))?
         .times(shape.hidden, "hidden (a chunk of V / h tokens' logits)")?
         .bytes_each(per, formula!("{} + fp32 4 B", training.activations.name()))?;
     Ok(intermediate(
@@ -327,7 +338,7 @@ fn eager_attention(
     let heads = shape.heads / placement.tensor;
     let scores = Product::new()
         .times(layers, which)?
-        .times(training.micro_batch, "micro_batch")?
+        .times_count(batch(training))?
         .times(heads, "heads")?
         .times(training.sequence, "queries")?
         .times(training.sequence, "keys")?
@@ -338,12 +349,7 @@ fn eager_attention(
             scores.finish()?,
             "DOMAIN.md §4.2: eager attention materializes batch × heads × s²",
         ),
-        softmax_gradients(
-            (training.micro_batch, "micro_batch"),
-            heads,
-            training.sequence,
-            (training.sequence, "keys"),
-        )?,
+        softmax_gradients(batch(training), heads, training.sequence, (training.sequence, "keys"))?,
     ])
 }
 
@@ -430,7 +436,7 @@ fn adapter_inputs(
         product = product.times(in_flight, "micro-batches in flight")?;
     }
     let product = product
-        .times(training.micro_batch, "micro_batch")?
+        .times_count(batch(training))?
         .times(training.sequence, "tokens")?
         .bytes_each(per_token, what)?;
     Ok(Some(intermediate("LoRA saved inputs", product.finish()?, ADAPTER_SOURCE)))

@@ -20,6 +20,7 @@ mod dora;
 mod freeze;
 mod galore;
 mod prompt_learning;
+mod reference;
 mod seq2seq;
 mod states;
 
@@ -216,6 +217,7 @@ pub(crate) fn components(
         )?);
         components.extend(autocast_head_copy(shape, placement, training, kept)?);
     }
+    components.extend(reference::weights(shape, placement, training, data)?);
     // The layers autograd records: a frozen prefix of the model records none (freeze tuning).
     let recorded = match &training.method {
         Method::Freeze { layers, extra } => {
@@ -350,6 +352,7 @@ pub(crate) fn components(
         _ => std::borrow::Cow::Borrowed(training),
     };
     components.extend(activations(shape, &recorded, &ran)?);
+    components.extend(reference::logits(shape, placement, training)?);
     components.extend(saved_dequantized_weights(shape, placement, training)?);
     components.extend(dora::weight_norm_transient(shape, placement, training)?);
     components.extend(dora::recomputed_weights(shape, placement, training)?);
@@ -420,7 +423,8 @@ fn saved_dequantized_weights(
 ) -> Result<Option<Component>, Overflow> {
     const KERNEL_SWITCH_THRESHOLD: u64 = 128;
     if !matches!(training.weights, Precision::Gptq { .. })
-        || training.sequence.saturating_mul(training.micro_batch) < KERNEL_SWITCH_THRESHOLD
+        || training.sequence.saturating_mul(activations::batch(training).0)
+            < KERNEL_SWITCH_THRESHOLD
     {
         return Ok(None);
     }

@@ -128,7 +128,7 @@ pub(super) fn saved_keys_values(
     let layers = if training.checkpointing == Checkpointing::Full { 1 } else { placement.layers };
     let a = training.activations;
     let product = Product::new()
-        .times(training.micro_batch, "micro_batch")?
+        .times_count(super::activations::batch(training))?
         .times(tokens, "prefix tokens")?
         .times(layers, "layers")?
         .times(2 * key_width(shape, placement), "keys and values")?

@@ -32,7 +32,7 @@ struct Stacks {
     decoder: u64,
     source: u64,
     target: u64,
-    batch: u64,
+    batch: (u64, &'static str),
     /// Micro-batches a pipeline stage keeps in flight (1F1B).
     in_flight: u64,
 }
@@ -46,7 +46,7 @@ impl Stacks {
             decoder: kept(placement.layers - encoder),
             source,
             target: training.sequence,
-            batch: training.micro_batch,
+            batch: super::activations::batch(training),
             in_flight: placement.stages - placement.stage,
         }
     }
@@ -136,7 +136,7 @@ fn stored(
             .times(stacks.in_flight, "micro-batches in flight")?
             .times(layers, which)?
             .times(tokens, what)?
-            .times(stacks.batch, "micro_batch")
+            .times_count(stacks.batch)
     };
     let decoder_each = each.layer + each.cross_target;
     let mut sum = Sum::default();
@@ -159,7 +159,7 @@ fn stored(
         }
         let encoder_layer = Product::new()
             .times(stacks.source, "source tokens")?
-            .times(stacks.batch, "micro_batch")?
+            .times_count(stacks.batch)?
             .times(each.layer, "elements per token")?
             .bytes_each(elem, stream.name())?;
         let decoder_elements = stacks
@@ -175,7 +175,7 @@ fn stored(
             each.cross_source
         );
         let decoder_layer = Product::new()
-            .times(stacks.batch, "micro_batch")?
+            .times_count(stacks.batch)?
             .times(decoder_elements, what)?
             .bytes_each(elem, stream.name())?;
         let recomputed = match (stacks.encoder > 0, stacks.decoder > 0) {
@@ -206,7 +206,7 @@ fn stored(
         let output = Product::new()
             .times(stacks.in_flight, "micro-batches in flight")?
             .times(stacks.source, "source tokens")?
-            .times(stacks.batch, "micro_batch")?
+            .times_count(stacks.batch)?
             .times(shape.hidden, "hidden")?
             .bytes_each(elem, stream.name())?;
         sum.add("encoder output", &output)?;
@@ -276,7 +276,7 @@ fn adapters(
     };
     let product = Product::new()
         .times(in_flight, "micro-batches in flight")?
-        .times(stacks.batch, "micro_batch")?
+        .times_count(stacks.batch)?
         .bytes_each(per_sample, which)?;
     Ok(Some(intermediate("LoRA saved inputs", product.finish()?, ADAPTER_SOURCE)))
 }
@@ -325,7 +325,7 @@ fn eager(
         }
     };
     let product = Product::new()
-        .times(stacks.batch, "micro_batch")?
+        .times_count(stacks.batch)?
         .times(heads, "heads")?
         .times(scores, which)?
         .bytes_each(per_score, kept)?;
@@ -349,6 +349,6 @@ fn eager(
             "DOMAIN.md §4.2 per attention: transformers modeling_t5.py T5Attention (eager, with \
              a position bias) over source × source, target × target and target × source",
         ),
-        softmax_gradients((stacks.batch, "micro_batch"), heads, queries, (keys, "keys"))?,
+        softmax_gradients(stacks.batch, heads, queries, (keys, "keys"))?,
     ])
 }
