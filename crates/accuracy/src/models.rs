@@ -97,7 +97,36 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
 /// and `Meta-Llama-3.1-8B` are both `llama3.18b...`. A few releases share another's shape in
 /// every field the language reads (layers, widths, heads, vocabulary) and name it: Llama 3 and
 /// 3.3 70B (Llama 3.1 70B's), Qwen2 (Qwen2.5's sizes 0.5B, 7B and 72B), Qwen2.5-Coder (Qwen2.5's).
-const SPELLINGS: [(&str, &str); 43] = [
+///
+/// The first spelling a wording contains wins, so a name that contains another's comes first
+/// (`codellama7b` before `llama7b`, the R1 distills before `deepseekr1`).
+const SPELLINGS: [(&str, &str); 56] = [
+    // DeepSeek-R1's distills keep their base models' shapes: Llama 3.1 8B (its config.json,
+    // ahmedghosaini/crag-meta, models/DeepSeek-R1-Distill-Llama-8B/config.json @ 07bf4be7),
+    // Llama 3.3 70B (= 3.1 70B's), Qwen2.5-Math 7B (= Qwen2.5 7B's: 28 layers, 3584, 18944,
+    // 28/4 heads, vocab 152064, untied; the config quoted in leandromet/nlp_project_cuda,
+    // deepseek_install_run_Qwen_7B.md @ 9767c2d1), Qwen2.5 14B and 32B (the 32B's shape gives
+    // the 32,763,876,352 parameters the Hub reports for the distill).
+    ("r1distillllama8b", "llama3.1-8b"),
+    ("r1distillllama70b", "llama3.1-70b"),
+    ("r1distillqwen7b", "qwen2.5-7b"),
+    ("r1distillqwen14b", "qwen2.5-14b"),
+    ("r1distillqwen32b", "qwen2.5-32b"),
+    // DeepSeek-R1's config.json differs from V3's only in transformers_version
+    // (ai-dynamo/aiconfigurator, aic-core/src/aiconfigurator_core/model_configs/,
+    // deepseek-ai--DeepSeek-R1_config.json and deepseek-ai--DeepSeek-V3_config.json @ 095f58a5);
+    // R1-0528 is a later checkpoint of R1.
+    ("deepseekr10528", "deepseek-v3"),
+    ("deepseekr1", "deepseek-v3"),
+    // Code Llama 7B and 13B are Llama 2's shapes with 16 more tokens (vocab 32016: 0.1 % of the
+    // embeddings); LLaMA 1 7B and 13B are Llama 2's exactly (huggyllama/llama-7b config.json,
+    // tangafua/LLM_Key_Distribution_System_backend, llama-7b-hf/config.json @ c86e932f).
+    ("codellama7b", "llama2-7b"),
+    ("codellama13b", "llama2-13b"),
+    ("llama7b", "llama2-7b"),
+    ("llama13b", "llama2-13b"),
+    ("qwen2.53b", "qwen2.5-3b"),
+    ("phi4", "phi4"),
     ("llama370b", "llama3.1-70b"),
     ("llama3.370b", "llama3.1-70b"),
     ("qwen20.5b", "qwen2.5-0.5b"),
@@ -154,16 +183,25 @@ fn compressed(wording: &str) -> String {
     name.to_lowercase().chars().filter(|c| !matches!(c, '-' | '_' | ' ')).collect()
 }
 
+/// Other models whose names begin with a spelling's: Phi-4-mini (3.8 B) and Phi-4-multimodal
+/// are not Phi-4, DeepSeek-R1-Distill-Qwen-1.5B (untied, unlike Qwen2.5 1.5B) is not R1. A
+/// wording that names one matches no spelling it extends and is left to its own fields.
+const OTHER_MODELS: [&str; 3] = ["phi4mini", "phi4multimodal", "deepseekr1distill"];
+
 /// A model the harness declares, named by one of its usual spellings; suffixes such as
 /// `-Instruct`, `-hf` or `-AWQ` are left to the other fields. The size must not run on into
 /// more digits (`qwen2.57b` is not `qwen2.572b`).
 pub fn recognise(wording: &str) -> Option<Model> {
     let text = compressed(wording);
+    let another = |spelling: &str| {
+        OTHER_MODELS.iter().any(|other| other.starts_with(spelling) && text.contains(other))
+    };
     let found = |spellings: &[(&str, &str)], family: Family| {
         spellings.iter().find_map(|(spelling, name)| {
             let at = text.find(spelling)?;
             let next = text[at + spelling.len()..].chars().next();
-            (!next.is_some_and(|c| c.is_ascii_digit() || c == '.')).then(|| declared(name, family))
+            let runs_on = next.is_some_and(|c| c.is_ascii_digit() || c == '.');
+            (!runs_on && !another(spelling)).then(|| declared(name, family))
         })
     };
     found(&T5_SPELLINGS, Family::T5).or_else(|| found(&SPELLINGS, Family::Llama))
@@ -437,7 +475,22 @@ mod tests {
         assert_eq!(name("Qwen2.5-7B").as_deref(), Some("qwen2.5-7b"));
         assert_eq!(name("mistralai/Mistral-7B-Instruct-v0.3").as_deref(), Some("mistral-7b"));
         assert_eq!(name("Llama-3.1-405B-FP8").as_deref(), Some("llama3.1-405b"));
-        assert_eq!(name("Qwen2.5-3B"), None);
+        assert_eq!(name("Qwen2.5-3B").as_deref(), Some("qwen2.5-3b"));
+        assert_eq!(name("microsoft/phi-4").as_deref(), Some("phi4"));
+        assert_eq!(name("microsoft/Phi-4-mini-instruct"), None);
+        assert_eq!(name("deepseek-ai/DeepSeek-R1-0528").as_deref(), Some("deepseek-v3"));
+        assert_eq!(name("DeepSeek-R1").as_deref(), Some("deepseek-v3"));
+        assert_eq!(
+            name("deepseek-ai/DeepSeek-R1-Distill-Llama-8B").as_deref(),
+            Some("llama3.1-8b")
+        );
+        assert_eq!(
+            name("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B").as_deref(),
+            Some("qwen2.5-32b")
+        );
+        assert_eq!(name("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"), None);
+        assert_eq!(name("codellama/CodeLlama-7b-hf").as_deref(), Some("llama2-7b"));
+        assert_eq!(name("huggyllama/llama-13b").as_deref(), Some("llama2-13b"));
         assert_eq!(name("Qwen/Qwen2-72B-Instruct").as_deref(), Some("qwen2.5-72b"));
         assert_eq!(name("Qwen/Qwen2-7B").as_deref(), Some("qwen2.5-7b"));
         assert_eq!(name("meta-llama/Llama-3.3-70B-Instruct").as_deref(), Some("llama3.1-70b"));
