@@ -100,13 +100,14 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
 ///
 /// The first spelling a wording contains wins, so a name that contains another's comes first
 /// (`codellama7b` before `llama7b`, the R1 distills before `deepseekr1`).
-const SPELLINGS: [(&str, &str); 56] = [
+const SPELLINGS: [(&str, &str); 101] = [
     // DeepSeek-R1's distills keep their base models' shapes: Llama 3.1 8B (its config.json,
     // ahmedghosaini/crag-meta, models/DeepSeek-R1-Distill-Llama-8B/config.json @ 07bf4be7),
     // Llama 3.3 70B (= 3.1 70B's), Qwen2.5-Math 7B (= Qwen2.5 7B's: 28 layers, 3584, 18944,
     // 28/4 heads, vocab 152064, untied; the config quoted in leandromet/nlp_project_cuda,
     // deepseek_install_run_Qwen_7B.md @ 9767c2d1), Qwen2.5 14B and 32B (the 32B's shape gives
     // the 32,763,876,352 parameters the Hub reports for the distill).
+    ("r1distillqwen1.5b", "r1-distill-qwen-1.5b"),
     ("r1distillllama8b", "llama3.1-8b"),
     ("r1distillllama70b", "llama3.1-70b"),
     ("r1distillqwen7b", "qwen2.5-7b"),
@@ -121,12 +122,59 @@ const SPELLINGS: [(&str, &str); 56] = [
     // Code Llama 7B and 13B are Llama 2's shapes with 16 more tokens (vocab 32016: 0.1 % of the
     // embeddings); LLaMA 1 7B and 13B are Llama 2's exactly (huggyllama/llama-7b config.json,
     // tangafua/LLM_Key_Distribution_System_backend, llama-7b-hf/config.json @ c86e932f).
+    ("codellama34b", "codellama-34b"),
     ("codellama7b", "llama2-7b"),
     ("codellama13b", "llama2-13b"),
     ("llama7b", "llama2-7b"),
     ("llama13b", "llama2-13b"),
+    ("llama30b", "llama-30b"),
+    ("llama33b", "llama-30b"),
+    ("llama65b", "llama-65b"),
+    ("tinyllama1.1b", "tinyllama-1.1b-chat"),
     ("qwen2.53b", "qwen2.5-3b"),
+    ("phi4mini", "phi-4-mini"),
     ("phi4", "phi4"),
+    ("phi2", "phi-2"),
+    ("phi3medium", "phi-3-medium-4k"),
+    ("phi3small", "phi-3-small-8k"),
+    // Phi-3.5-mini-instruct's config.json has Phi-3-mini's shape (mlc-ai/mlc-llm,
+    // python/mlc_llm/model/model_preset.py, "phi-3_5" @ 79d603f0).
+    ("phi3.5mini", "phi3-mini"),
+    ("phi3.5moe", "phi-3.5-moe"),
+    ("mistralsmall24b", "mistral-small-24b-2501"),
+    ("gemma2b", "gemma-2b"),
+    ("gemma7b", "gemma-7b"),
+    ("gemma227b", "gemma-2-27b"),
+    ("gemma31b", "gemma-3-1b"),
+    ("gemma34b", "gemma-3-4b"),
+    ("gemma312b", "gemma-3-12b"),
+    ("gemma327b", "gemma-3-27b"),
+    ("qwen30.6b", "qwen3-0.6b"),
+    ("qwen31.7b", "qwen3-1.7b"),
+    ("qwen34b", "qwen3-4b"),
+    ("qwen3235ba22b", "qwen3-235b-a22b"),
+    ("qwen257ba14b", "qwen2-57b-a14b"),
+    ("qwen1.5moea2.7b", "qwen1.5-moe-a2.7b"),
+    ("qwen1.50.5b", "qwen1.5-0.5b"),
+    ("qwen1.51.8b", "qwen1.5-1.8b"),
+    ("qwen1.54b", "qwen1.5-4b"),
+    ("qwen1.57b", "qwen1.5-7b"),
+    ("qwen1.514b", "qwen1.5-14b"),
+    ("qwen1.532b", "qwen1.5-32b"),
+    ("qwen1.572b", "qwen1.5-72b"),
+    ("qwen1.5110b", "qwen1.5-110b"),
+    ("deepseekllm7b", "deepseek-llm-7b"),
+    ("deepseekllm67b", "deepseek-llm-67b"),
+    ("deepseekcoder1.3b", "deepseek-coder-1.3b"),
+    ("deepseekcoder6.7b", "deepseek-coder-6.7b"),
+    ("deepseekcoder33b", "deepseek-coder-33b"),
+    // Yi 6B and 9B have Yi 1.5's shapes (Girafboy/pytorchKQI, llms/01-ai/Yi-6B and Yi-9B
+    // config.json @ 4adb1daa); Yi 34B has Yi-34B-200K's.
+    ("yi1.56b", "yi-1.5-6b"),
+    ("yi1.59b", "yi-1.5-9b"),
+    ("yi1.534b", "yi-1.5-34b"),
+    ("yi6b", "yi-1.5-6b"),
+    ("yi9b", "yi-1.5-9b"),
     ("llama370b", "llama3.1-70b"),
     ("llama3.370b", "llama3.1-70b"),
     ("qwen20.5b", "qwen2.5-0.5b"),
@@ -173,6 +221,7 @@ const SPELLINGS: [(&str, &str); 56] = [
     ("deepseekcoderv2lite", "deepseek-v2-lite"),
     ("gptoss20b", "gpt-oss-20b"),
     ("yi34b200k", "yi-34b-200k"),
+    ("yi34b", "yi-34b-200k"),
     ("octocoder", "octocoder"),
 ];
 
@@ -183,10 +232,17 @@ fn compressed(wording: &str) -> String {
     name.to_lowercase().chars().filter(|c| !matches!(c, '-' | '_' | ' ')).collect()
 }
 
-/// Other models whose names begin with a spelling's: Phi-4-mini (3.8 B) and Phi-4-multimodal
-/// are not Phi-4, DeepSeek-R1-Distill-Qwen-1.5B (untied, unlike Qwen2.5 1.5B) is not R1. A
-/// wording that names one matches no spelling it extends and is left to its own fields.
-const OTHER_MODELS: [&str; 3] = ["phi4mini", "phi4multimodal", "deepseekr1distill"];
+/// Other models whose names contain a spelling: Phi-4-multimodal is not Phi-4, an R1 distill
+/// without a spelling of its own is not R1, CodeQwen1.5 7B (a 92,416-token vocabulary) is not
+/// Qwen1.5 7B, RecurrentGemma is not Gemma. A wording that names one matches no spelling it
+/// contains and is left to its own fields.
+const OTHER_MODELS: [&str; 5] = [
+    "phi4multimodal",
+    "deepseekr1distill",
+    "codeqwen1.57b",
+    "recurrentgemma2b",
+    "recurrentgemma9b",
+];
 
 /// A model the harness declares, named by one of its usual spellings; suffixes such as
 /// `-Instruct`, `-hf` or `-AWQ` are left to the other fields. The size must not run on into
@@ -194,7 +250,9 @@ const OTHER_MODELS: [&str; 3] = ["phi4mini", "phi4multimodal", "deepseekr1distil
 pub fn recognise(wording: &str) -> Option<Model> {
     let text = compressed(wording);
     let another = |spelling: &str| {
-        OTHER_MODELS.iter().any(|other| other.starts_with(spelling) && text.contains(other))
+        OTHER_MODELS.iter().any(|other| {
+            other.len() > spelling.len() && other.contains(spelling) && text.contains(other)
+        })
     };
     let found = |spellings: &[(&str, &str)], family: Family| {
         spellings.iter().find_map(|(spelling, name)| {
@@ -477,7 +535,19 @@ mod tests {
         assert_eq!(name("Llama-3.1-405B-FP8").as_deref(), Some("llama3.1-405b"));
         assert_eq!(name("Qwen2.5-3B").as_deref(), Some("qwen2.5-3b"));
         assert_eq!(name("microsoft/phi-4").as_deref(), Some("phi4"));
-        assert_eq!(name("microsoft/Phi-4-mini-instruct"), None);
+        assert_eq!(name("microsoft/Phi-4-mini-instruct").as_deref(), Some("phi-4-mini"));
+        assert_eq!(name("microsoft/Phi-4-multimodal-instruct"), None);
+        assert_eq!(name("google/gemma-3-12b-it").as_deref(), Some("gemma-3-12b"));
+        assert_eq!(name("google/gemma-2-27b-it").as_deref(), Some("gemma-2-27b"));
+        assert_eq!(name("google/recurrentgemma-2b"), None);
+        assert_eq!(name("Qwen/Qwen3-4B-Instruct-2507").as_deref(), Some("qwen3-4b"));
+        assert_eq!(name("Qwen/Qwen1.5-72B-Chat").as_deref(), Some("qwen1.5-72b"));
+        assert_eq!(name("Qwen/CodeQwen1.5-7B"), None);
+        assert_eq!(name("01-ai/Yi-34B-Chat").as_deref(), Some("yi-34b-200k"));
+        assert_eq!(
+            name("deepseek-ai/deepseek-coder-6.7b-instruct").as_deref(),
+            Some("deepseek-coder-6.7b")
+        );
         assert_eq!(name("deepseek-ai/DeepSeek-R1-0528").as_deref(), Some("deepseek-v3"));
         assert_eq!(name("DeepSeek-R1").as_deref(), Some("deepseek-v3"));
         assert_eq!(
@@ -488,7 +558,11 @@ mod tests {
             name("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B").as_deref(),
             Some("qwen2.5-32b")
         );
-        assert_eq!(name("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"), None);
+        assert_eq!(
+            name("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B").as_deref(),
+            Some("r1-distill-qwen-1.5b")
+        );
+        assert_eq!(name("deepseek-ai/DeepSeek-R1-Distill-Qwen-3B"), None);
         assert_eq!(name("codellama/CodeLlama-7b-hf").as_deref(), Some("llama2-7b"));
         assert_eq!(name("huggyllama/llama-13b").as_deref(), Some("llama2-13b"));
         assert_eq!(name("Qwen/Qwen2-72B-Instruct").as_deref(), Some("qwen2.5-72b"));
