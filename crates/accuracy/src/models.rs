@@ -100,7 +100,7 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
 ///
 /// The first spelling a wording contains wins, so a name that contains another's comes first
 /// (`codellama7b` before `llama7b`, the R1 distills before `deepseekr1`).
-const SPELLINGS: [(&str, &str); 101] = [
+const SPELLINGS: [(&str, &str); 115] = [
     // DeepSeek-R1's distills keep their base models' shapes: Llama 3.1 8B (its config.json,
     // ahmedghosaini/crag-meta, models/DeepSeek-R1-Distill-Llama-8B/config.json @ 07bf4be7),
     // Llama 3.3 70B (= 3.1 70B's), Qwen2.5-Math 7B (= Qwen2.5 7B's: 28 layers, 3584, 18944,
@@ -170,6 +170,20 @@ const SPELLINGS: [(&str, &str); 101] = [
     ("deepseekcoder33b", "deepseek-coder-33b"),
     // Yi 6B and 9B have Yi 1.5's shapes (Girafboy/pytorchKQI, llms/01-ai/Yi-6B and Yi-9B
     // config.json @ 4adb1daa); Yi 34B has Yi-34B-200K's.
+    ("opt1.3b", "opt-1.3b"),
+    ("opt2.7b", "opt-2.7b"),
+    ("opt6.7b", "opt-6.7b"),
+    ("opt13b", "opt-13b"),
+    ("opt30b", "opt-30b"),
+    ("gptj6b", "gpt-j-6b"),
+    ("gptneox20b", "gpt-neox-20b"),
+    ("pythia12b", "pythia-12b"),
+    ("mpt30b", "mpt-30b"),
+    ("gpt2large", "gpt2-large"),
+    ("gpt2xl", "gpt2-xl"),
+    ("gpt2", "gpt2"),
+    ("bloom176b", "bloom-176b"),
+    ("bloom3b", "bloom-3b"),
     ("yi1.56b", "yi-1.5-6b"),
     ("yi1.59b", "yi-1.5-9b"),
     ("yi1.534b", "yi-1.5-34b"),
@@ -234,14 +248,16 @@ fn compressed(wording: &str) -> String {
 
 /// Other models whose names contain a spelling: Phi-4-multimodal is not Phi-4, an R1 distill
 /// without a spelling of its own is not R1, CodeQwen1.5 7B (a 92,416-token vocabulary) is not
-/// Qwen1.5 7B, RecurrentGemma is not Gemma. A wording that names one matches no spelling it
+/// Qwen1.5 7B, RecurrentGemma is not Gemma, GPT-2 Medium and DistilGPT2 are not GPT-2. A wording that names one matches no spelling it
 /// contains and is left to its own fields.
-const OTHER_MODELS: [&str; 5] = [
+const OTHER_MODELS: [&str; 7] = [
     "phi4multimodal",
     "deepseekr1distill",
     "codeqwen1.57b",
     "recurrentgemma2b",
     "recurrentgemma9b",
+    "gpt2medium",
+    "distilgpt2",
 ];
 
 /// A model the harness declares, named by one of its usual spellings; suffixes such as
@@ -543,6 +559,11 @@ mod tests {
         assert_eq!(name("Qwen/Qwen3-4B-Instruct-2507").as_deref(), Some("qwen3-4b"));
         assert_eq!(name("Qwen/Qwen1.5-72B-Chat").as_deref(), Some("qwen1.5-72b"));
         assert_eq!(name("Qwen/CodeQwen1.5-7B"), None);
+        assert_eq!(name("facebook/opt-6.7b").as_deref(), Some("opt-6.7b"));
+        assert_eq!(name("openai-community/gpt2-xl").as_deref(), Some("gpt2-xl"));
+        assert_eq!(name("gpt2").as_deref(), Some("gpt2"));
+        assert_eq!(name("distilgpt2"), None);
+        assert_eq!(name("EleutherAI/gpt-neox-20b").as_deref(), Some("gpt-neox-20b"));
         assert_eq!(name("01-ai/Yi-34B-Chat").as_deref(), Some("yi-34b-200k"));
         assert_eq!(
             name("deepseek-ai/deepseek-coder-6.7b-instruct").as_deref(),
