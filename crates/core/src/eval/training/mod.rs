@@ -175,6 +175,45 @@ fn gathered_layer(
     ))
 }
 
+/// The model's weights as this device keeps them through the step: none under parameter
+/// offload (they live on the host), this device's shard under ZeRO-3 / FSDP (`sharded_source`),
+/// otherwise every weight it holds, a quantized base keeping its other parameters in
+/// `unquantized` (PEFT's k-bit cast).
+fn resident_weights(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+    data: u64,
+    label: &str,
+    sharded_source: &'static str,
+) -> Result<Vec<Component>, Overflow> {
+    if training.offload == Offload::Parameters {
+        return Ok(Vec::new());
+    }
+    let ways = divisor(training, Sharding::Zero3, data);
+    if ways > 1 {
+        let params = device_params(shape, placement)?;
+        let w = training.weights;
+        return Ok(vec![Component {
+            category: Category::Persistent,
+            ..state(
+                label,
+                sharded(params, "params", w.bytes_per_element(), w.name(), ways)?,
+                sharded_source,
+            )
+        }]);
+    }
+    let kept = (!training.weights.is_float_compute()).then_some(training.unquantized);
+    llm::weights_keeping(
+        shape,
+        placement,
+        WeightFormat::Uniform(training.weights),
+        kept,
+        Category::Persistent,
+        label,
+    )
+}
+
 pub(crate) fn components(
     shape: &Shape,
     placement: &Placement,
@@ -182,7 +221,6 @@ pub(crate) fn components(
     data: u64,
 ) -> Result<Vec<Component>, Overflow> {
     let mut components = Vec::new();
-    let weights_ways = divisor(training, Sharding::Zero3, data);
     let base_label = match training.method {
         Method::Full | Method::Freeze { .. } => "weights",
         Method::Lora { .. } | Method::Prefix { .. } | Method::Prompt { .. } => {
@@ -190,31 +228,19 @@ pub(crate) fn components(
         }
     };
     let params = device_params(shape, placement)?;
-    if training.offload == Offload::Parameters {
-        // DeepSpeed `offload_param`: parameters live on the host and arrive a layer at a time.
-        components.push(gathered_layer(shape, placement, training)?);
-    } else if weights_ways > 1 {
-        let w = training.weights;
-        components.push(Component {
-            category: Category::Persistent,
-            ..state(
-                base_label,
-                sharded(params, "params", w.bytes_per_element(), w.name(), weights_ways)?,
-                "DOMAIN.md §5.2: ZeRO-3 / FSDP full sharding",
-            )
-        });
+    components.extend(resident_weights(
+        shape,
+        placement,
+        training,
+        data,
+        base_label,
+        "DOMAIN.md §5.2: ZeRO-3 / FSDP full sharding",
+    )?);
+    if training.offload == Offload::Parameters || divisor(training, Sharding::Zero3, data) > 1 {
+        // Parameters offloaded (DeepSpeed `offload_param`) or sharded arrive a layer at a time.
         components.push(gathered_layer(shape, placement, training)?);
     } else {
-        // A quantized base keeps its other parameters in `unquantized` (PEFT's k-bit cast).
         let kept = (!training.weights.is_float_compute()).then_some(training.unquantized);
-        components.extend(llm::weights_keeping(
-            shape,
-            placement,
-            WeightFormat::Uniform(training.weights),
-            kept,
-            Category::Persistent,
-            base_label,
-        )?);
         components.extend(autocast_head_copy(shape, placement, training, kept)?);
     }
     components.extend(reference::weights(shape, placement, training, data)?);

@@ -3,11 +3,9 @@
 //! the policy's `concatenated_forward` and before its backward pass, so that everything the
 //! policy stored for its backward pass is still held.
 
-use super::states::{divisor, sharded, state};
-use super::{Overflow, Placement, Product, llm};
-use crate::budget::{Category, Component};
-use crate::hir::{Objective, Offload, Output, Reference, Shape, Sharding, Training};
-use crate::quant::WeightFormat;
+use super::{Overflow, Placement, Product};
+use crate::budget::Component;
+use crate::hir::{Objective, Output, Reference, Shape, Training};
 
 const SOURCE: &str = "TRL DPOTrainer: get_batch_loss_metrics runs concatenated_forward (chosen and \
                       rejected as one batch), then compute_ref_log_probs under no_grad";
@@ -21,33 +19,16 @@ pub(super) fn weights(
     training: &Training,
     data: u64,
 ) -> Result<Vec<Component>, Overflow> {
-    if training.objective != Objective::Dpo(Reference::Copy)
-        || training.offload == Offload::Parameters
-    {
+    if training.objective != Objective::Dpo(Reference::Copy) {
         return Ok(Vec::new());
     }
-    let label = "reference model (frozen copy)";
-    let ways = divisor(training, Sharding::Zero3, data);
-    if ways > 1 {
-        let params = super::device_params(shape, placement)?;
-        let w = training.weights;
-        return Ok(vec![Component {
-            category: Category::Persistent,
-            ..state(
-                label,
-                sharded(params, "params", w.bytes_per_element(), w.name(), ways)?,
-                "TRL prepare_deepspeed: the reference model under the policy's ZeRO-3",
-            )
-        }]);
-    }
-    let kept = (!training.weights.is_float_compute()).then_some(training.unquantized);
-    llm::weights_keeping(
+    super::resident_weights(
         shape,
         placement,
-        WeightFormat::Uniform(training.weights),
-        kept,
-        Category::Persistent,
-        label,
+        training,
+        data,
+        "reference model (frozen copy)",
+        "TRL prepare_deepspeed: the reference model under the policy's ZeRO-3",
     )
 }
 
