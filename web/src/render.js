@@ -60,6 +60,9 @@ export function byCategory(device) {
  */
 export function bar(device) {
   const sums = byCategory(device);
+  // The marker stands where allocations stop: the total less what the driver keeps.
+  const usable = device.capacity.usable ?? device.capacity.bytes;
+  const reserved = device.capacity.reserved ?? 0;
   const scale = Math.max(device.capacity.bytes, device.required);
   const pct = (n) => `${((100 * n) / scale).toFixed(3)}%`;
   const segments = CATEGORIES.filter(([c]) => sums[c] > 0).map(([c, label]) =>
@@ -78,7 +81,7 @@ export function bar(device) {
   );
   const summary =
     `${device.device_title}: ${bytes(device.used)} used + ${bytes(device.headroom.bytes)} ` +
-    `headroom of ${bytes(device.capacity.bytes)}; ${verdictText(device.verdict)}`;
+    `headroom of ${bytes(usable)} usable; ${verdictText(device.verdict)}`;
   return h(
     "div",
     { class: `gpu ${device.verdict.status}`, "data-device": device.device },
@@ -92,12 +95,14 @@ export function bar(device) {
       "div",
       { class: "track", role: "img", "aria-label": summary },
       segments,
-      h("span", { class: "capacity", style: `left:${pct(device.capacity.bytes)}` }),
+      h("span", { class: "capacity", style: `left:${pct(usable)}` }),
     ),
     h(
       "div",
       { class: "gpu-foot" },
-      `${bytes(device.required)} required of ${bytes(device.capacity.bytes)} (${device.capacity.provenance})`,
+      reserved > 0
+        ? `${bytes(device.required)} required of ${bytes(usable)} usable (${bytes(device.capacity.bytes)}, ${device.capacity.provenance}; the driver keeps ${bytes(reserved)})`
+        : `${bytes(device.required)} required of ${bytes(device.capacity.bytes)} (${device.capacity.provenance})`,
     ),
   );
 }

@@ -62,6 +62,9 @@ test("typing a workload shows its bars, table, verdicts and fit map", async () =
   assert.match(await page.textContent("#status"), /^Fits/);
   const segments = await page.locator('#checks .gpu[data-device="l4"] .seg').count();
   assert.ok(segments >= 3, `${segments} bar segments`);
+  // The bar's room is what CUDA can allocate: the L4's total less what its driver keeps.
+  const foot = await page.textContent('#checks .gpu[data-device="l4"] .gpu-foot');
+  assert.match(foot, /of 21\.95 GiB usable \(22\.49 GiB, exact; the driver keeps 555\.69 MiB\)/);
   const table = await page.textContent("#checks table.components");
   assert.match(table, /KV cache/);
   assert.match(table, /formula/);

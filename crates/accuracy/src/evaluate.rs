@@ -59,7 +59,8 @@ pub struct Compared {
 pub struct VerdictResult {
     pub expect_fits: bool,
     pub estimate_fits: bool,
-    /// The estimate's largest device-view peak and that device's capacity, in bytes.
+    /// The estimate's largest device-view peak and what that device can allocate (its capacity
+    /// less the driver's reserve), in bytes.
     pub device_peak: f64,
     pub capacity: f64,
     pub assumptions: Vec<Assumption>,
@@ -144,7 +145,7 @@ fn run(expressed: Expressed) -> Outcome {
                 return Outcome::Unexpressed(expressed.lower_bound.iter().map(undecided).collect());
             }
             let device_peak = largest(check, |d| float(d.views.device));
-            let capacity = check.devices.first().map_or(0.0, |d| float(d.capacity.bytes));
+            let capacity = check.devices.first().map_or(0.0, |d| float(d.capacity.usable));
             Outcome::Verdict(VerdictResult {
                 expect_fits: *expect_fits,
                 estimate_fits: check.verdict.fits(),

@@ -12,6 +12,8 @@ struct DeviceEntry<'a> {
     title: Option<&'a str>,
     memory: u64,
     memory_reported: bool,
+    /// What the driver keeps of `memory`; 0 when the catalog does not know it.
+    reserved: u64,
     arch: &'a str,
     precisions: Vec<&'a str>,
 }
@@ -50,6 +52,7 @@ pub(crate) fn run(format: CatalogFormat) -> u8 {
             title: d.title.as_deref(),
             memory: d.memory.0,
             memory_reported: d.memory_reported,
+            reserved: d.reserved.0,
             arch: d.arch.name(),
             precisions: d.features.iter().map(|f| f.name()).collect(),
         })

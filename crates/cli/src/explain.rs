@@ -46,13 +46,19 @@ fn explain(check: &CheckBudget) -> String {
         let device = &group[0];
         let _ =
             writeln!(out, "\n{} · {} ({})", group_label(group), device.device_title, device.role);
-        let _ = writeln!(
+        let _ = write!(
             out,
             "  capacity {} = {} ({})",
             device.capacity.bytes.human(),
             device.capacity.bytes,
             device.capacity.provenance.name()
         );
+        match crate::output::usable_text(&device.capacity) {
+            Some(usable) => {
+                let _ = writeln!(out, "; {usable} = {}", device.capacity.usable);
+            }
+            None => out.push('\n'),
+        }
         for c in &device.components {
             let _ = writeln!(
                 out,
@@ -85,7 +91,7 @@ fn explain(check: &CheckBudget) -> String {
             "  required {} = {} of {}",
             device.required.human(),
             device.required,
-            device.capacity.bytes
+            device.capacity.usable
         );
         if let Some(pool) = &device.kv_pool {
             let _ = writeln!(out, "  {}", crate::output::pool_text(pool));

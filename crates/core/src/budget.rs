@@ -223,9 +223,16 @@ pub struct DeviceBudget {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Capacity {
+    /// The device's memory as nvidia-smi totals it.
     pub bytes: Bytes,
     /// `exact` when it is what the driver reports, `assumed` for a marketed size.
     pub provenance: Provenance,
+    /// What the driver and firmware keep of `bytes` (`nvidia-smi -q`'s `Reserved`); zero when
+    /// the catalog does not know it.
+    pub reserved: Bytes,
+    /// `bytes − reserved`: what processes can allocate (CUDA's total), the figure verdicts and
+    /// KV pools are measured against.
+    pub usable: Bytes,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]

@@ -132,6 +132,9 @@ pub struct Device {
     pub memory: Bytes,
     /// True when `memory` is what the driver reports; false for a marketed size.
     pub memory_reported: bool,
+    /// Framebuffer the driver and firmware keep for themselves (`nvidia-smi -q`'s `Reserved`,
+    /// NVML's `memoryInfo_v2.reserved`): inside `memory`, never allocatable. Zero when unknown.
+    pub reserved: Bytes,
     pub arch: Arch,
     pub compute: Option<Ratio>,
     pub features: Vec<Feature>,
@@ -142,6 +145,12 @@ pub struct Device {
 impl Device {
     pub fn display_name(&self) -> &str {
         self.title.as_deref().unwrap_or(&self.name)
+    }
+
+    /// What a process can allocate: `memory` less the driver's reserve. CUDA's total
+    /// (`cudaMemGetInfo`, `torch.cuda.mem_get_info()[1]`) is this figure, not nvidia-smi's.
+    pub fn usable(&self) -> Bytes {
+        Bytes(self.memory.0.saturating_sub(self.reserved.0))
     }
 
     pub fn supports(&self, feature: Feature) -> bool {

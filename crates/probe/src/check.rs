@@ -77,6 +77,8 @@ pub struct CheckDevice {
 #[derive(Clone, Debug)]
 pub struct Measured {
     pub total: Option<u64>,
+    /// What this GPU's driver keeps of `total` (NVML's `reserved`).
+    pub reserved: Option<u64>,
     pub peak: Option<(u64, &'static str)>,
 }
 
@@ -128,7 +130,11 @@ fn device_row(budget: &DeviceBudget, gpu: Option<&Measured>) -> CheckDevice {
         Some(total) => Reading::Known(total),
         None => Reading::unavailable("not measured"),
     };
-    let capacity = capacity_measured.value().unwrap_or(budget.capacity.bytes.0);
+    // What the workload could allocate: the total less what this GPU's driver keeps (the
+    // catalog's reserve is one driver release's; NVML reads this one's).
+    let reserved = gpu.and_then(|g| g.reserved).unwrap_or(budget.capacity.reserved.0);
+    let capacity =
+        capacity_measured.value().unwrap_or(budget.capacity.bytes.0).saturating_sub(reserved);
     let peak = gpu.and_then(|g| g.peak);
     #[expect(clippy::cast_precision_loss, reason = "a ratio for people")]
     let ratio = peak.filter(|_| estimate > 0).map(|(m, _)| m as f64 / estimate as f64);
@@ -159,5 +165,37 @@ fn device_row(budget: &DeviceBudget, gpu: Option<&Measured>) -> CheckDevice {
         measured_view: peak.map(|(_, view)| view.to_string()),
         ratio,
         status: status.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A check on an L4 (23,034 MiB, of which its catalogued driver keeps 582,680,576 B).
+    fn l4_check() -> CheckBudget {
+        let outcome = vram_core::evaluate(
+            "workload w { components { x 10 GiB persistent } }\ncheck w on l4\n",
+        );
+        outcome.budget.checks.into_iter().next().expect("one check")
+    }
+
+    #[test]
+    fn headroom_is_judged_against_what_this_gpus_driver_leaves() {
+        let check = l4_check();
+        let budget = &check.devices[0];
+        let total = budget.capacity.bytes.0;
+        let headroom = budget.headroom.bytes.0;
+        // A peak that leaves exactly the headroom beside the catalog's reserve.
+        let peak = total - budget.capacity.reserved.0 - headroom;
+        let row = |reserved: Option<u64>| {
+            let gpu = Measured { total: Some(total), reserved, peak: Some((peak, "process")) };
+            compare("plan.vram", &check, &[gpu]).devices[0].status.clone()
+        };
+        // NVML unread: the catalog's reserve; read and the same: the headroom holds.
+        assert_ne!(row(None), "headroom_broken");
+        assert_ne!(row(Some(budget.capacity.reserved.0)), "headroom_broken");
+        // A driver that keeps one MiB more leaves the peak less than the headroom.
+        assert_eq!(row(Some(budget.capacity.reserved.0 + (1 << 20))), "headroom_broken");
     }
 }

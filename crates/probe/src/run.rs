@@ -215,6 +215,10 @@ pub fn run(
                 let run = device_runs.iter().find(|d| d.index as usize == i);
                 check::Measured {
                     total: run.and_then(|d| d.total.value()),
+                    reserved: infos
+                        .iter()
+                        .find(|info| info.index as usize == i)
+                        .and_then(|info| info.memory.known().map(|m| m.reserved)),
                     peak: run.and_then(|d| {
                         d.combined_peak.known().map(|p| (p.bytes, "process")).or_else(|| {
                             d.peak_over_baseline.value().map(|b| (b, "device over baseline"))

@@ -177,6 +177,10 @@ pub struct DeviceBudget {
 pub struct Capacity {
     pub bytes: Bytes,
     pub provenance: Provenance,
+    /// What the driver keeps of `bytes`; zero when unknown.
+    pub reserved: Bytes,
+    /// `bytes − reserved`: what verdicts count.
+    pub usable: Bytes,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Tsify)]

@@ -209,7 +209,9 @@ fn compared(out: &mut String, run: &Run) {
 
 fn verdicts(out: &mut String, run: &Run) {
     out.push_str("## Verdict checks\n\n");
-    out.push_str("| id | model | measured | estimate | estimated device peak / capacity |\n");
+    out.push_str(
+        "| id | model | measured | estimate | estimated device peak / usable capacity |\n",
+    );
     out.push_str("|---|---|---|---|---|\n");
     for result in &run.results {
         let Outcome::Verdict(v) = &result.outcome else { continue };

@@ -118,7 +118,7 @@ fn verdicts(out: &mut String, run: &Run) {
         let Outcome::Verdict(v) = &result.outcome else { continue };
         let _ = writeln!(
             out,
-            "  {:<9}{:<28} measured: {:<13} estimate: {:<13} ({} peak of {}) {}",
+            "  {:<9}{:<28} measured: {:<13} estimate: {:<13} ({} peak of {} usable) {}",
             result.id,
             clip(&result.model, 27),
             fits_word(v.expect_fits),

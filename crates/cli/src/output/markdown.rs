@@ -20,9 +20,11 @@ pub(crate) fn file(name: &str, budget: &Budget) -> String {
         }
         for group in device_groups(&check.devices) {
             let device = &group[0];
+            let usable = super::usable_text(&device.capacity)
+                .map_or(String::new(), |usable| format!("; {usable}"));
             let _ = writeln!(
                 out,
-                "#### {}: {} ({}, {})\n",
+                "#### {}: {} ({}, {}{usable})\n",
                 group_label(group),
                 escape(&device.device_title),
                 device.capacity.bytes.human(),
@@ -58,7 +60,7 @@ pub(crate) fn file(name: &str, budget: &Budget) -> String {
                 out,
                 "| | **required** | **{}** | | of {} |",
                 device.required.human(),
-                device.capacity.bytes.human()
+                device.capacity.usable.human()
             );
             if let Some(pool) = &device.kv_pool {
                 let _ = writeln!(out, "\n{}", super::pool_text(pool));

@@ -123,6 +123,17 @@ pub(crate) fn host_verdict_text(verdict: &vram_core::budget::Verdict) -> String 
 }
 
 /// `KV pool (90 % of the device): 451,200 tokens; the sessions need 393,216`.
+/// `the driver keeps 850.00 MiB: 79.17 GiB usable`, for a device whose reserve is known.
+pub(crate) fn usable_text(capacity: &vram_core::budget::Capacity) -> Option<String> {
+    (capacity.reserved.0 > 0).then(|| {
+        format!(
+            "the driver keeps {}: {} usable",
+            capacity.reserved.human(),
+            capacity.usable.human()
+        )
+    })
+}
+
 pub(crate) fn pool_text(pool: &vram_core::budget::KvPool) -> String {
     use vram_core::bytes::group_thousands;
     format!(

@@ -79,6 +79,11 @@ pub(crate) fn file(name: &str, budget: &Budget, color: Color) -> String {
             let _ = writeln!(out, "      {:<58} {:>12}", "headroom", device.headroom.bytes.human());
             let _ = writeln!(out, "      {:<58} {:>12}", "required", device.required.human());
             let _ = writeln!(out, "      {:<58} {:>12}", "capacity", device.capacity.bytes.human());
+            if device.capacity.reserved.0 > 0 {
+                let label =
+                    format!("usable (the driver keeps {})", device.capacity.reserved.human());
+                let _ = writeln!(out, "      {label:<58} {:>12}", device.capacity.usable.human());
+            }
             if let Some(pool) = &device.kv_pool {
                 let _ = writeln!(out, "      {}", super::pool_text(pool));
             }

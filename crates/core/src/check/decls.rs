@@ -19,6 +19,7 @@ pub(super) fn device(
 ) -> (Option<Device>, Vec<Diagnostic>) {
     const KNOWN: &[(&str, Repeat)] = &[
         ("memory", Repeat::Once),
+        ("reserved", Repeat::Once),
         ("arch", Repeat::Once),
         ("compute", Repeat::Once),
         ("precisions", Repeat::Once),
@@ -42,6 +43,12 @@ pub(super) fn device(
         }
         None => fields.missing("memory", "memory 81559 MiB"),
     }
+    // The driver's share of the framebuffer: less than the memory it is part of.
+    let reserved = match (fields.get("reserved"), memory) {
+        (Some(field), Some(memory)) => fields.bytes_of(field, 0, memory.0 - 1, "850 MiB"),
+        (Some(field), None) => fields.bytes_of(field, 0, MAX_DEVICE, "850 MiB"),
+        (None, _) => Some(Bytes::ZERO),
+    };
     let arch_names: Vec<&str> = Arch::ALL.iter().map(Arch::name).collect();
     let arch = match fields.choice("arch", &arch_names) {
         Some((name, _)) => Arch::from_name(name),
@@ -81,12 +88,13 @@ pub(super) fn device(
     }
     fields.choice("vendor", &["nvidia", "amd", "intel"]);
     let diagnostics = fields.finish();
-    let device = match (memory, arch) {
-        (Some(memory), Some(arch)) if diagnostics.is_empty() => Some(Device {
+    let device = match (memory, reserved, arch) {
+        (Some(memory), Some(reserved), Some(arch)) if diagnostics.is_empty() => Some(Device {
             name: decl.name.name.clone(),
             title: decl.title.as_ref().map(|t| t.value.clone()),
             memory,
             memory_reported,
+            reserved,
             arch,
             compute,
             features,

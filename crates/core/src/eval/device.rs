@@ -242,7 +242,7 @@ pub(super) fn device_components_reusing(
     // blocks; SGLang then allocates its request table, sized by the pool, outside the share.
     let kv_pool = match pool_request {
         Some((rule, per_token, needed, context)) => {
-            let pool = pool::fill(&mut components, device.memory, &rule, per_token, needed)?;
+            let pool = pool::fill(&mut components, device.usable(), &rule, per_token, needed)?;
             if workload.runtime == Runtime::Sglang {
                 components.extend(serving::sglang_tables(pool.tokens, context)?);
             }

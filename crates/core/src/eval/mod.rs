@@ -137,6 +137,8 @@ pub(crate) fn evaluate_check(
                 } else {
                     Provenance::Assumed
                 },
+                reserved: device.reserved,
+                usable: device.usable(),
             },
             components,
             used,
@@ -280,10 +282,10 @@ fn rank_devices<'p>(
         } else if let Some(pool) = kv_pool.as_ref().filter(|pool| pool.tokens < pool.needed_tokens)
         {
             Verdict::Over { over: pool.shortfall }
-        } else if required <= device.memory {
-            Verdict::Fits { free: Bytes(device.memory.0 - required.0) }
+        } else if required <= device.usable() {
+            Verdict::Fits { free: Bytes(device.usable().0 - required.0) }
         } else {
-            Verdict::Over { over: Bytes(required.0 - device.memory.0) }
+            Verdict::Over { over: Bytes(required.0 - device.usable().0) }
         };
         ranks.push(Ranked { rank, stage, device, held: index, used, headroom, required, verdict });
     }

@@ -108,7 +108,8 @@ pub(crate) fn pool_rule(
     })
 }
 
-/// SGLang's size tier for a GPU of `capacity`: its default chunked prefill (`chunked_prefill_size`)
+/// SGLang's size tier for a GPU of `capacity` (nvidia-smi's `memory.total`, driver reserve and
+/// all: `get_nvgpu_memory_capacity`): its default chunked prefill (`chunked_prefill_size`)
 /// and the largest batch it captures a CUDA graph for on fewer than 4 and on 4 or more
 /// tensor-parallel GPUs (DOMAIN.md §3.7, `server_args.py` 0.5.x).
 fn sglang_tier(capacity: Bytes) -> (u64, u64, u64) {

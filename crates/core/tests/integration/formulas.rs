@@ -274,17 +274,23 @@ fn verdicts_report_free_or_over_bytes() {
         "workload w { components { x 23 GiB persistent } }\ncheck w on l4\ncheck w on 1 x h100-sxm-80gb",
     );
     let l4 = 23_034u64 << 20;
-    // The built-in rule: keep 5 %, at least 1 GiB; 5 % of an L4 is 1,207,644,980 B (rounded up).
+    // The built-in rule: keep 5 % of the total, at least 1 GiB; 5 % of an L4 is 1,207,644,980 B
+    // (rounded up). Verdicts count what CUDA can allocate: the total less the driver's reserve
+    // (an L4's CUDA total is 23,570,219,008 B, an H100's 85,045,477,376 B).
     let headroom = l4.div_ceil(20).max(1 << 30);
     assert_eq!(headroom, 1_207_644_980);
+    let l4_usable = 23_570_219_008u64;
     assert_eq!(
         checks[0].verdict,
-        Verdict::Over { over: vram_core::bytes::Bytes((23u64 << 30) + headroom - l4) }
+        Verdict::Over { over: vram_core::bytes::Bytes((23u64 << 30) + headroom - l4_usable) }
     );
     let h100 = 81_559u64 << 20;
+    let h100_usable = 85_045_477_376u64;
     assert_eq!(
         checks[1].verdict,
-        Verdict::Fits { free: vram_core::bytes::Bytes(h100 - (23u64 << 30) - h100.div_ceil(20)) }
+        Verdict::Fits {
+            free: vram_core::bytes::Bytes(h100_usable - (23u64 << 30) - h100.div_ceil(20))
+        }
     );
 }
 
@@ -522,7 +528,9 @@ fn vllm_fills_its_share_of_the_device_with_kv_blocks() {
         .filter(|c| c.name != "KV cache pool (vLLM)" && c.name != "CUDA graphs")
         .map(|c| c.bytes.0)
         .sum();
-    let share = 85_520_809_984u64 * 9 / 10;
+    // 90 % of CUDA's total (vLLM's `torch.cuda.mem_get_info()`): the H100's 85,520,809,984 B
+    // less the 475,332,608 B its driver keeps.
+    let share = 85_045_477_376u64 * 9 / 10;
     // Whole blocks of 16 tokens × 131,072 B per token.
     let blocks = (share - others) / (16 * 131_072);
     assert_eq!(pool.tokens, blocks * 16);

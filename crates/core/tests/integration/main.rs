@@ -6,6 +6,7 @@ mod catalog;
 mod diffusion_attention;
 mod diffusion_training;
 mod dora;
+mod driver_reserve;
 mod encoder_decoder;
 mod examples;
 mod format;

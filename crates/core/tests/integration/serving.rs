@@ -25,10 +25,11 @@ fn source(runtime: &str, extra: &str, on: &str) -> String {
     )
 }
 
-/// An H100 SXM's 85,520,809,984 B; Llama 3.1 8B's 8,030,261,248 parameters in bf16; its KV,
-/// 32 layers × 8 KV heads × 128 × (K and V) × 2 B = 131,072 B per token; PyTorch's context
-/// profile, 500 MiB.
-const H100: u64 = 85_520_809_984;
+/// An H100 SXM's 85,520,809,984 B as nvidia-smi totals it, and 85,045,477,376 B as CUDA does
+/// (less the driver's reserve: what the runtimes' free-memory readings start from); Llama 3.1
+/// 8B's 8,030,261,248 parameters in bf16; its KV, 32 layers × 8 KV heads × 128 × (K and V) ×
+/// 2 B = 131,072 B per token; PyTorch's context profile, 500 MiB.
+const H100_CUDA: u64 = 85_045_477_376;
 const WEIGHTS: u64 = 8_030_261_248 * 2;
 const KV_PER_TOKEN: u64 = 32 * 8 * 128 * 2 * 2;
 const CONTEXT: u64 = 500 * 1024 * 1024;
@@ -37,9 +38,10 @@ const CONTEXT: u64 = 500 * 1024 * 1024;
 fn sglang_takes_its_fraction_of_the_free_memory_less_the_weights() {
     let checks = evaluate(&source("sglang", "", "h100-sxm-80gb"));
     let pool = checks[0].devices[0].kv_pool.clone().expect("SGLang reports its pool");
-    // mem_fraction_static on one 81,559 MiB GPU: 13,440 MiB reserved (512 + 1.5 × 8192 +
-    // 1024 ÷ 8 + 2 × 256), 68,119 ÷ 81,559 = 0.835; of what the context leaves; single tokens.
-    let share = (H100 - CONTEXT) * 835 / 1000;
+    // mem_fraction_static on one GPU of 81,559 MiB (nvidia-smi's total, which SGLang reads):
+    // 13,440 MiB reserved (512 + 1.5 × 8192 + 1024 ÷ 8 + 2 × 256), 68,119 ÷ 81,559 = 0.835; of
+    // the free memory (CUDA's total) the context leaves; single tokens.
+    let share = (H100_CUDA - CONTEXT) * 835 / 1000;
     let tokens = (share - WEIGHTS) / KV_PER_TOKEN;
     assert_eq!(pool.tokens, tokens);
     assert_eq!(pool.bytes.0, tokens * KV_PER_TOKEN);
@@ -62,7 +64,7 @@ fn sglang_leaves_more_to_each_gpu_of_a_tensor_parallel_group() {
     );
     let stated = evaluate(&source("sglang", "; memory_fraction 80 %", "h100-sxm-80gb"));
     let pool = stated[0].devices[0].kv_pool.clone().expect("pool");
-    assert_eq!(pool.tokens, ((H100 - CONTEXT) * 80 / 100 - WEIGHTS) / KV_PER_TOKEN);
+    assert_eq!(pool.tokens, ((H100_CUDA - CONTEXT) * 80 / 100 - WEIGHTS) / KV_PER_TOKEN);
 }
 
 #[test]
@@ -76,7 +78,7 @@ fn tgi_carves_everything_it_holds_out_of_95_percent_of_the_device() {
         .filter(|c| c.name != "KV cache pool (TGI)" && c.name != "CUDA graphs")
         .map(|c| c.bytes.0)
         .sum();
-    assert_eq!(pool.tokens, (H100 * 95 / 100 - others) / KV_PER_TOKEN);
+    assert_eq!(pool.tokens, (H100_CUDA * 95 / 100 - others) / KV_PER_TOKEN);
     assert_eq!(pool.fraction, "95 % of the device");
     // Its warm-up prefill: max_batch_prefill_tokens 4096 tokens, not every session's prompt.
     let hidden = component(&checks[0], "hidden states");
@@ -133,7 +135,7 @@ fn tensorrt_llm_takes_90_percent_of_what_the_loaded_engine_leaves() {
         .map(|c| c.bytes.0)
         .sum();
     // free_gpu_memory_fraction 0.9 of the rest, in blocks of 32 tokens.
-    let blocks = (H100 - loaded) * 9 / 10 / (32 * KV_PER_TOKEN);
+    let blocks = (H100_CUDA - loaded) * 9 / 10 / (32 * KV_PER_TOKEN);
     assert_eq!(pool.tokens, blocks * 32);
     assert_eq!(pool.fraction, "90 % of the memory left after loading");
     // Its engine's activations are sized for max_num_tokens (8192), not every session's prompt.
@@ -147,7 +149,7 @@ fn lmdeploy_takes_80_percent_of_what_the_weights_leave_in_blocks_of_64_tokens() 
     let pool = device.kv_pool.clone().expect("LMDeploy reports its pool");
     // cache_max_entry_count 0.8 of the memory free once the context and the weights are on the
     // device (the engine's own buffers come later, from the rest), in blocks of 64 tokens.
-    let free = H100 - CONTEXT - WEIGHTS;
+    let free = H100_CUDA - CONTEXT - WEIGHTS;
     let blocks = free * 8 / 10 / (64 * KV_PER_TOKEN);
     assert_eq!(pool.tokens, blocks * 64);
     assert_eq!(pool.fraction, "80 % of the memory the weights leave");
