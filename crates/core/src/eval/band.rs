@@ -50,7 +50,7 @@ pub fn measured_margins(basis: BandBasis) -> (u64, u64) {
 const INFERENCE_BELOW: u64 = 40;
 const INFERENCE_ABOVE: u64 = 140;
 const TRAINING_BELOW: u64 = 0;
-const TRAINING_ABOVE: u64 = 380;
+const TRAINING_ABOVE: u64 = 420;
 const DIFFUSION_BELOW: u64 = 40;
 const DIFFUSION_ABOVE: u64 = 130;
 

@@ -175,6 +175,19 @@ fn checkpointing_keeps_layer_inputs_plus_one_layer() {
     let per_layer = 1024 * 2 * (4 * 4096 + 80 * 128 + 4 * 14336 + 64 + 4 * 4096) * 2;
     assert_eq!(none, 32 * per_layer);
     assert_eq!(full, inputs + per_layer);
+    // The loss and the recomputed layer never meet: the loss's 12 B per logit are freed before
+    // the last layer is recomputed, so under full checkpointing it counts only what it exceeds
+    // that layer by; with every layer stored, all of it.
+    let loss = 2 * 1024 * 128_256 * 12;
+    assert_eq!(bytes(&evaluate(&source("none"))[0], 0, "logits and loss"), loss);
+    assert_eq!(bytes(&evaluate(&source("full"))[0], 0, "logits and loss"), loss - per_layer);
+    // A head smaller than one layer adds nothing beyond it.
+    let small = source("full").replace("model llama3.1-8b;", "model tiny; ");
+    let small = format!(
+        "model tiny {{ layers 32; hidden 4096; ffn 14336; heads 32; kv_heads 8; vocab 1000 }}\n{small}"
+    );
+    assert_eq!(bytes(&evaluate(&small)[0], 0, "logits and loss"), 0);
+    assert_eq!(bytes(&evaluate(&small)[0], 0, "activations"), full);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 use super::states::intermediate;
 use crate::budget::Component;
+use crate::bytes::Bytes;
 use crate::eval::Placement;
 use crate::eval::calc::{Overflow, Product, div_ceil, formula};
 use crate::hir::{Attention, Checkpointing, FusedLoss, LoraTarget, Method, Mlp, Shape, Training};
@@ -104,11 +105,11 @@ pub(in crate::eval) fn activations(
     placement: &Placement,
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
-    let mut components = match (&shape.encoder, training.source) {
+    let (mut components, recomputed) = match (&shape.encoder, training.source) {
         (Some(_), Some(source)) => super::seq2seq::activations(shape, placement, training, source)?,
         _ => decoder_activations(shape, placement, training)?,
     };
-    if let Some(logits) = logits(shape, placement, training)? {
+    if let Some(logits) = logits(shape, placement, training, recomputed)? {
         components.push(logits);
     }
     Ok(components)
@@ -132,12 +133,13 @@ pub(super) fn kept_layers(layers: u64, training: &Training) -> u64 {
     if training.levers.offload_activations { layers.min(2) } else { layers }
 }
 
-/// A decoder-only model's layers: their activations, what LoRA adapters keep, eager scores.
+/// A decoder-only model's layers: their activations, what LoRA adapters keep, eager scores;
+/// and, under full checkpointing, the one recomputed layer's stored bytes.
 fn decoder_activations(
     shape: &Shape,
     placement: &Placement,
     training: &Training,
-) -> Result<Vec<Component>, Overflow> {
+) -> Result<(Vec<Component>, Option<Bytes>), Overflow> {
     let elem = stream(training);
     let per_layer = layer_activation_formula(shape, placement, training)?;
     let per_layer_bytes = per_layer.value()?;
@@ -152,6 +154,7 @@ fn decoder_activations(
     } else {
         "DOMAIN.md §5.3: Korthikanti et al. 2022 (Table 2) adapted to gated MLP, GQA, no dropout"
     };
+    let recomputed = (training.checkpointing == Checkpointing::Full).then_some(per_layer_bytes);
     let (bytes, formula) = match training.checkpointing {
         Checkpointing::None | Checkpointing::Selective => {
             let total = Product::new()
@@ -190,11 +193,39 @@ fn decoder_activations(
     if training.attention == Attention::Eager {
         components.extend(eager_attention(shape, placement, training)?);
     }
-    Ok(components)
+    Ok((components, recomputed))
 }
 
 /// The loss over the last stage's logits, `sequence` tokens (a decoder's target) per sample.
+///
+/// Under full checkpointing the loss and the recomputed layer (`recomputed`, its stored bytes)
+/// never meet: the backward pass runs the loss's backward first and frees its tensors, which
+/// only its own backward nodes kept, before it recomputes the last layer. The step then holds
+/// the checkpoints beside the larger of the two, so the loss counts only what it exceeds the
+/// recomputed layer by.
 fn logits(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+    recomputed: Option<Bytes>,
+) -> Result<Option<Component>, Overflow> {
+    let Some(loss) = whole_loss(shape, placement, training)? else {
+        return Ok(None);
+    };
+    let Some(layer) = recomputed else {
+        return Ok(Some(loss));
+    };
+    let beyond = Bytes(loss.bytes.0.saturating_sub(layer.0));
+    let formula = formula!(
+        "{}, less the recomputed layer's {layer} it never meets (the loss's tensors are freed \
+         before the last layer is recomputed) = {beyond}",
+        loss.formula
+    );
+    Ok(Some(Component { bytes: beyond, formula, ..loss }))
+}
+
+/// The loss's own peak, before it is set against the recomputed layer.
+fn whole_loss(
     shape: &Shape,
     placement: &Placement,
     training: &Training,

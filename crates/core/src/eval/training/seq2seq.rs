@@ -77,15 +77,15 @@ pub(super) fn activations(
     placement: &Placement,
     training: &Training,
     source: u64,
-) -> Result<Vec<Component>, Overflow> {
+) -> Result<(Vec<Component>, Option<Bytes>), Overflow> {
     let stacks = Stacks::new(shape, placement, training, source);
-    let mut components =
-        vec![intermediate("activations", stored(shape, placement, training, &stacks)?, SOURCE)];
+    let (stored, recomputed) = stored(shape, placement, training, &stacks)?;
+    let mut components = vec![intermediate("activations", stored, SOURCE)];
     components.extend(adapters(shape, placement, training, &stacks)?);
     if training.attention == Attention::Eager {
         components.extend(eager(shape, placement, training, &stacks)?);
     }
-    Ok(components)
+    Ok((components, recomputed))
 }
 
 /// Per token: a layer's own tensors, and a cross-attention's on its target and source sides.
@@ -121,13 +121,14 @@ fn per_token(
 }
 
 /// The layers' stored activations: every layer's, or under full checkpointing each layer's
-/// input and one recomputed layer (the larger of an encoder and a decoder layer).
+/// input and one recomputed layer (the larger of an encoder and a decoder layer), whose bytes
+/// come back beside the total.
 fn stored(
     shape: &Shape,
     placement: &Placement,
     training: &Training,
     stacks: &Stacks,
-) -> Result<(Bytes, String), Overflow> {
+) -> Result<((Bytes, String), Option<Bytes>), Overflow> {
     let each = per_token(shape, placement, training)?;
     let stream = stream(training);
     let elem = stream.bytes_per_element();
@@ -140,6 +141,7 @@ fn stored(
     };
     let decoder_each = each.layer + each.cross_target;
     let mut sum = Sum::default();
+    let mut recomputed_bytes = None;
     if training.checkpointing == Checkpointing::Full {
         // Each layer's input is kept (the decoder's with the encoder output beside it); one
         // layer is recomputed at a time in the backward pass.
@@ -183,6 +185,7 @@ fn stored(
             (true, false) => encoder_layer,
             _ => decoder_layer,
         };
+        recomputed_bytes = Some(recomputed.value()?);
         sum.add("one recomputed layer", &recomputed)?;
     } else {
         if stacks.encoder > 0 {
@@ -211,7 +214,7 @@ fn stored(
             .bytes_each(elem, stream.name())?;
         sum.add("encoder output", &output)?;
     }
-    Ok(sum.finish())
+    Ok((sum.finish(), recomputed_bytes))
 }
 
 /// What PEFT's LoRA layers keep (see `activations.rs`' `adapter_inputs`): every layer's
