@@ -1449,3 +1449,33 @@ fn paged_optimizer_states_are_outside_the_allocator() {
     assert_eq!(views(&plain).reserved.0 - views(&paged).reserved.0, states);
     assert_eq!(views(&plain).device, views(&paged).device);
 }
+
+#[test]
+fn a_trained_head_run_in_chunks_adds_one_chunk_s_gradient_contribution_to_the_loss() {
+    let source = |method: &str| {
+        format!(
+            "workload w {{ model llama3.2-3b; runtime none; training {{ {method}; weights bf16; master none; gradients bf16; micro_batch 2; sequence 1024 tokens; loss_chunks 8 }} }}\ncheck w on h200-sxm"
+        )
+    };
+    let loss = |method: &str| bytes(&evaluate(&source(method))[0], 0, "logits and loss");
+    // The frozen head of LoRA: the chunked loss alone. Trained in full, its tied head also gets
+    // each chunk's weight gradient, 128,256 × 3,072 × 2 B (bf16), summed into the gradient it
+    // holds: one such contribution beside the loss.
+    let frozen = loss("method lora { rank 8; targets q v }");
+    let contribution = 128_256 * 3_072 * 2;
+    assert_eq!(loss("method full"), frozen + contribution);
+    // The tied head trains with the embedding PEFT trains whole (`modules_to_save`).
+    assert_eq!(
+        loss("method lora { rank 8; targets q v; modules_to_save embeddings }"),
+        frozen + contribution
+    );
+    // Unchunked, the head's backward runs once: nothing is summed.
+    let whole = |method: &str| {
+        bytes(
+            &evaluate(&source(method).replace("loss_chunks 8", "loss_chunks 1"))[0],
+            0,
+            "logits and loss",
+        )
+    };
+    assert_eq!(whole("method full"), whole("method lora { rank 8; targets q v }"));
+}

@@ -7,7 +7,9 @@ use crate::budget::Component;
 use crate::bytes::Bytes;
 use crate::eval::Placement;
 use crate::eval::calc::{Overflow, Product, div_ceil, formula};
-use crate::hir::{Attention, Checkpointing, FusedLoss, LoraTarget, Method, Mlp, Shape, Training};
+use crate::hir::{
+    Attention, Checkpointing, FusedLoss, LoraTarget, Method, Mlp, Saved, Shape, Training,
+};
 use crate::precision::Precision;
 use crate::ratio::Ratio;
 
@@ -212,6 +214,7 @@ fn logits(
     let Some(loss) = whole_loss(shape, placement, training)? else {
         return Ok(None);
     };
+    let loss = with_head_contribution(loss, shape, placement, training)?;
     let Some(layer) = recomputed else {
         return Ok(Some(loss));
     };
@@ -222,6 +225,42 @@ fn logits(
         loss.formula
     );
     Ok(Some(Component { bytes: beyond, formula, ..loss }))
+}
+
+/// A trained output head applied in chunks (torchtune's chunked output beside
+/// `CEWithChunkedOutputLoss`) gets one weight-gradient contribution per chunk, which autograd
+/// sums into the gradient it holds for the head (`InputBuffer::accumulate`): each chunk's
+/// `vocab × hidden` contribution exists beside that sum, and beside the loss's tensors. The sum
+/// itself is the head's gradient, counted with the other gradients.
+fn with_head_contribution(
+    loss: Component,
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Component, Overflow> {
+    let trains_head = match &training.method {
+        Method::Full => true,
+        Method::Lora { save: modules, .. } | Method::Freeze { extra: modules, .. } => modules
+            .iter()
+            .any(|m| *m == Saved::Head || (shape.tied_embeddings && *m == Saved::Embeddings)),
+        _ => false,
+    };
+    if !trains_head || training.loss_chunks <= 1 || training.levers.fused_loss == FusedLoss::Linear
+    {
+        return Ok(loss);
+    }
+    let contribution = Product::new()
+        .times(div_ceil(shape.vocab, placement.tensor), "vocab")?
+        .times(shape.hidden, "hidden")?
+        .bytes_each(training.gradients.bytes_per_element(), training.gradients.name())?;
+    let (bytes, terms) = contribution.finish()?;
+    let total = crate::eval::calc::add(loss.bytes, bytes)?;
+    let formula = formula!(
+        "{} + one of {} chunks' contribution to the trained head's gradient ({terms}) = {total}",
+        loss.formula,
+        training.loss_chunks
+    );
+    Ok(Component { bytes: total, formula, ..loss })
 }
 
 /// The loss's own peak, before it is set against the recomputed layer.
