@@ -101,19 +101,21 @@ mod tests {
 
     #[test]
     fn the_schedule_does_not_drift_and_makes_up_a_late_tick() {
-        let interval = Duration::from_millis(2);
+        // Periods long enough that a busy machine's scheduler (a build beside the tests) does
+        // not stall the thread for the CATCH_UP periods that would count as skipped.
+        let interval = Duration::from_millis(20);
         let mut ticker = Ticker::start(interval);
         let first = ticker.wait();
         // Work that overruns a period: the next tick is due already and runs without sleeping.
-        std::thread::sleep(Duration::from_millis(3));
+        std::thread::sleep(Duration::from_millis(30));
         ticker.wait();
         assert!(ticker.late >= 1);
         for _ in 0..20 {
             ticker.wait();
         }
         let elapsed = monotonic_ns() - first;
-        // 22 ticks after the first, whatever happened in between: 21 periods of 2 ms.
-        assert!(elapsed >= 21 * 2_000_000, "{elapsed} ns");
+        // 22 ticks after the first, whatever happened in between: 21 periods of 20 ms.
+        assert!(elapsed >= 21 * 20_000_000, "{elapsed} ns");
         assert_eq!(ticker.ticks(), 22);
         assert_eq!(ticker.skipped, 0);
     }
