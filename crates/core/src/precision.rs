@@ -34,6 +34,14 @@ pub enum Precision {
     /// `use_cache_quantization`, vLLM's `int8_per_token_head`): 1 B per element here, the
     /// per-token-head 8 B are added by the KV cache formula.
     Int8Token,
+    /// LMDeploy's quantized KV cache (TurboMind's and its PyTorch engine's `quant_policy` 8 and
+    /// 4): `bits`-bit values with a 16-bit scale and zero point per token and KV head, for K and
+    /// for V (`kernels/attention/block.h`: `t_bits() * 2 / 8` parameter bytes beside
+    /// `q_bits() * head_dim / 8` of data). `bits / 8` B per element here, the per-token-head
+    /// 4 B are added by the KV cache formula.
+    Lmdeploy {
+        bits: u8,
+    },
     /// Packed 4-bit integers without scales (ggml/aiconfigurator `int4_wo`).
     Int4,
     /// Packed 4-bit integers with a 16-bit scale and a 16-bit zero point per `group` inputs:
@@ -221,6 +229,7 @@ impl Precision {
             Precision::Int8 => "int8",
             Precision::Int8Bnb => "int8-bnb",
             Precision::Int8Token => "int8-token",
+            Precision::Lmdeploy { bits } => return Cow::Owned(format!("lmdeploy-int{bits}")),
             Precision::Int4 => "int4",
             Precision::Nf4 => "nf4",
             Precision::Nf4Dq => "nf4-dq",
@@ -258,6 +267,8 @@ impl Precision {
             "int8" => Precision::Int8,
             "int8-bnb" | "llm-int8" => Precision::Int8Bnb,
             "int8-token" => Precision::Int8Token,
+            "lmdeploy-int8" => Precision::Lmdeploy { bits: 8 },
+            "lmdeploy-int4" => Precision::Lmdeploy { bits: 4 },
             "int4" => Precision::Int4,
             "nf4" => Precision::Nf4,
             "nf4-dq" => Precision::Nf4Dq,
@@ -308,6 +319,7 @@ impl Precision {
             | Precision::Int8
             | Precision::Int8Bnb
             | Precision::Int8Token => Ratio::ONE,
+            Precision::Lmdeploy { bits: b } => bits(i128::from(b), 1),
             // One fp32 scale per 128 × 128 block (DeepSeek-V3 README_WEIGHTS).
             Precision::Fp8Block => bits(8 * 16384 + 32, 16384),
             Precision::Int4 => bits(4, 1),

@@ -140,6 +140,11 @@ enum KvCache {
 
 /// The KV cache type, or `None` when a gap stops it.
 fn kv_cache(cx: &mut Cx<'_>, runtime: Runtime) -> Option<KvCache> {
+    if runtime == Runtime::Lmdeploy
+        && let Some(kv) = lmdeploy_quant_policy(cx.point)
+    {
+        return Some(KvCache::Type(kv));
+    }
     let Some(stated) = cx.point.kv_cache_dtype.clone() else {
         if runtime == Runtime::LlamaCpp {
             cx.assume(assume::RUNTIME_DEFAULT, "KV type not stated: llama.cpp's default f16");
@@ -186,6 +191,33 @@ fn kv_cache(cx: &mut Cx<'_>, runtime: Runtime) -> Option<KvCache> {
         Some(KvCache::Type(ggml))
     } else {
         cx.unreadable("kv_cache_dtype", &stated);
+        None
+    }
+}
+
+/// LMDeploy's quantized cache, from its `quant_policy` (8 or 4, in the settings or the KV type)
+/// or a KV type of `int8` / `int4` under it: `lmdeploy-int8` or `lmdeploy-int4`.
+fn lmdeploy_quant_policy(point: &crate::data::Point) -> Option<&'static str> {
+    let kv = point.kv_cache_dtype.as_deref().unwrap_or_default().to_lowercase();
+    let settings = point.other_settings.as_deref().unwrap_or_default().to_lowercase();
+    let both = format!("{kv} {settings}").replace('-', "_");
+    match crate::data::number_after(&both, "quant_policy") {
+        Some(8) => return Some("lmdeploy-int8"),
+        Some(4) => return Some("lmdeploy-int4"),
+        _ => {}
+    }
+    let says = |bits: &str| {
+        kv.starts_with(&format!("int{bits}"))
+            || kv.starts_with(&format!("kv int{bits}"))
+            || kv.starts_with(&format!("kv{bits}"))
+            || kv.contains(&format!("{bits}bit"))
+            || kv.contains(&format!("{bits}-bit"))
+    };
+    if says("8") {
+        Some("lmdeploy-int8")
+    } else if says("4") {
+        Some("lmdeploy-int4")
+    } else {
         None
     }
 }

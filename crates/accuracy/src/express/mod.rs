@@ -260,6 +260,35 @@ mod tests {
         assert_eq!(pool.fraction, "50 % of the memory the weights leave");
     }
 
+    /// LMDeploy's quantized cache in the wordings a table uses: `quant_policy` in the settings,
+    /// or an int8 / int4 KV type under LMDeploy.
+    #[test]
+    fn lmdeploy_quant_policy_reads_as_its_quantized_cache() {
+        let expressed = |kv: &str, settings: &str| {
+            let point = qwen_point(&format!(
+                r#"{{"workload": "llm_inference", "model": "meta-llama/Llama-3.1-8B-Instruct",
+                    "framework": "LMDeploy 0.6.2 (TurboMind)", "weight_precision": "bf16",
+                    "quantization": null, "gpu_type": "A100 80GB", "input_tokens": "1024",
+                    "output_tokens": 512, "optimizer": null, "seq_len": null,
+                    "activation_checkpointing": null, "measurement_method": "nvidia-smi",
+                    "kv_cache_dtype": {kv}, "other_settings": "{settings}"}}"#
+            ));
+            express(&point).expect("expressible").source
+        };
+        let kv_line = |source: String| {
+            source.lines().find(|l| l.trim_start().starts_with("kv_cache")).map(str::to_string)
+        };
+        let int8 = kv_line(expressed("null", "--quant-policy 8"));
+        assert!(int8.as_deref().is_some_and(|l| l.contains("lmdeploy-int8")), "{int8:?}");
+        let int4 = kv_line(expressed(r#""int4 (quant_policy=4)""#, ""));
+        assert!(int4.as_deref().is_some_and(|l| l.contains("lmdeploy-int4")), "{int4:?}");
+        let plain = kv_line(expressed(r#""int8""#, ""));
+        assert!(plain.as_deref().is_some_and(|l| l.contains("lmdeploy-int8")), "{plain:?}");
+        // Unquantized, the model's type as before.
+        let fp16 = kv_line(expressed(r#""fp16""#, ""));
+        assert!(fp16.as_deref().is_some_and(|l| l.contains("fp16")), "{fp16:?}");
+    }
+
     /// A data set the harness has not seen words things its own way; the rules read the words,
     /// not the wordings of `measured-peaks.json`.
     #[test]

@@ -379,7 +379,13 @@ fn inference(
         fields.missing("weights", "weights bf16");
     }
     let weights = weights.and_then(|format| quantized_scope(&fields, format));
-    let kv_cache = fields.precision("kv_cache");
+    // LMDeploy quantizes its cache one way: `int8` and `int4` under it are its `quant_policy` 8
+    // and 4, with a 16-bit scale and zero per token and KV head.
+    let kv_cache = match (runtime, fields.precision("kv_cache")) {
+        (Some(Runtime::Lmdeploy), Some(Precision::Int8)) => Some(Precision::Lmdeploy { bits: 8 }),
+        (Some(Runtime::Lmdeploy), Some(Precision::Int4)) => Some(Precision::Lmdeploy { bits: 4 }),
+        (_, written) => written,
+    };
     let activations = fields.precision("activations");
     let compute = fields
         .choice("compute", &["fp32", "bf16", "fp16"])

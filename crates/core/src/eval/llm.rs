@@ -243,8 +243,14 @@ pub(crate) fn kv_cache(
         total = super::calc::add(total, product.value()?)?;
         terms.push(product.terms());
     }
-    if precision == Precision::Int8Token && matches!(shape.attention, AttentionKind::Standard) {
-        // An fp32 scale and zero point per token and KV head, for K and for V.
+    // A scale and zero point per token and KV head, for K and for V: fp32 for `int8-token`,
+    // 16-bit for LMDeploy's.
+    let params = match precision {
+        Precision::Int8Token => Some((8, "fp32 scale + zero")),
+        Precision::Lmdeploy { .. } => Some((4, "16-bit scale + zero")),
+        _ => None,
+    };
+    if let (Some((bytes, what)), AttentionKind::Standard) = (params, &shape.attention) {
         let tokens = paged(context);
         let scales = Product::new()
             .times(2, "(K and V)")?
@@ -252,7 +258,7 @@ pub(crate) fn kv_cache(
             .times(div_ceil(shape.kv_heads, placement.tensor), "kv_heads")?
             .times(tokens, "tokens")?
             .times(sessions, "sessions")?
-            .bytes_each(Ratio::int(8), "fp32 scale + zero")?;
+            .bytes_each(Ratio::int(bytes), what)?;
         total = super::calc::add(total, scales.value()?)?;
         terms.push(scales.terms());
     }

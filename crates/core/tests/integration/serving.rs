@@ -160,3 +160,22 @@ fn lmdeploy_takes_80_percent_of_what_the_weights_leave_in_blocks_of_64_tokens() 
     let pool = half[0].devices[0].kv_pool.clone().expect("a pool");
     assert_eq!(pool.tokens, free / 2 / (64 * KV_PER_TOKEN) * 64);
 }
+
+#[test]
+fn lmdeploy_quantizes_its_cache_with_a_16_bit_scale_and_zero_per_token_and_head() {
+    // TurboMind's block (kernels/attention/block.h): per layer, KV head and token, K and V each
+    // hold head_dim × bits / 8 bytes and a 16-bit scale and zero (4 B). Llama 3.1 8B: 32 layers
+    // × 8 KV heads × 2 × (128 + 4) B at int8, × 2 × (64 + 4) B at int4.
+    for (kv, per_token) in [("int8", 32 * 8 * 2 * 132), ("int4", 32 * 8 * 2 * 68)] {
+        let checks = evaluate(&source("lmdeploy", &format!("; kv_cache {kv}"), "h100-sxm-80gb"));
+        let pool = checks[0].devices[0].kv_pool.clone().expect("a pool");
+        assert_eq!(pool.bytes.0, pool.tokens * per_token, "{kv}");
+        // Its own name says the same.
+        let named =
+            evaluate(&source("lmdeploy", &format!("; kv_cache lmdeploy-{kv}"), "h100-sxm-80gb"));
+        assert_eq!(named[0].devices[0].kv_pool.clone().expect("a pool"), pool, "{kv}");
+    }
+    // Outside LMDeploy, `int8` is the plain type: no scales beside it.
+    let plain = evaluate(&source("pytorch", "; kv_cache int8", "h100-sxm-80gb"));
+    assert_eq!(component(&plain[0], "KV cache"), 32 * 8 * 2 * 128 * 8192 * 16);
+}
