@@ -195,6 +195,7 @@ pub(super) fn device_components_reusing(
             attention: inference.attention,
             precision: inference.activations,
             sorting_sampler: workload.runtime == Runtime::Vllm,
+            outputs_to_first: workload.runtime == Runtime::PyTorch,
             dequantized: llm::dequantized_copies(
                 inference.weights,
                 inference.activations,

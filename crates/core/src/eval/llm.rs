@@ -360,6 +360,10 @@ pub(crate) struct Step {
     /// llama.cpp's compute graph (ggml) rather than PyTorch's: eager scores kept once in F32,
     /// and the KQ mask, a graph input, beside every layer ([`kq_mask`]).
     pub ggml: bool,
+    /// A model split over GPUs by accelerate (`device_map`) returns its outputs on the first
+    /// GPU: the hook on the whole model (`AlignDevicesHook(io_same_device=True)`) copies the
+    /// fp32 logits there at the end of each forward pass, after the first GPU's layers ran.
+    pub outputs_to_first: bool,
 }
 
 /// ggml's KQ mask: one row of `key_length` cells (every cell of llama.cpp's cache, which its
@@ -541,12 +545,42 @@ pub(crate) fn forward_step(
     let (logits_bytes, logits_formula) = if step.sorting_sampler {
         sorting_sampler(rows, shape, step, hidden_bytes)?
     } else {
-        // Logits are upcast to fp32 for sampling or the loss (DOMAIN.md §4.1).
+        // Logits are upcast to fp32 for sampling or the loss (DOMAIN.md §4.1): the head's
+        // output in the activations' type is alive beside its fp32 copy while `.float()` makes
+        // it (transformers' `logits = logits.float()`). llama.cpp's graph writes fp32 logits.
+        let upcast_from = if step.ggml || step.precision == Precision::Fp32 {
+            None
+        } else {
+            Some(step.precision)
+        };
+        let (per_logit, what) = match upcast_from {
+            Some(p) => (
+                Ratio::int(4).checked_add(p.bytes_per_element()).ok_or(Overflow)?,
+                formula!("fp32 + the {} output it is cast from", p.name()),
+            ),
+            None => (Ratio::int(4), "fp32".to_string()),
+        };
         let logits = Product::new()
             .times(rows, "rows")?
             .times(shape.vocab, "vocab")?
-            .bytes_each(Ratio::int(4), "fp32")?;
+            .bytes_each(per_logit, what)?;
         (logits.value()?, formula!("logits {}", logits.terms()))
+    };
+    // The first of several pipeline stages gets the logits back, when its layers are done.
+    let returned = if step.outputs_to_first && placement.stage == 0 && placement.stages > 1 {
+        let copy = Product::new()
+            .times(logit_rows, "rows")?
+            .times(shape.vocab, "vocab")?
+            .bytes_each(Ratio::int(4), "fp32")?;
+        Some((copy.value()?, copy.terms()))
+    } else {
+        None
+    };
+    let (logits_bytes, logits_formula) = match returned {
+        Some((bytes, terms)) if rows == 0 => {
+            (bytes, formula!("logits returned to the first GPU {terms}"))
+        }
+        _ => (logits_bytes, logits_formula),
     };
     let peak = attention_bytes.max(mlp_bytes).max(logits_bytes);
     let formula = formula!(

@@ -234,8 +234,9 @@ fn bitsandbytes_4_bit_prefill_holds_the_widest_matrix_dequantized() {
     let matrix = 4096 * 14_336;
     assert_eq!(peak(source("nf4", 512, "")), mlp + matrix * 2);
     assert_eq!(peak(source("nf4", 512, "compute fp32")), mlp + matrix * (2 + 4));
-    // One token takes bitsandbytes' gemv kernel, and other formats read their packed weights.
-    assert_eq!(peak(source("nf4", 1, "compute fp32")), 128_256 * 4);
+    // One token takes bitsandbytes' gemv kernel, and other formats read their packed weights:
+    // the step peaks at its one row of logits, the fp32 copy beside the 16-bit head output.
+    assert_eq!(peak(source("nf4", 1, "compute fp32")), 128_256 * (4 + 2));
     assert_eq!(peak(source("int4", 512, "compute fp32")), mlp);
 }
 
@@ -1478,4 +1479,28 @@ fn a_trained_head_run_in_chunks_adds_one_chunk_s_gradient_contribution_to_the_lo
         )
     };
     assert_eq!(whole("method full"), whole("method lora { rank 8; targets q v }"));
+}
+
+#[test]
+fn prompt_logits_are_cast_to_fp32_beside_their_16_bit_output() {
+    // transformers before 4.45 returns the logits of every prompt position and upcasts them
+    // (`logits = logits.float()`): the bf16 head output and its fp32 copy, 6 B per logit.
+    let source = |weights: &str, split: &str| {
+        format!(
+            "workload w {{ model qwen2.5-7b; runtime pytorch; inference {{ weights {weights}; context 4096 tokens; logits all }} }}\ncheck w on {split}"
+        )
+    };
+    let step = |s: String, device: usize| bytes(&evaluate(&s)[0], device, "forward-step peak");
+    let logits = 4096 * 152_064;
+    assert_eq!(step(source("bf16", "h200-sxm"), 0), logits * 6);
+    // Computed in fp32, there is nothing to cast.
+    assert_eq!(step(source("fp32", "h200-sxm"), 0), logits * 4);
+    // Split over two GPUs by accelerate, the outputs come back to the first: its step holds the
+    // fp32 copy of the logits (more than its layers' MLP, 3 × 4,096 × 18,944 × 2 B).
+    let split = source("bf16", "2 x h200-sxm split pipeline 2");
+    assert_eq!(step(split.clone(), 1), logits * 6);
+    assert_eq!(step(split, 0), logits * 4);
+    // Another runtime keeps them where the head ran.
+    let tgi = source("bf16", "2 x h200-sxm split pipeline 2").replace("pytorch", "tgi");
+    assert!(step(tgi, 0) < logits * 4);
 }
