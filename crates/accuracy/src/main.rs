@@ -7,7 +7,8 @@
 //!
 //! `DATA` defaults to `<workspace>/../shared/data/measured-peaks.json`. `--markdown` also writes
 //! the report as Markdown (docs/accuracy.md); `--show` prints one point's generated source or its
-//! reasons; `--fit-bands` prints the band margins the compared peaks support (see `bands`). Exit codes: 0 the report was made (whatever the figures), 1 a generated source failed
+//! reasons; `--fit-bands` prints the band margins the compared peaks of `DATA` and of the
+//! project's checks (`data/`) support together (see `bands`). Exit codes: 0 the report was made (whatever the figures), 1 a generated source failed
 //! to check (a harness bug), 2 the data could not be read or the command line is wrong.
 
 #![allow(clippy::print_stdout, clippy::print_stderr, reason = "a command-line tool prints")]
@@ -82,12 +83,27 @@ fn main() -> ExitCode {
         return show(&run, id);
     }
     if args.fit_bands {
-        print!("{}", report::text::bands(&run));
+        // The margins are fitted over the dev set and the project's checks together.
+        let all = match vram_accuracy::bands::all_points(points) {
+            Ok(all) => all,
+            Err(error) => {
+                eprintln!("a check's data set does not parse: {error}");
+                return ExitCode::from(2);
+            }
+        };
+        print!("{}", report::text::bands(&vram_accuracy::run(&all)));
         return ExitCode::SUCCESS;
     }
     print!("{}", report::text::render(&run, &shown));
     if let Some(path) = &args.markdown {
-        let page = report::markdown::render(&run, &points, &shown);
+        let fitted = match vram_accuracy::bands::all_points(points.clone()) {
+            Ok(all) => vram_accuracy::run(&all),
+            Err(error) => {
+                eprintln!("a check's data set does not parse: {error}");
+                return ExitCode::from(2);
+            }
+        };
+        let page = report::markdown::render(&run, &fitted, &points, &shown);
         if let Err(error) = std::fs::write(path, page) {
             eprintln!("cannot write {}: {error}", path.display());
             return ExitCode::from(2);

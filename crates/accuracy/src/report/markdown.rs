@@ -80,8 +80,9 @@ The estimate is then read in the same terms as the measurement:
   width solved from the stated parameter count (an assumption; a mixture of experts is not).
 ";
 
-/// The whole page.
-pub fn render(run: &Run, points: &[crate::data::Point], data_path: &str) -> String {
+/// The whole page; its band widths are those fitted over `fitted` (the dev set and the checks:
+/// [`crate::bands::all_points`]).
+pub fn render(run: &Run, fitted: &Run, points: &[crate::data::Point], data_path: &str) -> String {
     let mut out = String::new();
     let c = counts(run);
     out.push_str("# Accuracy benchmark\n\n");
@@ -108,7 +109,7 @@ pub fn render(run: &Run, points: &[crate::data::Point], data_path: &str) -> Stri
     out.push_str(CHANGES);
     out.push_str(RULES);
     out.push('\n');
-    band_widths(&mut out, run);
+    band_widths(&mut out, fitted);
     assumptions(&mut out, run);
     compared(&mut out, run);
     verdicts(&mut out, run);
@@ -150,7 +151,8 @@ fn band_widths(out: &mut String, run: &Run) {
     out.push_str("## Band widths\n\n");
     out.push_str(
         "The measured part of each band: how far below and above the estimate the compared peaks \
-         of each kind fall, in thousandths of the device total (95th percentile of each side, \
+         of each kind fall, this data set's and the crate's own checks' (`crates/accuracy/data/`) \
+         together, in thousandths of the device total (95th percentile of each side, \
          see `crates/accuracy/src/bands.rs`). The core's constants are these fits rounded up to \
          the next 10 ‰; `cargo run -p vram-accuracy --release -- --fit-bands` prints them.\n\n",
     );
