@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use super::calc::{self, Overflow, div_ceil, formula};
 use super::{
     Placement, diffusion, diffusion_training, headroom_for, kv_quantized, llm, params, pool,
-    runtime, serving, training,
+    prefill, runtime, serving, training,
 };
 use crate::budget::{Component, HeldBy, KvPool, Provenance};
 use crate::bytes::{Bytes, GIB};
@@ -205,6 +205,25 @@ pub(super) fn device_components_reusing(
             ggml,
         };
         components.extend(llm::forward_step(shape, placement, &step)?);
+        // A growing cache meets the prefill with the prompt's KV only (`prefill.rs`).
+        let growing = matches!(
+            layout,
+            crate::hir::CacheLayout::Concatenated | crate::hir::CacheLayout::Tuple
+        );
+        let prompt_tokens = div_ceil(tokens, sessions.max(1)).min(inference.context);
+        if growing && source.is_none() && prompt_tokens < inference.context {
+            let held = |name: &str| components.iter().find(|c| c.name == name).map(|c| c.bytes);
+            let whole = held("KV cache").unwrap_or(Bytes::ZERO);
+            let copy = held("KV cache: previous copy while growing").unwrap_or(Bytes::ZERO);
+            let prompt =
+                llm::kv_cache(shape, placement, inference.kv_cache, prompt_tokens, sessions, 1)?;
+            let generated = Bytes(whole.0.saturating_sub(prompt.bytes.0).saturating_add(copy.0));
+            let what = formula!(
+                "the KV of the {} generated tokens per session and the copy its growth makes",
+                inference.context - prompt_tokens
+            );
+            prefill::yield_to_generated(&mut components, generated, &what);
+        }
         if let Some(rule) = rule {
             let model = workload.model.as_deref().unwrap_or_default();
             let per_token = reuse.kv_per_token(model, placement, inference.kv_cache, || {

@@ -16,6 +16,7 @@ mod kv_quantized;
 pub(crate) mod llm;
 pub(crate) mod params;
 mod pool;
+mod prefill;
 
 pub use band::measured_margins;
 pub use params::parameter_count;

@@ -1504,3 +1504,30 @@ fn prompt_logits_are_cast_to_fp32_beside_their_16_bit_output() {
     let tgi = source("bf16", "2 x h200-sxm split pipeline 2").replace("pytorch", "tgi");
     assert!(step(tgi, 0) < logits * 4);
 }
+
+#[test]
+fn a_growing_cache_meets_the_prefill_with_the_prompts_keys_and_values_only() {
+    // transformers' DynamicCache: 30,720 prompt tokens, 2,048 generated. At the prefill the
+    // cache holds the prompt's KV; the generated tokens' KV (and the copy one layer's growth
+    // makes) arrive after the prefill's intermediates are gone, so those count only beyond it.
+    let source = |prefill: u64| {
+        format!(
+            "workload w {{ model qwen2.5-7b; runtime pytorch; inference {{ weights bf16; context 32768 tokens; prefill_chunk {prefill} tokens }} }}\ncheck w on h200-sxm"
+        )
+    };
+    let check = &evaluate(&source(30_720))[0];
+    let per_token = 28 * 4 * 128 * 2 * 2;
+    let copy = bytes(check, 0, "KV cache: previous copy while growing");
+    // `bytes` sums the components whose names start so: the cache and its copy.
+    assert_eq!(bytes(check, 0, "KV cache") - copy, 32_768 * per_token);
+    assert_eq!(copy, 32_768 * per_token / 28);
+    // The MLP's gate, up and product over the prompt, less the generated tokens' KV and the copy.
+    let mlp = 3 * 30_720 * 18_944 * 2;
+    assert_eq!(bytes(check, 0, "forward-step peak"), mlp - (2_048 * per_token + copy));
+    // The device holds the larger of the prefill and the generation's end.
+    let hidden = 2 * 30_720 * 3_584 * 2;
+    assert_eq!(bytes(check, 0, "hidden states"), hidden);
+    // A prompt that is the whole context generates nothing: its step keeps every byte.
+    let whole = &evaluate(&source(32_768))[0];
+    assert_eq!(bytes(whole, 0, "forward-step peak"), 3 * 32_768 * 18_944 * 2);
+}
