@@ -196,6 +196,11 @@ pub(super) fn device_components_reusing(
             precision: inference.activations,
             sorting_sampler: workload.runtime == Runtime::Vllm,
             outputs_to_first: workload.runtime == Runtime::PyTorch,
+            held_inputs: match (&workload.runtime, placement.stage) {
+                (Runtime::PyTorch, 0) => 2,
+                (Runtime::PyTorch, _) => 1,
+                _ => 0,
+            },
             dequantized: llm::dequantized_copies(
                 inference.weights,
                 inference.activations,

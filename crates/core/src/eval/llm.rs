@@ -364,6 +364,11 @@ pub(crate) struct Step {
     /// GPU: the hook on the whole model (`AlignDevicesHook(io_same_device=True)`) copies the
     /// fp32 logits there at the end of each forward pass, after the first GPU's layers ran.
     pub outputs_to_first: bool,
+    /// Hidden-sized tensors the framework keeps referenced around a layer beside its residual
+    /// and normed input: transformers' model forward keeps `inputs_embeds` (on the first stage)
+    /// and its layer loop the layer's input while the layer runs, so 2 on the first stage and 1
+    /// on later ones; 0 for runtimes whose layers take the stream in place.
+    pub held_inputs: u64,
 }
 
 /// ggml's KQ mask: one row of `key_length` cells (every cell of llama.cpp's cache, which its
@@ -469,8 +474,16 @@ pub(crate) fn forward_step(
     let elem = step.precision.bytes_per_element();
     let name = step.precision.name();
     let t = placement.tensor;
+    let hidden_tensors = match step.held_inputs {
+        0 => (2, "(residual and normed input)"),
+        1 => (3, "(the layer's input the loop keeps, residual and normed input)"),
+        _ => (
+            4,
+            "(the input embeddings and the layer's input the forward keeps, residual and normed input)",
+        ),
+    };
     let (hidden_bytes, hidden_formula) = Product::new()
-        .times(2, "(residual and normed input)")?
+        .times(hidden_tensors.0, hidden_tensors.1)?
         .times(step.tokens, "tokens")?
         .times(shape.hidden, "hidden")?
         .bytes_each(elem, name.clone())?

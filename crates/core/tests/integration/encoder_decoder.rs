@@ -129,8 +129,9 @@ fn inference_caches_the_decoder_and_the_cross_attention_once() {
     // Cross-attention K/V over the 512 source tokens, computed once.
     assert_eq!(bytes(check, "cross-attention K/V"), 2 * 24 * 32 * 128 * 512 * 2);
     assert_eq!(bytes(check, "encoder output"), 512 * 1024 * 2);
-    // The step's hidden states are the encoder pass over the source.
-    assert_eq!(bytes(check, "hidden states"), 2 * 512 * 1024 * 2);
+    // The step's hidden states are the encoder pass over the source: transformers keeps the
+    // input embeddings and each block's input beside its residual and normed input.
+    assert_eq!(bytes(check, "hidden states"), 4 * 512 * 1024 * 2);
 }
 
 #[test]

@@ -1524,9 +1524,16 @@ fn a_growing_cache_meets_the_prefill_with_the_prompts_keys_and_values_only() {
     // The MLP's gate, up and product over the prompt, less the generated tokens' KV and the copy.
     let mlp = 3 * 30_720 * 18_944 * 2;
     assert_eq!(bytes(check, 0, "forward-step peak"), mlp - (2_048 * per_token + copy));
-    // The device holds the larger of the prefill and the generation's end.
-    let hidden = 2 * 30_720 * 3_584 * 2;
+    // Around each layer transformers keeps four hidden-sized tensors: the input embeddings (the
+    // model's `inputs_embeds`) and the layer's input (the layer loop's variable), the residual
+    // and the normed input.
+    let hidden = 4 * 30_720 * 3_584 * 2;
     assert_eq!(bytes(check, 0, "hidden states"), hidden);
+    // A later pipeline stage has no embeddings; another runtime takes the stream in place.
+    let staged = source(30_720).replace("on h200-sxm", "on 2 x h200-sxm split pipeline 2");
+    assert_eq!(bytes(&evaluate(&staged)[0], 1, "hidden states"), 3 * 30_720 * 3_584 * 2);
+    let tgi = source(30_720).replace("runtime pytorch", "runtime tgi");
+    assert_eq!(bytes(&evaluate(&tgi)[0], 0, "hidden states"), 2 * 30_720 * 3_584 * 2);
     // A prompt that is the whole context generates nothing: its step keeps every byte.
     let whole = &evaluate(&source(32_768))[0];
     assert_eq!(bytes(whole, 0, "forward-step peak"), 3 * 32_768 * 18_944 * 2);
