@@ -83,25 +83,18 @@ fn main() -> ExitCode {
         return show(&run, id);
     }
     if args.fit_bands {
-        // The margins are fitted over the dev set and the project's checks together.
-        let all = match vram_accuracy::bands::all_points(points) {
-            Ok(all) => all,
-            Err(error) => {
-                eprintln!("a check's data set does not parse: {error}");
-                return ExitCode::from(2);
-            }
+        let fitted = match fitted_run(points) {
+            Ok(fitted) => fitted,
+            Err(code) => return code,
         };
-        print!("{}", report::text::bands(&vram_accuracy::run(&all)));
+        print!("{}", report::text::bands(&fitted));
         return ExitCode::SUCCESS;
     }
     print!("{}", report::text::render(&run, &shown));
     if let Some(path) = &args.markdown {
-        let fitted = match vram_accuracy::bands::all_points(points.clone()) {
-            Ok(all) => vram_accuracy::run(&all),
-            Err(error) => {
-                eprintln!("a check's data set does not parse: {error}");
-                return ExitCode::from(2);
-            }
+        let fitted = match fitted_run(points.clone()) {
+            Ok(fitted) => fitted,
+            Err(code) => return code,
         };
         let page = report::markdown::render(&run, &fitted, &points, &shown);
         if let Err(error) = std::fs::write(path, page) {
@@ -115,6 +108,17 @@ fn main() -> ExitCode {
         return ExitCode::from(1);
     }
     ExitCode::SUCCESS
+}
+
+/// The run the band margins are fitted over: `points` and the project's checks together.
+fn fitted_run(points: Vec<vram_accuracy::data::Point>) -> Result<vram_accuracy::Run, ExitCode> {
+    match vram_accuracy::bands::all_points(points) {
+        Ok(all) => Ok(vram_accuracy::run(&all)),
+        Err(error) => {
+            eprintln!("a check's data set does not parse: {error}");
+            Err(ExitCode::from(2))
+        }
+    }
 }
 
 /// Prints one point's source (or its reasons).

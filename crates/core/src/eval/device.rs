@@ -195,12 +195,7 @@ pub(super) fn device_components_reusing(
             attention: inference.attention,
             precision: inference.activations,
             sorting_sampler: workload.runtime == Runtime::Vllm,
-            outputs_to_first: workload.runtime == Runtime::PyTorch,
-            held_inputs: match (&workload.runtime, placement.stage) {
-                (Runtime::PyTorch, 0) => 2,
-                (Runtime::PyTorch, _) => 1,
-                _ => 0,
-            },
+            transformers: workload.runtime == Runtime::PyTorch,
             dequantized: llm::dequantized_copies(
                 inference.weights,
                 inference.activations,

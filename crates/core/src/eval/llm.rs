@@ -360,15 +360,13 @@ pub(crate) struct Step {
     /// llama.cpp's compute graph (ggml) rather than PyTorch's: eager scores kept once in F32,
     /// and the KQ mask, a graph input, beside every layer ([`kq_mask`]).
     pub ggml: bool,
-    /// A model split over GPUs by accelerate (`device_map`) returns its outputs on the first
-    /// GPU: the hook on the whole model (`AlignDevicesHook(io_same_device=True)`) copies the
-    /// fp32 logits there at the end of each forward pass, after the first GPU's layers ran.
-    pub outputs_to_first: bool,
-    /// Hidden-sized tensors the framework keeps referenced around a layer beside its residual
-    /// and normed input: transformers' model forward keeps `inputs_embeds` (on the first stage)
-    /// and its layer loop the layer's input while the layer runs, so 2 on the first stage and 1
-    /// on later ones; 0 for runtimes whose layers take the stream in place.
-    pub held_inputs: u64,
+    /// The model runs as a transformers model (`runtime pytorch`). Its forward keeps
+    /// `inputs_embeds` (on the first stage) and its layer loop the layer's input referenced while
+    /// a layer runs, beside the residual and normed input; other runtimes' layers take the stream
+    /// in place. And split over GPUs by accelerate (`device_map`), it returns its outputs on the
+    /// first GPU: the hook on the whole model (`AlignDevicesHook(io_same_device=True)`) copies
+    /// the fp32 logits there at the end of each forward pass, after the first GPU's layers ran.
+    pub transformers: bool,
 }
 
 /// ggml's KQ mask: one row of `key_length` cells (every cell of llama.cpp's cache, which its
@@ -474,10 +472,10 @@ pub(crate) fn forward_step(
     let elem = step.precision.bytes_per_element();
     let name = step.precision.name();
     let t = placement.tensor;
-    let hidden_tensors = match step.held_inputs {
-        0 => (2, "(residual and normed input)"),
-        1 => (3, "(the layer's input the loop keeps, residual and normed input)"),
-        _ => (
+    let hidden_tensors = match (step.transformers, placement.stage) {
+        (false, _) => (2, "(residual and normed input)"),
+        (true, 1..) => (3, "(the layer's input the loop keeps, residual and normed input)"),
+        (true, 0) => (
             4,
             "(the input embeddings and the layer's input the forward keeps, residual and normed input)",
         ),
@@ -580,7 +578,7 @@ pub(crate) fn forward_step(
         (logits.value()?, formula!("logits {}", logits.terms()))
     };
     // The first of several pipeline stages gets the logits back, when its layers are done.
-    let returned = if step.outputs_to_first && placement.stage == 0 && placement.stages > 1 {
+    let returned = if step.transformers && placement.stage == 0 && placement.stages > 1 {
         let copy = Product::new()
             .times(logit_rows, "rows")?
             .times(shape.vocab, "vocab")?
