@@ -193,6 +193,13 @@ fn compare(check: &CheckBudget, expressed: &Expressed, target: &Target) -> Outco
                 )]);
             }
         },
+        // A runtime that pre-allocates a pool logs the pool as its KV cache (vLLM's "KV cache
+        // size", SGLang's "KV Cache is allocated"): what the sessions use is a part of it.
+        Target::Component { selector: Selector::KvCache, .. }
+            if kv_pool(check, scope).is_some() =>
+        {
+            kv_pool(check, scope).unwrap_or_default()
+        }
         Target::Component { selector, .. } => combine(&|d| {
             d.components.iter().filter(|c| selector.includes(c)).map(|c| float(c.bytes)).sum()
         }),

@@ -102,6 +102,8 @@ impl Assumption {
 pub mod assume {
     pub const PROMPT_NOT_STATED: &str =
         "prompt length not stated: counted as 0 tokens (context = generated tokens)";
+    pub const PROMPT_ONLY: &str =
+        "generated tokens not stated: the context is the prompt alone (its forward pass)";
     pub const PROMPT_APPROXIMATE: &str = "prompt length approximate (`~N`): N tokens";
     pub const FUSED_QKV_LORA: &str = "LoRA on a fused projection (Qwen's c_attn, \
          query_key_value, qkv_proj, gate_up_proj) counted as separate adapters (< 2 % of the peak)";

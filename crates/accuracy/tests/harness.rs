@@ -229,7 +229,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 20);
+    assert_eq!(run.results.len(), 26);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -244,6 +244,24 @@ fn points_in_other_wordings_are_expressed() {
     assert!(source("U-019").contains("runtime sglang"), "{}", source("U-019"));
     assert!(source("U-019").contains("memory_fraction 85 %"), "{}", source("U-019"));
     assert!(source("U-020").contains("runtime tgi"), "{}", source("U-020"));
+    // llama.cpp's window from its command line (`-c`), not the prompt it was given.
+    assert!(source("U-021").contains("context  8192 tokens"), "{}", source("U-021"));
+    // A rank without modules: PEFT's own defaults; LLaMA-Factory's `all` after the rank.
+    assert!(source("U-022").contains("targets q v\n"), "{}", source("U-022"));
+    assert!(source("U-022").contains("objective     dpo"), "{}", source("U-022"));
+    assert!(source("U-026").contains("targets all"), "{}", source("U-026"));
+    // Stable Diffusion 3 loaded with `text_encoder_3=None`.
+    assert!(
+        source("U-023").contains("text_encoders clip-l-text clip-g-text\n"),
+        "{}",
+        source("U-023")
+    );
+    // FSDP-QLoRA's tool is PyTorch; the parameters go to the CPU with FSDP's offload.
+    assert!(source("U-025").contains("runtime pytorch"), "{}", source("U-025"));
+    // A pooling server's "KV cache" is its pool.
+    let pooled = run.results.iter().find(|r| r.id == "U-024").expect("U-024 was run");
+    let Outcome::Compared(pooled) = &pooled.outcome else { panic!("U-024: {:?}", pooled.outcome) };
+    assert!(pooled.estimate < 80.0 * 1024f64.powi(3), "the pool fits the GPU: {}", pooled.estimate);
     for (point, result) in points.iter().zip(&run.results) {
         assert!(
             matches!(result.outcome, Outcome::Compared(_)),

@@ -385,6 +385,26 @@ impl Cx<'_> {
             "megatron",
             "nemo",
             "colossalai",
+            // Training tools built on PyTorch (and its FSDP), whose memory is PyTorch's.
+            "fsdp",
+            "fsdp_qlora",
+            "swift",
+            "xtuner",
+            "openrlhf",
+            "verl",
+            "litgpt",
+            "lit-gpt",
+            "nanogpt",
+            "composer",
+            "llm-foundry",
+            "fairseq",
+            "timm",
+            "sentence-transformers",
+            "kohya",
+            "sd-scripts",
+            "simpletuner",
+            "ai-toolkit",
+            "onetrainer",
         ]
         .iter()
         .any(|w| framework.contains(w))

@@ -543,7 +543,7 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
 
 /// The section's lines, or `None` when a gap stops it.
 pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
-    let pipeline = match pipeline(&cx.point.model) {
+    let mut pipeline = match pipeline(&cx.point.model) {
         Ok(pipeline) => pipeline,
         Err(gaps) => {
             for gap in gaps {
@@ -552,6 +552,12 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
             return None;
         }
     };
+    if pipeline.encoders == [Encoder::T5, Encoder::ClipL, Encoder::ClipG] && drops_t5(cx.point) {
+        // StableDiffusion3Pipeline.from_pretrained(..., text_encoder_3=None): the T5 prompt
+        // embeddings become zeros of the same shape, so the joint tokens stay as they are.
+        cx.assume(assume::PIPELINE_DEFAULT, "the T5 encoder left out (text_encoder_3=None)");
+        pipeline.encoders = &[Encoder::ClipL, Encoder::ClipG];
+    }
     let resolution = match &pipeline.video {
         Some(video) if !states_size(cx) => {
             let text = cx.point.image_or_video.clone().unwrap_or_default().to_lowercase();
@@ -1073,6 +1079,23 @@ fn precisions(
     let encoders =
         all.iter().map(|encoder| if quantized.contains(encoder) { scheme } else { base }).collect();
     Some((base, scheme, encoders))
+}
+
+/// Whether the point runs Stable Diffusion 3 without its T5 encoder (`text_encoder_3=None`,
+/// "without T5", "T5 dropped").
+fn drops_t5(point: &crate::data::Point) -> bool {
+    let text = point.all_text().replace(' ', "");
+    [
+        "text_encoder_3=none",
+        "text_encoder_3:none",
+        "withoutt5",
+        "t5dropped",
+        "dropt5",
+        "droppingt5",
+        "t5removed",
+    ]
+    .iter()
+    .any(|phrase| text.contains(phrase))
 }
 
 /// The dtype a source's script loads its pipeline in before casting it to the row's type.

@@ -291,6 +291,15 @@ fn context(
         prompt.saturating_add(output)
     } else if let Some(tokens) = number_after(&settings, "max_model_len") {
         tokens
+    } else if let Some(tokens) = ggml_context(&settings).filter(|_| runtime == Runtime::LlamaCpp) {
+        // llama.cpp sizes its KV cache for the whole context window at load.
+        tokens
+    } else if prompt > 0 {
+        cx.assume(
+            assume::PROMPT_ONLY,
+            format!("{prompt} prompt tokens, no generated tokens stated"),
+        );
+        prompt
     } else if weights_only(selector) {
         cx.assume(
             assume::STAND_IN,
@@ -314,6 +323,19 @@ fn context(
         Runtime::Lmdeploy => number_after(&settings.replace('-', "_"), "max_prefill_token_num"),
     };
     Some((context, prefill, None))
+}
+
+/// The context window a llama.cpp or Ollama run states (`n_ctx 4096`, `-c 8192`, `num_ctx`,
+/// `--ctx-size`).
+fn ggml_context(settings: &str) -> Option<u64> {
+    let lower = settings.to_lowercase().replace('-', "_");
+    ["n_ctx", "num_ctx", "ctx_size", "context size", "context window"]
+        .iter()
+        .find_map(|key| number_after(&lower, key))
+        .or_else(|| {
+            let words: Vec<&str> = lower.split_whitespace().collect();
+            words.windows(2).find_map(|w| (w[0] == "_c").then(|| leading_number(w[1])).flatten())
+        })
 }
 
 /// Whether the compared components are the weights (and memory outside the allocator), which

@@ -543,4 +543,67 @@ mod tests {
         assert!(expressed.source.contains("cache_layout tuple"));
         assert!(labels(&Ok(expressed)).contains(&assume::TUPLE_CACHE));
     }
+
+    /// A Llama 2 7B point of another source, with `changes` applied.
+    fn llama_point(changes: &str) -> Point {
+        let defaults = serde_json::json!({
+            "id": "U-001", "source_id": "U", "workload": "llm_inference",
+            "model": "meta-llama/Llama-2-7b-hf", "framework": "transformers",
+            "weight_precision": "fp16", "quantization": "none", "batch_size": 1, "num_gpus": 1,
+            "gpu_type": "A100 80GB", "measurement_method": "torch.cuda.max_memory_allocated",
+            "measured_kind": "peak", "value": 14.0, "unit": "GB", "quality": "B"
+        });
+        test_point(defaults, changes)
+    }
+
+    #[test]
+    fn a_prompt_without_generated_tokens_is_the_context() {
+        let expressed = express(&llama_point(r#"{"input_tokens": "512"}"#)).expect("expressible");
+        assert!(expressed.source.contains("context  512 tokens"), "{}", expressed.source);
+        assert!(labels(&Ok(expressed)).contains(&assume::PROMPT_ONLY));
+        // llama.cpp allocates its cache for the window it is given, whatever the prompt.
+        let ggml = llama_point(
+            r#"{"framework": "llama.cpp", "weight_precision": "Q4_K_M", "input_tokens": "512",
+                "quantization": "GGUF Q4_K_M", "other_settings": "-c 4096, -ngl 99"}"#,
+        );
+        let expressed = express(&ggml).expect("expressible");
+        assert!(expressed.source.contains("context  4096 tokens"), "{}", expressed.source);
+    }
+
+    #[test]
+    fn a_rank_without_targets_takes_the_tools_defaults() {
+        let point = |framework: &str| {
+            llama_point(&format!(
+                r#"{{"workload": "training_lora", "framework": "{framework}",
+                    "finetune_method": "LoRA r=16", "optimizer": "adamw_torch",
+                    "seq_len": 512, "activation_checkpointing": true}}"#
+            ))
+        };
+        let peft = express(&point("TRL SFTTrainer + PEFT")).expect("expressible");
+        assert!(peft.source.contains("targets q v\n"), "{}", peft.source);
+        let unsloth = express(&point("Unsloth")).expect("expressible");
+        assert!(unsloth.source.contains("targets all\n"), "{}", unsloth.source);
+        assert!(labels(&Ok(unsloth)).contains(&assume::RUNTIME_DEFAULT));
+    }
+
+    #[test]
+    fn stable_diffusion_3_without_t5_loads_two_encoders() {
+        let point = |settings: &str| {
+            llama_point(&format!(
+                r#"{{"workload": "diffusion_inference",
+                    "model": "stabilityai/stable-diffusion-3-medium-diffusers",
+                    "framework": "diffusers", "image_or_video": "1024x1024",
+                    "other_settings": "{settings}"}}"#
+            ))
+        };
+        let without =
+            express(&point("text_encoder_3=None, tokenizer_3=None")).expect("expressible");
+        assert!(
+            without.source.contains("text_encoders clip-l-text clip-g-text\n"),
+            "{}",
+            without.source
+        );
+        let with = express(&point("28 steps")).expect("expressible");
+        assert!(with.source.contains("t5-xxl-encoder"), "{}", with.source);
+    }
 }

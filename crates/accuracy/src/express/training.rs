@@ -190,6 +190,10 @@ fn method(
             QWEN_FINETUNE_TARGETS.iter().map(ToString::to_string).collect()
         })
     });
+    let modules = match (modules, rank, family) {
+        (None, Some(_), Some(family)) => Some(default_targets(cx, family)),
+        (modules, ..) => modules,
+    };
     let (Some(rank), Some(modules)) = (rank, modules) else {
         cx.gap(Gap::data(data::LORA_SETUP, text));
         return None;
@@ -594,6 +598,36 @@ fn modules(text: &str) -> Option<Vec<String>> {
     listed().or_else(|| named_modules(text))
 }
 
+/// The targets a tool adapts when the source states a rank but no modules: Unsloth's notebooks
+/// and LLaMA-Factory (`lora_target` defaults to `all` since 0.8) adapt every projection; PEFT
+/// itself adapts its per-architecture defaults (`TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING`:
+/// `q_proj` and `v_proj` for Llama-style models, `c_attn` for Qwen v1, `q` and `v` for T5).
+fn default_targets(cx: &mut Cx<'_>, family: Family) -> Vec<String> {
+    let framework = cx.point.framework.to_lowercase();
+    let every = ["unsloth", "llama-factory", "llamafactory", "llama factory"]
+        .iter()
+        .find(|tool| framework.contains(**tool));
+    let (names, why): (&[&str], String) = match (every, family) {
+        (Some(tool), Family::Llama) => (
+            &LLAMA_PROJECTIONS,
+            format!("LoRA targets not stated: every projection ({tool}'s default)"),
+        ),
+        (_, Family::QwenV1) => {
+            (&["c_attn"], "LoRA targets not stated: PEFT's default for Qwen v1, c_attn".into())
+        }
+        (_, Family::T5) => {
+            (&["q", "v"], "LoRA targets not stated: PEFT's default for T5, q and v".into())
+        }
+        (_, Family::Llama) => (
+            &["q_proj", "v_proj"],
+            "LoRA targets not stated: PEFT's default for Llama-style models, q_proj and v_proj"
+                .into(),
+        ),
+    };
+    cx.assume(assume::RUNTIME_DEFAULT, why);
+    names.iter().map(ToString::to_string).collect()
+}
+
 /// Llama-style projection names, the targets PEFT's `all-linear` adapts in such a model.
 const LLAMA_PROJECTIONS: [&str; 7] =
     ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
@@ -645,6 +679,12 @@ fn adapts_every_linear(lower: &str) -> bool {
         || words.windows(2).any(|pair| {
             matches!(pair[0], "target" | "targets" | "lora_target" | "target_modules")
                 && pair[1] == "all"
+                || pair[0] == "all"
+                    && matches!(pair[1], "layers" | "modules" | "projections" | "linears" | "matrices")
+        })
+        // `LoRA rank 8 all`: the word right after the rank.
+        || words.windows(3).any(|w| {
+            matches!(w[0], "r" | "rank") && w[1].parse::<u64>().is_ok() && w[2] == "all"
         })
 }
 
@@ -1034,5 +1074,8 @@ mod tests {
         assert_eq!(rank("qlora r 64 all linear"), Some(64));
         assert_eq!(rank("lora r16, alpha 32"), Some(16));
         assert_eq!(rank("lora on every projection"), None);
+        assert_eq!(modules("LoRA rank 8 all").unwrap().len(), 7);
+        assert_eq!(modules("LoRA r=16 on all modules").unwrap().len(), 7);
+        assert_eq!(modules("LoRA rank 8 all-in-one recipe"), None);
     }
 }
