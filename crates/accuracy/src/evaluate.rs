@@ -169,9 +169,9 @@ fn compare(check: &CheckBudget, expressed: &Expressed, target: &Target) -> Outco
         Scope::SumOfDevices => check.devices.iter().map(value).sum(),
     };
     let views = [
-        combine(&|d| float(d.views.allocated)),
-        combine(&|d| float(d.views.reserved)),
-        combine(&|d| float(d.views.device)),
+        combine(&|d| float(d.views.allocated) + pool_in_place_of_sessions(d)),
+        combine(&|d| float(d.views.reserved) + pool_in_place_of_sessions(d)),
+        combine(&|d| float(d.views.device) + pool_in_place_of_sessions(d)),
     ];
     let mut band = None;
     let estimate = match target {
@@ -231,7 +231,21 @@ fn view_of(device: &DeviceBudget, view: View) -> f64 {
         View::Reserved => device.views.reserved,
         View::Device => device.views.device,
         View::AtRest => return at_rest(device),
-    })
+    }) + pool_in_place_of_sessions(device)
+}
+
+/// A server that pre-allocates a KV pool (vLLM, SGLang, TGI, LMDeploy) holds the whole pool
+/// whatever its sessions need: what a measured peak reads is its budget with the pool in place
+/// of the sessions' KV cache. The difference, in bytes (0 without a pool).
+fn pool_in_place_of_sessions(device: &DeviceBudget) -> f64 {
+    let Some(pool) = &device.kv_pool else { return 0.0 };
+    let sessions: f64 = device
+        .components
+        .iter()
+        .filter(|c| c.category == Category::Cache)
+        .map(|c| float(c.bytes))
+        .sum();
+    float(pool.bytes) - sessions
 }
 
 /// What stays allocated between runs: persistent tensors and the workspaces PyTorch's caching
@@ -257,8 +271,11 @@ fn at_rest(device: &DeviceBudget) -> f64 {
 /// devices adds their bands; a per-device peak is the largest device's.
 fn peak_band(check: &CheckBudget, view: View, scope: Scope) -> [f64; 2] {
     let moved = |d: &DeviceBudget| {
-        let shift = float(d.used) - view_of(d, view);
-        [float(d.band.low) - shift, float(d.band.high) - shift]
+        // A pooling server's band scales with the pool that stands in for its sessions' cache.
+        let used = float(d.used) + pool_in_place_of_sessions(d);
+        let scale = if d.used.0 == 0 { 1.0 } else { used / float(d.used) };
+        let shift = used - view_of(d, view);
+        [float(d.band.low) * scale - shift, float(d.band.high) * scale - shift]
     };
     match scope {
         Scope::SumOfDevices => {

@@ -154,6 +154,20 @@ pub fn read(gpu_type: &str) -> Option<Gpu> {
         catalog(device)
     } else if let Some((device, _)) = GEFORCE.iter().find(|(_, number)| has(number)) {
         catalog(device)
+    } else if let (None, Some((gigabytes, card))) = (memory, usual_memory(&words)) {
+        // A GeForce card named without its memory: declared with the size it usually ships
+        // with; the comparison of a peak does not read it, a verdict does not trust it.
+        let (arch, compute, precisions) = geforce_generation(&words);
+        let device = format!("gpu-{gigabytes}gb");
+        let title = gpu_type.replace(['"', '\\'], "");
+        Gpu {
+            device: device.clone(),
+            declaration: Some(declaration(&device, &title, gigabytes, arch, compute, precisions)),
+            capacity_stated: false,
+            note: Some(format!(
+                "memory not stated: the {card}'s usual {gigabytes} GB, declared as {arch}"
+            )),
+        }
     } else {
         let gigabytes = memory?;
         let (arch, compute, precisions) = geforce_generation(&words);
@@ -204,6 +218,51 @@ const GEFORCE: [(&str, &str); 3] =
 
 const AMPERE_PRECISIONS: &str = "fp32 tf32 fp16 bf16 int8";
 
+/// GeForce cards by model number and suffix, with the memory of their common (or only)
+/// variant, from NVIDIA's specifications pages: `(number, suffix, GB)`; "" is the plain card.
+const GEFORCE_MEMORY: [(&str, &str, u64); 24] = [
+    ("2060", "", 6),
+    ("2070", "", 8),
+    ("2080", "", 8),
+    ("2080", "ti", 11),
+    ("3060", "", 12),
+    ("3060", "ti", 8),
+    ("3070", "", 8),
+    ("3070", "ti", 8),
+    ("3080", "", 10),
+    ("3080", "ti", 12),
+    ("3090", "ti", 24),
+    ("4060", "", 8),
+    ("4060", "ti", 8),
+    ("4070", "", 12),
+    ("4070", "ti", 12),
+    ("4070", "super", 12),
+    ("4080", "", 16),
+    ("4080", "super", 16),
+    ("5060", "ti", 16),
+    ("5070", "", 12),
+    ("5070", "ti", 16),
+    ("5080", "", 16),
+    ("titan", "rtx", 24),
+    ("titan", "v", 12),
+];
+
+/// The usual memory of a GeForce card named without it, and the card's name.
+fn usual_memory(words: &[&str]) -> Option<(u64, String)> {
+    let suffix_of = |at: usize| words.get(at + 1).copied().unwrap_or("");
+    // The most specific entry first: `3080 ti` before `3080`.
+    let found = words.iter().enumerate().find_map(|(at, word)| {
+        let suffix = suffix_of(at);
+        GEFORCE_MEMORY
+            .iter()
+            .find(|(number, s, _)| number == word && !s.is_empty() && *s == suffix)
+            .or_else(|| GEFORCE_MEMORY.iter().find(|(number, s, _)| number == word && s.is_empty()))
+    })?;
+    let (number, suffix, gigabytes) = *found;
+    let name = if suffix.is_empty() { number.to_owned() } else { format!("{number} {suffix}") };
+    Some((gigabytes, name.to_uppercase().replace("TITAN", "Titan")))
+}
+
 /// The memory a wording states: `80gb`, `80g`, `24gib`, or a number followed by `gb`.
 fn stated_memory(words: &[&str]) -> Option<u64> {
     words.iter().enumerate().find_map(|(at, word)| {
@@ -218,6 +277,13 @@ fn stated_memory(words: &[&str]) -> Option<u64> {
 /// A GeForce or RTX workstation card's generation from its model number (`3080`, `4070`),
 /// Ampere otherwise: architecture, compute capability and the precisions it runs.
 fn geforce_generation(words: &[&str]) -> (&'static str, &'static str, &'static str) {
+    if words.contains(&"titan") {
+        return if words.contains(&"v") {
+            ("volta", "7.0", "fp32 fp16 int8")
+        } else {
+            ("turing", "7.5", "fp32 fp16 int8")
+        };
+    }
     let number =
         words.iter().find_map(|w| w.parse::<u32>().ok().filter(|n| (1000..10000).contains(n)));
     match number.map(|n| n / 1000) {
@@ -266,12 +332,25 @@ mod tests {
         let declared = read("RTX 3080 10GB").and_then(|gpu| gpu.declaration).unwrap_or_default();
         assert!(declared.contains("memory     10 GB marketed") && declared.contains("ampere"));
         assert_eq!(device("a GPU"), None);
+        // A card named without its memory: its usual size, not stated.
+        assert_eq!(device("RTX 3060"), Some(("gpu-12gb".to_owned(), false)));
+        assert_eq!(device("GeForce RTX 3080 Ti"), Some(("gpu-12gb".to_owned(), false)));
+        assert_eq!(device("RTX 4060 Ti 16GB"), stated("gpu-16gb"));
+        let titan = read("NVIDIA Titan RTX").and_then(|gpu| gpu.declaration).unwrap_or_default();
+        assert!(titan.contains("memory     24 GB marketed") && titan.contains("turing"), "{titan}");
     }
 
     #[test]
     fn declared_devices_check() {
-        let read_ones = ["AWS A10G", "RTX 3080 10GB", "RTX 2080 Ti 11 GB", "RTX 4070 12GB"]
-            .map(|wording| read(wording).and_then(|gpu| gpu.declaration).unwrap_or_default());
+        let read_ones = [
+            "AWS A10G",
+            "RTX 3080 10GB",
+            "RTX 2080 Ti 11 GB",
+            "RTX 4070 12GB",
+            "RTX 3060",
+            "Titan RTX",
+        ]
+        .map(|wording| read(wording).and_then(|gpu| gpu.declaration).unwrap_or_default());
         for declaration in [RTX_3070, RTX_A6000, NOT_STATED]
             .iter()
             .copied()

@@ -284,26 +284,25 @@ fn checkpointing(cx: &mut Cx<'_>) -> Option<bool> {
     None
 }
 
-/// The optimizer word: the stated one (bitsandbytes' 8-bit AdamW, or an AdamW), else the
-/// example scripts' torch AdamW. Another optimizer (Prodigy, whose four states per parameter no
-/// language optimizer keeps) is a wording the harness cannot write.
+/// The optimizer word: the stated one, read as the LLM training points read it, else the
+/// example scripts' torch AdamW, or bitsandbytes' 8-bit AdamW where the settings pass
+/// `--use_8bit_adam`.
 fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
-    let Some(text) = cx.point.optimizer.clone() else {
-        cx.assume(
-            assume::SCRIPT_SETTING,
-            "optimizer not stated: the example script's torch.optim.AdamW (no --use_8bit_adam)",
-        );
-        return Some("adamw");
-    };
-    let lower = text.to_lowercase();
-    if lower.contains("8bit") || lower.contains("8-bit") {
-        Some("adamw-8bit")
-    } else if lower.contains("adam") {
-        Some("adamw")
-    } else {
-        cx.unreadable("optimizer", &text);
-        None
+    let stated = cx.point.optimizer.clone().unwrap_or_default().to_lowercase();
+    // The scripts' `--use_8bit_adam` swaps their AdamW for bitsandbytes' 8-bit one.
+    if cx.point.all_text().contains("use_8bit_adam")
+        && (stated.is_empty() || stated.contains("adam"))
+    {
+        return Some("adamw-8bit");
     }
+    if !stated.is_empty() {
+        return super::training::optimizer(cx);
+    }
+    cx.assume(
+        assume::SCRIPT_SETTING,
+        "optimizer not stated: the example script's torch.optim.AdamW (no --use_8bit_adam)",
+    );
+    Some("adamw")
 }
 
 #[cfg(test)]
@@ -367,7 +366,7 @@ mod tests {
     }
 
     /// SDXL and SD 1.5 by their usual names; the precision from `weight_precision` alone; an
-    /// 8-bit AdamW written with a hyphen; an optimizer the language has no states for is a gap.
+    /// 8-bit AdamW written with a hyphen, or passed as `--use_8bit_adam`; Prodigy.
     #[test]
     fn other_pipelines_and_wordings() {
         let sdxl = express(&point(
@@ -395,7 +394,16 @@ mod tests {
                 "finetune_method": "full", "image_or_video": "512x512", "optimizer": "Prodigy",
                 "activation_checkpointing": false}"#,
         ));
-        assert!(prodigy.is_err());
+        let prodigy = prodigy.expect("expressible");
+        assert!(prodigy.source.contains("optimizer     prodigy"), "{}", prodigy.source);
+        let eight_bit = express(&point(
+            r#"{"model": "runwayml/stable-diffusion-v1-5", "compute_dtype": "bf16",
+                "finetune_method": "full", "image_or_video": "512x512",
+                "other_settings": "--use_8bit_adam --gradient_checkpointing",
+                "activation_checkpointing": true}"#,
+        ))
+        .expect("expressible");
+        assert!(eight_bit.source.contains("optimizer     adamw-8bit"), "{}", eight_bit.source);
     }
 
     #[test]

@@ -169,7 +169,11 @@ fn method(
             FrozenModel::Other => {}
         }
         // GaLore trains every parameter; its projection is the optimizer's (`galore`).
-        if lower.contains("full") || lower.contains("galore") {
+        // Pre-training trains every parameter as a full fine-tune does.
+        if ["full", "galore", "pretrain", "pre-train", "from scratch"]
+            .iter()
+            .any(|w| lower.contains(w))
+        {
             return Some(full());
         }
         cx.unreadable("finetune_method", &text);
@@ -726,7 +730,7 @@ fn mixed_precision(cx: &mut Cx<'_>, weights: &str) -> Option<&'static str> {
 }
 
 /// The optimizer word, or the gap that stops it.
-fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
+pub(super) fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
     let Some(text) = cx.point.optimizer.clone() else {
         if hf_trainer(cx.point) {
             cx.assume(
