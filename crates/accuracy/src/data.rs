@@ -136,13 +136,18 @@ impl Point {
 
 /// The whole number a text starts with, after an optional `~`: `~20 (prompt ...)` is 20.
 pub fn leading_number(text: &str) -> Option<u64> {
-    let digits: String = text
-        .trim_start()
-        .trim_start_matches('~')
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
+    let text = text.trim_start().trim_start_matches('~');
+    let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
+    let number: u64 = digits.parse().ok()?;
+    // `8k`, `32K`: a context written in thousands, binary where the number is a power of two
+    // (8k = 8,192, as context windows are named), decimal otherwise (100k = 100,000).
+    let mut rest = text[digits.len()..].chars();
+    let thousands = matches!(rest.next(), Some('k' | 'K'))
+        && !rest.next().is_some_and(|c| c.is_ascii_alphanumeric());
+    if !thousands {
+        return Some(number);
+    }
+    number.checked_mul(if number.is_power_of_two() { 1024 } else { 1000 })
 }
 
 /// The number written after `key` in a text: `n_ubatch 512`, `max_model_len (8192)`,
@@ -336,5 +341,10 @@ mod tests {
         assert_eq!(leading_number("~20 (same short prompt)"), Some(20));
         assert_eq!(leading_number("2048 (dataset packed)"), Some(2048));
         assert_eq!(leading_number("not stated"), None);
+        assert_eq!(leading_number("8k"), Some(8192));
+        assert_eq!(leading_number("128K tokens"), Some(131_072));
+        assert_eq!(leading_number("100k"), Some(100_000));
+        assert_eq!(leading_number("4 kB"), Some(4));
+        assert_eq!(leading_number("2kv"), Some(2));
     }
 }

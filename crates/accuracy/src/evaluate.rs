@@ -193,6 +193,20 @@ fn compare(check: &CheckBudget, expressed: &Expressed, target: &Target) -> Outco
                 )]);
             }
         },
+        Target::Component { selector: Selector::KvPoolTokens, .. } => {
+            let tokens = check.devices.iter().filter_map(|d| d.kv_pool.as_ref()).map(|p| p.tokens);
+            #[allow(clippy::cast_precision_loss, reason = "token counts below 2^53")]
+            match tokens.max() {
+                // Each GPU of a tensor-parallel group holds its heads of the same tokens.
+                Some(tokens) => tokens as f64,
+                None => {
+                    return Outcome::Unexpressed(vec![Gap::feature(
+                        crate::gaps::feature::VLLM_POOL,
+                        "the core reports no KV pool for this check",
+                    )]);
+                }
+            }
+        }
         // A runtime that pre-allocates a pool logs the pool as its KV cache (vLLM's "KV cache
         // size", SGLang's "KV Cache is allocated"): what the sessions use is a part of it.
         Target::Component { selector: Selector::KvCache, .. }

@@ -42,6 +42,11 @@ pub enum Selector {
     OutsideAllocator,
     /// Weights plus the memory outside the allocator (a load measured with nvidia-smi).
     WeightsAndOutside,
+    /// CUDA graphs a server captures (vLLM's "Graph capturing finished ... took N GiB").
+    CudaGraphs,
+    /// The tokens a pre-allocated KV pool holds, as servers log them (vLLM's `# GPU blocks`
+    /// times its block size, SGLang's `max_total_num_tokens`): compared in tokens, not bytes.
+    KvPoolTokens,
 }
 
 impl Selector {
@@ -53,6 +58,8 @@ impl Selector {
             Selector::Intermediates => "activations",
             Selector::OutsideAllocator => "outside allocator",
             Selector::WeightsAndOutside => "weights + context",
+            Selector::CudaGraphs => "CUDA graphs",
+            Selector::KvPoolTokens => "KV pool tokens",
         }
     }
 
@@ -61,7 +68,10 @@ impl Selector {
         let runtime = component.held_by == HeldBy::Runtime;
         match self {
             Selector::Weights => persistent,
-            Selector::KvCache | Selector::KvPool => component.category == Category::Cache,
+            Selector::KvCache | Selector::KvPool | Selector::KvPoolTokens => {
+                component.category == Category::Cache
+            }
+            Selector::CudaGraphs => component.name.to_lowercase().contains("cuda graph"),
             Selector::Intermediates => {
                 component.category == Category::Intermediate
                     || (component.category == Category::Workspace

@@ -229,7 +229,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 30);
+    assert_eq!(run.results.len(), 37);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -275,6 +275,29 @@ fn points_in_other_wordings_are_expressed() {
     assert!(source("U-028").contains("check point on gpu-12gb"), "{}", source("U-028"));
     assert!(source("U-029").contains("method        full"), "{}", source("U-029"));
     assert!(source("U-030").contains("optimizer     adamw-8bit"), "{}", source("U-030"));
+    // llama.cpp's log lines by their own names; before FlashAttention became its default the
+    // graph holds every head's scores over the 8,192-cell cache (512 MiB of the 560).
+    let compared = |id: &str| {
+        let result = run.results.iter().find(|r| r.id == id).expect("the point was run");
+        match &result.outcome {
+            Outcome::Compared(c) => c.clone(),
+            other => panic!("{id}: {other:?}"),
+        }
+    };
+    assert_eq!(compared("U-031").target.label(), "component: KV cache");
+    assert!(source("U-032").contains("attention eager"), "{}", source("U-032"));
+    assert!(compared("U-032").estimate > 512.0 * 1024.0 * 1024.0);
+    // Pools logged in blocks and tokens are compared in tokens: 27,000 blocks of 16.
+    let blocks = compared("U-033");
+    assert_eq!(
+        (blocks.target.label().as_str(), blocks.measured),
+        ("component: KV pool tokens", 432_000.0)
+    );
+    assert_eq!(compared("U-034").target.label(), "component: CUDA graphs");
+    assert_eq!(compared("U-035").target.label(), "component: KV pool tokens");
+    // A pooling server's peak without a stated context; an 8k prompt.
+    assert!(matches!(compared("U-036").target, vram_accuracy::target::Target::Peak { .. }));
+    assert!(source("U-037").contains("context  8192 tokens"), "{}", source("U-037"));
     for (point, result) in points.iter().zip(&run.results) {
         assert!(
             matches!(result.outcome, Outcome::Compared(_)),

@@ -2,6 +2,7 @@
 //! with which model and weight format, and what shards or offloads memory.
 
 use super::Cx;
+use crate::data::number_after;
 use crate::gaps::{Gap, assume, data, feature};
 use crate::gpus::{self, Gpu};
 use crate::models::{self, Model};
@@ -35,6 +36,18 @@ impl Runtime {
             Runtime::Lmdeploy => "lmdeploy",
             Runtime::LlamaCpp => "llama.cpp",
         }
+    }
+
+    /// Whether the server fills a share of the GPU with a KV pool, whatever its sessions need.
+    pub(crate) fn pools(self) -> bool {
+        matches!(
+            self,
+            Runtime::Vllm
+                | Runtime::Sglang
+                | Runtime::Tgi
+                | Runtime::TensorrtLlm
+                | Runtime::Lmdeploy
+        )
     }
 }
 
@@ -141,16 +154,30 @@ impl Cx<'_> {
     fn selector(&mut self) -> Option<Selector> {
         let text = self.point.components_included.clone().unwrap_or_default();
         let lower = text.to_lowercase();
+        let words: Vec<&str> =
+            lower.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+        let kv = lower.starts_with("kv cache")
+            || words
+                .windows(2)
+                .any(|w| w[0] == "kv" && matches!(w[1], "buffer" | "self" | "blocks"));
+        let unit = self.point.unit.to_lowercase();
+        if unit.contains("token") || unit.contains("block") {
+            // A pool logged as the tokens (or blocks of tokens) it holds.
+            return Some(Selector::KvPoolTokens);
+        }
         if lower.contains("kv cache pool") {
             return Some(Selector::KvPool);
         }
         let selector = if lower.contains("cuda context") && lower.contains("weights") {
             Selector::WeightsAndOutside
-        } else if lower.starts_with("kv cache") {
+        } else if kv {
             Selector::KvCache
-        } else if lower.contains("weights") {
+        } else if lower.contains("cuda graph") {
+            Selector::CudaGraphs
+        } else if lower.contains("weights") || lower.contains("model buffer") {
             Selector::Weights
-        } else if lower.contains("activation") {
+        } else if lower.contains("activation") || lower.contains("compute buffer") {
+            // llama.cpp's compute buffer holds the graph's intermediate tensors.
             Selector::Intermediates
         } else if lower.contains("non-pytorch") || lower.starts_with("cuda context") {
             Selector::OutsideAllocator
@@ -167,12 +194,51 @@ impl Cx<'_> {
             return None;
         }
         let point = self.point;
+        if matches!(target, Target::Component { selector: Selector::KvPoolTokens, .. }) {
+            return self.pool_tokens();
+        }
         let found = point.value.and_then(|value| units::measured_bytes(value, &point.unit));
         if found.is_none() {
             let value = point.value.map_or_else(|| "none".to_string(), |v| v.to_string());
             self.unreadable("value and unit", &format!("{value} {}", point.unit));
         }
         found
+    }
+
+    /// A pool's size in tokens: a count of tokens, or of blocks times the block size the point
+    /// states (`block_size 16`, `x 16 tokens`) or the server's default (vLLM's 16, LMDeploy's
+    /// 64).
+    fn pool_tokens(&mut self) -> Option<(f64, UnitRule)> {
+        let point = self.point;
+        let value = point.value?;
+        if !point.unit.to_lowercase().contains("block") {
+            return Some((value, UnitRule::Stated));
+        }
+        let text = point.all_text();
+        let stated = number_after(&text, "block_size")
+            .or_else(|| number_after(&text.replace('×', "x"), " x "))
+            .filter(|n| (1..=4096).contains(n));
+        let framework = point.framework.to_lowercase();
+        let default = if framework.contains("vllm") {
+            Some((16, "vLLM's default block_size 16"))
+        } else if framework.contains("lmdeploy") {
+            Some((64, "LMDeploy's default block of 64 tokens"))
+        } else {
+            None
+        };
+        let block = match (stated, default) {
+            (Some(block), _) => block,
+            (None, Some((block, why))) => {
+                self.assume(assume::RUNTIME_DEFAULT, why);
+                block
+            }
+            (None, None) => {
+                self.unreadable("value and unit", &format!("{value} {} (block size)", point.unit));
+                return None;
+            }
+        };
+        #[allow(clippy::cast_precision_loss, reason = "a block size of at most 4096")]
+        Some((value * block as f64, UnitRule::Stated))
     }
 
     /// The device, and whether its capacity is known where the comparison needs it.
@@ -653,6 +719,7 @@ impl Cx<'_> {
             || settings == "default attention"
             || kv.contains("flash attention disabled")
             || self.transformers_before_sdpa()
+            || (runs_ggml(&point.framework.to_lowercase()) && !ggml_flash_attention(point))
     }
 
     /// Whether the point ran on PyTorch before 2.0 (March 2023), as its version note says:
@@ -772,6 +839,33 @@ pub(crate) type WeightWord = (&'static str, Option<(&'static str, String)>);
 
 /// Whether a framework runs GGUF models on llama.cpp: llama.cpp itself, its Python binding, and
 /// the applications built on it (Ollama, LM Studio, koboldcpp, llamafile).
+/// Whether a llama.cpp run used FlashAttention: stated (`-fa`, `flash_attn 1`, Ollama's
+/// `OLLAMA_FLASH_ATTENTION=1`), implied by a quantized KV cache (llama.cpp quantizes the V
+/// cache only under FlashAttention), or a build from after PR #15434 (late August 2025, about
+/// b6300) made `-fa auto` the default. Before it, the graph materializes every head's F32 scores
+/// (`n_kv × n_ubatch`).
+fn ggml_flash_attention(point: &crate::data::Point) -> bool {
+    let text = point.all_text().replace(['=', ':'], " ");
+    let words: Vec<&str> = text.split(|c: char| c.is_whitespace() || c == ',').collect();
+    let off = ["0", "off", "false", "disabled"];
+    let stated = words.windows(2).any(|w| {
+        matches!(w[0], "-fa" | "--flash-attn" | "flash_attn" | "ollama_flash_attention")
+            && !off.contains(&w[1])
+    }) || words.last().is_some_and(|w| matches!(*w, "-fa" | "--flash-attn"))
+        || ["flash attention on", "flash attention enabled", "with flash attention"]
+            .iter()
+            .any(|phrase| text.contains(phrase));
+    let kv = point.kv_cache_dtype.clone().unwrap_or_default().to_lowercase();
+    let quantized_cache =
+        ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"].iter().any(|t| kv.contains(t));
+    let build = framework_and_version(point)
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter_map(|w| w.strip_prefix('b')?.parse::<u32>().ok())
+        .any(|number| (6300..100_000).contains(&number))
+        || latest_month(&framework_and_version(point)).is_some_and(|month| month >= (2025, 9));
+    stated || quantized_cache || build
+}
+
 fn runs_ggml(framework: &str) -> bool {
     ["llama.cpp", "llama-cpp", "llama_cpp", "llamacpp", "ollama", "lm studio", "lmstudio"]
         .iter()

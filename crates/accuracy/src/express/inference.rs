@@ -252,6 +252,16 @@ fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Op
             );
             Some(1)
         }
+        Runtime::Sglang | Runtime::Tgi | Runtime::TensorrtLlm | Runtime::Lmdeploy
+            if !cx.out_of_memory =>
+        {
+            cx.assume(
+                assume::STAND_IN,
+                "sessions not stated: 1 (a pooling server's share of the GPU and its pool do not \
+                 depend on them)",
+            );
+            Some(1)
+        }
         Runtime::PyTorch
         | Runtime::Diffusers
         | Runtime::Sglang
@@ -306,6 +316,17 @@ fn context(
             "context not stated: 1 token (the compared weights do not read it)",
         );
         1
+    } else if runtime.pools() {
+        // The server takes its share of the GPU whatever the context; the context only moves
+        // the profiled step's activations between the pool and the rest.
+        cx.assume(
+            assume::STAND_IN,
+            format!(
+                "context not stated: {POOL_STAND_IN_CONTEXT} tokens for a pooling server, whose \
+                 share of the GPU does not depend on it"
+            ),
+        );
+        POOL_STAND_IN_CONTEXT
     } else {
         cx.smallest_or_gap(Gap::data(data::CONTEXT, "seq_len, output_tokens: none"))?
     };
@@ -324,6 +345,10 @@ fn context(
     };
     Some((context, prefill, None))
 }
+
+/// The context a pooling server's point is given when it states none: vLLM's largest default
+/// step (`max_num_batched_tokens` 8192 on large GPUs) and Llama 3's window.
+const POOL_STAND_IN_CONTEXT: u64 = 8192;
 
 /// The context window a llama.cpp or Ollama run states (`n_ctx 4096`, `-c 8192`, `num_ctx`,
 /// `--ctx-size`).

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{
-    assumption_groups, band_cell, band_share, counts, fits_word, gap_groups, gib, percent,
+    amount, assumption_groups, band_cell, band_share, counts, fits_word, gap_groups, gib, percent,
     signed_percent,
 };
 use crate::Run;
@@ -197,8 +197,8 @@ fn compared(out: &mut String, run: &Run) {
             result.workload,
             result.model,
             c.target.label(),
-            gib(c.measured),
-            gib(c.estimate),
+            amount(&c.target, c.measured),
+            amount(&c.target, c.estimate),
             signed_percent(c.error_percent),
             band_cell(c),
             gib(c.views[0]),

@@ -95,6 +95,15 @@ pub fn gib(bytes: f64) -> String {
     format!("{:.2} GiB", bytes / 1_073_741_824.0)
 }
 
+/// A compared amount as its target measures it: bytes as GiB, a pool's size in tokens.
+pub fn amount(target: &crate::target::Target, value: f64) -> String {
+    use crate::target::{Selector, Target};
+    match target {
+        Target::Component { selector: Selector::KvPoolTokens, .. } => format!("{value:.0} tok"),
+        _ => gib(value),
+    }
+}
+
 /// `12.3 %` or `n/a`.
 pub fn percent(value: Option<f64>) -> String {
     value.map_or_else(|| "n/a".to_string(), |v| format!("{v:.1} %"))

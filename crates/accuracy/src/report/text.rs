@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{band_share, counts, fits_word, gap_groups, gib, percent, signed_percent};
+use super::{amount, band_share, counts, fits_word, gap_groups, gib, percent, signed_percent};
 use crate::Run;
 use crate::evaluate::Outcome;
 use crate::stats::{self, Row};
@@ -104,8 +104,8 @@ fn compared(out: &mut String, run: &Run) {
             result.workload,
             clip(&result.model, 27),
             c.target.label(),
-            gib(c.measured),
-            gib(c.estimate),
+            amount(&c.target, c.measured),
+            amount(&c.target, c.estimate),
             signed_percent(c.error_percent)
         );
     }
