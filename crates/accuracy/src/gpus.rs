@@ -109,7 +109,8 @@ pub fn read(gpu_type: &str) -> Option<Gpu> {
     let chosen = |device: &str| variant_or_unstated(device, memory, &read_as);
     let gpu = if has("h200") {
         chosen(if has("nvl") { "h200-nvl" } else { "h200-sxm" })
-    } else if has("h100") {
+    } else if has("h100") || has("h800") {
+        // The H800 is the H100 with its NVLink cut for export; the same 80 GB.
         if has("nvl") || matches!(memory, Some(94 | 96)) {
             chosen("h100-nvl")
         } else if has("pcie") {
@@ -119,7 +120,8 @@ pub fn read(gpu_type: &str) -> Option<Gpu> {
         } else {
             variant_or_unstated("h100-sxm-80gb", memory, same_80)
         }
-    } else if has("a100") {
+    } else if has("a100") || has("a800") {
+        // Likewise the A800 beside the A100, in 40 and 80 GB.
         match memory {
             Some(40) => variant("a100-40gb", &read_as),
             Some(_) if has("pcie") => variant("a100-pcie-80gb", &read_as),
@@ -327,6 +329,8 @@ mod tests {
         assert_eq!(device("H200 141GB"), stated("h200-sxm"));
         assert_eq!(device("NVIDIA B300"), stated("b300-sxm"));
         assert_eq!(device("A100"), Some(("a100-sxm4-80gb".to_owned(), false)));
+        assert_eq!(device("8x A800-SXM4-80GB"), stated("a100-sxm4-80gb"));
+        assert_eq!(device("H800"), Some(("h100-sxm-80gb".to_owned(), false)));
         // A card the catalog lacks is declared with the memory it states.
         assert_eq!(device("RTX 3080 10GB"), stated("gpu-10gb"));
         let declared = read("RTX 3080 10GB").and_then(|gpu| gpu.declaration).unwrap_or_default();

@@ -229,7 +229,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 37);
+    assert_eq!(run.results.len(), 41);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -298,6 +298,13 @@ fn points_in_other_wordings_are_expressed() {
     // A pooling server's peak without a stated context; an 8k prompt.
     assert!(matches!(compared("U-036").target, vram_accuracy::target::Target::Peak { .. }));
     assert!(source("U-037").contains("context  8192 tokens"), "{}", source("U-037"));
+    // Megatron's degrees together; a 16-bit model the Trainer trains as it is (no fp32 copy),
+    // GaLore's layerwise 8-bit step included; an H800 as the H100 it is.
+    assert!(source("U-038").contains("split tensor 8 pipeline 2"), "{}", source("U-038"));
+    for id in ["U-039", "U-040"] {
+        assert!(source(id).contains("master        none"), "{}", source(id));
+    }
+    assert!(source("U-041").contains("h100-sxm-80gb"), "{}", source("U-041"));
     for (point, result) in points.iter().zip(&run.results) {
         assert!(
             matches!(result.outcome, Outcome::Compared(_)),

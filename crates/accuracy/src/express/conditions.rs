@@ -58,6 +58,8 @@ pub(crate) enum Split {
     Tensor(u32),
     Pipeline(u32),
     Data(u32),
+    /// Several degrees at once (Megatron's `TP=8, PP=2`): tensor, pipeline and data.
+    Grid(u32, u32, u32),
 }
 
 impl Split {
@@ -68,8 +70,47 @@ impl Split {
             Split::Tensor(n) => format!("{n} x {device} split tensor {n}"),
             Split::Pipeline(n) => format!("{n} x {device} split pipeline {n}"),
             Split::Data(n) => format!("{n} x {device} split data {n}"),
+            Split::Grid(tensor, pipeline, data) => {
+                let gpus = tensor * pipeline * data;
+                let degrees: Vec<String> =
+                    [("tensor", tensor), ("pipeline", pipeline), ("data", data)]
+                        .iter()
+                        .filter(|(_, degree)| *degree > 1)
+                        .map(|(word, degree)| format!(" {word} {degree}"))
+                        .collect();
+                format!("{gpus} x {device} split{}", degrees.concat())
+            }
         }
     }
+}
+
+/// The degrees a parallelism wording states (`TP=8, PP=2, DP=1`, `tensor_parallel_size=4`,
+/// `tp 4 pp 2`): tensor, pipeline, data, each `None` where unstated.
+fn stated_degrees(lower: &str) -> [Option<u32>; 3] {
+    let degree = |keys: &[&str]| {
+        keys.iter().find_map(|key| {
+            lower.match_indices(key).find_map(|(at, _)| {
+                // The key starts a word (`dp` in `fsdp2` is not one).
+                let starts_word =
+                    lower[..at].chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric());
+                let rest = lower[at + key.len()..].trim_start_matches([' ', '=', ':', '-', '_']);
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                let found = digits.parse::<u32>().ok().filter(|n| (1..=4096).contains(n));
+                found.filter(|_| starts_word)
+            })
+        })
+    };
+    [
+        degree(&["tensor_parallel_size", "tensor parallel", "tensor-parallel", "tp_size", "tp"]),
+        degree(&[
+            "pipeline_parallel_size",
+            "pipeline parallel",
+            "pipeline-parallel",
+            "pp_size",
+            "pp",
+        ]),
+        degree(&["data_parallel_size", "data parallel", "data-parallel", "dp_size", "dp"]),
+    ]
 }
 
 /// What a training run shards over its data ranks and keeps on the host.
@@ -270,7 +311,16 @@ impl Cx<'_> {
         // llama.cpp's split modes: `-sm layer` (its default) gives each GPU whole layers,
         // `-sm row` splits each matrix's rows over the GPUs.
         let squashed: String = lower.chars().filter(char::is_ascii_alphanumeric).collect();
-        let split = if any(&["tensor parallel", "tensor-parallel", "tensor_parallel", "tp=", "tp "])
+        let degrees = stated_degrees(&lower);
+        let split = if degrees.iter().flatten().count() >= 2 {
+            // Several degrees stated: their product is the GPUs (a missing one is 1).
+            let [tensor, pipeline, data] = degrees.map(|d| d.unwrap_or(1));
+            if tensor * pipeline * data != count {
+                self.unreadable("parallelism", &format!("{text} on {count} GPUs"));
+                return None;
+            }
+            Split::Grid(tensor, pipeline, data)
+        } else if any(&["tensor parallel", "tensor-parallel", "tensor_parallel", "tp=", "tp "])
             || squashed.contains("smrow")
             || squashed.contains("splitmoderow")
             || squashed.contains("rowsplit")
@@ -314,7 +364,9 @@ impl Cx<'_> {
             return None;
         };
         match split {
-            Split::Tensor(1) | Split::Pipeline(1) | Split::Data(1) => Some(Split::Single),
+            Split::Tensor(1) | Split::Pipeline(1) | Split::Data(1) | Split::Grid(1, 1, 1) => {
+                Some(Split::Single)
+            }
             other => Some(other),
         }
     }
@@ -974,6 +1026,32 @@ mod tests {
         assert!(has_word("q4_k_m (4.89 bpw; 193 q4_k + 33 q6_k)", "q4_k_m"));
         assert!(!has_word("q4_k_m_l", "q4_k_m"));
         assert!(!has_word("iq4_0", "q4_0"));
+    }
+
+    #[test]
+    fn parallel_degrees() {
+        assert_eq!(stated_degrees("tp=8, pp=2, dp=1"), [Some(8), Some(2), Some(1)]);
+        assert_eq!(stated_degrees("tensor_parallel_size=4"), [Some(4), None, None]);
+        assert_eq!(stated_degrees("megatron tp 4 pp 2"), [Some(4), Some(2), None]);
+        // `dp` inside `fsdp2` is no degree.
+        assert_eq!(stated_degrees("fsdp2, tp=2"), [Some(2), None, None]);
+        assert_eq!(Split::Grid(8, 2, 1).target("h100"), "16 x h100 split tensor 8 pipeline 2");
+    }
+
+    #[test]
+    fn llama_cpp_flash_attention() {
+        let point = |settings: &str, version: &str| crate::data::Point {
+            framework: "llama.cpp".to_owned(),
+            framework_version: Some(version.to_owned()),
+            other_settings: Some(settings.to_owned()),
+            ..crate::data::Point::default()
+        };
+        assert!(!ggml_flash_attention(&point("n_ctx 8192, -ngl 99", "b3000")));
+        assert!(ggml_flash_attention(&point("n_ctx 8192, -fa", "b3000")));
+        assert!(ggml_flash_attention(&point("flash_attn=1", "mid-2024")));
+        assert!(!ggml_flash_attention(&point("flash_attn 0", "mid-2024")));
+        assert!(ggml_flash_attention(&point("", "b6500")));
+        assert!(ggml_flash_attention(&point("", "October 2025")));
     }
 }
 

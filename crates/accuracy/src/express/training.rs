@@ -415,6 +415,25 @@ fn states(
         );
         out.push_str("    master        none  # torchtune: pure bf16\n");
         out.push_str("    gradients     bf16\n");
+    } else if let Some(kind) = weights.filter(|_| {
+        !method.lora
+            && sixteen_bit
+            && !distribution.deepspeed
+            && distribution.sharding.is_none()
+            && trains_loaded_type(cx.point)
+    }) {
+        // A model loaded in a 16-bit type and trained by the Trainer (or by plain PyTorch in
+        // "pure" 16-bit) has no fp32 copy: autocast computes in the weights' own type, their
+        // gradients take it, and torch AdamW's moments too (`zeros_like`).
+        cx.assume(
+            assume::RUNTIME_DEFAULT,
+            format!(
+                "master none, gradients {kind}: a {kind} model trained without DeepSpeed or FSDP \
+                 keeps no fp32 copy (the Trainer does not upcast a model it is given)"
+            ),
+        );
+        let _ = writeln!(out, "    master        none  # pure {kind}: the model's own type");
+        let _ = writeln!(out, "    gradients     {kind}");
     }
     if method.saved {
         if distribution.deepspeed {
@@ -843,6 +862,22 @@ fn galore(cx: &mut Cx<'_>) -> String {
 
 /// Whether the point trains with transformers' `Trainer` (or TRL's, which inherits its
 /// `TrainingArguments`), whose defaults stand for settings the source leaves out.
+/// Whether the tool trains the model in the type it was loaded in: the Trainer and the tools
+/// built on it, or a source that says its training is pure 16-bit.
+fn trains_loaded_type(point: &crate::data::Point) -> bool {
+    let text =
+        point.all_text() + " " + &point.compute_dtype.clone().unwrap_or_default().to_lowercase();
+    let pure = ["pure bf16", "pure fp16", "pure 16", "bf16-true", "true bf16", "no master"]
+        .iter()
+        .any(|w| text.contains(w));
+    let framework = point.framework.to_lowercase();
+    let trainer = hf_trainer(point)
+        || ["axolotl", "llama-factory", "llamafactory", "unsloth", "swift", "galore"]
+            .iter()
+            .any(|w| framework.contains(w));
+    pure || trainer
+}
+
 fn hf_trainer(point: &crate::data::Point) -> bool {
     let framework = point.framework.to_lowercase();
     ["trainer", "trl", "sfttrainer"].iter().any(|w| framework.contains(w))
