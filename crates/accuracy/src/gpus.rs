@@ -194,6 +194,20 @@ fn variant_or_unstated(device: &str, memory: Option<u64>, note: &str) -> Gpu {
     }
 }
 
+/// Whether the device computes in FP8 (Ada, Hopper, Blackwell): the catalog's precisions, or the
+/// declaration's for a device the catalog lacks.
+pub fn runs_fp8(gpu: &Gpu) -> bool {
+    match &gpu.declaration {
+        Some(declaration) => declaration
+            .lines()
+            .any(|line| line.trim_start().starts_with("precisions") && line.contains("fp8")),
+        None => vram_core::catalog::builtin()
+            .devices
+            .get(&gpu.device)
+            .is_some_and(|device| device.supports(vram_core::precision::Feature::Fp8)),
+    }
+}
+
 /// Catalog devices named by one word of the wording.
 const ONE_WORD: [(&str, &str); 16] = [
     ("h20", "h20"),
@@ -331,6 +345,9 @@ mod tests {
         assert_eq!(device("A100"), Some(("a100-sxm4-80gb".to_owned(), false)));
         assert_eq!(device("8x A800-SXM4-80GB"), stated("a100-sxm4-80gb"));
         assert_eq!(device("H800"), Some(("h100-sxm-80gb".to_owned(), false)));
+        let fp8 = |wording: &str| read(wording).is_some_and(|gpu| runs_fp8(&gpu));
+        assert!(fp8("H100 80GB") && fp8("RTX 4090") && fp8("RTX 4070 12GB"));
+        assert!(!fp8("A100 80GB") && !fp8("RTX 3060") && !fp8("Tesla T4 16GB"));
         // A card the catalog lacks is declared with the memory it states.
         assert_eq!(device("RTX 3080 10GB"), stated("gpu-10gb"));
         let declared = read("RTX 3080 10GB").and_then(|gpu| gpu.declaration).unwrap_or_default();

@@ -229,7 +229,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 41);
+    assert_eq!(run.results.len(), 43);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -305,6 +305,10 @@ fn points_in_other_wordings_are_expressed() {
         assert!(source(id).contains("master        none"), "{}", source(id));
     }
     assert!(source("U-041").contains("h100-sxm-80gb"), "{}", source("U-041"));
+    // torchao's FP8 weight-only on an A100 (no FP8 compute) stores FP8 and casts per layer; a
+    // GGUF denoiser with no compute type beside it takes the pipeline's documented bf16.
+    assert!(source("U-042").contains("denoiser_weights fp8-layerwise"), "{}", source("U-042"));
+    assert!(source("U-043").contains("weights       bf16"), "{}", source("U-043"));
     for (point, result) in points.iter().zip(&run.results) {
         assert!(
             matches!(result.outcome, Outcome::Compared(_)),

@@ -1039,9 +1039,25 @@ fn precisions(
         q
     };
     let stated = if compute.is_empty() { &w } else { &compute };
-    let Some(base) = float_type(stated) else {
-        cx.unreadable("compute_dtype", &compute);
-        return None;
+    let base = match float_type(stated) {
+        Some(base) => base,
+        // A quantized denoiser with no compute type stated: the rest of the pipeline loads in
+        // the type its documentation passes as `torch_dtype` (bf16 for the transformer
+        // pipelines, fp16 for the UNet ones).
+        None if compute.is_empty() && !q.is_empty() && q != "none" => {
+            let documented = if pipeline.unet.is_some() { "fp16" } else { "bf16" };
+            cx.assume(
+                assume::PIPELINE_DEFAULT,
+                format!(
+                    "compute type not stated beside {w:?}: the pipeline's documented {documented}"
+                ),
+            );
+            documented
+        }
+        None => {
+            cx.unreadable("compute_dtype", &compute);
+            return None;
+        }
     };
     if q.is_empty() || q == "none" {
         return Some((base, base, vec![base; pipeline.encoders.len()]));
@@ -1179,6 +1195,17 @@ fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
         "int8-bnb"
     } else if q.contains("int8_weight_only") || q.contains("int8") {
         "int8"
+    } else if (q.contains("float8") || q.contains("fp8"))
+        && !crate::gpus::gpu(&cx.point.gpu_type).is_some_and(|gpu| crate::gpus::runs_fp8(&gpu))
+    {
+        // A weight-only FP8 scheme (torchao float8_weight_only, quanto qfloat8) on a GPU
+        // without FP8 compute stores one byte per weight and upcasts each weight as it is used:
+        // the language's FP8 storage with per-layer casting.
+        cx.assume(
+            assume::EQUIVALENT_FORMAT,
+            format!("{q:?} on a GPU without FP8 compute: FP8 storage cast as each layer runs"),
+        );
+        "fp8-layerwise"
     } else if q.contains("float8") || q.contains("qfloat8") || q.contains("fp8") {
         "fp8"
     } else if q.contains("int4_weight_only") || q.contains("int4") {
