@@ -958,6 +958,9 @@ pub struct Diffusion {
     /// The fp16 VAE is cast to fp32 for the decode and back after (diffusers' SDXL pipelines
     /// when the VAE config says `force_upcast`); set only where it takes effect.
     pub vae_upcast: bool,
+    /// The decode runs one image (or video) of the batch at a time (diffusers
+    /// `enable_slicing`), holding the ones decoded before it.
+    pub vae_slicing: bool,
     pub offload: DiffusionOffload,
     /// How the denoiser's attention computes its scores while sampling.
     pub attention: DiffusionAttention,
@@ -1015,6 +1018,13 @@ pub enum VaeCaches {
     /// Module attributes, each replaced as its convolution runs (diffusers before 0.31): one
     /// set at a time.
     Replaced,
+}
+
+impl Diffusion {
+    /// The images (or videos) one decode call takes: the batch, or one under `vae_slicing`.
+    pub fn decode_batch(&self) -> u64 {
+        if self.vae_slicing { self.batch.min(1) } else { self.batch }
+    }
 }
 
 impl Video {

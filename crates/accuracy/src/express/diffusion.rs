@@ -721,6 +721,9 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
             let _ = writeln!(out, "    vae_tile      {} x {}", video.tile.0, video.tile.1);
         }
     }
+    if switches.vae_slicing || (settings.contains("vae slicing") && batch > 1) {
+        out.push_str("    vae_slicing   true\n");
+    }
     if let Some(group) = &switches.group {
         out.push_str(if group.leaves {
             "    offload       leaves\n"
@@ -891,8 +894,8 @@ fn loaded_before_offload(source_id: &str) -> Option<&'static str> {
 /// (`enable_group_offload`, "group offloading") with its arguments (`block_level` or
 /// `leaf_level`, `num_blocks_per_group=2`, `use_stream=True`), attention slicing
 /// (`enable_attention_slicing`, with its slice size) and Wan's `generate.py` flags
-/// (`--offload_model`, `--t5_cpu`). VAE slicing decodes one image at a time, which changes
-/// nothing for one image.
+/// (`--offload_model`, `--t5_cpu`), and VAE slicing (`enable_vae_slicing`: one image of the batch
+/// decodes at a time, which changes nothing for one image).
 struct Switches {
     /// diffusers' own offloads: whole models, or one module at a time.
     whole: WholeOffload,
@@ -903,6 +906,8 @@ struct Switches {
     attention_slicing: Option<&'static str>,
     /// The text encoder runs on the CPU (Wan's `--t5_cpu`): not on the device at all.
     text_encoder_on_cpu: bool,
+    /// The VAE decodes a batch one image at a time (`enable_vae_slicing`).
+    vae_slicing: bool,
 }
 
 /// `enable_model_cpu_offload` or `enable_sequential_cpu_offload`.
@@ -964,6 +969,7 @@ fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
         group: None,
         attention_slicing: None,
         text_encoder_on_cpu: false,
+        vae_slicing: false,
     };
     let Some(stated) = cx.point.offload.clone() else { return Some(switches) };
     if super::conditions::is_none_word(&stated) {
@@ -1004,12 +1010,15 @@ fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
             }
         } else if part.contains("tiling") || part.contains("tiled") {
             switches.vae_tiling = true;
-        } else if part.contains("vae slicing") || part.contains("enable_vae_slicing") {
+        } else if part.contains("vae slicing")
+            || part.contains("vae_slicing")
+            || part.contains("enable_slicing")
+        {
             if batch > 1 {
-                cx.unreadable("offload", &stated);
-                return None;
+                switches.vae_slicing = true;
+            } else {
+                cx.assume(assume::NOT_MODELLED, "VAE slicing: one image decodes alone anyway");
             }
-            cx.assume(assume::NOT_MODELLED, "VAE slicing: one image decodes alone anyway");
         } else {
             cx.unreadable("offload", &stated);
             return None;
@@ -1380,7 +1389,9 @@ mod tests {
         assert!(call.contains("offload       model") && !call.contains("vae_tiling"));
         let slicing = sdxl("enable_vae_slicing()", 1).expect("one image decodes alone anyway");
         assert!(!slicing.contains("offload       model"));
-        assert!(sdxl("enable_vae_slicing()", 4).is_err());
+        let batch = sdxl("enable_vae_slicing()", 4).expect("a batch decoded image by image");
+        assert!(batch.contains("vae_slicing   true"), "{batch}");
+        assert!(!slicing.contains("vae_slicing"), "{slicing}");
         let sequential = sdxl("enable_sequential_cpu_offload()", 1).expect("expressible");
         assert!(sequential.contains("offload       sequential"), "{sequential}");
         let words = sdxl("sequential CPU offload + VAE tiling", 1).expect("expressible");

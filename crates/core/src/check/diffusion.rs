@@ -454,6 +454,7 @@ pub(super) fn diffusion(
         ("vae_tiling", Repeat::Once),
         ("vae_tile", Repeat::Once),
         ("vae_upcast", Repeat::Once),
+        ("vae_slicing", Repeat::Once),
         ("offload", Repeat::Once),
         ("quantize_on_load", Repeat::Once),
         ("loaded_as", Repeat::Once),
@@ -529,6 +530,7 @@ pub(super) fn diffusion(
             "fuse_qkv",
             "vae_tiling",
             "vae_upcast",
+            "vae_slicing",
         ];
         for key in inference_only {
             if let Some(field) = fields.get(key) {
@@ -568,6 +570,7 @@ pub(super) fn diffusion(
     let vae_tile = fields.get("vae_tile").and_then(|f| fields.dimensions(f, 8, 1 << 16, "1024"));
     let vae_tile = if fields.has("vae_tile") { vae_tile } else { Some(DEFAULT_VAE_TILE) };
     let vae_upcast = fields.boolean("vae_upcast").unwrap_or(false);
+    let vae_slicing = fields.boolean("vae_slicing").unwrap_or(false);
     // diffusers upcasts only a VAE loaded in fp16 (`self.vae.dtype == torch.float16`).
     let vae_fp16 = weights == WeightFormat::Uniform(crate::precision::Precision::Fp16);
     let offload = fields.choice("offload", &["none", "model", "sequential", "blocks", "leaves"]);
@@ -681,6 +684,7 @@ pub(super) fn diffusion(
                 matches!(offload, Some("blocks" | "leaves")),
             ),
             ("vae_tile", "vae_tiling true", vae_tiling),
+            ("vae_slicing", "batch 2` or more (one image decodes alone anyway", batch > 1),
             ("patch_pixels", "architecture dit", architecture == Some(false)),
             ("vae_temporal", "video_frames", fields.has("video_frames")),
             ("vae_cache", "video_frames", fields.has("video_frames")),
@@ -743,6 +747,7 @@ pub(super) fn diffusion(
         patch_pixels,
         vae_tile: vae_tiling.then_some(vae_tile),
         vae_upcast: vae_upcast && vae_fp16 && !training,
+        vae_slicing: vae_slicing && !training,
         attention: attention.unwrap_or(DiffusionAttention::Fused),
         offload: match offload {
             Some("model") => DiffusionOffload::Model { loaded_on_device },

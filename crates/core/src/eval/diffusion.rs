@@ -358,10 +358,11 @@ fn rope_fp32(element: Ratio) -> Option<Ratio> {
 /// `tiled_decode`, tiles of `tile_sample_min_size` pixels, clipped by the image; an image no
 /// larger than a tile is decoded whole), frames decode as a batch of images.
 fn decoder_shape(diffusion: &Diffusion) -> DecoderShape {
+    let batch = diffusion.decode_batch();
     let (height, width, images) = if let Some((tile_w, tile_h)) = diffusion.vae_tile {
-        (diffusion.height.min(tile_h), diffusion.width.min(tile_w), diffusion.batch)
+        (diffusion.height.min(tile_h), diffusion.width.min(tile_w), batch)
     } else {
-        (diffusion.height, diffusion.width, diffusion.batch.saturating_mul(diffusion.frames))
+        (diffusion.height, diffusion.width, batch.saturating_mul(diffusion.frames))
     };
     DecoderShape {
         images,
@@ -387,7 +388,7 @@ fn video_shape(diffusion: &Diffusion) -> Option<VideoDecode> {
     let element = decode_precision(diffusion).bytes_per_element();
     if video.decoder == VideoDecoder::Wan {
         return Some(VideoDecode::Wan(WanShape {
-            videos: diffusion.batch,
+            videos: diffusion.decode_batch(),
             latent_frames: diffusion.frames,
             height: diffusion.height,
             width: diffusion.width,
@@ -437,6 +438,32 @@ fn replay_decode(
             Ok((shape.height, shape.width))
         }
     }
+}
+
+/// Under `vae_slicing`, the images (or videos) decoded before the last one, held until the
+/// batch is concatenated (diffusers `AutoencoderKL.decode`: `decoded_slices = [self._decode(
+/// z_slice).sample for z_slice in z.split(1)]`, then `torch.cat`): 3 channels at the output's
+/// size each, in the decoder's type.
+fn sliced_outputs(diffusion: &Diffusion) -> Result<Option<Component>, Overflow> {
+    let earlier = diffusion.batch.saturating_sub(1);
+    if !diffusion.vae_slicing || earlier == 0 {
+        return Ok(None);
+    }
+    let frames = diffusion.video.map_or(diffusion.frames, |video| video.frames);
+    let element = decode_precision(diffusion);
+    let product = Product::new()
+        .times(earlier, "earlier slices")?
+        .times(frames, "frames")?
+        .times(diffusion.width * diffusion.height, "pixels")?
+        .times(3, "channels")?
+        .bytes_each(element.bytes_per_element(), element.name())?;
+    Ok(Some(formula(
+        "decoded images of the earlier slices",
+        Category::Intermediate,
+        product,
+        "diffusers AutoencoderKL.decode under enable_slicing: each slice's output is kept for \
+         the final torch.cat",
+    )?))
 }
 
 /// The precision the decoder computes in: fp32 when the pipeline upcasts the VAE for the decode
@@ -743,7 +770,10 @@ pub(crate) fn components(
             };
             let vae_elem = decode_precision(diffusion);
             let product = Product::new()
-                .times(diffusion.batch, "batch")?
+                .times(
+                    diffusion.decode_batch(),
+                    if diffusion.vae_slicing { "image (sliced)" } else { "batch" },
+                )?
                 .times(
                     pixels,
                     if diffusion.vae_tile.is_some() { "pixels of a tile" } else { "pixels" },
@@ -758,6 +788,7 @@ pub(crate) fn components(
             "diffusers AutoencoderKL Decoder: the first full-resolution ResnetBlock2D (vae_decode.rs)",
         )?);
         }
+        decode.extend(sliced_outputs(diffusion)?);
     }
     match diffusion.offload {
         DiffusionOffload::None => {

@@ -861,6 +861,31 @@ fn diffusion_pipelines_keep_every_model_and_the_largest_phase() {
 }
 
 #[test]
+fn a_sliced_decode_holds_one_image_and_the_earlier_outputs() {
+    let source = |extra: &str| {
+        format!(
+            "model dit {{ params 2 billion }}\nmodel te {{ params 1 billion }}\nmodel ae {{ params 80 million }}\nworkload w {{ runtime none; diffusion {{ denoiser dit; text_encoders te; vae ae; weights bf16; architecture dit; hidden 1536; resolution 1024 x 1024; text_tokens 256 tokens; batch 4{extra} }} }}\ncheck w on h100-sxm-80gb"
+        )
+    };
+    // Four images decode together: four times the first full-resolution block's 3 × 256
+    // channels per pixel.
+    let whole = evaluate(&source(""));
+    assert_eq!(bytes(&whole[0], 0, "VAE decode peak"), 4 * 1024 * 1024 * 768 * 2);
+    // Sliced (diffusers `enable_slicing`): one image's tensors, beside the three images decoded
+    // before it (3 channels × 1024² × 2 B each), kept for the final concatenation.
+    let sliced = evaluate(&source("; vae_slicing true"));
+    assert_eq!(bytes(&sliced[0], 0, "VAE decode peak"), 1024 * 1024 * 768 * 2);
+    assert_eq!(
+        bytes(&sliced[0], 0, "decoded images of the earlier slices"),
+        3 * 3 * 1024 * 1024 * 2
+    );
+    assert!(sliced[0].devices[0].views.reserved < whole[0].devices[0].views.reserved);
+    // One image decodes alone anyway: the setting changes nothing and says so.
+    let outcome = vram_core::evaluate(&source("; vae_slicing true").replace("batch 4", "batch 1"));
+    assert!(outcome.diagnostics.iter().any(|d| d.code == "W005"), "{:?}", outcome.diagnostics);
+}
+
+#[test]
 fn a_video_pipeline_denoises_its_latent_frames_and_decodes_them_in_batches() {
     // A denoiser heavy enough that under model offload its phase is the one on the device.
     let source = |extra: &str| {
