@@ -229,7 +229,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 43);
+    assert_eq!(run.results.len(), 46);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -309,6 +309,16 @@ fn points_in_other_wordings_are_expressed() {
     // GGUF denoiser with no compute type beside it takes the pipeline's documented bf16.
     assert!(source("U-042").contains("denoiser_weights fp8-layerwise"), "{}", source("U-042"));
     assert!(source("U-043").contains("weights       bf16"), "{}", source("U-043"));
+    // Cache types and parallel slots from command lines and environments: llama.cpp's `-c
+    // 16384 -np 4 --cache-type-k q8_0` is four slots of 4,096 cells; Ollama's
+    // `OLLAMA_NUM_PARALLEL=4` gives each of four requests its `num_ctx`.
+    for (id, context) in [("U-044", 4096), ("U-045", 8192)] {
+        let written = source(id);
+        assert!(written.contains("kv_cache q8_0"), "{written}");
+        assert!(written.contains(&format!("context  {context} tokens")), "{written}");
+        assert!(written.contains("sessions 4"), "{written}");
+    }
+    assert_eq!(compared("U-046").target.label(), "component: KV pool tokens");
     for (point, result) in points.iter().zip(&run.results) {
         assert!(
             matches!(result.outcome, Outcome::Compared(_)),

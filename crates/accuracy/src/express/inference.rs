@@ -145,7 +145,8 @@ fn kv_cache(cx: &mut Cx<'_>, runtime: Runtime) -> Option<KvCache> {
     {
         return Some(KvCache::Type(kv));
     }
-    let Some(stated) = cx.point.kv_cache_dtype.clone() else {
+    let Some(stated) = cx.point.kv_cache_dtype.clone().or_else(|| settings_kv_type(cx.point))
+    else {
         if runtime == Runtime::LlamaCpp {
             cx.assume(assume::RUNTIME_DEFAULT, "KV type not stated: llama.cpp's default f16");
             return Some(KvCache::Type("fp16"));
@@ -239,6 +240,9 @@ fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Op
             Some(VLLM_MAX_NUM_SEQS)
         }
         Runtime::LlamaCpp => {
+            if let Some(slots) = ggml_parallel(cx.point) {
+                return Some(slots);
+            }
             cx.assume(
                 assume::RUNTIME_DEFAULT,
                 "sessions: llama.cpp serves one sequence (n_parallel 1)",
@@ -302,8 +306,14 @@ fn context(
     } else if let Some(tokens) = number_after(&settings, "max_model_len") {
         tokens
     } else if let Some(tokens) = ggml_context(&settings).filter(|_| runtime == Runtime::LlamaCpp) {
-        // llama.cpp sizes its KV cache for the whole context window at load.
-        tokens
+        // llama.cpp sizes its KV cache for the whole context window at load, which its parallel
+        // slots share (`-c 16384 -np 4`: 4,096 cells each); Ollama gives every parallel request
+        // its own `num_ctx` (and asks llama.cpp for `num_ctx × num_parallel` cells).
+        if point.framework.to_lowercase().contains("ollama") {
+            tokens
+        } else {
+            tokens / sessions.max(1)
+        }
     } else if prompt > 0 {
         cx.assume(
             assume::PROMPT_ONLY,
@@ -349,6 +359,37 @@ fn context(
 /// The context a pooling server's point is given when it states none: vLLM's largest default
 /// step (`max_num_batched_tokens` 8192 on large GPUs) and Llama 3's window.
 const POOL_STAND_IN_CONTEXT: u64 = 8192;
+
+/// The parallel slots a llama.cpp server (`-np 4`, `--parallel 4`, `n_parallel 4`) or Ollama
+/// (`OLLAMA_NUM_PARALLEL=4`) runs with, when stated.
+fn ggml_parallel(point: &crate::data::Point) -> Option<u64> {
+    let text = point.all_text().replace(['=', ':'], " ");
+    let words: Vec<&str> = text.split(|c: char| c.is_whitespace() || c == ',').collect();
+    words.windows(2).find_map(|w| {
+        let key = w[0].trim_start_matches('-').replace('-', "_");
+        matches!(
+            key.as_str(),
+            "np" | "parallel" | "n_parallel" | "ollama_num_parallel" | "num_parallel"
+        )
+        .then(|| leading_number(w[1]))
+        .flatten()
+        .filter(|n| (1..=4096).contains(n))
+    })
+}
+
+/// The KV cache type a command line or environment states when the field does not: vLLM's and
+/// SGLang's `--kv-cache-dtype fp8`, llama.cpp's `--cache-type-k q8_0` (`-ctk`), Ollama's
+/// `OLLAMA_KV_CACHE_TYPE=q8_0`.
+fn settings_kv_type(point: &crate::data::Point) -> Option<String> {
+    let text = point.all_text().replace(['=', ':'], " ");
+    let words: Vec<&str> = text.split(|c: char| c.is_whitespace() || c == ',').collect();
+    words.windows(2).find_map(|w| {
+        let key = w[0].trim_start_matches('-').replace('-', "_");
+        matches!(key.as_str(), "kv_cache_dtype" | "cache_type_k" | "ctk" | "ollama_kv_cache_type")
+            .then(|| w[1].to_string())
+            .filter(|value| !value.is_empty())
+    })
+}
 
 /// The context window a llama.cpp or Ollama run states (`n_ctx 4096`, `-c 8192`, `num_ctx`,
 /// `--ctx-size`).
