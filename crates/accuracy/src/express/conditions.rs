@@ -38,16 +38,21 @@ impl Runtime {
         }
     }
 
-    /// Whether the server fills a share of the GPU with a KV pool, whatever its sessions need.
+    /// Whether the server fills a share of the GPU with a KV pool, whatever its sessions need:
+    /// the core's own rule for the runtime it names.
     pub(crate) fn pools(self) -> bool {
-        matches!(
-            self,
-            Runtime::Vllm
-                | Runtime::Sglang
-                | Runtime::Tgi
-                | Runtime::TensorrtLlm
-                | Runtime::Lmdeploy
-        )
+        use vram_core::hir::Runtime as Core;
+        let core = match self {
+            Runtime::PyTorch => Core::PyTorch,
+            Runtime::Diffusers => Core::Diffusers,
+            Runtime::Vllm => Core::Vllm,
+            Runtime::Sglang => Core::Sglang,
+            Runtime::Tgi => Core::Tgi,
+            Runtime::TensorrtLlm => Core::TensorrtLlm,
+            Runtime::Lmdeploy => Core::Lmdeploy,
+            Runtime::LlamaCpp => Core::LlamaCpp,
+        };
+        core.sizes_a_pool()
     }
 }
 
