@@ -67,6 +67,13 @@ pub fn view_for(method: &str) -> (View, Basis) {
         || method.contains("tracemalloc")
     {
         (View::Allocated, Basis::Stated)
+    } else if method.contains("memory_allocated")
+        && !method.replace("not peak", "").contains("peak")
+        && !method.contains("max")
+    {
+        // The allocator's current count read after the run (`torch.cuda.memory_allocated()`
+        // once generation has returned): what stays allocated, not the peak.
+        (View::AtRest, Basis::Stated)
     } else if method.contains("max_memory_reserved")
         || method.contains("reserved_bytes.all.peak")
         // `max_memory_cached`: the same counter's name before PyTorch 1.4.
@@ -159,6 +166,15 @@ mod tests {
             (View::Reserved, Basis::Stated)
         );
         assert_eq!(v("pynvml nvmlDeviceGetMemoryInfo().used"), (View::Device, Basis::Stated));
+        // The current count after the run is what stays allocated; sampled for its peak, a peak.
+        assert_eq!(
+            v("torch.cuda.memory_allocated() after generate (not peak)"),
+            (View::AtRest, Basis::Stated)
+        );
+        assert_eq!(
+            v("peak of torch.cuda.memory_allocated() sampled every 10 ms"),
+            (View::Allocated, Basis::Stated)
+        );
         assert_eq!(v("nvidia-smi per-process GPU memory"), (View::Device, Basis::Stated));
         assert_eq!(v("rocm-smi --showmeminfo vram"), (View::Device, Basis::Stated));
         assert_eq!(v("W&B system metrics (wandb)"), (View::Device, Basis::Stated));

@@ -229,7 +229,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 46);
+    assert_eq!(run.results.len(), 50);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -319,6 +319,12 @@ fn points_in_other_wordings_are_expressed() {
         assert!(written.contains("sessions 4"), "{written}");
     }
     assert_eq!(compared("U-046").target.label(), "component: KV pool tokens");
+    // Four beams are four sequences; EETQ's int8; transformers' HQQ-backed quantized cache; the
+    // allocator's count read after generation is what stays allocated.
+    assert!(source("U-047").contains("sessions 4"), "{}", source("U-047"));
+    assert!(source("U-048").contains("weights  int8"), "{}", source("U-048"));
+    assert!(source("U-049").contains("kv_cache quanto-int4"), "{}", source("U-049"));
+    assert_eq!(compared("U-050").target.label(), "at rest");
     for (point, result) in points.iter().zip(&run.results) {
         assert!(
             matches!(result.outcome, Outcome::Compared(_)),

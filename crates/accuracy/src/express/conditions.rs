@@ -696,6 +696,9 @@ impl Cx<'_> {
             Ok(("nf4-dq", None))
         } else if q.contains("nf4") || w == "nf4" {
             Ok(("nf4", None))
+        } else if q.contains("eetq") {
+            // EETQ: weight-only int8 with a scale per output channel.
+            Ok(("int8", None))
         } else if q.contains("smoothquant") || q.contains("w8a8") || w.contains("w8a8") {
             // int8 weights with a scale per output channel, as LLM.int8 is written.
             Ok(("int8", None))

@@ -170,6 +170,14 @@ fn kv_cache(cx: &mut Cx<'_>, runtime: Runtime) -> Option<KvCache> {
     } else if lower.contains("use_cache_quantization") {
         // Qwen's int8 cache: uint8 values with an fp32 scale and zero point per token and head.
         Some(KvCache::Type("int8-token"))
+    } else if lower.contains("hqq") && lower.contains("int4") {
+        // transformers' QuantizedCache on the HQQ backend: 4-bit values in groups of 64 with a
+        // scale and zero each, beside a residual of recent tokens in 16-bit, as quanto's.
+        cx.assume(
+            assume::EQUIVALENT_FORMAT,
+            format!("{stated:?}: written as quanto's int4 cache (groups of 64, a zero point each)"),
+        );
+        Some(KvCache::Type("quanto-int4"))
     } else if lower.contains("quanto") && lower.contains("int4") {
         // transformers' QuantoQuantizedCache (nbits 4, q_group_size 64, residual_length 128 by
         // default) on the `quanto` package it required then, 0.2.0: an int8 zero point per group.
@@ -229,7 +237,12 @@ const GGML_KV_TYPES: [&str; 6] = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_n
 /// Concurrent sequences: the batch size, or the runtime's default when the source leaves it out.
 fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Option<u64> {
     if let Some(batch) = cx.point.batch_size {
-        return Some(batch);
+        // transformers' beam search expands every prompt to its beams before the prefill
+        // (`_expand_inputs_for_generation`): each beam is a sequence with its own cache.
+        return match beams(cx.point).filter(|_| runtime == Runtime::PyTorch) {
+            Some(beams) => Some(batch.saturating_mul(beams)),
+            None => Some(batch),
+        };
     }
     match runtime {
         Runtime::Vllm => {
@@ -359,6 +372,21 @@ fn context(
 /// The context a pooling server's point is given when it states none: vLLM's largest default
 /// step (`max_num_batched_tokens` 8192 on large GPUs) and Llama 3's window.
 const POOL_STAND_IN_CONTEXT: u64 = 8192;
+
+/// The beams of a beam search the settings state (`num_beams=4`, `4 beams`), when more than one.
+fn beams(point: &crate::data::Point) -> Option<u64> {
+    let text = point.all_text().replace(['=', ':'], " ");
+    let words: Vec<&str> =
+        text.split(|c: char| c.is_whitespace() || c == ',' || c == '(').collect();
+    words
+        .windows(2)
+        .find_map(|w| match (w[0], w[1]) {
+            ("num_beams", count) => leading_number(count),
+            (count, "beams" | "beams)") => leading_number(count),
+            _ => None,
+        })
+        .filter(|n| *n > 1)
+}
 
 /// The parallel slots a llama.cpp server (`-np 4`, `--parallel 4`, `n_parallel 4`) or Ollama
 /// (`OLLAMA_NUM_PARALLEL=4`) runs with, when stated.
