@@ -381,8 +381,7 @@ fn beams(point: &crate::data::Point) -> Option<u64> {
     words
         .windows(2)
         .find_map(|w| match (w[0], w[1]) {
-            ("num_beams", count) => leading_number(count),
-            (count, "beams" | "beams)") => leading_number(count),
+            ("num_beams", count) | (count, "beams" | "beams)") => leading_number(count),
             _ => None,
         })
         .filter(|n| *n > 1)
