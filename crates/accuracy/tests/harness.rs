@@ -229,7 +229,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 50);
+    assert_eq!(run.results.len(), 52);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -325,6 +325,9 @@ fn points_in_other_wordings_are_expressed() {
     assert!(source("U-048").contains("weights  int8"), "{}", source("U-048"));
     assert!(source("U-049").contains("kv_cache quanto-int4"), "{}", source("U-049"));
     assert_eq!(compared("U-050").target.label(), "at rest");
+    // FLUX.1 Kontext's reference image joins the sequence; FLUX.1 Fill is FLUX.1-dev's shape.
+    assert!(source("U-051").contains("text_tokens   4608 tokens"), "{}", source("U-051"));
+    assert!(source("U-052").contains("denoiser      flux1-dev-transformer"), "{}", source("U-052"));
     for (point, result) in points.iter().zip(&run.results) {
         assert!(
             matches!(result.outcome, Outcome::Compared(_)),

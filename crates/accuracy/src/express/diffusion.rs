@@ -327,9 +327,22 @@ fn recognised(model: &str) -> Option<Pipeline> {
     let name = model.rsplit('/').next().unwrap_or(model).to_lowercase();
     let text: String = name.chars().filter(char::is_ascii_alphanumeric).collect();
     let has = |keys: &[&str]| keys.iter().any(|k| text.contains(k));
-    if has(&["flux1dev", "flux1schnell"]) {
+    if has(&["flux1kontext"]) {
+        // FluxKontextPipeline: FLUX.1-dev's transformer, the reference image's latents packed
+        // beside the generated ones in one sequence, the reference first resized to about one
+        // megapixel (PREFERRED_KONTEXT_RESOLUTIONS): 4,096 more tokens of 2 × 2 patches, which
+        // the step holds as it holds the text's.
+        Some(Pipeline {
+            text_tokens: 512 + 4096,
+            tokens_note: "512 T5 tokens + the reference image's 4,096 latent patches at about \
+                          1024 x 1024 (FluxKontextPipeline)",
+            ..flux()
+        })
+    } else if has(&["flux1dev", "flux1schnell", "flux1filldev"]) {
         // FLUX.1-schnell is FLUX.1-dev's transformer without the guidance embedder
-        // (`guidance_embeds` false): counted with it, about 13 M parameters more.
+        // (`guidance_embeds` false): counted with it, about 13 M parameters more. FLUX.1-Fill's
+        // takes 384 input channels (the latents, the masked image's and the mask's) where
+        // FLUX.1-dev's takes 64: 1 M parameters more, counted as FLUX.1-dev's.
         Some(flux())
     } else if (has(&["stablediffusionxl", "sdxl"]) && !has(&["refiner"]))
         // Playground v2.5 "follows the same architecture as Stable Diffusion XL" (its model
