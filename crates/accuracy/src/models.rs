@@ -100,7 +100,7 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
 ///
 /// The first spelling a wording contains wins, so a name that contains another's comes first
 /// (`codellama7b` before `llama7b`, the R1 distills before `deepseekr1`).
-const SPELLINGS: [(&str, &str); 115] = [
+const SPELLINGS: [(&str, &str); 116] = [
     // DeepSeek-R1's distills keep their base models' shapes: Llama 3.1 8B (its config.json,
     // ahmedghosaini/crag-meta, models/DeepSeek-R1-Distill-Llama-8B/config.json @ 07bf4be7),
     // Llama 3.3 70B (= 3.1 70B's), Qwen2.5-Math 7B (= Qwen2.5 7B's: 28 layers, 3584, 18944,
@@ -197,6 +197,10 @@ const SPELLINGS: [(&str, &str); 115] = [
     ("qwen2.5coder7b", "qwen2.5-7b"),
     ("qwen2.5coder14b", "qwen2.5-14b"),
     ("qwen2.5coder32b", "qwen2.5-32b"),
+    // QwQ-32B's config.json is Qwen2.5 32B's shape (64 layers, 5120, 27648, 40/8 heads, vocab
+    // 152064, untied; a public model report quoting the file and its 771 tensors,
+    // 32,763,876,352 parameters; code index id 63012281180).
+    ("qwq32b", "qwen2.5-32b"),
     ("llama3.18b", "llama3.1-8b"),
     ("llama3.170b", "llama3.1-70b"),
     ("llama3.1405b", "llama3.1-405b"),
@@ -551,6 +555,7 @@ mod tests {
         assert_eq!(name("Llama-3.1-405B-FP8").as_deref(), Some("llama3.1-405b"));
         assert_eq!(name("Qwen2.5-3B").as_deref(), Some("qwen2.5-3b"));
         assert_eq!(name("microsoft/phi-4").as_deref(), Some("phi4"));
+        assert_eq!(name("Qwen/QwQ-32B-AWQ").as_deref(), Some("qwen2.5-32b"));
         assert_eq!(name("microsoft/Phi-4-mini-instruct").as_deref(), Some("phi-4-mini"));
         assert_eq!(name("microsoft/Phi-4-multimodal-instruct"), None);
         assert_eq!(name("google/gemma-3-12b-it").as_deref(), Some("gemma-3-12b"));
