@@ -100,7 +100,7 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
 ///
 /// The first spelling a wording contains wins, so a name that contains another's comes first
 /// (`codellama7b` before `llama7b`, the R1 distills before `deepseekr1`).
-const SPELLINGS: [(&str, &str); 116] = [
+const SPELLINGS: [(&str, &str); 117] = [
     // DeepSeek-R1's distills keep their base models' shapes: Llama 3.1 8B (its config.json,
     // ahmedghosaini/crag-meta, models/DeepSeek-R1-Distill-Llama-8B/config.json @ 07bf4be7),
     // Llama 3.3 70B (= 3.1 70B's), Qwen2.5-Math 7B (= Qwen2.5 7B's: 28 layers, 3584, 18944,
@@ -238,6 +238,7 @@ const SPELLINGS: [(&str, &str); 116] = [
     // llms/deepseek-ai/DeepSeek-Coder-V2-Lite-Base/config.json @ 4adb1daa).
     ("deepseekcoderv2lite", "deepseek-v2-lite"),
     ("gptoss20b", "gpt-oss-20b"),
+    ("gptoss120b", "gpt-oss-120b"),
     ("yi34b200k", "yi-34b-200k"),
     ("yi34b", "yi-34b-200k"),
     ("octocoder", "octocoder"),
@@ -556,6 +557,7 @@ mod tests {
         assert_eq!(name("Qwen2.5-3B").as_deref(), Some("qwen2.5-3b"));
         assert_eq!(name("microsoft/phi-4").as_deref(), Some("phi4"));
         assert_eq!(name("Qwen/QwQ-32B-AWQ").as_deref(), Some("qwen2.5-32b"));
+        assert_eq!(name("openai/gpt-oss-120b").as_deref(), Some("gpt-oss-120b"));
         assert_eq!(name("microsoft/Phi-4-mini-instruct").as_deref(), Some("phi-4-mini"));
         assert_eq!(name("microsoft/Phi-4-multimodal-instruct"), None);
         assert_eq!(name("google/gemma-3-12b-it").as_deref(), Some("gemma-3-12b"));

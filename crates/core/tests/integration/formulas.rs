@@ -338,6 +338,8 @@ fn moe_and_mla_parameter_counts_match_published_totals() {
     // Qwen3-30B-A3B: 30.5 B; gpt-oss-20b: 20.9 B (their model cards).
     assert!(count("qwen3-30b-a3b").abs_diff(30_500_000_000) < 100_000_000);
     assert!(count("gpt-oss-20b").abs_diff(20_900_000_000) < 100_000_000);
+    // gpt-oss-120b: 116.83 B (OpenAI's model card), 128 experts of 36 layers.
+    assert!(count("gpt-oss-120b").abs_diff(116_830_000_000) < 100_000_000);
 }
 
 #[test]
