@@ -3,7 +3,9 @@
 //! One row per `gpu_type` wording in the data set, so that every mapping is a visible decision;
 //! a wording the table does not list (a data set the harness has not seen) is read by its words
 //! ([`read`]): the GPU family, the memory it states and the form factor, to the catalog entry
-//! they name. A GPU the catalog lacks is declared with its marketed size. When the source does not state
+//! they name. A GPU the catalog lacks is declared with its marketed size, read in binary units:
+//! a GPU's "12 GB" is 12 GiB of memory chips (an RTX 3060 12GB reports 12,288 MiB, an A100 80GB
+//! 81,920 MiB), which the driver's reserve then trims. When the source does not state
 //! the GPU or its memory, the point can still be compared on a peak or a component (neither
 //! depends on capacity), but not on a fits / does-not-fit verdict.
 
@@ -20,11 +22,11 @@ pub struct Gpu {
     pub note: Option<String>,
 }
 
-const RTX_3070: &str = "device rtx-3070 \"NVIDIA GeForce RTX 3070 8GB\" {\n  memory     8 GB marketed\n  arch       ampere\n  compute    8.6\n  precisions fp32 tf32 fp16 bf16 int8\n  vendor     nvidia\n}\n";
-const RTX_A6000: &str = "device rtx-a6000 \"NVIDIA RTX A6000 48GB\" {\n  memory     48 GB marketed\n  arch       ampere\n  compute    8.6\n  precisions fp32 tf32 fp16 bf16 int8\n  vendor     nvidia\n}\n";
+const RTX_3070: &str = "device rtx-3070 \"NVIDIA GeForce RTX 3070 8GB\" {\n  memory     8 GiB marketed\n  arch       ampere\n  compute    8.6\n  precisions fp32 tf32 fp16 bf16 int8\n  vendor     nvidia\n}\n";
+const RTX_A6000: &str = "device rtx-a6000 \"NVIDIA RTX A6000 48GB\" {\n  memory     48 GiB marketed\n  arch       ampere\n  compute    8.6\n  precisions fp32 tf32 fp16 bf16 int8\n  vendor     nvidia\n}\n";
 /// A placeholder for sources that do not name the GPU: Ampere, so that bf16 and fp16 run; its
 /// capacity is never compared.
-const NOT_STATED: &str = "device gpu-not-stated \"GPU not stated\" {\n  memory     80 GB marketed\n  arch       ampere\n  compute    8.0\n  precisions fp32 tf32 fp16 bf16 int8\n  vendor     nvidia\n}\n";
+const NOT_STATED: &str = "device gpu-not-stated \"GPU not stated\" {\n  memory     80 GiB marketed\n  arch       ampere\n  compute    8.0\n  precisions fp32 tf32 fp16 bf16 int8\n  vendor     nvidia\n}\n";
 
 fn catalog(device: &str) -> Gpu {
     Gpu { device: device.to_owned(), declaration: None, capacity_stated: true, note: None }
@@ -319,7 +321,7 @@ fn declaration(
     precisions: &str,
 ) -> String {
     format!(
-        "device {device} \"{title}\" {{\n  memory     {gigabytes} GB marketed\n  arch       \
+        "device {device} \"{title}\" {{\n  memory     {gigabytes} GiB marketed\n  arch       \
          {arch}\n  compute    {compute}\n  precisions {precisions}\n  vendor     nvidia\n}}\n"
     )
 }
@@ -351,14 +353,17 @@ mod tests {
         // A card the catalog lacks is declared with the memory it states.
         assert_eq!(device("RTX 3080 10GB"), stated("gpu-10gb"));
         let declared = read("RTX 3080 10GB").and_then(|gpu| gpu.declaration).unwrap_or_default();
-        assert!(declared.contains("memory     10 GB marketed") && declared.contains("ampere"));
+        assert!(declared.contains("memory     10 GiB marketed") && declared.contains("ampere"));
         assert_eq!(device("a GPU"), None);
         // A card named without its memory: its usual size, not stated.
         assert_eq!(device("RTX 3060"), Some(("gpu-12gb".to_owned(), false)));
         assert_eq!(device("GeForce RTX 3080 Ti"), Some(("gpu-12gb".to_owned(), false)));
         assert_eq!(device("RTX 4060 Ti 16GB"), stated("gpu-16gb"));
         let titan = read("NVIDIA Titan RTX").and_then(|gpu| gpu.declaration).unwrap_or_default();
-        assert!(titan.contains("memory     24 GB marketed") && titan.contains("turing"), "{titan}");
+        assert!(
+            titan.contains("memory     24 GiB marketed") && titan.contains("turing"),
+            "{titan}"
+        );
     }
 
     #[test]

@@ -55,7 +55,7 @@ fn published_logs_are_evaluated_or_have_a_reason() {
 fn published_tables_are_evaluated_or_have_a_reason() {
     let points =
         data::parse(include_str!("../data/published-tables.json")).expect("the file parses");
-    assert!(points.len() >= 274, "the tables data set has {} points", points.len());
+    assert!(points.len() >= 281, "the tables data set has {} points", points.len());
     let run = run(&points);
     every_point_is_accounted_for(&points, &run);
     let c = counts(&run);
@@ -69,6 +69,15 @@ fn published_tables_are_evaluated_or_have_a_reason() {
         .filter(|r| r.id.starts_with("T02-") && matches!(r.outcome, Outcome::Compared(_)))
         .count();
     assert_eq!(speed, 112, "every speed-benchmark row compared");
+    // Unsloth's longest contexts that fit under Hugging Face + FA2 QLoRA: each must fit.
+    let boundaries: Vec<_> = run.results.iter().filter(|r| r.id.starts_with("T05-")).collect();
+    assert_eq!(boundaries.len(), 7);
+    for result in boundaries {
+        let Outcome::Verdict(verdict) = &result.outcome else {
+            panic!("{} is not a verdict: {:?}", result.id, result.outcome)
+        };
+        assert!(verdict.estimate_fits, "{}: {verdict:?}", result.id);
+    }
 }
 
 /// Every point is compared, checked as a verdict, or unexpressed with reasons that say why,

@@ -314,7 +314,7 @@ mod tests {
         );
         let expressed = express(&awq).expect("expressible");
         assert!(expressed.source.contains("awq-int4"), "{}", expressed.source);
-        assert!(expressed.source.contains("memory     12 GB marketed"), "{}", expressed.source);
+        assert!(expressed.source.contains("memory     12 GiB marketed"), "{}", expressed.source);
         assert!(labels(&Ok(expressed)).contains(&assume::RUNTIME_DEFAULT));
     }
 
