@@ -211,8 +211,9 @@ pub fn runs_fp8(gpu: &Gpu) -> bool {
 }
 
 /// Catalog devices named by one word of the wording.
-const ONE_WORD: [(&str, &str); 16] = [
+const ONE_WORD: [(&str, &str); 17] = [
     ("h20", "h20"),
+    ("p100", "p100-pcie-16gb"),
     ("a30", "a30"),
     ("a10", "a10"),
     ("a40", "a40"),
@@ -238,7 +239,11 @@ const AMPERE_PRECISIONS: &str = "fp32 tf32 fp16 bf16 int8";
 
 /// GeForce cards by model number and suffix, with the memory of their common (or only)
 /// variant, from NVIDIA's specifications pages: `(number, suffix, GB)`; "" is the plain card.
-const GEFORCE_MEMORY: [(&str, &str, u64); 24] = [
+const GEFORCE_MEMORY: [(&str, &str, u64); 28] = [
+    ("1060", "", 6),
+    ("1070", "", 8),
+    ("1080", "", 8),
+    ("1080", "ti", 11),
     ("2060", "", 6),
     ("2070", "", 8),
     ("2080", "", 8),
@@ -304,6 +309,10 @@ fn geforce_generation(words: &[&str]) -> (&'static str, &'static str, &'static s
     }
     let number =
         words.iter().find_map(|w| w.parse::<u32>().ok().filter(|n| (1000..10000).contains(n)));
+    if number.is_some_and(|n| n / 100 == 10) || words.contains(&"p40") {
+        // GeForce 10 series (GTX 1080 Ti, 1070) and the Tesla P40: Pascal, sm_61.
+        return ("pascal", "6.1", "fp32 fp16 int8");
+    }
     match number.map(|n| n / 1000) {
         Some(2) => ("turing", "7.5", "fp32 fp16 int8"),
         Some(4) => ("ada", "8.9", "fp32 tf32 fp16 bf16 fp8 int8"),
@@ -347,6 +356,9 @@ mod tests {
         assert_eq!(device("A100"), Some(("a100-sxm4-80gb".to_owned(), false)));
         assert_eq!(device("8x A800-SXM4-80GB"), stated("a100-sxm4-80gb"));
         assert_eq!(device("H800"), Some(("h100-sxm-80gb".to_owned(), false)));
+        assert_eq!(device("Kaggle Tesla P100-PCIE-16GB"), stated("p100-pcie-16gb"));
+        let gtx = read("GTX 1080 Ti 11GB").and_then(|gpu| gpu.declaration).unwrap_or_default();
+        assert!(gtx.contains("pascal") && gtx.contains("compute    6.1"), "{gtx}");
         let fp8 = |wording: &str| read(wording).is_some_and(|gpu| runs_fp8(&gpu));
         assert!(fp8("H100 80GB") && fp8("RTX 4090") && fp8("RTX 4070 12GB"));
         assert!(!fp8("A100 80GB") && !fp8("RTX 3060") && !fp8("Tesla T4 16GB"));

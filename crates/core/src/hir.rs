@@ -79,6 +79,8 @@ impl Layered<'_> {
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Arch {
+    /// Pascal (P100, P40, GeForce 10 series): fp16 on sm_60, no bf16 or tensor cores.
+    Pascal,
     Volta,
     Turing,
     Ampere,
@@ -92,7 +94,8 @@ pub enum Arch {
 }
 
 impl Arch {
-    pub const ALL: [Arch; 10] = [
+    pub const ALL: [Arch; 11] = [
+        Arch::Pascal,
         Arch::Volta,
         Arch::Turing,
         Arch::Ampere,
@@ -107,6 +110,7 @@ impl Arch {
 
     pub fn name(&self) -> &'static str {
         match self {
+            Arch::Pascal => "pascal",
             Arch::Volta => "volta",
             Arch::Turing => "turing",
             Arch::Ampere => "ampere",

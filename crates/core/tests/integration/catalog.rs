@@ -47,3 +47,18 @@ fn device_memory_matches_the_reported_totals() {
     // H100 80GB: nvidia-smi reports 81,559 MiB.
     assert_eq!(catalog.devices["h100-sxm-80gb"].memory.0, 81_559 << 20);
 }
+
+/// Capability before capacity on a Pascal card: the P100 computes in fp16, not in bf16.
+#[test]
+fn a_pascal_card_runs_fp16_and_refuses_bf16() {
+    let source = |weights: &str| {
+        format!(
+            "workload w {{ model llama3.2-1b; runtime pytorch; inference {{ weights {weights}; context 512 tokens; sessions 1 }} }}\ncheck w on p100-pcie-16gb"
+        )
+    };
+    let fp16 = vram_core::evaluate(&source("fp16"));
+    assert!(fp16.diagnostics.iter().all(|d| !d.is_error()), "{:?}", fp16.diagnostics);
+    assert!(fp16.budget.checks[0].verdict.fits());
+    let bf16 = vram_core::evaluate(&source("bf16"));
+    assert!(bf16.diagnostics.iter().any(|d| d.code == "E040"), "{:?}", bf16.diagnostics);
+}
