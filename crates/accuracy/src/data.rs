@@ -114,6 +114,21 @@ impl Point {
         }
     }
 
+    /// The word after a command-line flag or a `key=value` setting in the free-text fields
+    /// (`-np 4`, `--kv-cache-dtype fp8`, `OLLAMA_NUM_PARALLEL=4`) for the first of `keys` found,
+    /// keys written without leading dashes and with underscores for inner ones; empty for a flag
+    /// that ends the text (`-fa`).
+    pub fn setting(&self, keys: &[&str]) -> Option<String> {
+        let text = self.all_text().replace(['=', ':'], " ");
+        let words: Vec<&str> =
+            text.split(|c: char| c.is_whitespace() || c == ',').filter(|w| !w.is_empty()).collect();
+        words.iter().enumerate().find_map(|(at, word)| {
+            let key = word.trim_start_matches('-').replace('-', "_");
+            keys.contains(&key.as_str())
+                .then(|| words.get(at + 1).map_or_else(String::new, |next| (*next).to_string()))
+        })
+    }
+
     /// All the free-text condition fields, lower-cased and joined, for keyword rules that may
     /// find a setting in any of them (a ZeRO stage is sometimes only in the method's text).
     pub fn all_text(&self) -> String {
@@ -342,6 +357,17 @@ mod tests {
         assert_eq!(leading_number("2048 (dataset packed)"), Some(2048));
         assert_eq!(leading_number("not stated"), None);
         assert_eq!(leading_number("8k"), Some(8192));
+        let point = Point {
+            other_settings: Some(
+                "-c 16384 -np 4 --cache-type-k q8_0, OLLAMA_NUM_PARALLEL=2 -fa".into(),
+            ),
+            ..Point::default()
+        };
+        assert_eq!(point.setting(&["np"]).as_deref(), Some("4"));
+        assert_eq!(point.setting(&["cache_type_k"]).as_deref(), Some("q8_0"));
+        assert_eq!(point.setting(&["ollama_num_parallel"]).as_deref(), Some("2"));
+        assert_eq!(point.setting(&["fa"]).as_deref(), Some(""));
+        assert_eq!(point.setting(&["num_beams"]), None);
         assert_eq!(leading_number("128K tokens"), Some(131_072));
         assert_eq!(leading_number("100k"), Some(100_000));
         assert_eq!(leading_number("4 kB"), Some(4));

@@ -905,17 +905,20 @@ pub(crate) type WeightWord = (&'static str, Option<(&'static str, String)>);
 /// b6300) made `-fa auto` the default. Before it, the graph materializes every head's F32 scores
 /// (`n_kv × n_ubatch`).
 fn ggml_flash_attention(point: &crate::data::Point) -> bool {
-    let text = point.all_text().replace(['=', ':'], " ");
-    let words: Vec<&str> = text.split(|c: char| c.is_whitespace() || c == ',').collect();
+    let text = point.all_text();
     let off = ["0", "off", "false", "disabled"];
-    let stated = words.windows(2).any(|w| {
-        matches!(w[0], "-fa" | "--flash-attn" | "flash_attn" | "ollama_flash_attention")
-            && !off.contains(&w[1])
-    }) || words.last().is_some_and(|w| matches!(*w, "-fa" | "--flash-attn"))
+    let stated = point
+        .setting(&["fa", "flash_attn", "ollama_flash_attention"])
+        .is_some_and(|value| !off.contains(&value.as_str()))
         || ["flash attention on", "flash attention enabled", "with flash attention"]
             .iter()
             .any(|phrase| text.contains(phrase));
-    let kv = point.kv_cache_dtype.clone().unwrap_or_default().to_lowercase();
+    let kv = point
+        .kv_cache_dtype
+        .clone()
+        .or_else(|| super::inference::settings_kv_type(point))
+        .unwrap_or_default()
+        .to_lowercase();
     let quantized_cache =
         ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"].iter().any(|t| kv.contains(t));
     let build = framework_and_version(point)

@@ -375,14 +375,12 @@ const POOL_STAND_IN_CONTEXT: u64 = 8192;
 
 /// The beams of a beam search the settings state (`num_beams=4`, `4 beams`), when more than one.
 fn beams(point: &crate::data::Point) -> Option<u64> {
-    let text = point.all_text().replace(['=', ':'], " ");
-    let words: Vec<&str> =
-        text.split(|c: char| c.is_whitespace() || c == ',' || c == '(').collect();
-    words
-        .windows(2)
-        .find_map(|w| match (w[0], w[1]) {
-            ("num_beams", count) | (count, "beams" | "beams)") => leading_number(count),
-            _ => None,
+    let written = point.setting(&["num_beams"]).and_then(|count| leading_number(&count));
+    written
+        .or_else(|| {
+            let text = point.all_text().replace(['(', ')'], " ");
+            let words: Vec<&str> = text.split_whitespace().collect();
+            words.windows(2).find_map(|w| (w[1] == "beams").then(|| leading_number(w[0])).flatten())
         })
         .filter(|n| *n > 1)
 }
@@ -390,32 +388,19 @@ fn beams(point: &crate::data::Point) -> Option<u64> {
 /// The parallel slots a llama.cpp server (`-np 4`, `--parallel 4`, `n_parallel 4`) or Ollama
 /// (`OLLAMA_NUM_PARALLEL=4`) runs with, when stated.
 fn ggml_parallel(point: &crate::data::Point) -> Option<u64> {
-    let text = point.all_text().replace(['=', ':'], " ");
-    let words: Vec<&str> = text.split(|c: char| c.is_whitespace() || c == ',').collect();
-    words.windows(2).find_map(|w| {
-        let key = w[0].trim_start_matches('-').replace('-', "_");
-        matches!(
-            key.as_str(),
-            "np" | "parallel" | "n_parallel" | "ollama_num_parallel" | "num_parallel"
-        )
-        .then(|| leading_number(w[1]))
-        .flatten()
+    point
+        .setting(&["np", "parallel", "n_parallel", "ollama_num_parallel", "num_parallel"])
+        .and_then(|slots| leading_number(&slots))
         .filter(|n| (1..=4096).contains(n))
-    })
 }
 
 /// The KV cache type a command line or environment states when the field does not: vLLM's and
 /// SGLang's `--kv-cache-dtype fp8`, llama.cpp's `--cache-type-k q8_0` (`-ctk`), Ollama's
 /// `OLLAMA_KV_CACHE_TYPE=q8_0`.
-fn settings_kv_type(point: &crate::data::Point) -> Option<String> {
-    let text = point.all_text().replace(['=', ':'], " ");
-    let words: Vec<&str> = text.split(|c: char| c.is_whitespace() || c == ',').collect();
-    words.windows(2).find_map(|w| {
-        let key = w[0].trim_start_matches('-').replace('-', "_");
-        matches!(key.as_str(), "kv_cache_dtype" | "cache_type_k" | "ctk" | "ollama_kv_cache_type")
-            .then(|| w[1].to_string())
-            .filter(|value| !value.is_empty())
-    })
+pub(super) fn settings_kv_type(point: &crate::data::Point) -> Option<String> {
+    point
+        .setting(&["kv_cache_dtype", "cache_type_k", "ctk", "ollama_kv_cache_type"])
+        .filter(|value| !value.is_empty())
 }
 
 /// The context window a llama.cpp or Ollama run states (`n_ctx 4096`, `-c 8192`, `num_ctx`,
