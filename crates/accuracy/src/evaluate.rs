@@ -168,21 +168,13 @@ fn compare(check: &CheckBudget, expressed: &Expressed, target: &Target) -> Outco
         Scope::EachDevice => largest(check, value),
         Scope::SumOfDevices => check.devices.iter().map(value).sum(),
     };
-    let views = [
-        combine(&|d| float(d.views.allocated) + pool_in_place_of_sessions(d)),
-        combine(&|d| float(d.views.reserved) + pool_in_place_of_sessions(d)),
-        combine(&|d| float(d.views.device) + pool_in_place_of_sessions(d)),
-    ];
+    let views = [View::Allocated, View::Reserved, View::Device]
+        .map(|view| combine(&|d: &DeviceBudget| view_of(d, view)));
     let mut band = None;
     let estimate = match target {
         Target::Peak { view, .. } => {
             band = Some(peak_band(check, *view, scope));
-            match view {
-                View::Allocated => views[0],
-                View::Reserved => views[1],
-                View::Device => views[2],
-                View::AtRest => combine(&at_rest),
-            }
+            combine(&|d: &DeviceBudget| view_of(d, *view))
         }
         Target::Component { selector: Selector::KvPool, .. } => match kv_pool(check, scope) {
             Some(bytes) => bytes,
@@ -210,9 +202,9 @@ fn compare(check: &CheckBudget, expressed: &Expressed, target: &Target) -> Outco
         // A runtime that pre-allocates a pool logs the pool as its KV cache (vLLM's "KV cache
         // size", SGLang's "KV Cache is allocated"): what the sessions use is a part of it.
         Target::Component { selector: Selector::KvCache, .. }
-            if kv_pool(check, scope).is_some() =>
+            if let Some(pool) = kv_pool(check, scope) =>
         {
-            kv_pool(check, scope).unwrap_or_default()
+            pool
         }
         Target::Component { selector, .. } => combine(&|d| {
             d.components.iter().filter(|c| selector.includes(c)).map(|c| float(c.bytes)).sum()
