@@ -158,33 +158,33 @@ pub fn read(gpu_type: &str) -> Option<Gpu> {
         catalog(device)
     } else if let Some((device, _)) = GEFORCE.iter().find(|(_, number)| has(number)) {
         catalog(device)
-    } else if let (None, Some((gigabytes, card))) = (memory, usual_memory(&words)) {
-        // A GeForce card named without its memory: declared with the size it usually ships
-        // with; the comparison of a peak does not read it, a verdict does not trust it.
-        let (arch, compute, precisions) = geforce_generation(&words);
-        let device = format!("gpu-{gigabytes}gb");
-        let title = gpu_type.replace(['"', '\\'], "");
-        Gpu {
-            device: device.clone(),
-            declaration: Some(declaration(&device, &title, gigabytes, arch, compute, precisions)),
-            capacity_stated: false,
-            note: Some(format!(
-                "memory not stated: the {card}'s usual {gigabytes} GB, declared as {arch}"
-            )),
-        }
     } else {
-        let gigabytes = memory?;
+        // A card the catalog lacks, declared with the memory it states; a GeForce card named
+        // without its memory, with the size it usually ships with (the comparison of a peak
+        // does not read it, a verdict does not trust it).
+        let usual = if memory.is_none() { usual_memory(&words) } else { None };
+        let gigabytes = memory.or(usual.as_ref().map(|(gigabytes, _)| *gigabytes))?;
         let (arch, compute, precisions) = geforce_generation(&words);
         let device = format!("gpu-{gigabytes}gb");
         let title = gpu_type.replace(['"', '\\'], "");
-        declared(
-            &device,
-            declaration(&device, &title, gigabytes, arch, compute, precisions),
-            format!(
-                "not in the catalog: declared with the {gigabytes} GB it states, as {arch} \
-                 (capability {compute})"
+        let declared_as = declaration(&device, &title, gigabytes, arch, compute, precisions);
+        match usual {
+            Some((_, card)) => unstated(
+                &device,
+                Some(&declared_as),
+                &format!(
+                    "memory not stated: the {card}'s usual {gigabytes} GB, declared as {arch}"
+                ),
             ),
-        )
+            None => declared(
+                &device,
+                declared_as,
+                format!(
+                    "not in the catalog: declared with the {gigabytes} GB it states, as {arch} \
+                     (capability {compute})"
+                ),
+            ),
+        }
     };
     Some(gpu)
 }

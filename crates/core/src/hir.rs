@@ -1027,7 +1027,7 @@ pub enum VaeCaches {
 impl Diffusion {
     /// The images (or videos) one decode call takes: the batch, or one under `vae_slicing`.
     pub fn decode_batch(&self) -> u64 {
-        if self.vae_slicing { self.batch.min(1) } else { self.batch }
+        if self.vae_slicing { 1 } else { self.batch }
     }
 }
 

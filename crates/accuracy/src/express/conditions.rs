@@ -897,8 +897,6 @@ pub(crate) fn is_meta_fp8(point: &crate::data::Point) -> bool {
 
 pub(crate) type WeightWord = (&'static str, Option<(&'static str, String)>);
 
-/// Whether a framework runs GGUF models on llama.cpp: llama.cpp itself, its Python binding, and
-/// the applications built on it (Ollama, LM Studio, koboldcpp, llamafile).
 /// Whether a llama.cpp run used FlashAttention: stated (`-fa`, `flash_attn 1`, Ollama's
 /// `OLLAMA_FLASH_ATTENTION=1`), implied by a quantized KV cache (llama.cpp quantizes the V
 /// cache only under FlashAttention), or a build from after PR #15434 (late August 2025, about
@@ -919,16 +917,18 @@ fn ggml_flash_attention(point: &crate::data::Point) -> bool {
         .or_else(|| super::inference::settings_kv_type(point))
         .unwrap_or_default()
         .to_lowercase();
-    let quantized_cache =
-        ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"].iter().any(|t| kv.contains(t));
-    let build = framework_and_version(point)
+    let quantized_cache = super::inference::GGML_KV_TYPES.iter().any(|t| kv.contains(t));
+    let version = framework_and_version(point);
+    let build = version
         .split(|c: char| !c.is_ascii_alphanumeric())
         .filter_map(|w| w.strip_prefix('b')?.parse::<u32>().ok())
         .any(|number| (6300..100_000).contains(&number))
-        || latest_month(&framework_and_version(point)).is_some_and(|month| month >= (2025, 9));
+        || latest_month(&version).is_some_and(|month| month >= (2025, 9));
     stated || quantized_cache || build
 }
 
+/// Whether a framework runs GGUF models on llama.cpp: llama.cpp itself, its Python binding, and
+/// the applications built on it (Ollama, LM Studio, koboldcpp, llamafile).
 fn runs_ggml(framework: &str) -> bool {
     ["llama.cpp", "llama-cpp", "llama_cpp", "llamacpp", "ollama", "lm studio", "lmstudio"]
         .iter()

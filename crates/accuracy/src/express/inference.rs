@@ -232,7 +232,7 @@ fn lmdeploy_quant_policy(point: &crate::data::Point) -> Option<&'static str> {
 }
 
 /// llama.cpp cache types (`--cache-type-k`, `--cache-type-v`) the language takes.
-const GGML_KV_TYPES: [&str; 6] = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"];
+pub(super) const GGML_KV_TYPES: [&str; 6] = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"];
 
 /// Concurrent sequences: the batch size, or the runtime's default when the source leaves it out.
 fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Option<u64> {
