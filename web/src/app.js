@@ -12,7 +12,7 @@ const EXAMPLES = [
   "one-card-three-workloads.vram",
   "mixed-gpus-and-host.vram",
   "moe-and-latent-attention.vram", "sliding-window.vram", "flan-t5-xl-summarise-and-tune.vram",
-  "gguf-on-a-desktop-gpu.vram",
+  "gguf-on-a-desktop-gpu.vram", "partial-offload.vram",
   "bnb-4bit-on-a-t4.vram", "long-generation-quantized-kv.vram", "qlora-on-24gb.vram",
   "qwen2.5-7b-lora.vram", "full-finetune-7b-24gb.vram",
   "freeze-prefix-and-prompt-tuning.vram",

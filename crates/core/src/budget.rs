@@ -83,6 +83,7 @@ pub enum QueryKind {
     MaxSessions,
     MaxContext,
     MaxBatch,
+    MaxGpuLayers,
     MinDevices,
     Machines,
     Precision,
@@ -172,6 +173,8 @@ pub enum SuggestionKind {
     Context,
     /// A smaller batch (training micro-batch, diffusion batch).
     Batch,
+    /// Fewer layers on the devices, the rest in host memory (llama.cpp `gpu_layers`, `-ngl`).
+    GpuLayers,
     /// More devices of the same kind, with the split that achieves it.
     Devices,
     /// A diffusion pipeline's memory option: the VAE decode tiled, whole models offloaded

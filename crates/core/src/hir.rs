@@ -462,6 +462,10 @@ pub struct Inference {
     pub memory_fraction: Option<Ratio>,
     /// How the KV cache grows; `None`: the runtime's way.
     pub cache_layout: Option<CacheLayout>,
+    /// llama.cpp's `-ngl` (Ollama's `num_gpu`): the last this many layers on the devices, and
+    /// the output layer with them when it exceeds the model's layers; `None`: every layer and
+    /// the output.
+    pub gpu_layers: Option<u64>,
 }
 
 /// How a runtime grows its KV cache from one generated token to the next.

@@ -45,6 +45,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "one-card-three-workloads.vram",
         include_str!("../../../examples/one-card-three-workloads.vram"),
     ),
+    ("partial-offload.vram", include_str!("../../../examples/partial-offload.vram")),
     ("qlora-on-24gb.vram", include_str!("../../../examples/qlora-on-24gb.vram")),
     ("qwen2.5-7b-lora.vram", include_str!("../../../examples/qwen2.5-7b-lora.vram")),
     ("render-scene.vram", include_str!("../../../examples/render-scene.vram")),

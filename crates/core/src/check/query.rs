@@ -8,7 +8,7 @@ use crate::hir::{CheckSpec, Goal, Layered, QuerySpec, Split, Workload};
 use crate::plan::Knob;
 use crate::table::NameSet;
 
-const KNOBS: [&str; 3] = ["sessions", "context", "batch"];
+const KNOBS: [&str; 4] = ["sessions", "context", "batch", "gpu_layers"];
 
 pub(super) fn query(
     find: &Find,
@@ -134,7 +134,7 @@ fn goal(goal: &FindGoal, scope: &Scope<'_>, diagnostics: &mut Vec<Diagnostic>) -
                 diagnostics.push(unknown(
                     what,
                     &KNOBS,
-                    "`find max` takes `sessions`, `context` or `batch`",
+                    "`find max` takes `sessions`, `context`, `batch` or `gpu_layers`",
                 ));
             }
             knob.map(Goal::Max)
@@ -205,6 +205,9 @@ fn not_applicable(goal: &Goal, w: &Workload) -> Option<String> {
             w.inference.is_some() || (w.training.is_some() && w.diffusion.is_none())
         }
         Goal::Max(Knob::Batch) => w.training.is_some() || w.diffusion.is_some(),
+        Goal::Max(Knob::GpuLayers) => {
+            w.inference.is_some() && w.runtime == crate::hir::Runtime::LlamaCpp
+        }
         Goal::MinDevices(_) | Goal::Machines => true,
     };
     (!has).then(|| {
@@ -212,6 +215,7 @@ fn not_applicable(goal: &Goal, w: &Workload) -> Option<String> {
             Goal::Max(Knob::Sessions) => "sessions (an inference block)",
             Goal::Max(Knob::Context) => "a context or a training sequence",
             Goal::Max(Knob::Batch) => "a batch (a training micro-batch or a diffusion batch)",
+            Goal::Max(Knob::GpuLayers) => "layers to keep in host memory (llama.cpp inference)",
             _ => "weights to change (an inference block)",
         };
         format!("workload `{}` has no {what}", w.name)
@@ -222,6 +226,9 @@ fn applicable_help(w: &Workload) -> String {
     let mut goals = Vec::new();
     if w.inference.is_some() {
         goals.extend(["max sessions", "max context", "precision"]);
+    }
+    if w.inference.is_some() && w.runtime == crate::hir::Runtime::LlamaCpp {
+        goals.push("max gpu_layers");
     }
     if w.training.is_some() && w.diffusion.is_none() {
         goals.extend(["max batch", "max context"]);

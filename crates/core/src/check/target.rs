@@ -318,24 +318,40 @@ fn stage_layers(
         );
         return None;
     }
-    let shape = program
-        .workload(&check.workload.name)
+    let workload = program.workload(&check.workload.name);
+    let shape = workload
         .and_then(|w| w.model.as_ref())
         .and_then(|m| program.model(m))
         .and_then(|m| m.shape.as_ref());
     let total: u64 = layers.iter().sum();
-    if let Some(shape) = shape
-        && total != shape.layers
-    {
-        diagnostics.push(
-            Diagnostic::error(
-                "E031",
-                span,
-                format!("the stages hold {total} layers, but the model has {}", shape.layers),
-            )
-            .with_help("the layers of the stages must add up to the model's layers"),
-        );
-        return None;
+    // Under llama.cpp's partial offload the stages divide the layers on the devices.
+    let offload = workload
+        .and_then(|w| w.inference.as_ref())
+        .zip(shape)
+        .and_then(|(inference, shape)| crate::eval::offload::Offload::of(inference, shape));
+    if let Some(shape) = shape {
+        let on_devices = offload.map_or(shape.layers, |o| o.device_layers(shape));
+        if total != on_devices {
+            let (what, help) = match offload {
+                Some(_) => (
+                    format!("`gpu_layers` puts {on_devices} layers on the devices"),
+                    "the layers of the stages must add up to the layers on the devices",
+                ),
+                None => (
+                    format!("the model has {}", shape.layers),
+                    "the layers of the stages must add up to the model's layers",
+                ),
+            };
+            diagnostics.push(
+                Diagnostic::error(
+                    "E031",
+                    span,
+                    format!("the stages hold {total} layers, but {what}"),
+                )
+                .with_help(help),
+            );
+            return None;
+        }
     }
     Some(layers)
 }

@@ -372,6 +372,7 @@ fn inference(
         ("compute", Repeat::Once),
         ("quantized_matrices", Repeat::Once),
         ("unquantized_layers", Repeat::Once),
+        ("gpu_layers", Repeat::Once),
     ];
     let fields = Fields::new("an inference section", block, KNOWN);
     let weights = fields.weight_format("weights");
@@ -416,6 +417,7 @@ fn inference(
         Some(value)
     });
     let cache_layout = cache_layout(&fields, block, kv_cache, runtime, diagnostics);
+    let gpu_layers = gpu_layers(&fields, block, runtime);
     // Settings only a pooling server reads: said to do nothing elsewhere, not ignored silently.
     let pooling = runtime.is_some_and(Runtime::sizes_a_pool);
     for key in ["memory_fraction", "max_sequences"] {
@@ -456,7 +458,29 @@ fn inference(
         attention: attention.unwrap_or(Attention::Fused),
         memory_fraction,
         cache_layout,
+        gpu_layers,
     })
+}
+
+/// `gpu_layers`, llama.cpp's partial offload: any count, as `-ngl 99` is written for "all", but
+/// only under `runtime llama.cpp`, the one runtime whose layers stay in host memory and run
+/// there (a PyTorch model offloaded by accelerate moves its weights to the device to run them).
+fn gpu_layers(fields: &Fields<'_>, block: &Block, runtime: Option<&Runtime>) -> Option<u64> {
+    let count = fields.whole("gpu_layers", Dim::Count, 0, 1_000_000, "33")?;
+    if runtime == Some(&Runtime::LlamaCpp) {
+        return Some(count);
+    }
+    let span =
+        block.fields.iter().find(|f| f.key.name == "gpu_layers").map_or(block.span, |f| f.span);
+    fields.push(
+        Diagnostic::error(
+            "E013",
+            span,
+            "`gpu_layers` is llama.cpp's partial offload (`-ngl`); this runtime keeps every layer on the device",
+        )
+        .with_help("write `runtime llama.cpp`, or remove `gpu_layers`"),
+    );
+    None
 }
 
 /// transformers' `QuantizedCache` keeps this many of the newest tokens unquantized by default

@@ -6,8 +6,8 @@ use std::borrow::Cow;
 
 use super::calc::{self, Overflow, div_ceil, formula};
 use super::{
-    Placement, diffusion, diffusion_training, headroom_for, kv_quantized, llm, params, pool,
-    prefill, runtime, serving, training,
+    Placement, diffusion, diffusion_training, headroom_for, kv_quantized, llm, offload, params,
+    pool, prefill, runtime, serving, training,
 };
 use crate::budget::{Component, HeldBy, KvPool, Provenance};
 use crate::bytes::{Bytes, GIB};
@@ -183,6 +183,13 @@ pub(super) fn device_components_reusing(
             _ => (inference.prefill_chunk.unwrap_or(all_prompts).min(all_prompts), sessions),
         };
         let ggml = workload.runtime == Runtime::LlamaCpp;
+        // llama.cpp's op offload runs host-held products on the first device.
+        let host_copies = match offload::Offload::of(inference, shape) {
+            Some(offload) if placement.stage == 0 => {
+                offload::HostCopies::of(shape, inference.weights, offload, tokens)?
+            }
+            _ => offload::HostCopies::default(),
+        };
         let step = llm::Step {
             tokens,
             sequences: rows,
@@ -203,6 +210,7 @@ pub(super) fn device_components_reusing(
                 tokens,
             ),
             ggml,
+            host_copies,
         };
         components.extend(llm::forward_step(shape, placement, &step)?);
         // A growing cache meets the prefill with the prompt's KV only (`prefill.rs`).

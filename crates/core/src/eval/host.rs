@@ -12,10 +12,14 @@
 //! checkpoint kept beside a converted one, and one training checkpoint.
 
 use super::calc::{self, Overflow};
+use super::offload::{self, Offload as LayerOffload};
 use crate::budget::{Category, Component, HeldBy, HostBudget, HostLine, Provenance, Verdict};
 use crate::bytes::{Bytes, GIB};
 use crate::hir::{DiffusionOffload, Layered, Machine, Method, Offload, Runtime, Workload};
 use crate::ratio::Ratio;
+
+/// Why llama.cpp's host lines are there.
+const HOST_HELD: &str = "llama.cpp keeps the token embedding in host memory, and under -ngl the first layers with their KV cache and the output layer (llama_model::load_tensors)";
 
 /// vLLM's default CPU swap space for preempted sequences, pinned host memory per GPU
 /// (`EngineArgs.swap_space = 4` GiB, V0 engine).
@@ -71,6 +75,28 @@ pub(super) fn host(
             }
         }
         let model = workload.model.as_ref().and_then(|m| program.model(m));
+        if let (Runtime::LlamaCpp, Some(inference), Some(shape)) =
+            (&workload.runtime, &workload.inference, model.and_then(|m| m.shape.as_ref()))
+        {
+            let held = offload::host_held(shape, inference, LayerOffload::of(inference, shape))?;
+            let weights = calc::sum(
+                held.iter().filter(|c| c.category == Category::Persistent).map(|c| c.bytes),
+            )?;
+            for held in held {
+                ram.push(Component {
+                    name: format!("{}: {}", workload.name, held.name).into(),
+                    source: Some(HOST_HELD.into()),
+                    ..held
+                });
+            }
+            disk.push(component(
+                format!("{}: files of the weights in host memory", workload.name),
+                weights,
+                Provenance::Formula,
+                format!("{weights}: the weights llama.cpp keeps in host memory"),
+                "the files hold every weight once, in the precision they are loaded in",
+            ));
+        }
         if workload.runtime == Runtime::Vllm {
             let bytes = Bytes(VLLM_SWAP.checked_mul(gpus).ok_or(Overflow)?);
             ram.push(component(

@@ -364,9 +364,11 @@ pub(crate) struct Step {
     /// `inputs_embeds` (on the first stage) and its layer loop the layer's input referenced while
     /// a layer runs, beside the residual and normed input; other runtimes' layers take the stream
     /// in place. And split over GPUs by accelerate (`device_map`), it returns its outputs on the
-    /// first GPU: the hook on the whole model (`AlignDevicesHook(io_same_device=True)`) copies
     /// the fp32 logits there at the end of each forward pass, after the first GPU's layers ran.
     pub transformers: bool,
+    /// The weights this device copies from host memory to run llama.cpp's host-held products
+    /// (partial offload, [`super::offload`]).
+    pub host_copies: super::offload::HostCopies,
 }
 
 /// ggml's KQ mask: one row of `key_length` cells (every cell of llama.cpp's cache, which its
@@ -537,6 +539,11 @@ pub(crate) fn forward_step(
         mlp_bytes = super::calc::add(mlp_bytes, copies.value()?)?;
         mlp_formula = formula!("{mlp_formula} + {}", copies.terms());
     }
+    if let Some((copy, terms)) = &step.host_copies.layer {
+        // A host-held layer's product runs here on its weight's copy, one at a time.
+        mlp_bytes = super::calc::add(mlp_bytes, *copy)?;
+        mlp_formula = formula!("{mlp_formula} + host weight copied {terms}");
+    }
     if step.ggml {
         // The mask sits beside each layer's attention and MLP, not beside the logits.
         let mask = kq_mask(step)?;
@@ -552,7 +559,10 @@ pub(crate) fn forward_step(
         Logits::Last => step.sequences.min(step.tokens),
         Logits::All => step.tokens,
     };
-    let rows = if last { logit_rows } else { 0 };
+    // A head in host memory runs here on its copy when the batch is large enough.
+    let head_copy =
+        step.host_copies.head.as_ref().filter(|_| shape.output == crate::hir::Output::Lm);
+    let rows = if last || head_copy.is_some() { logit_rows } else { 0 };
     let (logits_bytes, logits_formula) = if step.sorting_sampler {
         sorting_sampler(rows, shape, step, hidden_bytes)?
     } else {
@@ -575,7 +585,13 @@ pub(crate) fn forward_step(
             .times(rows, "rows")?
             .times(shape.vocab, "vocab")?
             .bytes_each(per_logit, what)?;
-        (logits.value()?, formula!("logits {}", logits.terms()))
+        match head_copy {
+            Some((copy, terms)) => (
+                super::calc::add(logits.value()?, *copy)?,
+                formula!("logits {} + host head copied {terms}", logits.terms()),
+            ),
+            None => (logits.value()?, formula!("logits {}", logits.terms())),
+        }
     };
     // The first of several pipeline stages gets the logits back, when its layers are done.
     let returned = if step.transformers && placement.stage == 0 && placement.stages > 1 {
@@ -620,11 +636,25 @@ pub(crate) fn forward_step(
             bytes: peak,
             provenance: Provenance::Formula,
             formula,
-            source: Some(match (step.sorting_sampler, &step.dequantized) {
-                (true, _) => "DOMAIN.md §4.1-4.3: activations are freed layer by layer; vLLM's profile run samples its rows with top-k and top-p (V0 ModelRunner.profile_run, V1 _dummy_sampler_run), sorting each row (PyTorch Sort.cu segmented_sort_pairs over CUB)".into(),
-                (false, Some(_)) => "DOMAIN.md §4.1-4.3: activations are freed layer by layer; logits upcast to fp32; bitsandbytes MatMul4Bit dequantizes a whole matrix for more than one row (dequantize_4bit, then a cast to the compute type)".into(),
-                (false, None) => "DOMAIN.md §4.1-4.3: activations are freed layer by layer; logits upcast to fp32".into(),
-            }),
+            source: Some(step_source(step).into()),
         },
     ])
+}
+
+/// Where a forward step's figures come from.
+fn step_source(step: &Step) -> &'static str {
+    if step.host_copies.layer.is_some() || step.host_copies.head.is_some() {
+        return "DOMAIN.md §4.1-4.3: activations are freed layer by layer; llama.cpp's scheduler runs a host-held layer's products on the device for a batch of 32 tokens or more, each on a copy of its weight (ggml_backend_sched op offload, CUDA offload_op)";
+    }
+    match (step.sorting_sampler, &step.dequantized) {
+        (true, _) => {
+            "DOMAIN.md §4.1-4.3: activations are freed layer by layer; vLLM's profile run samples its rows with top-k and top-p (V0 ModelRunner.profile_run, V1 _dummy_sampler_run), sorting each row (PyTorch Sort.cu segmented_sort_pairs over CUB)"
+        }
+        (false, Some(_)) => {
+            "DOMAIN.md §4.1-4.3: activations are freed layer by layer; logits upcast to fp32; bitsandbytes MatMul4Bit dequantizes a whole matrix for more than one row (dequantize_4bit, then a cast to the compute type)"
+        }
+        (false, None) => {
+            "DOMAIN.md §4.1-4.3: activations are freed layer by layer; logits upcast to fp32"
+        }
+    }
 }

@@ -14,6 +14,7 @@ pub mod grid;
 mod host;
 mod kv_quantized;
 pub(crate) mod llm;
+pub(crate) mod offload;
 pub(crate) mod params;
 mod pool;
 mod prefill;
@@ -226,13 +227,18 @@ fn rank_devices<'p>(
     let model = workload.model.as_ref().and_then(|m| program.model(m));
     let shape = model.and_then(|m| m.shape.as_ref());
     let stored = model.and_then(|m| m.stored.as_ref());
-    // One stage without declared layers holds every layer: no plan needed.
-    let plan = shape
-        .filter(|_| p > 1 || spec.stage_layers.is_some())
-        .and_then(|s| sharing::stage_plan(program, spec, s.layers));
+    let offload = sharing::offload_of(workload, shape);
+    // One stage without declared layers holds every layer on the devices: no plan needed.
+    let plan = shape.filter(|_| p > 1 || spec.stage_layers.is_some()).and_then(|s| {
+        let on_devices = offload.map_or(s.layers, |o| o.device_layers(s));
+        sharing::stage_plan(program, spec, on_devices)
+    });
     if let Some(plan) = plan.as_ref().filter(|plan| {
         writing
-            && shape.is_some_and(|s| plan.iter().any(|(_, n)| *n != stage_layers(s.layers, p, 0)))
+            && shape.is_some_and(|s| {
+                let on_devices = offload.map_or(s.layers, |o| o.device_layers(s));
+                plan.iter().any(|(_, n)| *n != stage_layers(on_devices, p, 0))
+            })
             && spec.devices.windows(2).any(|w| w[0] != w[1])
             && spec.stage_layers.is_none()
     }) {
@@ -251,7 +257,7 @@ fn rank_devices<'p>(
         let index = if let Some(index) = held_by.iter().position(|k| *k == key) {
             index
         } else {
-            let placement = sharing::placement(shape, split, stage, plan.as_ref());
+            let placement = sharing::placement(shape, split, stage, plan.as_ref(), offload);
             let own = device_components_reusing(
                 program, workload, shape, stored, device, &placement, split, reuse,
             )?;

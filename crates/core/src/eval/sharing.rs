@@ -11,6 +11,7 @@
 //! one (`stage_layers`), so homogeneous budgets are unchanged.
 
 use super::calc::Overflow;
+use super::offload::Offload;
 use super::{Held, Placement, device_components, stage_layers};
 use crate::hir::{CheckSpec, Device, Layered, Shape, Split, Workload};
 
@@ -85,25 +86,45 @@ fn proportional(layers: u64, weights: &[u64]) -> Vec<u64> {
     counts.into_iter().map(|c| c.0).collect()
 }
 
-/// The placement of one rank's stage for a workload of `shape`.
+/// The placement of one rank's stage for a workload of `shape`. Under llama.cpp's partial
+/// offload the stages divide the layers on the devices, the last ones, and the host, which keeps
+/// the output layer, is one more stage after the devices' (it holds the head and the final norm),
+/// so that no device is the last.
 pub(super) fn placement(
     shape: Option<&Shape>,
     split: Split,
     stage: u64,
     plan: Option<&StagePlan>,
+    offload: Option<Offload>,
 ) -> Placement {
     let p = u64::from(split.pipeline);
+    let host_layers = offload.map_or(0, |o| o.host_layers);
     let (first_layer, layers) = match (shape, plan) {
         (Some(_), Some(plan)) => {
             plan.get(usize::try_from(stage).unwrap_or(0)).copied().unwrap_or((0, 0))
         }
-        (Some(s), None) => (
-            (0..stage).map(|k| stage_layers(s.layers, p, k)).sum(),
-            stage_layers(s.layers, p, stage),
-        ),
+        (Some(s), None) => {
+            let on_devices = s.layers - host_layers;
+            (
+                (0..stage).map(|k| stage_layers(on_devices, p, k)).sum(),
+                stage_layers(on_devices, p, stage),
+            )
+        }
         (None, _) => (0, 0),
     };
-    Placement { tensor: u64::from(split.tensor), stage, stages: p, first_layer, layers }
+    let stages = p + u64::from(offload.is_some());
+    Placement {
+        tensor: u64::from(split.tensor),
+        stage,
+        stages,
+        first_layer: host_layers + first_layer,
+        layers,
+    }
+}
+
+/// The offload of `workload` on a model of `shape`, when it keeps layers in host memory.
+pub(super) fn offload_of(workload: &Workload, shape: Option<&Shape>) -> Option<Offload> {
+    Offload::of(workload.inference.as_ref()?, shape?)
 }
 
 /// Adds the co-resident workloads' components to what the check's own workload holds on a
@@ -127,7 +148,7 @@ pub(super) fn with_co_resident(
         let shape = model.and_then(|m| m.shape.as_ref());
         let stored = model.and_then(|m| m.stored.as_ref());
         // A co-resident workload is split like the first; its own layers over the stages.
-        let placement = placement(shape, split, stage, None);
+        let placement = placement(shape, split, stage, None, offload_of(other, shape));
         let (mut more, _) =
             device_components(program, other, shape, stored, device, &placement, split)?;
         prefix(&mut more, &other.name);

@@ -61,13 +61,13 @@ fn compare(planner: &mut Planner<'_>, case: &str) -> u32 {
 /// planner has it now.
 fn sweep_knobs(planner: &mut Planner<'_>, name: &str, every: usize) -> u32 {
     let mut compared = 0;
-    for knob in [Knob::Sessions, Knob::Context, Knob::Batch] {
+    for knob in [Knob::Sessions, Knob::Context, Knob::Batch, Knob::GpuLayers] {
         if planner.declared(knob).is_none() {
             continue;
         }
         let values: &[u64] = if knob == Knob::Context { &LENGTHS } else { &COUNTS };
         for &value in values.iter().step_by(every) {
-            let value = value.min(knob.limit(&planner.original));
+            let value = value.min(knob.limit(&planner.original, planner.shape()));
             planner.set(knob, value);
             compared += compare(planner, &format!("{name}: {} {value}", knob.name()));
         }

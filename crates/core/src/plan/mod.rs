@@ -35,6 +35,8 @@ pub enum Knob {
     Context,
     /// Training micro-batch, or a diffusion pipeline's batch.
     Batch,
+    /// llama.cpp's layers on the devices (`gpu_layers`, `-ngl`), the rest in host memory.
+    GpuLayers,
 }
 
 impl Knob {
@@ -43,6 +45,7 @@ impl Knob {
             Knob::Sessions => "sessions",
             Knob::Context => "context",
             Knob::Batch => "batch",
+            Knob::GpuLayers => "gpu_layers",
         }
     }
 
@@ -51,6 +54,7 @@ impl Knob {
             "sessions" => Some(Knob::Sessions),
             "context" => Some(Knob::Context),
             "batch" => Some(Knob::Batch),
+            "gpu_layers" => Some(Knob::GpuLayers),
             _ => None,
         }
     }
@@ -61,16 +65,19 @@ impl Knob {
             Knob::Sessions => "sessions",
             Knob::Context => "tokens",
             Knob::Batch => "per batch",
+            Knob::GpuLayers => "layers",
         }
     }
 
     /// The checker's range for the field, so that an answer is always a value the user may
-    /// write back into the file.
-    fn limit(self, workload: &Workload) -> u64 {
+    /// write back into the file; for `gpu_layers`, every layer and the output (more changes
+    /// nothing).
+    fn limit(self, workload: &Workload, shape: Option<&Shape>) -> u64 {
         match self {
             Knob::Sessions | Knob::Batch if workload.diffusion.is_some() => 4096,
             Knob::Sessions | Knob::Batch => 1_000_000,
             Knob::Context => 100_000_000,
+            Knob::GpuLayers => shape.map_or(1, |s| s.layers + 1),
         }
     }
 }
@@ -178,6 +185,12 @@ impl<'p> Planner<'p> {
                 .as_ref()
                 .map(|d| d.batch)
                 .or_else(|| w.training.as_ref().map(|t| t.micro_batch)),
+            // Unwritten, every layer and the output are on the devices.
+            Knob::GpuLayers => {
+                let all = self.shape()?.layers + 1;
+                let inference = w.inference.as_ref().filter(|_| w.runtime == Runtime::LlamaCpp)?;
+                Some(inference.gpu_layers.map_or(all, |g| g.min(all)))
+            }
         }
     }
 
@@ -216,6 +229,11 @@ impl<'p> Planner<'p> {
                     d.batch = value;
                 } else if let Some(t) = w.training.as_mut() {
                     t.micro_batch = value;
+                }
+            }
+            Knob::GpuLayers => {
+                if let Some(i) = w.inference.as_mut() {
+                    i.gpu_layers = Some(value);
                 }
             }
         }
@@ -280,7 +298,7 @@ impl<'p> Planner<'p> {
     pub fn find_max(&mut self, knob: Knob) -> Result<Option<MaxAnswer>, Stop> {
         let Some(declared) = self.declared(knob) else { return Ok(None) };
         let spec = self.spec.clone();
-        let limit = knob.limit(&self.original);
+        let limit = knob.limit(&self.original, self.shape());
         let mut seen: Vec<(u64, Verdict)> = Vec::new();
         let result = search::largest(declared, limit, |value| {
             self.set(knob, value);

@@ -60,6 +60,7 @@ fn kind(goal: &Goal) -> QueryKind {
         Goal::Max(Knob::Sessions) => QueryKind::MaxSessions,
         Goal::Max(Knob::Context) => QueryKind::MaxContext,
         Goal::Max(Knob::Batch) => QueryKind::MaxBatch,
+        Goal::Max(Knob::GpuLayers) => QueryKind::MaxGpuLayers,
         Goal::MinDevices(_) => QueryKind::MinDevices,
         Goal::Machines => QueryKind::Machines,
         Goal::Precision => QueryKind::Precision,

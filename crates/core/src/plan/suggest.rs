@@ -26,7 +26,7 @@ const MACHINES: usize = 3;
 pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Suggestion>, Stop> {
     let Some(mut planner) = Planner::new(program, spec) else { return Ok(Vec::new()) };
     let mut out = Vec::new();
-    for knob in [Knob::Sessions, Knob::Context, Knob::Batch] {
+    for knob in [Knob::Sessions, Knob::Context, Knob::Batch, Knob::GpuLayers] {
         if let Some(answer) = planner.find_max(knob)?
             && let Boundary::Largest(value) = answer.boundary
             && value < answer.declared
@@ -36,6 +36,7 @@ pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Sugges
                     Knob::Sessions => SuggestionKind::Sessions,
                     Knob::Context => SuggestionKind::Context,
                     Knob::Batch => SuggestionKind::Batch,
+                    Knob::GpuLayers => SuggestionKind::GpuLayers,
                 },
                 change: change_for(&planner, knob, value),
                 detail: max_detail(&answer, &planner),
@@ -151,6 +152,7 @@ pub fn change_for(planner: &Planner<'_>, knob: Knob, value: u64) -> String {
         Knob::Context => format!("sequence {value} tokens"),
         Knob::Batch if w.training.is_some() => format!("micro_batch {value}"),
         Knob::Batch => format!("batch {value}"),
+        Knob::GpuLayers => format!("gpu_layers {value}"),
     }
 }
 
@@ -174,6 +176,10 @@ pub fn max_detail(answer: &MaxAnswer, planner: &Planner<'_>) -> String {
             })
             .unwrap_or_default(),
         Knob::Batch => String::new(),
+        Knob::GpuLayers => planner
+            .declared(Knob::Context)
+            .map(|c| format!(" at {} tokens", group_thousands(c)))
+            .unwrap_or_default(),
     };
     match (answer.boundary, &answer.at, &answer.beyond) {
         (Boundary::Largest(x), Some(at), Some(beyond)) => format!(
@@ -200,6 +206,7 @@ fn quantity(knob: Knob, value: u64) -> String {
         Knob::Sessions if value == 1 => "1 session".to_string(),
         Knob::Context => format!("{} tokens", group_thousands(value)),
         Knob::Batch => format!("batch {}", group_thousands(value)),
+        Knob::GpuLayers => format!("gpu_layers {value}"),
         Knob::Sessions => format!("{} {}", group_thousands(value), knob.unit()),
     }
 }

@@ -17,6 +17,7 @@ mod grid;
 mod header;
 mod import;
 mod kv_quantized;
+mod layer_offload;
 mod limits;
 mod offload;
 mod optimizers;
