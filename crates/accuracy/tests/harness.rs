@@ -238,7 +238,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 52);
+    assert_eq!(run.results.len(), 55);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -337,6 +337,18 @@ fn points_in_other_wordings_are_expressed() {
     // FLUX.1 Kontext's reference image joins the sequence; FLUX.1 Fill is FLUX.1-dev's shape.
     assert!(source("U-051").contains("text_tokens   4608 tokens"), "{}", source("U-051"));
     assert!(source("U-052").contains("denoiser      flux1-dev-transformer"), "{}", source("U-052"));
+    // llama.cpp's layers on the GPU, from its command line (`-ngl`, `--n-gpu-layers`) or
+    // Ollama's load log (`offloaded 28/33 layers`); the rest in host memory, out of the peak.
+    // Its window sizes the cache whatever the prompt and output were.
+    for (id, layers, window) in [("U-053", 40, 8192), ("U-054", 28, 4096), ("U-055", 24, 4096)] {
+        let written = source(id);
+        assert!(written.contains(&format!("gpu_layers {layers} ")), "{written}");
+        assert!(written.contains(&format!("context  {window} tokens")), "{written}");
+    }
+    let all = |id: &str| source(id).replace("gpu_layers", "# gpu_layers");
+    let used = |source: &str| vram_core::evaluate(source).budget.checks[0].devices[0].used.0;
+    let (partial, whole) = (used(&source("U-053")), used(&all("U-053")));
+    assert!(partial * 10 < whole * 6, "{partial} B with 40 of 80 layers, {whole} B with all");
     for (point, result) in points.iter().zip(&run.results) {
         assert!(
             matches!(result.outcome, Outcome::Compared(_)),

@@ -432,7 +432,10 @@ impl Cx<'_> {
             Some(stated) if is_none_word(stated) => Offload::None,
             Some(stated) => {
                 let lower = stated.to_lowercase();
-                if lower.contains("enable_model_cpu_offload") {
+                if super::inference::ggml_gpu_layers(point).is_some() {
+                    // llama.cpp's layers on the GPU: the inference section's `gpu_layers`.
+                    Offload::None
+                } else if lower.contains("enable_model_cpu_offload") {
                     self.gap(Gap::feature(feature::MODEL_OFFLOAD, stated.clone()));
                     Offload::None
                 } else if lower.contains("param") || (fsdp && lower.contains("cpu offload")) {
@@ -927,12 +930,13 @@ fn ggml_flash_attention(point: &crate::data::Point) -> bool {
     stated || quantized_cache || build
 }
 
-/// Whether a framework runs GGUF models on llama.cpp: llama.cpp itself, its Python binding, and
-/// the applications built on it (Ollama, LM Studio, koboldcpp, llamafile).
+/// Whether a framework runs GGUF models on llama.cpp: llama.cpp itself (or one of its tools by
+/// name), its Python binding, and the applications built on it (Ollama, LM Studio, koboldcpp,
+/// llamafile, GPT4All).
 fn runs_ggml(framework: &str) -> bool {
     ["llama.cpp", "llama-cpp", "llama_cpp", "llamacpp", "ollama", "lm studio", "lmstudio"]
         .iter()
-        .chain(&["koboldcpp", "llamafile"])
+        .chain(&["koboldcpp", "llamafile", "gpt4all", "llama-server", "llama-cli", "llama-bench"])
         .any(|name| framework.contains(name))
 }
 
@@ -1277,7 +1281,9 @@ mod version_tests {
 
     #[test]
     fn llama_cpp_in_its_applications_and_bindings() {
-        for framework in ["llama-cpp-python 0.2.90", "Ollama", "koboldcpp 1.70", "llamafile"] {
+        for framework in
+            ["llama-cpp-python 0.2.90", "Ollama", "koboldcpp 1.70", "llamafile", "llama-server"]
+        {
             let point = crate::data::Point {
                 framework: framework.to_owned(),
                 workload: "llm_inference".to_owned(),

@@ -52,6 +52,9 @@ pub(super) fn body(
     }
     let _ = writeln!(out, "    context  {context} tokens");
     let _ = writeln!(out, "    sessions {sessions}");
+    if let Some(layers) = ggml_gpu_layers(cx.point).filter(|_| runtime == Runtime::LlamaCpp) {
+        let _ = writeln!(out, "    gpu_layers {layers}  # llama.cpp -ngl: the rest in host memory");
+    }
     if let Some(prefill) = prefill {
         let _ = writeln!(out, "    prefill_chunk {prefill} tokens");
     }
@@ -312,21 +315,24 @@ fn context(
         };
         return Some((output, Some(source.saturating_mul(sessions)), Some(source)));
     }
+    // llama.cpp sizes its KV cache and its worst-case graph for the whole context window at
+    // load, whatever the requests then hold: a stated window wins over prompt and output.
+    let window = ggml_context(&settings).filter(|_| runtime == Runtime::LlamaCpp);
     let context = if let Some(tokens) = point.seq_len_tokens() {
         tokens
-    } else if let Some(output) = point.output_tokens {
-        prompt.saturating_add(output)
-    } else if let Some(tokens) = number_after(&settings, "max_model_len") {
-        tokens
-    } else if let Some(tokens) = ggml_context(&settings).filter(|_| runtime == Runtime::LlamaCpp) {
-        // llama.cpp sizes its KV cache for the whole context window at load, which its parallel
-        // slots share (`-c 16384 -np 4`: 4,096 cells each); Ollama gives every parallel request
-        // its own `num_ctx` (and asks llama.cpp for `num_ctx × num_parallel` cells).
+    } else if let Some(tokens) = window {
+        // Its parallel slots share the window (`-c 16384 -np 4`: 4,096 cells each); Ollama
+        // gives every parallel request its own `num_ctx` (and asks llama.cpp for `num_ctx ×
+        // num_parallel` cells).
         if point.framework.to_lowercase().contains("ollama") {
             tokens
         } else {
             tokens / sessions.max(1)
         }
+    } else if let Some(output) = point.output_tokens {
+        prompt.saturating_add(output)
+    } else if let Some(tokens) = number_after(&settings, "max_model_len") {
+        tokens
     } else if prompt > 0 {
         cx.assume(
             assume::PROMPT_ONLY,
@@ -392,6 +398,23 @@ fn ggml_parallel(point: &crate::data::Point) -> Option<u64> {
         .setting(&["np", "parallel", "n_parallel", "ollama_num_parallel", "num_parallel"])
         .and_then(|slots| leading_number(&slots))
         .filter(|n| (1..=4096).contains(n))
+}
+
+/// The layers a llama.cpp or Ollama run puts on the GPU, when stated: `-ngl 40`,
+/// `--n-gpu-layers 40`, Ollama's `num_gpu 40`, or the load log's `offloaded 40/81 layers to
+/// GPU`, all counting the output layer as one more after the repeating ones.
+pub(super) fn ggml_gpu_layers(point: &crate::data::Point) -> Option<u64> {
+    let stated = point
+        .setting(&["ngl", "n_gpu_layers", "gpu_layers", "num_gpu", "ollama_num_gpu"])
+        .and_then(|layers| leading_number(&layers));
+    stated.or_else(|| {
+        let text = point.all_text();
+        let words: Vec<&str> = text.split_whitespace().collect();
+        words.windows(2).find_map(|w| {
+            let (on_gpu, _of) = w[0].split_once('/')?;
+            w[1].starts_with("layers").then(|| leading_number(on_gpu)).flatten()
+        })
+    })
 }
 
 /// The KV cache type a command line or environment states when the field does not: vLLM's and
