@@ -45,6 +45,7 @@ function formValues() {
     model: get("model"), mode: f.elements.mode.value, runtime: get("runtime"),
     weights: get("weights"), kv_cache: get("kv_cache"),
     context: Number(get("context")) || 1, sessions: Number(get("sessions")) || 1,
+    gpu_layers: get("gpu_layers"),
     method: get("method"), tweights: get("tweights"),
     micro_batch: Number(get("micro_batch")) || 1, sequence: Number(get("sequence")) || 1,
     device: get("device"), count: Number(get("count")) || 1,
@@ -79,7 +80,10 @@ export function sourceFromForm(v, models = new Map()) {
   } else {
     lines.push(`  runtime ${v.runtime}`, "  inference {", `    weights  ${v.weights}`);
     if (v.kv_cache) lines.push(`    kv_cache ${v.kv_cache}`);
-    lines.push(`    context  ${v.context} tokens`, `    sessions ${v.sessions}`, "  }");
+    lines.push(`    context  ${v.context} tokens`, `    sessions ${v.sessions}`);
+    // llama.cpp's partial offload; empty keeps every layer on the GPU.
+    if (v.runtime === "llama.cpp" && /^\d+$/.test(v.gpu_layers ?? "")) lines.push(`    gpu_layers ${v.gpu_layers}`);
+    lines.push("  }");
   }
   lines.push("}", "");
   const target = v.count > 1 ? `${v.count} x ${v.device} split tensor ${v.count}` : v.device;
@@ -108,6 +112,7 @@ function formFromSource(source) {
   }
   set("context", source.match(/^\s*context\s+(\d+)\s*tokens/m)?.[1]);
   set("sessions", source.match(/^\s*sessions\s+(\d+)/m)?.[1]);
+  set("gpu_layers", source.match(/^\s*gpu_layers\s+(\d+)/m)?.[1] ?? "");
   set("micro_batch", word("micro_batch"));
   set("sequence", source.match(/^\s*sequence\s+(\d+)/m)?.[1]);
   const check = source.match(/^\s*check\s+\S+\s+on\s+(?:(\d+)\s*x\s*)?([\w.-]+)/m);
@@ -122,6 +127,8 @@ function showModeFields() {
   const training = $("form").elements.mode.value === "training";
   $("training-fields").hidden = !training;
   $("inference-fields").hidden = training;
+  const llama = $("f-runtime").value === "llama.cpp";
+  for (const el of document.querySelectorAll(".llama-only")) el.hidden = !llama;
   $("shape").hidden = $("f-model").value !== "custom";
 }
 

@@ -200,6 +200,33 @@ test("training mode in the form gives a training budget", async () => {
   await page.close();
 });
 
+test("llama.cpp's layers on the GPU: the form's field, the suggestion, the fit", async () => {
+  const { page, errors } = await open("/");
+  // Only llama.cpp keeps layers in host memory: the field shows for it alone.
+  await page.selectOption("#f-runtime", "vllm");
+  assert.equal(await page.isVisible("#f-gpulayers"), false);
+  await page.selectOption("#f-runtime", "llama.cpp");
+  assert.equal(await page.isVisible("#f-gpulayers"), true);
+  await page.selectOption("#f-model", "llama3.1-70b");
+  await page.selectOption("#f-weights", "q4_k_m");
+  await page.selectOption("#f-device", "rtx-4090");
+  await page.fill("#f-sessions", "1");
+  // Every layer of a 70B model in Q4_K_M is over a 24 GB card; the planner says how many fit.
+  await page.waitForSelector('#checks .suggestions li[data-kind="gpu_layers"]');
+  const change = await page.textContent('#checks .suggestions li[data-kind="gpu_layers"] code');
+  assert.match(change, /^gpu_layers \d+$/);
+  const layers = Number(change.split(" ")[1]);
+  assert.ok(layers > 1 && layers < 81, change);
+  await page.fill("#f-gpulayers", String(layers));
+  await page.waitForFunction((n) => document.querySelector("#source").value.includes(`gpu_layers ${n}`), layers);
+  await page.waitForFunction(() => /^Fits/.test(document.querySelector("#status").textContent));
+  // The text sets the field back.
+  await type(page, (await page.inputValue("#source")).replace(/gpu_layers \d+/, "gpu_layers 12"));
+  await page.waitForFunction(() => document.querySelector("#f-gpulayers").value === "12");
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
 test("a check that does not fit says what would", async () => {
   const { page, errors } = await open("/");
   await type(page, L4_CHAT.replace("sessions 3", "sessions 200"));
