@@ -466,6 +466,9 @@ pub struct Inference {
     /// the output layer with them when it exceeds the model's layers; `None`: every layer and
     /// the output.
     pub gpu_layers: Option<u64>,
+    /// llama.cpp's `--n-cpu-moe`: the model's first this many layers keep their routed experts
+    /// in host memory; 0 keeps every expert with its layer.
+    pub cpu_moe_layers: u64,
 }
 
 /// How a runtime grows its KV cache from one generated token to the next.

@@ -53,6 +53,8 @@ pub(crate) struct Scope<'a> {
     /// Models whose attention transformers computes eagerly whatever is asked: T5's relative
     /// position bias is added to the scores, and `T5Attention` has no fused (SDPA or flash) path.
     program_eager_attention_models: NameSet,
+    /// Models with a shape and no experts, for which `cpu_moe_layers` does nothing.
+    program_dense_models: NameSet,
 }
 
 impl Scope<'_> {
@@ -179,6 +181,7 @@ pub fn check_with_imports<'a>(
         program_encoder_decoder_models: NameSet::default(),
         program_decoder_models: NameSet::default(),
         program_eager_attention_models: NameSet::default(),
+        program_dense_models: NameSet::default(),
     };
     let mut own: Table<&Ident> = Table::new();
     for declaration in &file.declarations {
@@ -226,6 +229,7 @@ pub fn check_with_imports<'a>(
         program_encoder_decoder_models: NameSet::default(),
         program_decoder_models: NameSet::default(),
         program_eager_attention_models: NameSet::default(),
+        program_dense_models: NameSet::default(),
     };
 
     // Models first: workloads need to know whether their model has a shape.
@@ -271,6 +275,9 @@ pub fn check_with_imports<'a>(
         let encoder = model.shape.as_ref().and_then(|s| s.encoder.as_ref());
         if encoder.is_some_and(|e| e.relative_buckets > 0) {
             scope.program_eager_attention_models.insert(model.name.clone());
+        }
+        if model.shape.as_ref().is_some_and(|s| s.moe.is_none()) {
+            scope.program_dense_models.insert(model.name.clone());
         }
         match model.shape.as_ref().map(|s| s.encoder.is_some()) {
             Some(true) => scope.program_encoder_decoder_models.insert(model.name.clone()),

@@ -166,6 +166,9 @@ pub(super) fn workload(
         for section in sections.into_iter().flatten() {
             source_length(section, model, stacks, &fields);
         }
+        if scope.program_dense_models.contains(model) {
+            experts_to_move(inference_field, model, &fields);
+        }
     }
     diagnostics.extend(fields.finish());
     let ok = !diagnostics.iter().any(Diagnostic::is_error);
@@ -207,6 +210,23 @@ pub(super) fn workload(
         _ => None,
     };
     (workload, diagnostics)
+}
+
+/// `cpu_moe_layers` moves routed experts, which a dense model does not have: said, not ignored.
+fn experts_to_move(section: Option<&Field>, model: &str, fields: &Fields<'_>) {
+    let written = section
+        .and_then(|s| s.block.as_ref())
+        .and_then(|b| b.fields.iter().find(|f| f.key.name == "cpu_moe_layers"));
+    if let Some(field) = written {
+        fields.push(
+            Diagnostic::warning(
+                "W005",
+                field.key.span,
+                format!("`cpu_moe_layers` has no effect: model `{model}` has no experts"),
+            )
+            .with_help("remove it, or use `gpu_layers` to keep whole layers in host memory"),
+        );
+    }
 }
 
 /// An encoder-decoder model's section states the encoder's input length (`source`); a
@@ -373,6 +393,7 @@ fn inference(
         ("quantized_matrices", Repeat::Once),
         ("unquantized_layers", Repeat::Once),
         ("gpu_layers", Repeat::Once),
+        ("cpu_moe_layers", Repeat::Once),
     ];
     let fields = Fields::new("an inference section", block, KNOWN);
     let weights = fields.weight_format("weights");
@@ -417,7 +438,9 @@ fn inference(
         Some(value)
     });
     let cache_layout = cache_layout(&fields, block, kv_cache, runtime, diagnostics);
-    let gpu_layers = gpu_layers(&fields, block, runtime);
+    let gpu_layers = llama_cpp_only(&fields, block, runtime, "gpu_layers", "33", "-ngl");
+    let cpu_moe_layers =
+        llama_cpp_only(&fields, block, runtime, "cpu_moe_layers", "24", "--n-cpu-moe");
     // Settings only a pooling server reads: said to do nothing elsewhere, not ignored silently.
     let pooling = runtime.is_some_and(Runtime::sizes_a_pool);
     for key in ["memory_fraction", "max_sequences"] {
@@ -459,26 +482,37 @@ fn inference(
         memory_fraction,
         cache_layout,
         gpu_layers,
+        cpu_moe_layers: cpu_moe_layers.unwrap_or(0),
     })
 }
 
-/// `gpu_layers`, llama.cpp's partial offload: any count, as `-ngl 99` is written for "all", but
-/// only under `runtime llama.cpp`, the one runtime whose layers stay in host memory and run
-/// there (a PyTorch model offloaded by accelerate moves its weights to the device to run them).
-fn gpu_layers(fields: &Fields<'_>, block: &Block, runtime: Option<&Runtime>) -> Option<u64> {
-    let count = fields.whole("gpu_layers", Dim::Count, 0, 1_000_000, "33")?;
+/// `gpu_layers` and `cpu_moe_layers`, llama.cpp's partial offload: any count, as `-ngl 99` is
+/// written for "all", but only under `runtime llama.cpp`, the one runtime whose layers stay in
+/// host memory and run there (a PyTorch model offloaded by accelerate moves its weights to the
+/// device to run them).
+fn llama_cpp_only(
+    fields: &Fields<'_>,
+    block: &Block,
+    runtime: Option<&Runtime>,
+    key: &str,
+    example: &str,
+    flag: &str,
+) -> Option<u64> {
+    let count = fields.whole(key, Dim::Count, 0, 1_000_000, example)?;
     if runtime == Some(&Runtime::LlamaCpp) {
         return Some(count);
     }
-    let span =
-        block.fields.iter().find(|f| f.key.name == "gpu_layers").map_or(block.span, |f| f.span);
+    let span = block.fields.iter().find(|f| f.key.name == key).map_or(block.span, |f| f.span);
     fields.push(
         Diagnostic::error(
             "E013",
             span,
-            "`gpu_layers` is llama.cpp's partial offload (`-ngl`); this runtime keeps every layer on the device",
+            format!(
+                "`{key}` is llama.cpp's partial offload (`{flag}`); this runtime keeps every \
+                 weight on the device"
+            ),
         )
-        .with_help("write `runtime llama.cpp`, or remove `gpu_layers`"),
+        .with_help(format!("write `runtime llama.cpp`, or remove `{key}`")),
     );
     None
 }

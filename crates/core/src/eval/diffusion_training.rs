@@ -429,7 +429,8 @@ fn transformer_activations(
         keep_in_fp32: 0,
     };
     let tokens = diffusion.tokens().ok_or(Overflow)?;
-    let placement = Placement { tensor: 1, stage: 0, stages: 1, first_layer: 0, layers };
+    let placement =
+        Placement { tensor: 1, stage: 0, stages: 1, first_layer: 0, layers, host_experts: 0 };
     let step = Training { sequence: tokens, micro_batch: diffusion.batch, ..training.clone() };
     let mut out = llm_training::activations(&shape, &placement, &step)?;
     for component in &mut out {

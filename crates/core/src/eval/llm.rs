@@ -41,7 +41,7 @@ pub(crate) fn weights_keeping(
     // Parameters per precision over this device's layers, in a stable order.
     let mut by_precision: Vec<(Precision, u64)> = Vec::new();
     for layer in placement.first_layer..placement.first_layer + placement.layers {
-        for (matrix, params) in params::layer_matrices(shape, layer, placement.tensor) {
+        for (matrix, params) in params::held_matrices(shape, layer, placement) {
             let precision = format.matrix(matrix, layer, shape.layers, gqa);
             match by_precision.iter_mut().find(|(p, _)| *p == precision) {
                 Some((_, total)) => *total = total.checked_add(params).ok_or(Overflow)?,

@@ -59,6 +59,9 @@ pub struct Placement {
     pub first_layer: u64,
     /// Decoder layers on this device's pipeline stage.
     pub layers: u64,
+    /// The model's first layers whose routed experts stay in host memory (llama.cpp's
+    /// `--n-cpu-moe`): this device holds the rest of those layers. 0 everywhere else.
+    pub host_experts: u64,
 }
 
 /// Layers of stage `stage` when `layers` are cut into `stages`; the first stages take the

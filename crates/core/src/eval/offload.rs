@@ -1,12 +1,14 @@
-//! llama.cpp's partial offload (`-ngl N`, Ollama's `num_gpu`): which layers the devices hold,
-//! what stays in host memory, and the weight copies its scheduler makes to run a host-held
-//! layer's large products on the device.
+//! llama.cpp's partial offload (`-ngl N`, Ollama's `num_gpu`; `--n-cpu-moe N` for a mixture of
+//! experts): which layers the devices hold, what stays in host memory, and the weight copies its
+//! scheduler makes to run a host-held layer's large products on the device.
 //!
 //! llama.cpp puts the last `N` repeating layers on the devices (`i_gpu_start = n_layer - N` in
 //! `llama_model::load_tensors`) and the output layer (head and final norm) with them only when
 //! `N` exceeds the layers, which is why Ollama reports "33/33 layers" for a 32-layer model. The
 //! token embedding stays in host memory whatever `N` is. Each layer's KV cache sits with its
-//! layer (`offload_kqv`, on by default).
+//! layer (`offload_kqv`, on by default). `--n-cpu-moe N` keeps the routed experts of the first
+//! `N` layers (`blk.i.ffn_{gate,up,down}_exps`, one tensor each over every expert) in host
+//! memory and the rest of those layers (attention, router, shared experts, norms) with them.
 //!
 //! A host-held layer still runs its matrix products on the first device for a batch of 32
 //! tokens or more (`ggml_backend_sched`'s op offload, asked of the CUDA backend by
@@ -27,20 +29,40 @@ use crate::quant::WeightFormat;
 /// The smallest batch whose host-held products the CUDA backend takes (`offload_op`).
 pub(crate) const OP_OFFLOAD_MIN_BATCH: u64 = 32;
 
-/// Where llama.cpp's layers are under a `gpu_layers` of at most the model's layers: the output
-/// layer (head and final norm) in host memory, with the first `host_layers` repeating layers.
+/// What llama.cpp keeps in host memory beyond the token embedding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Offload {
-    /// The first repeating layers, held and run in host memory (0 when only the output is).
+    /// The first repeating layers, held and run in host memory (`gpu_layers`).
     pub host_layers: u64,
+    /// The output layer (head and final norm) too: `gpu_layers` at most the model's layers.
+    pub output_on_host: bool,
+    /// The first layers whose routed experts stay in host memory (`cpu_moe_layers`, at most the
+    /// layers; 0 for a dense model).
+    pub host_experts: u64,
 }
 
 impl Offload {
     /// The offload `inference` asks of a model of `shape`; `None` when the devices hold every
-    /// layer and the output (`gpu_layers` above the layers, or not written).
+    /// layer, expert and the output (`gpu_layers` above the layers or not written, and no
+    /// experts in host memory).
     pub(crate) fn of(inference: &Inference, shape: &Shape) -> Option<Offload> {
-        let gpu_layers = inference.gpu_layers?;
-        (gpu_layers <= shape.layers).then(|| Offload { host_layers: shape.layers - gpu_layers })
+        let partial = inference.gpu_layers.filter(|g| *g <= shape.layers);
+        let host_experts = match &shape.moe {
+            Some(_) => inference.cpu_moe_layers.min(shape.layers),
+            None => 0,
+        };
+        let offload = Offload {
+            host_layers: partial.map_or(0, |g| shape.layers - g),
+            output_on_host: partial.is_some(),
+            host_experts,
+        };
+        (offload.output_on_host || offload.host_experts > 0).then_some(offload)
+    }
+
+    /// The layers whose routed experts are in host memory while the rest of the layer is on a
+    /// device (the host-held layers hold their experts anyway).
+    fn expert_layers(self) -> std::ops::Range<u64> {
+        self.host_layers..self.host_experts.max(self.host_layers)
     }
 
     /// The layers on the devices.
@@ -50,8 +72,9 @@ impl Offload {
 }
 
 /// What host memory holds of a model llama.cpp runs: the token embedding, and under `offload`
-/// the host-held layers with their KV cache and the output layer. The host is the first stage of
-/// a pipeline (it holds the embedding), and the last too under an offload (it holds the output).
+/// the host-held layers with their KV cache, the output layer and the routed experts kept there.
+/// The host is the first stage of a pipeline (it holds the embedding), and the last too when it
+/// holds the output.
 pub(crate) fn host_held(
     shape: &Shape,
     inference: &Inference,
@@ -60,9 +83,10 @@ pub(crate) fn host_held(
     let placement = Placement {
         tensor: 1,
         stage: 0,
-        stages: if offload.is_some() { 1 } else { 2 },
+        stages: if offload.is_some_and(|o| o.output_on_host) { 1 } else { 2 },
         first_layer: 0,
         layers: offload.map_or(0, |o| o.host_layers),
+        host_experts: 0,
     };
     let mut held = super::llm::weights(
         shape,
@@ -83,7 +107,54 @@ pub(crate) fn host_held(
         kv.name = "KV cache of the layers in host memory".into();
         held.push(kv);
     }
+    if let Some(experts) = offload.map(Offload::expert_layers).filter(|r| !r.is_empty()) {
+        let (bytes, formula) = expert_bytes(shape, inference.weights, experts.clone())?;
+        held.push(Component {
+            held_by: crate::budget::HeldBy::Tensors,
+            name: format!(
+                "routed experts of layers {}-{} in host memory (llama.cpp --n-cpu-moe)",
+                experts.start,
+                experts.end - 1
+            )
+            .into(),
+            category: Category::Persistent,
+            bytes,
+            provenance: crate::budget::Provenance::Formula,
+            formula,
+            source: None,
+        });
+    }
     Ok(held)
+}
+
+/// The bytes of the routed experts of `layers`, per precision, and the formula.
+fn expert_bytes(
+    shape: &Shape,
+    format: WeightFormat,
+    layers: std::ops::Range<u64>,
+) -> Result<(Bytes, String), Overflow> {
+    let gqa = shape.heads / shape.kv_heads.max(1);
+    let mut by_precision: Vec<(crate::precision::Precision, u64)> = Vec::new();
+    for layer in layers {
+        for (matrix, count) in params::expert_matrices(shape, layer, 1) {
+            let precision = format.matrix(matrix, layer, shape.layers, gqa);
+            match by_precision.iter_mut().find(|(p, _)| *p == precision) {
+                Some((_, total)) => *total = total.checked_add(count).ok_or(Overflow)?,
+                None => by_precision.push((precision, count)),
+            }
+        }
+    }
+    by_precision.sort_unstable();
+    let mut total = Bytes::ZERO;
+    let mut terms = Vec::new();
+    for (precision, count) in by_precision {
+        let product = Product::new()
+            .times(count, "params")?
+            .bytes_each(precision.bytes_per_element(), precision.name())?;
+        total = super::calc::add(total, product.value()?)?;
+        terms.push(product.terms());
+    }
+    Ok((total, format!("{} = {total}", terms.join(" + "))))
 }
 
 /// What the first device copies from host memory to run host-held products, each with its
@@ -109,8 +180,12 @@ impl HostCopies {
         }
         let gqa = shape.heads / shape.kv_heads.max(1);
         let mut layer: Option<(Bytes, String)> = None;
-        for index in 0..offload.host_layers {
-            for (matrix, count) in params::layer_matrices(shape, index, 1) {
+        let host_layers =
+            (0..offload.host_layers).map(|index| (index, params::layer_matrices(shape, index, 1)));
+        let host_experts =
+            offload.expert_layers().map(|index| (index, params::expert_matrices(shape, index, 1)));
+        for (index, matrices) in host_layers.chain(host_experts) {
+            for (matrix, count) in matrices {
                 let precision = format.matrix(matrix, index, shape.layers, gqa);
                 let product = Product::new()
                     .times(count, "params")?
@@ -121,7 +196,7 @@ impl HostCopies {
                 }
             }
         }
-        let head = if shape.output == crate::hir::Output::Lm {
+        let head = if offload.output_on_host && shape.output == crate::hir::Output::Lm {
             let precision = format.output();
             let product = Product::new()
                 .times(shape.vocab, "vocab")?

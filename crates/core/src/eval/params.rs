@@ -64,12 +64,47 @@ pub(crate) fn layer_matrices(shape: &Shape, layer: u64, tensor: u64) -> Vec<(Mat
     match &shape.moe {
         Some(moe) if layer >= moe.dense_layers => {
             matrices.push((Matrix::Router, h * moe.experts));
-            mlp(&mut matrices, moe.expert_ffn, moe.experts);
+            matrices.extend(expert_matrices(shape, layer, tensor));
             if moe.shared > 0 {
                 mlp(&mut matrices, moe.shared_ffn, moe.shared);
             }
         }
         _ => mlp(&mut matrices, shape.ffn, 1),
+    }
+    matrices
+}
+
+/// The routed experts' matrices of layer `layer` (gate, up and down, each one tensor over every
+/// expert, as llama.cpp stores them: `ffn_gate_exps`, `ffn_up_exps`, `ffn_down_exps`); empty
+/// for a dense layer. Shared experts and the router are not among them.
+pub(crate) fn expert_matrices(shape: &Shape, layer: u64, tensor: u64) -> Vec<(Matrix, u64)> {
+    let Some(moe) = shape.moe.as_ref().filter(|moe| layer >= moe.dense_layers) else {
+        return Vec::new();
+    };
+    let width = div_ceil(moe.expert_ffn, tensor) * shape.hidden * moe.experts;
+    let mut matrices = Vec::with_capacity(3);
+    if shape.mlp == Mlp::Gated {
+        matrices.push((Matrix::Gate, width));
+    }
+    matrices.push((Matrix::Up, width));
+    matrices.push((Matrix::Down, width));
+    matrices
+}
+
+/// The matrices of layer `layer` that the device of `placement` holds: all of them, less the
+/// routed experts of a layer whose experts stay in host memory (llama.cpp's `--n-cpu-moe`).
+pub(crate) fn held_matrices(
+    shape: &Shape,
+    layer: u64,
+    placement: &Placement,
+) -> Vec<(Matrix, u64)> {
+    let mut matrices = layer_matrices(shape, layer, placement.tensor);
+    if layer < placement.host_experts {
+        for expert in expert_matrices(shape, layer, placement.tensor) {
+            if let Some(at) = matrices.iter().position(|m| *m == expert) {
+                matrices.remove(at);
+            }
+        }
     }
     matrices
 }
@@ -190,8 +225,7 @@ pub(crate) fn ends(shape: &Shape, placement: &Placement) -> Ends {
 pub(crate) fn device_parameter_count(shape: &Shape, placement: &Placement) -> Option<u64> {
     let mut total = 0u64;
     for layer in placement.first_layer..placement.first_layer + placement.layers {
-        let matrices: u64 =
-            layer_matrices(shape, layer, placement.tensor).iter().map(|(_, n)| n).sum();
+        let matrices: u64 = held_matrices(shape, layer, placement).iter().map(|(_, n)| n).sum();
         let small = layer_small(shape, layer, placement.tensor);
         total = total.checked_add(matrices)?.checked_add(small)?;
     }

@@ -203,8 +203,14 @@ mod tests {
     /// 0.837.
     #[test]
     fn sglang_reserves_what_lives_outside_its_share_by_gpu_size() {
-        let placement =
-            |tensor| Placement { tensor, stage: 0, stages: 1, first_layer: 0, layers: 1 };
+        let placement = |tensor| Placement {
+            tensor,
+            stage: 0,
+            stages: 1,
+            first_layer: 0,
+            layers: 1,
+            host_experts: 0,
+        };
         let h100 = Bytes(81_559 * MIB);
         assert_eq!(sglang_fraction(h100, &placement(1)), Ratio::new(835, 1000).unwrap());
         assert_eq!(sglang_fraction(h100, &placement(8)), Ratio::new(818, 1000).unwrap());

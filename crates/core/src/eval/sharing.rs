@@ -87,9 +87,10 @@ fn proportional(layers: u64, weights: &[u64]) -> Vec<u64> {
 }
 
 /// The placement of one rank's stage for a workload of `shape`. Under llama.cpp's partial
-/// offload the stages divide the layers on the devices, the last ones, and the host, which keeps
-/// the output layer, is one more stage after the devices' (it holds the head and the final norm),
-/// so that no device is the last.
+/// offload the stages divide the layers on the devices, the last ones, and when the host keeps
+/// the output layer it is one more stage after the devices' (it holds the head and the final
+/// norm), so that no device is the last; layers whose experts stay in host memory are held
+/// without them.
 pub(super) fn placement(
     shape: Option<&Shape>,
     split: Split,
@@ -112,13 +113,14 @@ pub(super) fn placement(
         }
         (None, _) => (0, 0),
     };
-    let stages = p + u64::from(offload.is_some());
+    let stages = p + u64::from(offload.is_some_and(|o| o.output_on_host));
     Placement {
         tensor: u64::from(split.tensor),
         stage,
         stages,
         first_layer: host_layers + first_layer,
         layers,
+        host_experts: offload.map_or(0, |o| o.host_experts),
     }
 }
 

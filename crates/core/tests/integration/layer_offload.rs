@@ -162,3 +162,70 @@ fn an_over_budget_llama_cpp_check_is_told_how_many_layers_fit() {
     assert!(matches!(at(layers + 1), Verdict::Over { .. }));
     assert!((30..80).contains(&layers), "{layers}");
 }
+
+/// Qwen3 30B-A3B in Q8_0: 48 layers, each with 18,874,368 attention weights (q and o 2048 ×
+/// 4096, k and v 2048 × 512), a router of 2048 × 128 (kept in F32 by llama.cpp) and three
+/// routed-expert tensors of 128 × 768 × 2048; 4 KV heads of 128.
+const ATTENTION: u64 = 18_874_368;
+const ROUTER: u64 = 2048 * 128 * 4;
+const EXPERT_TENSOR: u64 = 128 * 768 * 2048;
+
+fn moe(inference: &str) -> String {
+    format!(
+        "machine desk {{ gpus 1 x rtx-4090; host_ram 128 GiB; disk 2 TB }}\n\
+         workload w {{ model qwen3-30b-a3b; runtime llama.cpp; inference {{ weights q8_0; \
+         activations fp32; context 4096 tokens; prefill_chunk 256 tokens{inference} }} }}\n\
+         check w on desk"
+    )
+}
+
+#[test]
+fn cpu_moe_layers_keeps_the_first_layers_routed_experts_in_host_memory() {
+    let checks = evaluate(&moe("; cpu_moe_layers 20"));
+    let check = &checks[0];
+    let experts = q8_0(3 * EXPERT_TENSOR);
+    let layer = q8_0(ATTENTION) + ROUTER;
+    assert_eq!(device(check, 0, "weights: layer matrices"), Some(48 * layer + 28 * experts));
+    // Every layer's cache stays on the device, and so does the output layer.
+    assert_eq!(device(check, 0, "KV cache"), Some(48 * 2 * 4 * 128 * 4096 * 2));
+    assert_eq!(device(check, 0, "weights: output head"), Some(q8_0(151_936 * 2048)));
+    let ram = &check.host.as_ref().expect("a machine").ram.components;
+    let host = "w: routed experts of layers 0-19 in host memory (llama.cpp --n-cpu-moe)";
+    assert_eq!(find(ram, host), Some(20 * experts));
+    // A prompt's batch multiplies each host-held expert tensor on a copy: the largest one sits
+    // beside the MLP of the 8 active experts (256 tokens × 6,144 in F32) and the KQ mask.
+    let mlp = 3 * 256 * 6144 * 4 + q8_0(EXPERT_TENSOR) + 4096 * 256 * 2;
+    assert!(mlp > 256 * 151_936 * 4);
+    assert_eq!(device(check, 0, PEAK), Some(mlp));
+    // `--cpu-moe`: every layer's, and more layers than the model has change nothing.
+    let all = evaluate(&moe("; cpu_moe_layers 48"));
+    assert_eq!(device(&all[0], 0, "weights: layer matrices"), Some(48 * layer));
+    assert_eq!(evaluate(&moe("; cpu_moe_layers 999"))[0].devices, all[0].devices);
+}
+
+#[test]
+fn cpu_moe_layers_beside_gpu_layers_moves_only_the_device_layers_experts() {
+    let checks = evaluate(&moe("; gpu_layers 40; cpu_moe_layers 20"));
+    let check = &checks[0];
+    let experts = q8_0(3 * EXPERT_TENSOR);
+    let layer = q8_0(ATTENTION) + ROUTER;
+    // Layers 8-47 on the device, the experts of 8-19 among them in host memory.
+    assert_eq!(device(check, 0, "weights: layer matrices"), Some(40 * layer + 28 * experts));
+    let ram = &check.host.as_ref().expect("a machine").ram.components;
+    let held = "w: weights in host memory (llama.cpp): layer matrices";
+    assert_eq!(find(ram, held), Some(8 * (layer + experts)));
+    let host = "w: routed experts of layers 8-19 in host memory (llama.cpp --n-cpu-moe)";
+    assert_eq!(find(ram, host), Some(12 * experts));
+}
+
+#[test]
+fn cpu_moe_layers_on_a_dense_model_is_said_to_do_nothing() {
+    let source = "workload w { model mistral-7b; runtime llama.cpp; inference { weights q8_0; context 4096 tokens; cpu_moe_layers 8 } }\ncheck w on rtx-4090";
+    let outcome = vram_core::evaluate(source);
+    let warning = outcome.diagnostics.iter().find(|d| d.code == "W005").expect("W005");
+    assert!(warning.message.contains("no experts"), "{}", warning.message);
+    let plain = source.replace("; cpu_moe_layers 8", "");
+    assert_eq!(outcome.budget.checks[0].devices, evaluate(&plain)[0].devices);
+    let elsewhere = vram_core::evaluate(&source.replace("llama.cpp", "vllm"));
+    assert!(elsewhere.diagnostics.iter().any(|d| d.code == "E013"));
+}

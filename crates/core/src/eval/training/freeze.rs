@@ -39,6 +39,7 @@ fn trained_layers(shape: &Shape, placement: &Placement, trained: u64) -> Placeme
         stages: 3,
         first_layer: start,
         layers: end.saturating_sub(start),
+        host_experts: 0,
     }
 }
 
