@@ -525,13 +525,19 @@ function update({ fromForm = false, first = false } = {}) {
 
 let laterTask = 0;
 let later = 0;
-let pending = false;
-function schedule(options) {
-  if (pending) return;
-  pending = true;
+let pending = null;
+function schedule(options = {}) {
+  if (pending) {
+    // An edit of the text wins over a rewrite from the form queued before it in this frame:
+    // the form has been set from the text since, and rewriting would drop the user's keys.
+    if (!options.fromForm) pending = options;
+    return;
+  }
+  pending = options;
   requestAnimationFrame(() => {
-    pending = false;
-    update(options);
+    const next = pending;
+    pending = null;
+    update(next);
   });
 }
 
@@ -585,7 +591,10 @@ async function main() {
     showModeFields();
     schedule({ fromForm: true });
   });
-  $("form").addEventListener("change", () => {
+  $("form").addEventListener("change", (e) => {
+    // A typed field rewrote the text on `input` already; its `change` comes when it loses
+    // focus, often to the text, which must not be rewritten under the user's keys.
+    if (e.target.matches?.('input[type="number"], input[type="text"]')) return;
     showModeFields();
     schedule({ fromForm: true });
   });

@@ -220,7 +220,8 @@ test("llama.cpp's layers on the GPU: the form's field, the suggestion, the fit",
   await page.fill("#f-gpulayers", String(layers));
   await page.waitForFunction((n) => document.querySelector("#source").value.includes(`gpu_layers ${n}`), layers);
   await page.waitForFunction(() => /^Fits/.test(document.querySelector("#status").textContent));
-  // The text sets the field back.
+  // The text sets the field back, typed key by key: leaving the field for the text (its
+  // `change` on blur) must not rewrite the text under the keys.
   await type(page, (await page.inputValue("#source")).replace(/gpu_layers \d+/, "gpu_layers 12"));
   await page.waitForFunction(() => document.querySelector("#f-gpulayers").value === "12");
   assert.deepEqual(errors, []);

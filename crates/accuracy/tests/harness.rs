@@ -238,7 +238,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 55);
+    assert_eq!(run.results.len(), 58);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -346,6 +346,14 @@ fn points_in_other_wordings_are_expressed() {
         assert!(written.contains(&format!("context  {window} tokens")), "{written}");
     }
     let all = |id: &str| source(id).replace("gpu_layers", "# gpu_layers");
+    // A mixture of experts' routed experts in host memory: `--n-cpu-moe 24`, and every layer's
+    // by `-ot ".ffn_.*_exps.=CPU"` or `--cpu-moe`.
+    assert!(source("U-056").contains("cpu_moe_layers 24 "), "{}", source("U-056"));
+    // gpt-oss's MXFP4 is its experts' format alone.
+    assert!(source("U-056").contains("quantized_matrices mlp"), "{}", source("U-056"));
+    for id in ["U-057", "U-058"] {
+        assert!(source(id).contains("cpu_moe_layers 999 "), "{}", source(id));
+    }
     let used = |source: &str| vram_core::evaluate(source).budget.checks[0].devices[0].used.0;
     let (partial, whole) = (used(&source("U-053")), used(&all("U-053")));
     assert!(partial * 10 < whole * 6, "{partial} B with 40 of 80 layers, {whole} B with all");

@@ -632,6 +632,12 @@ impl Cx<'_> {
             |field: &str, value: &str| Gap::data(data::UNREADABLE, format!("{field} = {value:?}"));
         if q.contains("gptq") || w.contains("gptq") {
             gptq(point, &q, &w, &both)
+        } else if q.contains("mxfp4") || w.contains("mxfp4") {
+            // OCP MX FP4 (gpt-oss's release format, GGUF's MXFP4 type): 4-bit values with an
+            // 8-bit shared scale per block of 32.
+            Ok(("mxfp4", None))
+        } else if q.contains("nvfp4") || w.contains("nvfp4") {
+            Ok(("nvfp4", None))
         } else if q.contains("gguf")
             || w.contains("gguf")
             || GGUF_PRESETS.iter().any(|preset| has_word(&q, preset) || has_word(&w, preset))

@@ -36,6 +36,11 @@ pub(super) fn body(
 
     let mut out = String::from("  inference {\n");
     let _ = writeln!(out, "    weights  {weights}");
+    if weights == "mxfp4" && cx.point.model.to_lowercase().contains("gpt-oss") {
+        // gpt-oss's checkpoints (and the GGUFs made from them) store only the MoE experts in
+        // MXFP4; attention, router, embedding and head stay 16-bit (its model card).
+        out.push_str("    quantized_matrices mlp  # gpt-oss: only the experts are MXFP4\n");
+    }
     if super::conditions::is_meta_fp8(cx.point) {
         out.push_str("    quantized_matrices mlp  # Meta FP8: feed-forward matrices only\n");
         out.push_str("    unquantized_layers 1    # nor the first and last layers\n");
@@ -52,8 +57,21 @@ pub(super) fn body(
     }
     let _ = writeln!(out, "    context  {context} tokens");
     let _ = writeln!(out, "    sessions {sessions}");
-    if let Some(layers) = ggml_gpu_layers(cx.point).filter(|_| runtime == Runtime::LlamaCpp) {
-        let _ = writeln!(out, "    gpu_layers {layers}  # llama.cpp -ngl: the rest in host memory");
+    if runtime == Runtime::LlamaCpp {
+        if let Some(layers) = ggml_gpu_layers(cx.point) {
+            let _ =
+                writeln!(out, "    gpu_layers {layers}  # llama.cpp -ngl: the rest in host memory");
+        }
+        match ggml_cpu_moe(cx.point) {
+            Some(CpuMoe::First(layers)) => {
+                let _ = writeln!(out, "    cpu_moe_layers {layers}  # llama.cpp --n-cpu-moe");
+            }
+            Some(CpuMoe::Every) => {
+                out.push_str("    cpu_moe_layers 999  # every layer's experts (--cpu-moe)\n");
+            }
+            Some(CpuMoe::Unread(pattern)) => cx.unreadable("override-tensor", &pattern),
+            None => {}
+        }
     }
     if let Some(prefill) = prefill {
         let _ = writeln!(out, "    prefill_chunk {prefill} tokens");
@@ -415,6 +433,40 @@ pub(super) fn ggml_gpu_layers(point: &crate::data::Point) -> Option<u64> {
             w[1].starts_with("layers").then(|| leading_number(on_gpu)).flatten()
         })
     })
+}
+
+/// Which layers' routed experts a llama.cpp run keeps in host memory.
+enum CpuMoe {
+    /// The first this many (`--n-cpu-moe 20`).
+    First(u64),
+    /// Every layer's (`--cpu-moe`, or `-ot exps=CPU` with no layer named).
+    Every,
+    /// An `--override-tensor` rule that names layers, which the harness does not read.
+    Unread(String),
+}
+
+/// The routed experts a llama.cpp run keeps in host memory, when stated.
+fn ggml_cpu_moe(point: &crate::data::Point) -> Option<CpuMoe> {
+    let first = point.setting(&["n_cpu_moe", "ncmoe"]).and_then(|layers| leading_number(&layers));
+    if let Some(layers) = first {
+        return Some(CpuMoe::First(layers));
+    }
+    let text = point.all_text();
+    if text.contains("--cpu-moe") || text.contains("-cmoe") {
+        return Some(CpuMoe::Every);
+    }
+    // `-ot ".ffn_.*_exps.=CPU"`: a tensor-name pattern, then the buffer its tensors go to.
+    let rule = ["--override-tensor", "-ot"].iter().find_map(|flag| {
+        let at = text.find(&format!("{flag} "))? + flag.len() + 1;
+        text[at..].split_whitespace().next().map(|w| w.trim_matches(['"', '\'']).to_string())
+    })?;
+    if !rule.contains("exps") {
+        return None;
+    }
+    if rule.contains("blk") {
+        return Some(CpuMoe::Unread(rule));
+    }
+    rule.ends_with("=cpu").then_some(CpuMoe::Every)
 }
 
 /// The KV cache type a command line or environment states when the field does not: vLLM's and
