@@ -173,6 +173,9 @@ pub enum SuggestionKind {
     Context,
     /// A smaller batch (training micro-batch, diffusion batch).
     Batch,
+    /// A mixture of experts' routed experts in host memory for more layers (llama.cpp
+    /// `cpu_moe_layers`, `--n-cpu-moe`).
+    Experts,
     /// Fewer layers on the devices, the rest in host memory (llama.cpp `gpu_layers`, `-ngl`).
     GpuLayers,
     /// More devices of the same kind, with the split that achieves it.

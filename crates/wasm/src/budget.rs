@@ -98,6 +98,7 @@ pub enum SuggestionKind {
     Sessions,
     Context,
     Batch,
+    Experts,
     GpuLayers,
     Devices,
     Pipeline,

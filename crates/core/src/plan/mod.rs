@@ -9,6 +9,7 @@
 
 #[cfg(test)]
 mod exact;
+mod experts;
 pub mod machines;
 mod pipeline;
 mod pool;

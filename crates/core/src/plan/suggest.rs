@@ -2,7 +2,8 @@
 //! stated with its evidence (the verdict at the suggestion and one step beyond).
 //!
 //! In order: the largest sessions at the declared context, the largest context at the declared
-//! sessions, the largest batch, the fewest devices of the check's kind and their split, a
+//! sessions, the largest batch, for llama.cpp the fewest layers whose experts stay in host
+//! memory (a mixture of experts) and the most layers on the devices, the fewest devices of the check's kind and their split, a
 //! diffusion pipeline's memory option (a tiled decode, models offloaded in turn), a training
 //! step's memory levers (checkpointing, 8-bit moments, a step in the backward pass, a chunked
 //! loss), a smaller precision (with the quality warning), and up to three catalog machines. A check whose
@@ -27,6 +28,25 @@ pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Sugges
     let Some(mut planner) = Planner::new(program, spec) else { return Ok(Vec::new()) };
     let mut out = Vec::new();
     for knob in [Knob::Sessions, Knob::Context, Knob::Batch, Knob::GpuLayers] {
+        // Experts leave the devices before whole layers do: a token reads only its experts.
+        if knob == Knob::GpuLayers
+            && let Some(answer) = planner.find_cpu_moe()?
+        {
+            let change = format!("cpu_moe_layers {}", answer.layers);
+            out.push(Suggestion {
+                kind: SuggestionKind::Experts,
+                detail: format!(
+                    "{change}: {}; cpu_moe_layers {}: {}",
+                    verdict_words(&answer.at),
+                    answer.layers - 1,
+                    verdict_words(&answer.below)
+                ),
+                change,
+                value: Some(answer.layers),
+                split: None,
+                warning: None,
+            });
+        }
         if let Some(answer) = planner.find_max(knob)?
             && let Boundary::Largest(value) = answer.boundary
             && value < answer.declared

@@ -229,3 +229,27 @@ fn cpu_moe_layers_on_a_dense_model_is_said_to_do_nothing() {
     let elsewhere = vram_core::evaluate(&source.replace("llama.cpp", "vllm"));
     assert!(elsewhere.diagnostics.iter().any(|d| d.code == "E013"));
 }
+
+#[test]
+fn an_over_budget_mixture_of_experts_is_told_how_many_layers_experts_to_keep_on_the_host() {
+    let source = "workload w { model qwen3-30b-a3b; runtime llama.cpp; inference { weights q8_0; context 32768 tokens } }\ncheck w on rtx-4090";
+    let outcome = vram_core::evaluate(source);
+    let suggestions = &outcome.budget.checks[0].suggestions;
+    let experts = suggestions
+        .iter()
+        .position(|s| s.kind == SuggestionKind::Experts)
+        .expect("a cpu_moe_layers suggestion");
+    // Before whole layers leave the device.
+    let layers = suggestions.iter().position(|s| s.kind == SuggestionKind::GpuLayers);
+    assert!(layers.is_none_or(|at| experts < at), "{suggestions:#?}");
+    let count = suggestions[experts].value.expect("a count");
+    assert_eq!(suggestions[experts].change, format!("cpu_moe_layers {count}"));
+    // Its evidence: that many fit, one fewer does not.
+    let at = |n: u64| {
+        let written = source.replace("32768 tokens", &format!("32768 tokens; cpu_moe_layers {n}"));
+        evaluate(&written)[0].verdict.clone()
+    };
+    assert!(matches!(at(count), Verdict::Fits { .. }));
+    assert!(matches!(at(count - 1), Verdict::Over { .. }));
+    assert!((1..=48).contains(&count), "{count}");
+}
