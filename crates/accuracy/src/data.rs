@@ -122,10 +122,14 @@ impl Point {
         let text = self.all_text().replace(['=', ':'], " ");
         let words: Vec<&str> =
             text.split(|c: char| c.is_whitespace() || c == ',').filter(|w| !w.is_empty()).collect();
+        // JSON options (`{"num_gpu": 20}`) quote their keys and values.
+        let bare = |word: &str| {
+            word.trim_matches(|c| matches!(c, '"' | '\'' | '{' | '}' | '(' | ')')).to_string()
+        };
         words.iter().enumerate().find_map(|(at, word)| {
-            let key = word.trim_start_matches('-').replace('-', "_");
+            let key = bare(word).trim_start_matches('-').replace('-', "_");
             keys.contains(&key.as_str())
-                .then(|| words.get(at + 1).map_or_else(String::new, |next| (*next).to_string()))
+                .then(|| words.get(at + 1).map_or_else(String::new, |next| bare(next)))
         })
     }
 
@@ -169,7 +173,7 @@ pub fn leading_number(text: &str) -> Option<u64> {
 /// `pre_seq_len=128`.
 pub fn number_after(text: &str, key: &str) -> Option<u64> {
     let start = text.find(key)? + key.len();
-    let rest = text[start..].trim_start_matches([' ', '(', '=', ':']);
+    let rest = text[start..].trim_start_matches([' ', '(', '=', ':', '"', '\'']);
     leading_number(rest)
 }
 
@@ -368,6 +372,13 @@ mod tests {
         assert_eq!(point.setting(&["ollama_num_parallel"]).as_deref(), Some("2"));
         assert_eq!(point.setting(&["fa"]).as_deref(), Some(""));
         assert_eq!(point.setting(&["num_beams"]), None);
+        let options = Point {
+            other_settings: Some(r#"Ollama API options {"num_gpu": 20, "num_ctx": 8192}"#.into()),
+            ..Point::default()
+        };
+        assert_eq!(options.setting(&["num_gpu"]).as_deref(), Some("20"));
+        assert_eq!(options.setting(&["num_ctx"]).as_deref(), Some("8192"));
+        assert_eq!(number_after(r#"{"num_ctx": 8192}"#, "num_ctx"), Some(8192));
         assert_eq!(leading_number("128K tokens"), Some(131_072));
         assert_eq!(leading_number("100k"), Some(100_000));
         assert_eq!(leading_number("4 kB"), Some(4));
