@@ -45,7 +45,7 @@ function formValues() {
     model: get("model"), mode: f.elements.mode.value, runtime: get("runtime"),
     weights: get("weights"), kv_cache: get("kv_cache"),
     context: Number(get("context")) || 1, sessions: Number(get("sessions")) || 1,
-    gpu_layers: get("gpu_layers"),
+    gpu_layers: get("gpu_layers"), cpu_moe_layers: get("cpu_moe_layers"),
     method: get("method"), tweights: get("tweights"),
     micro_batch: Number(get("micro_batch")) || 1, sequence: Number(get("sequence")) || 1,
     device: get("device"), count: Number(get("count")) || 1,
@@ -83,6 +83,7 @@ export function sourceFromForm(v, models = new Map()) {
     lines.push(`    context  ${v.context} tokens`, `    sessions ${v.sessions}`);
     // llama.cpp's partial offload; empty keeps every layer on the GPU.
     if (v.runtime === "llama.cpp" && /^\d+$/.test(v.gpu_layers ?? "")) lines.push(`    gpu_layers ${v.gpu_layers}`);
+    if (v.runtime === "llama.cpp" && /^\d+$/.test(v.cpu_moe_layers ?? "")) lines.push(`    cpu_moe_layers ${v.cpu_moe_layers}`);
     lines.push("  }");
   }
   lines.push("}", "");
@@ -113,6 +114,7 @@ function formFromSource(source) {
   set("context", source.match(/^\s*context\s+(\d+)\s*tokens/m)?.[1]);
   set("sessions", source.match(/^\s*sessions\s+(\d+)/m)?.[1]);
   set("gpu_layers", source.match(/^\s*gpu_layers\s+(\d+)/m)?.[1] ?? "");
+  set("cpu_moe_layers", source.match(/^\s*cpu_moe_layers\s+(\d+)/m)?.[1] ?? "");
   set("micro_batch", word("micro_batch"));
   set("sequence", source.match(/^\s*sequence\s+(\d+)/m)?.[1]);
   const check = source.match(/^\s*check\s+\S+\s+on\s+(?:(\d+)\s*x\s*)?([\w.-]+)/m);

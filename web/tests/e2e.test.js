@@ -228,6 +228,24 @@ test("llama.cpp's layers on the GPU: the form's field, the suggestion, the fit",
   await page.close();
 });
 
+test("a mixture of experts' experts in host memory, from the planner to the form", async () => {
+  const { page, errors } = await open("/");
+  await page.selectOption("#f-runtime", "llama.cpp");
+  await page.selectOption("#f-model", "qwen3-30b-a3b");
+  await page.selectOption("#f-weights", "q8_0");
+  await page.selectOption("#f-device", "rtx-4090");
+  await page.fill("#f-context", "32768");
+  await page.fill("#f-sessions", "1");
+  await page.waitForSelector('#checks .suggestions li[data-kind="experts"]');
+  const change = await page.textContent('#checks .suggestions li[data-kind="experts"] code');
+  assert.match(change, /^cpu_moe_layers \d+$/);
+  await page.fill("#f-cpumoe", change.split(" ")[1]);
+  await page.waitForFunction((c) => document.querySelector("#source").value.includes(c), change);
+  await page.waitForFunction(() => /^Fits/.test(document.querySelector("#status").textContent));
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
 test("a check that does not fit says what would", async () => {
   const { page, errors } = await open("/");
   await type(page, L4_CHAT.replace("sessions 3", "sessions 200"));
