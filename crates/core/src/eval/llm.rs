@@ -38,30 +38,17 @@ pub(crate) fn weights_keeping(
     label: &str,
 ) -> Result<Vec<Component>, Overflow> {
     let gqa = shape.heads / shape.kv_heads.max(1);
-    // Parameters per precision over this device's layers, in a stable order.
-    let mut by_precision: Vec<(Precision, u64)> = Vec::new();
-    for layer in placement.first_layer..placement.first_layer + placement.layers {
-        for (matrix, params) in params::held_matrices(shape, layer, placement) {
-            let precision = format.matrix(matrix, layer, shape.layers, gqa);
-            match by_precision.iter_mut().find(|(p, _)| *p == precision) {
-                Some((_, total)) => *total = total.checked_add(params).ok_or(Overflow)?,
-                None => by_precision.push((precision, params)),
-            }
-        }
-    }
+    let layers = placement.first_layer..placement.first_layer + placement.layers;
+    let mut by_precision = by_precision(
+        shape,
+        format,
+        layers.map(|layer| (layer, params::held_matrices(shape, layer, placement))),
+    )?;
     let kept = kept_in_fp32(shape, placement, format, gqa, &mut by_precision)?;
     // One entry per precision, so an unstable sort gives the same order.
     by_precision.sort_unstable();
     let mut components = Vec::new();
-    let mut total = Bytes::ZERO;
-    let mut terms = Vec::new();
-    for (precision, params) in &by_precision {
-        let product = Product::new()
-            .times(*params, "params")?
-            .bytes_each(precision.bytes_per_element(), precision.name())?;
-        total = super::calc::add(total, product.value()?)?;
-        terms.push(product.terms());
-    }
+    let (total, terms) = precision_sum(&by_precision)?;
     if total.0 > 0 {
         let formula = if let [(precision, params)] = by_precision.as_slice() {
             // One precision: show the per-layer structure.
@@ -132,6 +119,43 @@ pub(crate) fn weights_keeping(
         components.push(component(format!("{label}: {name}"), category, bytes, formula));
     }
     Ok(components)
+}
+
+/// The parameters of `matrices` (each layer's, with its index) per precision under `format`, in
+/// the order the precisions first appear.
+pub(crate) fn by_precision(
+    shape: &Shape,
+    format: WeightFormat,
+    matrices: impl Iterator<Item = (u64, Vec<(Matrix, u64)>)>,
+) -> Result<Vec<(Precision, u64)>, Overflow> {
+    let gqa = shape.heads / shape.kv_heads.max(1);
+    let mut by_precision: Vec<(Precision, u64)> = Vec::new();
+    for (layer, layer_matrices) in matrices {
+        for (matrix, params) in layer_matrices {
+            let precision = format.matrix(matrix, layer, shape.layers, gqa);
+            match by_precision.iter_mut().find(|(p, _)| *p == precision) {
+                Some((_, total)) => *total = total.checked_add(params).ok_or(Overflow)?,
+                None => by_precision.push((precision, params)),
+            }
+        }
+    }
+    Ok(by_precision)
+}
+
+/// The bytes of parameters counted per precision, and each precision's product as a term.
+pub(crate) fn precision_sum(
+    by_precision: &[(Precision, u64)],
+) -> Result<(Bytes, Vec<String>), Overflow> {
+    let mut total = Bytes::ZERO;
+    let mut terms = Vec::new();
+    for (precision, params) in by_precision {
+        let product = Product::new()
+            .times(*params, "params")?
+            .bytes_each(precision.bytes_per_element(), precision.name())?;
+        total = super::calc::add(total, product.value()?)?;
+        terms.push(product.terms());
+    }
+    Ok((total, terms))
 }
 
 /// This device's share of the model's `keep_in_fp32` parameters, taken out of the layer

@@ -133,27 +133,10 @@ fn expert_bytes(
     format: WeightFormat,
     layers: std::ops::Range<u64>,
 ) -> Result<(Bytes, String), Overflow> {
-    let gqa = shape.heads / shape.kv_heads.max(1);
-    let mut by_precision: Vec<(crate::precision::Precision, u64)> = Vec::new();
-    for layer in layers {
-        for (matrix, count) in params::expert_matrices(shape, layer, 1) {
-            let precision = format.matrix(matrix, layer, shape.layers, gqa);
-            match by_precision.iter_mut().find(|(p, _)| *p == precision) {
-                Some((_, total)) => *total = total.checked_add(count).ok_or(Overflow)?,
-                None => by_precision.push((precision, count)),
-            }
-        }
-    }
+    let experts = layers.map(|layer| (layer, params::expert_matrices(shape, layer, 1)));
+    let mut by_precision = super::llm::by_precision(shape, format, experts)?;
     by_precision.sort_unstable();
-    let mut total = Bytes::ZERO;
-    let mut terms = Vec::new();
-    for (precision, count) in by_precision {
-        let product = Product::new()
-            .times(count, "params")?
-            .bytes_each(precision.bytes_per_element(), precision.name())?;
-        total = super::calc::add(total, product.value()?)?;
-        terms.push(product.terms());
-    }
+    let (total, terms) = super::llm::precision_sum(&by_precision)?;
     Ok((total, format!("{} = {total}", terms.join(" + "))))
 }
 
