@@ -7,9 +7,10 @@
 //!
 //! RAM: one copy of the weights staged while loading (checkpoints are read through the page
 //! cache before each rank copies its shard to its GPU), vLLM's pinned swap space per GPU, the
-//! training states DeepSpeed offloads to the host, and an offloading diffusion pipeline's
-//! weights, which stay on the host between their turns on the device. Disk: the model files, the original
-//! checkpoint kept beside a converted one, and one training checkpoint.
+//! training states DeepSpeed offloads to the host, an offloading diffusion pipeline's weights,
+//! which stay on the host between their turns on the device, and what llama.cpp keeps in host
+//! memory (`eval/offload.rs`). Disk: the model files (those of the weights kept in host memory
+//! too), the original checkpoint kept beside a converted one, and one training checkpoint.
 
 use super::calc::{self, Overflow};
 use super::offload::{self, Offload as LayerOffload};
@@ -19,7 +20,7 @@ use crate::hir::{DiffusionOffload, Layered, Machine, Method, Offload, Runtime, W
 use crate::ratio::Ratio;
 
 /// Why llama.cpp's host lines are there.
-const HOST_HELD: &str = "llama.cpp keeps the token embedding in host memory, and under -ngl the first layers with their KV cache and the output layer (llama_model::load_tensors)";
+const HOST_HELD: &str = "llama.cpp keeps the token embedding in host memory, under -ngl the first layers with their KV cache and the output layer, and under --n-cpu-moe the first layers' routed experts (llama_model::load_tensors)";
 
 /// vLLM's default CPU swap space for preempted sequences, pinned host memory per GPU
 /// (`EngineArgs.swap_space = 4` GiB, V0 engine).

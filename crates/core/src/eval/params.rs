@@ -100,6 +100,8 @@ pub(crate) fn held_matrices(
 ) -> Vec<(Matrix, u64)> {
     let mut matrices = layer_matrices(shape, layer, placement.tensor);
     if layer < placement.host_experts {
+        // `layer_matrices` lists the routed experts before any shared expert of the same size,
+        // so the first equal entry is the routed one.
         for expert in expert_matrices(shape, layer, placement.tensor) {
             if let Some(at) = matrices.iter().position(|m| *m == expert) {
                 matrices.remove(at);

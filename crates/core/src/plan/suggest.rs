@@ -27,45 +27,12 @@ const MACHINES: usize = 3;
 pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Suggestion>, Stop> {
     let Some(mut planner) = Planner::new(program, spec) else { return Ok(Vec::new()) };
     let mut out = Vec::new();
-    for knob in [Knob::Sessions, Knob::Context, Knob::Batch, Knob::GpuLayers] {
-        // Experts leave the devices before whole layers do: a token reads only its experts.
-        if knob == Knob::GpuLayers
-            && let Some(answer) = planner.find_cpu_moe()?
-        {
-            let change = format!("cpu_moe_layers {}", answer.layers);
-            out.push(Suggestion {
-                kind: SuggestionKind::Experts,
-                detail: format!(
-                    "{change}: {}; cpu_moe_layers {}: {}",
-                    verdict_words(&answer.at),
-                    answer.layers - 1,
-                    verdict_words(&answer.below)
-                ),
-                change,
-                value: Some(answer.layers),
-                split: None,
-                warning: None,
-            });
-        }
-        if let Some(answer) = planner.find_max(knob)?
-            && let Boundary::Largest(value) = answer.boundary
-            && value < answer.declared
-        {
-            out.push(Suggestion {
-                kind: match knob {
-                    Knob::Sessions => SuggestionKind::Sessions,
-                    Knob::Context => SuggestionKind::Context,
-                    Knob::Batch => SuggestionKind::Batch,
-                    Knob::GpuLayers => SuggestionKind::GpuLayers,
-                },
-                change: change_for(&planner, knob, value),
-                detail: max_detail(&answer, &planner),
-                value: Some(value),
-                split: None,
-                warning: None,
-            });
-        }
+    for knob in [Knob::Sessions, Knob::Context, Knob::Batch] {
+        out.extend(smaller(&mut planner, knob)?);
     }
+    // Experts leave the devices before whole layers do: a token reads only its experts.
+    out.extend(experts_to_host(&mut planner)?);
+    out.extend(smaller(&mut planner, Knob::GpuLayers)?);
     // More devices of the same kind, when the check is on one kind and not on a machine.
     let first = spec.devices.first().cloned();
     if let Some(device) =
@@ -98,6 +65,47 @@ pub fn suggestions(program: &Layered<'_>, spec: &CheckSpec) -> Result<Vec<Sugges
         out.push(machine_suggestion(&spec.workload, &fit));
     }
     Ok(out)
+}
+
+/// The largest value of `knob` that fits, when it is below the declared one.
+fn smaller(planner: &mut Planner<'_>, knob: Knob) -> Result<Option<Suggestion>, Stop> {
+    let Some(answer) = planner.find_max(knob)? else { return Ok(None) };
+    let Boundary::Largest(value) = answer.boundary else { return Ok(None) };
+    if value >= answer.declared {
+        return Ok(None);
+    }
+    Ok(Some(Suggestion {
+        kind: match knob {
+            Knob::Sessions => SuggestionKind::Sessions,
+            Knob::Context => SuggestionKind::Context,
+            Knob::Batch => SuggestionKind::Batch,
+            Knob::GpuLayers => SuggestionKind::GpuLayers,
+        },
+        change: change_for(planner, knob, value),
+        detail: max_detail(&answer, planner),
+        value: Some(value),
+        split: None,
+        warning: None,
+    }))
+}
+
+/// The fewest layers whose routed experts llama.cpp keeps in host memory for the check to fit.
+fn experts_to_host(planner: &mut Planner<'_>) -> Result<Option<Suggestion>, Stop> {
+    let Some(answer) = planner.find_cpu_moe()? else { return Ok(None) };
+    let change = format!("cpu_moe_layers {}", answer.layers);
+    Ok(Some(Suggestion {
+        kind: SuggestionKind::Experts,
+        detail: format!(
+            "{change}: {}; cpu_moe_layers {}: {}",
+            verdict_words(&answer.at),
+            answer.layers - 1,
+            verdict_words(&answer.below)
+        ),
+        change,
+        value: Some(answer.layers),
+        split: None,
+        warning: None,
+    }))
 }
 
 /// A set of settings written into the workload (a pipeline's memory options, a training
