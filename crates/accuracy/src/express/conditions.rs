@@ -432,7 +432,9 @@ impl Cx<'_> {
             Some(stated) if is_none_word(stated) => Offload::None,
             Some(stated) => {
                 let lower = stated.to_lowercase();
-                if super::inference::ggml_gpu_layers(point).is_some() {
+                if runs_ggml(&point.framework.to_lowercase())
+                    && super::inference::ggml_gpu_layers(point).is_some()
+                {
                     // llama.cpp's layers on the GPU: the inference section's `gpu_layers`.
                     Offload::None
                 } else if lower.contains("enable_model_cpu_offload") {

@@ -420,7 +420,8 @@ fn ggml_parallel(point: &crate::data::Point) -> Option<u64> {
 
 /// The layers a llama.cpp or Ollama run puts on the GPU, when stated: `-ngl 40`,
 /// `--n-gpu-layers 40`, Ollama's `num_gpu 40`, or the load log's `offloaded 40/81 layers to
-/// GPU`, all counting the output layer as one more after the repeating ones.
+/// GPU` (`40 of 81 layers` in prose), all counting the output layer as one more after the
+/// repeating ones.
 pub(super) fn ggml_gpu_layers(point: &crate::data::Point) -> Option<u64> {
     let stated = point
         .setting(&["ngl", "n_gpu_layers", "gpu_layers", "num_gpu", "ollama_num_gpu"])
@@ -428,9 +429,18 @@ pub(super) fn ggml_gpu_layers(point: &crate::data::Point) -> Option<u64> {
     stated.or_else(|| {
         let text = point.all_text();
         let words: Vec<&str> = text.split_whitespace().collect();
-        words.windows(2).find_map(|w| {
+        let slashed = words.windows(2).find_map(|w| {
             let (on_gpu, _of) = w[0].split_once('/')?;
             w[1].starts_with("layers").then(|| leading_number(on_gpu)).flatten()
+        });
+        slashed.or_else(|| {
+            words.windows(4).find_map(|w| {
+                let of_layers = w[1] == "of" && w[3].starts_with("layers");
+                of_layers
+                    .then(|| leading_number(w[0]))
+                    .flatten()
+                    .filter(|_| leading_number(w[2]).is_some())
+            })
         })
     })
 }
@@ -654,6 +664,25 @@ fn tgi_wiggle_room(cx: &Cx<'_>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn llama_cpp_gpu_layers_in_their_wordings() {
+        let point = |settings: &str| crate::data::Point {
+            other_settings: Some(settings.into()),
+            ..crate::data::Point::default()
+        };
+        for (settings, layers) in [
+            ("-ngl 40 -c 8192", Some(40)),
+            ("--n-gpu-layers 24", Some(24)),
+            (r#"{"num_gpu": 20}"#, Some(20)),
+            ("load log: offloaded 28/33 layers to GPU", Some(28)),
+            ("28 of 33 layers offloaded to the GPU", Some(28)),
+            ("a 32 layers model", None),
+            ("2 of the layers", None),
+        ] {
+            assert_eq!(ggml_gpu_layers(&point(settings)), layers, "{settings}");
+        }
+    }
 
     #[test]
     fn pooling_servers_read_their_own_memory_settings() {
