@@ -583,9 +583,9 @@ pub(crate) fn forward_step(
         Logits::Last => step.sequences.min(step.tokens),
         Logits::All => step.tokens,
     };
-    // A head in host memory runs here on its copy when the batch is large enough.
-    let head_copy =
-        step.host_copies.head.as_ref().filter(|_| shape.output == crate::hir::Output::Lm);
+    // A head in host memory runs here on its copy when the batch is large enough (only a
+    // vocabulary head has one: `HostCopies::of`).
+    let head_copy = step.host_copies.head.as_ref();
     let rows = if last || head_copy.is_some() { logit_rows } else { 0 };
     let (logits_bytes, logits_formula) = if step.sorting_sampler {
         sorting_sampler(rows, shape, step, hidden_bytes)?

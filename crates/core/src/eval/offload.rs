@@ -145,7 +145,8 @@ fn expert_bytes(
 /// copied: only a row lookup reads it, which the backend does not take.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct HostCopies {
-    /// The largest matrix of a host-held layer, beside that layer's product.
+    /// The largest matrix of a host-held layer, or routed-expert tensor of a layer whose
+    /// experts stay in host memory, beside that layer's product.
     pub layer: Option<(Bytes, String)>,
     /// The head, when the output is in host memory, beside every token's logits.
     pub head: Option<(Bytes, String)>,
