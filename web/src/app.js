@@ -19,6 +19,7 @@ const EXAMPLES = [
   "torchtune-memory-levers.vram",
   "dgx-405b.vram",
   "diffusion-flux.vram", "sdxl-inference.vram", "cogvideox-video.vram", "wan-video.vram",
+  "hunyuan-video.vram",
   "video-transformer-alone.vram",
   "diffusion-training.vram",
   "sdxl-lora.vram", "render-scene.vram",

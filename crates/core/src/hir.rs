@@ -938,6 +938,19 @@ pub struct Workload {
 /// config's `sample_size`, 1024 for the SDXL, SD3 and FLUX autoencoders (512 for SD 1.x's).
 pub const DEFAULT_VAE_TILE: (u64, u64) = (1024, 1024);
 
+/// The tile (width, height) of a tiled decode when the file names none, for a pipeline whose
+/// VAE is `video`'s decoder (or an image VAE): `AutoencoderKLCogVideoX` tiles at half its sample
+/// size (360 × 240), `AutoencoderKLHunyuanVideo` at 256 × 256; Wan's tiled decode is not
+/// modelled (`None`).
+pub fn default_vae_tile(video: Option<&Video>) -> Option<(u64, u64)> {
+    match video.map(|v| v.decoder) {
+        None => Some(DEFAULT_VAE_TILE),
+        Some(VideoDecoder::CogVideoX) => Some((360, 240)),
+        Some(VideoDecoder::Hunyuan) => Some((256, 256)),
+        Some(VideoDecoder::Wan) => None,
+    }
+}
+
 /// A diffusion pipeline: a denoiser run over latents, text encoders before it, a VAE after it.
 #[derive(Clone, Debug)]
 pub struct Diffusion {
@@ -1018,6 +1031,9 @@ pub enum VideoDecoder {
     CogVideoX,
     /// diffusers `AutoencoderKLWan` (Wan 2.1): one latent frame at a time, RMS norms.
     Wan,
+    /// diffusers `AutoencoderKLHunyuanVideo`: chunks of five latent frames every three, each
+    /// decoded whole (in tiles under `vae_tiling`), a causal attention mask in the mid block.
+    Hunyuan,
 }
 
 /// How a causal 3D VAE decoder carries its convolutions' caches between frame batches.

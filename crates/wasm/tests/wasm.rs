@@ -28,6 +28,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         include_str!("../../../examples/torchtune-memory-levers.vram"),
     ),
     ("gguf-on-a-desktop-gpu.vram", include_str!("../../../examples/gguf-on-a-desktop-gpu.vram")),
+    ("hunyuan-video.vram", include_str!("../../../examples/hunyuan-video.vram")),
     ("llama3.1-405b-meta-fp8.vram", include_str!("../../../examples/llama3.1-405b-meta-fp8.vram")),
     ("llama3.1-70b-fp8-tp2.vram", include_str!("../../../examples/llama3.1-70b-fp8-tp2.vram")),
     ("llama3.1-8b-chat.vram", include_str!("../../../examples/llama3.1-8b-chat.vram")),

@@ -22,6 +22,8 @@ enum Encoder {
     T5,
     /// umT5-XXL's encoder (Wan 2.1).
     UmT5,
+    /// LLaVA-Llama-3-8B's decoder without its head (HunyuanVideo's `text_encoder`).
+    LlavaLlama3,
 }
 
 impl Encoder {
@@ -32,6 +34,7 @@ impl Encoder {
             Encoder::ClipH => "openclip-h-text",
             Encoder::T5 => "t5-xxl-encoder",
             Encoder::UmT5 => "umt5-xxl-encoder",
+            Encoder::LlavaLlama3 => "llava-llama3-8b-text",
         }
     }
 }
@@ -81,8 +84,10 @@ struct VideoDefaults {
     /// The tile `enable_tiling` decodes, width × height.
     tile: (u64, u64),
     /// Whether the decoder's caches changed hands in diffusers 0.31 (CogVideoX's did; Wan's
-    /// decoder came later).
+    /// decoder came later, and HunyuanVideo's has none).
     caches_by_release: bool,
+    /// Whether the language models the VAE's tiled decode (Wan's `tiled_decode` is not).
+    tiling_modelled: bool,
     /// Sizes the model's own documents name by a word (Wan's "480P", "720P"), width × height.
     named_sizes: &'static [(&'static str, (u64, u64))],
 }
@@ -120,6 +125,7 @@ fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
             frames_note: "49 frames (CogVideoXPipeline default: the transformer's sample_frames)",
             tile: (360, 240),
             caches_by_release: true,
+            tiling_modelled: true,
             named_sizes: &[],
         }),
         extra: "",
@@ -178,6 +184,7 @@ fn wan(denoiser: &'static str, hidden: u64, extra: &'static str) -> Pipeline {
             frames_note: "81 frames (WanPipeline default)",
             tile: (256, 256),
             caches_by_release: false,
+            tiling_modelled: false,
             // Wan2.1's README: 480P is 832 × 480, 720P 1280 × 720 (its generate.py SIZE_CONFIGS).
             named_sizes: &[("480p", (832, 480)), ("720p", (1280, 720))],
         }),
@@ -223,6 +230,7 @@ fn ltx_video_13b() -> Pipeline {
             frames_note: "161 frames (LTXPipeline default)",
             tile: (512, 512),
             caches_by_release: false,
+            tiling_modelled: false,
             named_sizes: &[],
         }),
         extra: "    patch_pixels  32  # LTX-Video's VAE: 32 x 32 pixels per latent, no patching\n    \
@@ -289,6 +297,48 @@ fn pixart(
             1024,
             "1024 x 1024 (the PixArt pipelines' default: the 1024-MS transformer's sample_size 128 x the VAE's factor 8)",
         )),
+        guidance_off: None,
+    }
+}
+
+/// HunyuanVideoPipeline (diffusers pipeline_hunyuan_video.py at 58eb52c): `height` 720,
+/// `width` 1280, `num_frames` 129 by default, `max_sequence_length` 256 tokens of the LLaVA-Llama-3
+/// text encoder's hidden states (the prompt template's first 95 cropped off) beside CLIP-L's
+/// pooled output; the transformer is guidance-distilled (`guidance_scale` 6.0 is an embedding)
+/// and `true_cfg_scale` 1.0 runs no negative pass. Its blocks are FLUX.1's (3072 wide, MLP
+/// 12288), rotating queries and keys in fp32 (diffusers `apply_rotary_emb`). Its causal VAE
+/// (`AutoencoderKLHunyuanVideo`) decodes chunks of 5 latent frames every 3, in tiles of 256 ×
+/// 256 pixels under `enable_tiling()`.
+fn hunyuan_video() -> Pipeline {
+    Pipeline {
+        denoiser: "hunyuan-video-transformer",
+        encoders: &[Encoder::LlavaLlama3, Encoder::ClipL],
+        vae: "hunyuan-video-vae",
+        hidden: 3072,
+        text_tokens: 256,
+        tokens_note: "256 LLaVA-Llama-3 tokens (HunyuanVideoPipeline max_sequence_length)",
+        cfg: "false",
+        rope_fp32: Some(
+            "diffusers apply_rotary_emb in HunyuanVideoAttnProcessor2_0: x.float() * cos + \
+             x_rotated.float() * sin",
+        ),
+        unet: None,
+        vae_upcast: None,
+        video: Some(VideoDefaults {
+            frames: 129,
+            width: 1280,
+            height: 720,
+            size_note: "1280 x 720 (HunyuanVideoPipeline default)",
+            frames_note: "129 frames (HunyuanVideoPipeline default)",
+            tile: (256, 256),
+            caches_by_release: false,
+            tiling_modelled: true,
+            // HunyuanVideo's README names its settings 720p (720 × 1280) and 540p (544 × 960).
+            named_sizes: &[("720p", (1280, 720)), ("540p", (960, 544)), ("544", (960, 544))],
+        }),
+        extra: "    ffn           12288\n    video_vae     hunyuan\n",
+        vae_fp32: None,
+        side: None,
         guidance_off: None,
     }
 }
@@ -447,6 +497,12 @@ fn recognised(model: &str) -> Option<Pipeline> {
     } else if has(&["ltx"]) && has(&["097", "13b"]) && !has(&["i2v", "upscal"]) {
         // LTX-Video 0.9.7's 13 B checkpoints ("LTX-Video 0.9.7 dev", "ltxv-13b-0.9.7-distilled").
         Some(ltx_video_13b())
+    } else if has(&["hunyuanvideo"])
+        && !has(&["i2v", "image2video", "15", "framepack", "skyreels", "avatar", "custom"])
+    {
+        // HunyuanVideo's text-to-video checkpoint ("tencent/HunyuanVideo",
+        // "hunyuanvideo-community/HunyuanVideo"); not its image-to-video, 1.5 or derived models.
+        Some(hunyuan_video())
     } else if has(&["pixartsigma"]) {
         pipeline("PixArt-alpha/PixArt-Sigma-XL-2-1024-MS").ok()
     } else if has(&["pixartxl21024", "pixartalpha"]) && !has(&["512", "256"]) {
@@ -719,10 +775,24 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         let _ = writeln!(out, "    vae_upcast    true  # {code}");
     }
     let settings = cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase();
-    if switches.vae_tiling || settings.contains("vae tiling") || settings.contains("enable_tiling")
+    let own_tiling = pipeline.denoiser == "hunyuan-video-transformer"
+        && !cx.point.framework.to_lowercase().contains("diffusers")
+        && !settings.contains("no vae tiling");
+    if own_tiling {
+        cx.assume(
+            assume::SCRIPT_SETTING,
+            "HunyuanVideo's own sample_video.py tiles the VAE decode (hyvideo/config.py: \
+             set_defaults(vae_tiling=True)); its decode is modelled as diffusers' \
+             AutoencoderKLHunyuanVideo with enable_tiling()",
+        );
+    }
+    if switches.vae_tiling
+        || own_tiling
+        || settings.contains("vae tiling")
+        || settings.contains("enable_tiling")
     {
         // Wan's tiled decode (AutoencoderKLWan.tiled_decode) is not modelled.
-        if pipeline.video.as_ref().is_some_and(|v| !v.caches_by_release) {
+        if pipeline.video.as_ref().is_some_and(|v| !v.tiling_modelled) {
             cx.gap(Gap::feature(
                 feature::TILED_WAN_DECODE,
                 "AutoencoderKLWan.tiled_decode: the tiles' frames and their caches",
@@ -848,6 +918,9 @@ fn denoiser_alone(point: &crate::data::Point) -> bool {
 /// The frames a point's video wording states (`49 frames`).
 fn stated_frames(cx: &Cx<'_>) -> Option<u64> {
     let text = cx.point.image_or_video.as_deref().unwrap_or_default().to_lowercase();
+    if let Some((_, _, frames)) = px_setting(&text) {
+        return Some(frames);
+    }
     let words: Vec<&str> = text.split(|c: char| !c.is_ascii_alphanumeric()).collect();
     words.windows(2).find(|pair| pair[1] == "frames").and_then(|pair| pair[0].parse().ok())
 }
@@ -860,6 +933,9 @@ fn states_size(cx: &Cx<'_>) -> bool {
 /// The first `W x H` a wording states, however it is spelled: `1024x1024`, `1024 x 1024`,
 /// `1024×1024`, `1024*1024`, `1024 by 1024`.
 pub(super) fn image_size(text: &str) -> Option<(u64, u64)> {
+    if let Some((height, width, _)) = px_setting(text) {
+        return Some((width, height));
+    }
     let words: Vec<String> = text
         .to_lowercase()
         .replace(['×', '*'], " x ")
@@ -871,6 +947,16 @@ pub(super) fn image_size(text: &str) -> Option<(u64, u64)> {
         .collect();
     words.windows(3).find_map(|w| {
         (w[1] == "x").then(|| Some((w[0].parse().ok()?, w[2].parse().ok()?))).flatten()
+    })
+}
+
+/// HunyuanVideo's spelling of a setting, height, width and frames: `720px1280px129f`.
+fn px_setting(text: &str) -> Option<(u64, u64, u64)> {
+    text.to_lowercase().split(|c: char| !c.is_ascii_alphanumeric()).find_map(|word| {
+        let (height, rest) = word.split_once("px")?;
+        let (width, frames) = rest.split_once("px")?;
+        let frames = frames.strip_suffix('f')?;
+        Some((height.parse().ok()?, width.parse().ok()?, frames.parse().ok()?))
     })
 }
 
@@ -1243,7 +1329,7 @@ fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
-    use super::image_size;
+    use super::{image_size, px_setting};
 
     /// An SDXL point with `offload` as written.
     fn sdxl(offload: &str, batch: u64) -> Result<String, Vec<crate::gaps::Gap>> {
@@ -1257,6 +1343,43 @@ mod tests {
         let changes = serde_json::json!({"offload": offload, "batch_size": batch}).to_string();
         let point = super::super::test_point(defaults, &changes);
         super::super::express(&point).map(|expressed| expressed.source)
+    }
+
+    #[test]
+    fn hunyuan_video_in_its_own_code_and_in_diffusers() {
+        // HunyuanVideo's README wording: height, width and frames; its own sample_video.py
+        // tiles the decode by default.
+        let defaults = serde_json::json!({
+            "id": "H-1", "source_id": "H", "workload": "diffusion_inference",
+            "model": "tencent/HunyuanVideo", "framework": "HunyuanVideo sample_video.py",
+            "weight_precision": "bf16", "gpu_type": "H800 80GB", "batch_size": 1,
+            "image_or_video": "720px1280px129f", "measured_kind": "peak", "value": 60,
+            "unit": "GB", "measurement_method": "not stated"
+        });
+        let own = super::super::express(&super::super::test_point(defaults.clone(), "{}"))
+            .expect("expressible")
+            .source;
+        assert!(own.contains("denoiser      hunyuan-video-transformer"), "{own}");
+        assert!(own.contains("text_encoders llava-llama3-8b-text clip-l-text"), "{own}");
+        assert!(own.contains("resolution    1280 x 720"), "{own}");
+        assert!(
+            own.contains("video_frames  129") && own.contains("video_vae     hunyuan"),
+            "{own}"
+        );
+        assert!(
+            own.contains("vae_tiling    true") && own.contains("vae_tile      256 x 256"),
+            "{own}"
+        );
+        assert!(own.contains("cfg           false"), "{own}");
+        // diffusers without enable_tiling decodes whole; its 540p is 960 x 544.
+        let untiled = super::super::express(&super::super::test_point(
+            defaults,
+            r#"{"framework": "diffusers HunyuanVideoPipeline", "image_or_video": "540p, 129 frames"}"#,
+        ))
+        .expect("expressible")
+        .source;
+        assert!(!untiled.contains("vae_tiling"), "{untiled}");
+        assert!(untiled.contains("resolution    960 x 544"), "{untiled}");
     }
 
     #[test]
@@ -1544,5 +1667,8 @@ mod tests {
         assert_eq!(image_size("512 by 768 images"), Some((512, 768)));
         assert_eq!(image_size("images pre-cached"), None);
         assert_eq!(image_size("4x upscaling"), None);
+        // HunyuanVideo's README: height, width and frames.
+        assert_eq!(image_size("720px1280px129f"), Some((1280, 720)));
+        assert_eq!(px_setting("544px960px129f"), Some((544, 960, 129)));
     }
 }

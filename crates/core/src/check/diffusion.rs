@@ -135,25 +135,36 @@ fn video(fields: &Fields<'_>, block: &Block, training: bool) -> Result<Option<Vi
         Some(("replaced", _)) => VaeCaches::Replaced,
         _ => VaeCaches::Passed,
     };
-    let decoder = match fields.choice("video_vae", &["cogvideox", "wan"]) {
-        Some(("wan", span)) => {
-            // Wan's decoder runs one latent frame at a time (its own caches, 4× in time).
-            let refused = block.fields.iter().find(|f| {
-                matches!(f.key.name.as_str(), "vae_cache" | "vae_temporal" | "vae_tiling")
-            });
+    let decoder = match fields.choice("video_vae", &["cogvideox", "wan", "hunyuan"]) {
+        Some((word @ ("wan" | "hunyuan"), span)) => {
+            // Wan's decoder runs one latent frame at a time (its own caches, 4× in time);
+            // HunyuanVideo's decodes chunks whole, without caches, and builds only 4× in time.
+            let refused: &[&str] = if word == "wan" {
+                &["vae_cache", "vae_temporal", "vae_tiling"]
+            } else {
+                &["vae_cache", "vae_temporal"]
+            };
+            let refused = block.fields.iter().find(|f| refused.contains(&f.key.name.as_str()));
             if let Some(field) = refused {
                 fields.push(
                     Diagnostic::error(
                         "E014",
                         field.key.span,
-                        format!("`{}` is not modelled for `video_vae wan`", field.key.name),
+                        format!("`{}` is not modelled for `video_vae {word}`", field.key.name),
                     )
-                    .with_label(span, "the Wan decoder chosen here")
+                    .with_label(
+                        span,
+                        if word == "wan" {
+                            "the Wan decoder chosen here"
+                        } else {
+                            "the HunyuanVideo decoder chosen here"
+                        },
+                    )
                     .with_help(format!("remove `{}`", field.key.name)),
                 );
                 return Err(());
             }
-            VideoDecoder::Wan
+            if word == "wan" { VideoDecoder::Wan } else { VideoDecoder::Hunyuan }
         }
         _ => VideoDecoder::CogVideoX,
     };
@@ -568,7 +579,10 @@ pub(super) fn diffusion(
     // FLUX autoencoders, 512 for SD 1.x's. A width and height for tiles that are not square
     // (AutoencoderKLCogVideoX: half its `sample_width` × `sample_height`, 360 x 240).
     let vae_tile = fields.get("vae_tile").and_then(|f| fields.dimensions(f, 8, 1 << 16, "1024"));
-    let vae_tile = if fields.has("vae_tile") { vae_tile } else { Some(DEFAULT_VAE_TILE) };
+    // Video VAEs tile at their own sizes (`default_vae_tile`).
+    let default_tile = crate::hir::default_vae_tile(video.as_ref().ok().and_then(Option::as_ref))
+        .unwrap_or(DEFAULT_VAE_TILE);
+    let vae_tile = if fields.has("vae_tile") { vae_tile } else { Some(default_tile) };
     let vae_upcast = fields.boolean("vae_upcast").unwrap_or(false);
     let vae_slicing = fields.boolean("vae_slicing").unwrap_or(false);
     // diffusers upcasts only a VAE loaded in fp16 (`self.vae.dtype == torch.float16`).

@@ -72,6 +72,12 @@ impl CachingAllocator {
         Self::default()
     }
 
+    /// The sum of live blocks now (`memory_allocated`).
+    #[cfg(test)]
+    pub(crate) fn allocated(&self) -> Bytes {
+        Bytes(self.allocated)
+    }
+
     /// The highest sum of live blocks (`max_memory_allocated`, which counts blocks, so rounded).
     pub(crate) fn peak_allocated(&self) -> Bytes {
         Bytes(self.peak_allocated)

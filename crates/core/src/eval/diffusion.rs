@@ -34,6 +34,7 @@ use std::borrow::Cow;
 use super::allocator::CachingAllocator;
 use super::calc::{self, Overflow, Product, formula};
 use super::vae_decode::{self, DecoderShape};
+use super::vae_hunyuan::{self, HunyuanShape};
 use super::vae_video::{self, VideoShape};
 use super::vae_wan::{self, WanShape};
 use crate::budget::{Category, Component, HeldBy, Provenance};
@@ -377,6 +378,7 @@ fn decoder_shape(diffusion: &Diffusion) -> DecoderShape {
 enum VideoDecode {
     CogVideoX(VideoShape),
     Wan(WanShape),
+    Hunyuan(HunyuanShape),
 }
 
 /// The causal 3D decoder's shape for a video pipeline (`video_frames`): the whole frame, or one
@@ -386,6 +388,17 @@ enum VideoDecode {
 fn video_shape(diffusion: &Diffusion) -> Option<VideoDecode> {
     let video = diffusion.video?;
     let element = decode_precision(diffusion).bytes_per_element();
+    if video.decoder == VideoDecoder::Hunyuan {
+        return Some(VideoDecode::Hunyuan(HunyuanShape {
+            videos: diffusion.decode_batch(),
+            latent_frames: diffusion.frames,
+            height: diffusion.height,
+            width: diffusion.width,
+            tile: diffusion.vae_tile.map(|(width, height)| (height, width)),
+            base_channels: diffusion.vae_channels,
+            element,
+        }));
+    }
     if video.decoder == VideoDecoder::Wan {
         return Some(VideoDecode::Wan(WanShape {
             videos: diffusion.decode_batch(),
@@ -430,6 +443,10 @@ fn replay_decode(
         }
         Some(VideoDecode::Wan(shape)) => {
             vae_wan::replay(alloc, &shape)?;
+            Ok((shape.height, shape.width))
+        }
+        Some(VideoDecode::Hunyuan(shape)) => {
+            vae_hunyuan::replay(alloc, &shape)?;
             Ok((shape.height, shape.width))
         }
         None => {
@@ -586,6 +603,9 @@ fn decode_cache(
             if diffusion.video.is_some_and(|v| v.decoder == VideoDecoder::Wan) {
                 "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
                  segments); diffusers AutoencoderKLWan decoder (vae_wan.rs)"
+            } else if diffusion.video.is_some_and(|v| v.decoder == VideoDecoder::Hunyuan) {
+                "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
+                 segments); diffusers AutoencoderKLHunyuanVideo decoder (vae_hunyuan.rs)"
             } else if diffusion.video.is_some() {
                 "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
                  segments); diffusers AutoencoderKLCogVideoX decoder (vae_video.rs)"
@@ -603,6 +623,7 @@ fn video_decode_peak(decode: &VideoDecode) -> Result<Component, Overflow> {
     let shape = match decode {
         VideoDecode::CogVideoX(shape) => shape,
         VideoDecode::Wan(shape) => return wan_decode_peak(shape),
+        VideoDecode::Hunyuan(shape) => return hunyuan_decode_peak(shape),
     };
     let mut alloc = CachingAllocator::new();
     vae_video::replay(&mut alloc, shape)?;
@@ -671,6 +692,42 @@ fn wan_decode_peak(shape: &WanShape) -> Result<Component, Overflow> {
         ),
         "diffusers AutoencoderKLWan: WanDecoder3d per latent frame with CACHE_T = 2 causal conv \
          caches, RMS norms (vae_wan.rs)",
+    ))
+}
+
+/// HunyuanVideo's decoder, chunk by chunk (tile by tile under `vae_tiling`): its allocated
+/// peak.
+fn hunyuan_decode_peak(shape: &HunyuanShape) -> Result<Component, Overflow> {
+    let mut alloc = CachingAllocator::new();
+    vae_hunyuan::replay(&mut alloc, shape)?;
+    let chunks = vae_hunyuan::chunks(shape.latent_frames);
+    let tiles = match shape.tile {
+        Some((height, width)) if shape.height > height || shape.width > width => {
+            formula!(
+                " in tiles of {width} × {height} pixels every three quarters of a tile, every tile kept until they are joined,"
+            )
+        }
+        _ => String::new(),
+    };
+    Ok(causal_decode_peak(
+        alloc.peak_allocated(),
+        formula!(
+            "the largest live tensors of decoding {} latent frames to {} × {} pixels in {} \
+             chunks of up to {} latent frames ({} frames out each){tiles} with the causal \
+             attention mask over a chunk's positions, {} channels at the base, {} B each, and \
+             the chunks decoded before",
+            shape.latent_frames,
+            shape.width,
+            shape.height,
+            chunks.len(),
+            chunks.iter().max().copied().unwrap_or(0),
+            vae_hunyuan::output_frames(chunks.iter().max().copied().unwrap_or(0)),
+            shape.base_channels,
+            shape.element,
+        ),
+        "diffusers AutoencoderKLHunyuanVideo: _temporal_tiled_decode over chunks of 5 latent \
+         frames every 3, HunyuanVideoDecoder3D with prepare_causal_attention_mask \
+         (vae_hunyuan.rs)",
     ))
 }
 

@@ -28,6 +28,7 @@ mod training;
 mod vae_blocks;
 mod vae_decode;
 mod vae_encode;
+mod vae_hunyuan;
 mod vae_video;
 mod vae_wan;
 

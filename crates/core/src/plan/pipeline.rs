@@ -44,11 +44,15 @@ impl Planner<'_> {
         if self.original.training.is_some() {
             return Ok(None);
         }
-        // A tile decodes a smaller image only when the image is larger than the tile.
-        let (tile_w, tile_h) = DEFAULT_VAE_TILE;
+        // A tile decodes a smaller image only when the image is larger than the tile; Wan's
+        // tiled decode is not modelled.
+        let tile = crate::hir::default_vae_tile(diffusion.video.as_ref());
         let can_tile = diffusion.vae.is_some()
             && diffusion.vae_tile.is_none()
-            && (diffusion.width > tile_w || diffusion.height > tile_h);
+            && tile.is_some_and(|(tile_w, tile_h)| {
+                diffusion.width > tile_w || diffusion.height > tile_h
+            });
+        let tile = tile.unwrap_or(DEFAULT_VAE_TILE);
         let can_offload = diffusion.offload == DiffusionOffload::None;
         let sized = |model: &String| {
             self.work.model(model).is_some_and(crate::hir::Model::sizes_its_largest_module)
@@ -81,7 +85,7 @@ impl Planner<'_> {
             }
             if let Some(diffusion) = self.workload_mut().diffusion.as_mut() {
                 if option.tile {
-                    diffusion.vae_tile = Some(DEFAULT_VAE_TILE);
+                    diffusion.vae_tile = Some(tile);
                 }
                 if let Some(offload) = option.offload {
                     diffusion.offload = offload;
