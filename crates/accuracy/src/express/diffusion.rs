@@ -1101,7 +1101,12 @@ fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
             if part.contains("offload_model") && !part.contains("false") {
                 switches.whole = WholeOffload::Model;
             }
-        } else if part.contains("sequential") {
+        } else if part.contains("sequential")
+            || part.contains("use-cpu-offload")
+            || part.contains("use_cpu_offload")
+        {
+            // HunyuanVideo's sample_video.py: `--use-cpu-offload` calls
+            // `pipeline.enable_sequential_cpu_offload()` (hyvideo/inference.py).
             switches.whole = WholeOffload::Sequential;
         } else if part.contains("model") && (part.contains("offload") || part.contains("cpu")) {
             if switches.whole == WholeOffload::None {
@@ -1371,6 +1376,14 @@ mod tests {
             "{own}"
         );
         assert!(own.contains("cfg           false"), "{own}");
+        // `--use-cpu-offload` is sequential offload.
+        let offloaded = super::super::express(&super::super::test_point(
+            defaults.clone(),
+            r#"{"offload": "--use-cpu-offload"}"#,
+        ))
+        .expect("expressible")
+        .source;
+        assert!(offloaded.contains("offload       sequential"), "{offloaded}");
         // diffusers without enable_tiling decodes whole; its 540p is 960 x 544.
         let untiled = super::super::express(&super::super::test_point(
             defaults,
