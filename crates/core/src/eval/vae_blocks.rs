@@ -44,6 +44,14 @@ impl Plane {
     }
 }
 
+/// A video tensor's channels, frames and plane (the causal 3D decoders').
+#[derive(Clone, Copy)]
+pub(super) struct At {
+    pub channels: u64,
+    pub frames: u64,
+    pub plane: Plane,
+}
+
 /// One pass of a VAE half over `images` images whose activations are `element` bytes each.
 pub(super) struct Replay<'a> {
     pub alloc: &'a mut CachingAllocator,
@@ -54,6 +62,16 @@ pub(super) struct Replay<'a> {
 impl Replay<'_> {
     pub(super) fn tensor(&mut self, channels: u64, plane: Plane) -> Result<Tensor, Overflow> {
         self.elements(channels, plane, self.element)
+    }
+
+    /// A tensor of `videos` videos at `at`'s channels, frames and plane.
+    pub(super) fn video(&mut self, videos: u64, at: At) -> Result<Tensor, Overflow> {
+        self.images = videos.checked_mul(at.frames).ok_or(Overflow)?;
+        self.tensor(at.channels, at.plane)
+    }
+
+    pub(super) fn free(&mut self, tensor: Tensor) {
+        self.alloc.free(tensor);
     }
 
     pub(super) fn elements(

@@ -35,7 +35,7 @@
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
-use super::vae_blocks::{Plane, Replay};
+use super::vae_blocks::{At, Plane, Replay};
 use crate::bytes::Bytes;
 use crate::ratio::Ratio;
 
@@ -92,14 +92,6 @@ fn spans(size: u64, tile: u64, step: u64) -> Vec<u64> {
     (0..size).step_by(step).map(|start| tile.min(size - start)).collect()
 }
 
-/// A tensor's channels, frames and plane.
-#[derive(Clone, Copy)]
-struct At {
-    channels: u64,
-    frames: u64,
-    plane: Plane,
-}
-
 impl At {
     /// Padded by a causal 3-kernel: two frames before, a position on every side.
     fn padded(self) -> At {
@@ -123,12 +115,11 @@ struct Decoder<'a> {
 
 impl Decoder<'_> {
     fn tensor(&mut self, at: At) -> Result<Tensor, Overflow> {
-        self.replay.images = self.videos.checked_mul(at.frames).ok_or(Overflow)?;
-        self.replay.tensor(at.channels, at.plane)
+        self.replay.video(self.videos, at)
     }
 
     fn free(&mut self, tensor: Tensor) {
-        self.replay.alloc.free(tensor);
+        self.replay.free(tensor);
     }
 
     /// `HunyuanVideoCausalConv3d` with a 3-kernel: the padded input, then the output.

@@ -27,7 +27,7 @@
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
-use super::vae_blocks::{Plane, Replay};
+use super::vae_blocks::{At, Plane, Replay};
 use crate::ratio::Ratio;
 
 /// Frames a causal convolution keeps of its input (`CACHE_T`).
@@ -54,14 +54,6 @@ pub(crate) struct WanShape {
     pub element: Ratio,
 }
 
-/// A tensor's channels, frames and plane.
-#[derive(Clone, Copy)]
-struct At {
-    channels: u64,
-    frames: u64,
-    plane: Plane,
-}
-
 struct Decoder<'a> {
     replay: Replay<'a>,
     videos: u64,
@@ -75,12 +67,11 @@ struct Decoder<'a> {
 
 impl Decoder<'_> {
     fn tensor(&mut self, at: At) -> Result<Tensor, Overflow> {
-        self.replay.images = self.videos.checked_mul(at.frames).ok_or(Overflow)?;
-        self.replay.tensor(at.channels, at.plane)
+        self.replay.video(self.videos, at)
     }
 
     fn free(&mut self, tensor: Tensor) {
-        self.replay.alloc.free(tensor);
+        self.replay.free(tensor);
     }
 
     /// `WanCausalConv3d` of temporal kernel 3 over `input` (not consumed), to `out` channels:
