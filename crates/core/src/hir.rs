@@ -1079,6 +1079,10 @@ pub struct Denoiser {
     /// The blocks a training step stores activations for and LoRA adapts; written only for
     /// training (inference sizes one block from `hidden`).
     pub blocks: Option<DenoiserBlocks>,
+    /// Models of this architecture that take turns over the steps (Wan 2.2's high-noise and
+    /// low-noise experts, diffusers' `transformer` and `transformer_2`): each a copy of `model`'s
+    /// weights, one running at a time. 1 for an ordinary pipeline.
+    pub experts: u64,
 }
 
 impl Denoiser {

@@ -494,6 +494,17 @@ fn recognised(model: &str) -> Option<Pipeline> {
         pipeline("Wan-AI/Wan2.1-T2V-1.3B-Diffusers").ok()
     } else if has(&["wan21"]) && !has(&["i2v", "flf2v", "vace"]) && has(&["14b"]) {
         pipeline("Wan-AI/Wan2.1-T2V-14B-Diffusers").ok()
+    } else if has(&["wan22"]) && has(&["t2va14b"]) {
+        // Wan 2.2's text-to-video A14B: two experts of Wan 2.1 14B's architecture (the
+        // repository's wan/configs/wan_t2v_A14B.py: dim 5120, ffn_dim 13824, 40 heads, 40
+        // layers, `high_noise_model` and `low_noise_model`, boundary 0.875), with Wan 2.1's VAE
+        // and umT5; diffusers' WanPipeline loads them as `transformer` and `transformer_2`.
+        Some(wan(
+            "wan21-t2v-14b-transformer",
+            5120,
+            "    ffn           13824\n    video_vae     wan\n    vae_channels  96\n    \
+             denoiser_experts 2  # the high-noise and low-noise experts\n",
+        ))
     } else if has(&["ltx"]) && has(&["097", "13b"]) && !has(&["i2v", "upscal"]) {
         // LTX-Video 0.9.7's 13 B checkpoints ("LTX-Video 0.9.7 dev", "ltxv-13b-0.9.7-distilled").
         Some(ltx_video_13b())
@@ -1376,6 +1387,22 @@ mod tests {
             "{own}"
         );
         assert!(own.contains("cfg           false"), "{own}");
+        // Wan 2.2's A14B: the two experts, one at a time under `--offload_model True`.
+        let wan22 = serde_json::json!({
+            "id": "W-1", "source_id": "W", "workload": "diffusion_inference",
+            "model": "Wan-AI/Wan2.2-T2V-A14B", "framework": "Wan2.2 generate.py",
+            "weight_precision": "bf16", "gpu_type": "H100 80GB", "batch_size": 1,
+            "image_or_video": "1280*720, 81 frames", "measured_kind": "peak", "value": 40,
+            "unit": "GB", "measurement_method": "not stated",
+            "offload": "--offload_model True --convert_model_dtype"
+        });
+        let wan22 = super::super::express(&super::super::test_point(wan22, "{}"))
+            .expect("expressible")
+            .source;
+        assert!(wan22.contains("denoiser_experts 2"), "{wan22}");
+        assert!(
+            wan22.contains("offload       model") && wan22.contains("resolution    1280 x 720")
+        );
         // `--use-cpu-offload` is sequential offload.
         let offloaded = super::super::express(&super::super::test_point(
             defaults.clone(),

@@ -448,6 +448,7 @@ pub(super) fn diffusion(
         ("vae", Repeat::Once),
         ("weights", Repeat::Once),
         ("denoiser_weights", Repeat::Once),
+        ("denoiser_experts", Repeat::Once),
         ("text_encoder_weights", Repeat::Once),
         ("architecture", Repeat::Once),
         ("hidden", Repeat::Once),
@@ -526,6 +527,8 @@ pub(super) fn diffusion(
     let video = video(&fields, block, training);
     let frames = fields.whole("frames", Dim::Count, 1, 4096, "13").unwrap_or(1);
     let batch = fields.whole("batch", Dim::Count, 1, 4096, "1").unwrap_or(1);
+    // Two-expert pipelines (Wan 2.2 A14B) hold a copy of the denoiser's weights per expert.
+    let experts = fields.whole("denoiser_experts", Dim::Count, 1, 8, "2").unwrap_or(1);
     // Training runs the denoiser once per step on its batch (captions dropped at random stand in
     // for the unconditional branch); guidance and model offload belong to sampling, and tiling to
     // the decoder, which a training step does not run.
@@ -542,6 +545,7 @@ pub(super) fn diffusion(
             "vae_tiling",
             "vae_upcast",
             "vae_slicing",
+            "denoiser_experts",
         ];
         for key in inference_only {
             if let Some(field) = fields.get(key) {
@@ -743,6 +747,7 @@ pub(super) fn diffusion(
         rope: rope.unwrap_or(Rope::None),
         ffn: ffn.ok()?,
         blocks,
+        experts,
     };
     ok.then(|| Diffusion {
         denoiser,

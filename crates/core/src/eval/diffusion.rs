@@ -202,10 +202,42 @@ pub(super) fn pipeline_weights(
     }
     let denoiser = &diffusion.denoiser;
     parts.extend(weights(program, diffusion, &denoiser.model, denoiser.weights, "denoiser")?);
+    parts.extend(other_experts(program, diffusion)?);
     if let Some(vae) = &diffusion.vae {
         parts.extend(weights(program, diffusion, vae, diffusion.vae_weights, "VAE")?);
     }
     calc::sum(parts.iter().map(|c| c.bytes))
+}
+
+/// The weights of a multi-expert denoiser's other experts (`denoiser_experts`: Wan 2.2's
+/// `transformer_2`), copies of the denoiser's: resident beside it without offload, on the host
+/// between their turns with it (diffusers' `model_cpu_offload_seq` runs `transformer`, then
+/// `transformer_2`, one on the device at a time).
+fn other_experts(
+    program: &Layered<'_>,
+    diffusion: &Diffusion,
+) -> Result<Option<Component>, Overflow> {
+    let denoiser = &diffusion.denoiser;
+    let more = denoiser.experts.saturating_sub(1);
+    if more == 0 {
+        return Ok(None);
+    }
+    let one = weights(program, diffusion, &denoiser.model, denoiser.weights, "denoiser")?;
+    let one = calc::sum(one.iter().map(|c| c.bytes))?;
+    let bytes = one.0.checked_mul(more).ok_or(Overflow)?;
+    Ok(Some(Component {
+        held_by: HeldBy::Tensors,
+        name: format!("denoiser weights: {}, the other experts", denoiser.model).into(),
+        category: Category::Persistent,
+        bytes: Bytes(bytes),
+        provenance: Provenance::Formula,
+        formula: formula!("{more} more experts × {one} (a copy of the denoiser's weights each)"),
+        source: Some(
+            "diffusers WanPipeline: transformer and transformer_2 (boundary_ratio), one \
+             running at a time"
+                .into(),
+        ),
+    }))
 }
 
 /// The pipeline as it was moved to the device before its weights were cast or quantized
@@ -229,7 +261,9 @@ fn as_loaded(
         .map(String::as_str)
         .zip(diffusion.text_encoder_weights.iter().copied())
         .collect();
-    models.push((&diffusion.denoiser.model, diffusion.denoiser.weights));
+    for _ in 0..diffusion.denoiser.experts {
+        models.push((&diffusion.denoiser.model, diffusion.denoiser.weights));
+    }
     if let Some(vae) = &diffusion.vae {
         models.push((vae, diffusion.vae_weights));
     }
@@ -808,6 +842,7 @@ pub(crate) fn components(
              (eval/diffusion.rs)",
         )?);
     }
+    let others: Vec<Component> = other_experts(program, diffusion)?.into_iter().collect();
     let mut decode = Vec::new();
     let upcast = vae_upcast(program, diffusion)?;
     let upcast_bytes = upcast.as_ref().map_or(Bytes::ZERO, |c| c.bytes);
@@ -861,6 +896,7 @@ pub(crate) fn components(
             for phase in [&encode, &denoise, &decode] {
                 out.extend(phase.iter().filter(|c| c.category == Category::Persistent).cloned());
             }
+            out.extend(others);
             let winner = if decode_peak > denoise_peak { &decode } else { &denoise };
             let winner_peak = decode_peak.max(denoise_peak);
             // Loaded whole before a cast, the pipeline held its load type's weights once: the
@@ -882,15 +918,18 @@ pub(crate) fn components(
             out.extend(decode_cache(diffusion, allocated_peak, upcast_bytes, true)?);
             Ok(out)
         }
-        DiffusionOffload::Model { loaded_on_device } => {
-            offloaded(diffusion, [encode, denoise, decode], upcast_bytes, loaded_on_device)
-        }
+        DiffusionOffload::Model { loaded_on_device } => offloaded(
+            diffusion,
+            [encode, denoise, decode],
+            upcast_bytes,
+            loaded_on_device.then_some(others),
+        ),
         DiffusionOffload::Sequential { loaded_on_device } => parts(
             program,
             diffusion,
             &[encode, denoise, decode],
             Parts::Modules { buffers_stay: true, at_once: 1 },
-            loaded_on_device,
+            loaded_on_device.then_some(others),
         ),
         DiffusionOffload::Group { per_group, stream, loaded_on_device } => {
             let at_once = if stream { 2 } else { 1 };
@@ -899,7 +938,13 @@ pub(crate) fn components(
             } else {
                 Parts::Blocks { per_group, at_once }
             };
-            parts(program, diffusion, &[encode, denoise, decode], moved, loaded_on_device)
+            parts(
+                program,
+                diffusion,
+                &[encode, denoise, decode],
+                moved,
+                loaded_on_device.then_some(others),
+            )
         }
     }
 }
@@ -985,13 +1030,14 @@ fn unfused_attention(
 /// and empties the allocator's cache before it moves its own model in (`pre_forward`), so one
 /// model and its phase's tensors are on the device at a time, and no earlier phase's freed
 /// blocks stay reserved: the decode's cache is the decoder's own stages (`decode_cache`).
-/// A pipeline moved to the device whole before offloading was enabled (`loaded_on_device`) had
-/// every model's weights resident at once, which is the peak when they outweigh every phase.
+/// A pipeline moved to the device whole before offloading was enabled (`loaded_on_device`,
+/// with the other experts' weights, `denoiser_experts`) had every model's weights resident at
+/// once, which is the peak when they outweigh every phase.
 fn offloaded(
     diffusion: &Diffusion,
     phases: [Vec<Component>; 3],
     upcast: Bytes,
-    loaded_on_device: bool,
+    loaded_on_device: Option<Vec<Component>>,
 ) -> Result<Vec<Component>, Overflow> {
     let total = |phase: &[Component]| calc::sum(phase.iter().map(|c| c.bytes));
     let mut best = 0;
@@ -1003,11 +1049,17 @@ fn offloaded(
             best_bytes = bytes;
         }
     }
-    let weights: Vec<Component> =
-        phases.iter().flatten().filter(|c| c.category == Category::Persistent).cloned().collect();
-    let resident = total(&weights)?;
-    if loaded_on_device && resident > best_bytes {
-        return Ok(weights);
+    if let Some(others) = loaded_on_device {
+        let weights: Vec<Component> = phases
+            .iter()
+            .flatten()
+            .filter(|c| c.category == Category::Persistent)
+            .cloned()
+            .chain(others)
+            .collect();
+        if total(&weights)? > best_bytes {
+            return Ok(weights);
+        }
     }
     let [_, _, decode] = &phases;
     let decode_peak =
@@ -1068,7 +1120,7 @@ fn parts(
     diffusion: &Diffusion,
     phases: &[Vec<Component>; 3],
     moved: Parts,
-    loaded_on_device: bool,
+    loaded_on_device: Option<Vec<Component>>,
 ) -> Result<Vec<Component>, Overflow> {
     let transients = |phase: &[Component]| -> Vec<Component> {
         phase.iter().filter(|c| c.category == Category::Intermediate).cloned().collect()
@@ -1135,10 +1187,17 @@ fn parts(
             best_bytes = bytes;
         }
     }
-    let weights: Vec<Component> =
-        phases.iter().flatten().filter(|c| c.category == Category::Persistent).cloned().collect();
-    if loaded_on_device && calc::sum(weights.iter().map(|c| c.bytes))? > best_bytes {
-        return Ok(weights);
+    if let Some(others) = loaded_on_device {
+        let weights: Vec<Component> = phases
+            .iter()
+            .flatten()
+            .filter(|c| c.category == Category::Persistent)
+            .cloned()
+            .chain(others)
+            .collect();
+        if calc::sum(weights.iter().map(|c| c.bytes))? > best_bytes {
+            return Ok(weights);
+        }
     }
     best.extend(decode_cache(diffusion, peak_transient, Bytes::ZERO, true)?);
     Ok(best)

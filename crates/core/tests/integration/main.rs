@@ -3,6 +3,7 @@
 //! (`# expect = "fits"`, `# codes = ["E040"]`); snapshots live in the top-level `snapshots/`.
 
 mod catalog;
+mod denoiser_experts;
 mod diffusion_attention;
 mod diffusion_training;
 mod dora;
@@ -29,4 +30,5 @@ mod properties;
 mod serving;
 mod step_memory;
 mod tidy;
+mod video_hunyuan;
 mod video_wan;
