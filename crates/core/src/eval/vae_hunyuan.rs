@@ -31,7 +31,8 @@
 //!   kernel, which never materialises the scores (`vae_blocks.rs`).
 //!
 //! cuDNN's convolution workspaces are not replayed (the library's choice, as in `vae_decode.rs`),
-//! nor the blends' one-row temporaries.
+//! nor the blends' one-row temporaries, nor the padded copy the memory-efficient kernel makes of
+//! a mask whose positions are not a multiple of 16 (a chunk of 90 × 160 latents has 72,000).
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
@@ -84,6 +85,20 @@ pub(crate) fn chunks(latent_frames: u64) -> Vec<u64> {
     }
     let starts = latent_frames.div_ceil(CHUNK_STEP);
     (0..starts).map(|i| CHUNK.min(latent_frames - i * CHUNK_STEP)).collect()
+}
+
+/// Whether each item is the last of its kind: a reverse scan over the few distinct sizes a
+/// decode has (a chunk length or two, up to four tile shapes), linear in the items.
+fn last_of_kind<T: PartialEq + Copy>(items: &[T]) -> Vec<bool> {
+    let mut seen: Vec<T> = Vec::new();
+    let mut last = vec![false; items.len()];
+    for (index, item) in items.iter().enumerate().rev() {
+        if !seen.contains(item) {
+            seen.push(*item);
+            last[index] = true;
+        }
+    }
+    last
 }
 
 /// The sizes of the tiles along one axis of `size` latents: `tile` latents every `step`.
@@ -315,9 +330,10 @@ impl Decoder<'_> {
             rows.iter().flat_map(|&h| columns.iter().map(move |&w| (h, w))).collect();
         let mut held = Vec::new();
         let mut pending = 0u64;
+        let last = last_of_kind(&tiles);
         for (index, &(h, w)) in tiles.iter().enumerate() {
             let bytes = self.frame_bytes(out_frames, h * SPATIAL_FACTOR, w * SPATIAL_FACTOR)?;
-            if tiles[index + 1..].contains(&(h, w)) {
+            if !last[index] {
                 pending = pending.checked_add(bytes).ok_or(Overflow)?;
                 continue;
             }
@@ -360,8 +376,9 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &HunyuanShape) -> Resu
     let chunks = chunks(shape.latent_frames);
     let mut held = vec![latents];
     let mut pending = 0u64;
+    let last = last_of_kind(&chunks);
     for (index, &frames) in chunks.iter().enumerate() {
-        if chunks[index + 1..].contains(&frames) {
+        if !last[index] {
             let bytes = decoder.frame_bytes(output_frames(frames), shape.height, shape.width)?;
             pending = pending.checked_add(bytes).ok_or(Overflow)?;
             continue;
@@ -424,6 +441,17 @@ mod tests {
         // Four latent frames or fewer decode whole.
         assert_eq!(super::chunks(4), vec![4]);
         assert_eq!(super::chunks(1), vec![1]);
+    }
+
+    #[test]
+    fn only_the_last_of_each_kind_is_replayed() {
+        assert_eq!(last_of_kind(&[5, 5, 5, 3]), [false, false, true, true]);
+        let tiles = [(32, 32), (32, 16), (32, 32), (32, 16)];
+        assert_eq!(last_of_kind(&tiles), [false, false, true, true]);
+        // A very large tiled video replays a handful of decoder passes, whatever its size:
+        // 16384 × 16384 pixels, 2048 × 2048 latents, 86 × 86 tiles a chunk.
+        let huge = shape(16_384, 16_384, 33, Some((256, 256)));
+        assert!(peak(&huge) > 129 * 16_384 * 16_384 * 3 * 2);
     }
 
     #[test]
