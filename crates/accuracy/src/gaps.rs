@@ -60,6 +60,9 @@ pub mod feature {
         "whole models moved between host and device in turn (diffusers enable_model_cpu_offload)";
     pub const TILED_WAN_DECODE: &str = "Wan 2.1's tiled VAE decode (AutoencoderKLWan.tiled_decode)";
     pub const LTX_VAE: &str = "LTX-Video's VAE decode (AutoencoderKLLTXVideo)";
+    pub const PIPELINE: &str = "a diffusion pipeline the harness does not declare (its models' \
+         parameter counts, its defaults and its VAE's decode: Mochi, Sana, Stable Video \
+         Diffusion, image-to-video variants)";
     pub const ONLINE_RL: &str = "reinforcement learning with generation (PPO, GRPO, RLOO): \
          rollouts, reward and value models beside the trained policy";
     pub const KTO: &str = "KTO's unpaired batches beside a mismatched KL batch";

@@ -613,8 +613,8 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
             "    ffn           13824\n    video_vae     wan\n    vae_channels  96\n",
         )),
         other => recognised(other).ok_or_else(|| {
-            vec![Gap::data(
-                data::MODEL_CONFIG,
+            vec![Gap::feature(
+                feature::PIPELINE,
                 format!("{other}: no pipeline in crates/accuracy/src/express/diffusion.rs"),
             )]
         }),
@@ -1413,13 +1413,20 @@ mod tests {
         assert!(offloaded.contains("offload       sequential"), "{offloaded}");
         // diffusers without enable_tiling decodes whole; its 540p is 960 x 544.
         let untiled = super::super::express(&super::super::test_point(
-            defaults,
+            defaults.clone(),
             r#"{"framework": "diffusers HunyuanVideoPipeline", "image_or_video": "540p, 129 frames"}"#,
         ))
         .expect("expressible")
         .source;
         assert!(!untiled.contains("vae_tiling"), "{untiled}");
         assert!(untiled.contains("resolution    960 x 544"), "{untiled}");
+        // A pipeline the harness does not declare is a missing feature, not missing data.
+        let gaps = super::super::express(&super::super::test_point(
+            defaults,
+            r#"{"model": "genmo/mochi-1-preview"}"#,
+        ))
+        .expect_err("no Mochi pipeline");
+        assert_eq!(gaps[0].label, crate::gaps::feature::PIPELINE);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use super::Cx;
-use crate::gaps::{Gap, assume, data};
+use crate::gaps::{Gap, assume, data, feature};
 
 /// The fixed settings of a trained pipeline.
 struct Pipeline {
@@ -64,8 +64,8 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
                         text_tokens   512 tokens\n",
         })
     } else {
-        Err(Gap::data(
-            data::MODEL_CONFIG,
+        Err(Gap::feature(
+            feature::PIPELINE,
             format!(
                 "{model}: no trained pipeline in crates/accuracy/src/express/diffusion_training.rs"
             ),
