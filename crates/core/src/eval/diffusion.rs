@@ -1049,17 +1049,8 @@ fn offloaded(
             best_bytes = bytes;
         }
     }
-    if let Some(others) = loaded_on_device {
-        let weights: Vec<Component> = phases
-            .iter()
-            .flatten()
-            .filter(|c| c.category == Category::Persistent)
-            .cloned()
-            .chain(others)
-            .collect();
-        if total(&weights)? > best_bytes {
-            return Ok(weights);
-        }
+    if let Some(weights) = loaded_whole(&phases, loaded_on_device, best_bytes)? {
+        return Ok(weights);
     }
     let [_, _, decode] = &phases;
     let decode_peak =
@@ -1084,6 +1075,26 @@ fn offloaded(
         }
     }
     Ok(out)
+}
+
+/// A pipeline moved to the device whole before offloading was enabled (`loaded_on_device`:
+/// `Some` with the other experts' weights) held every model's weights at once: those weights
+/// when they outweigh `best_bytes`, the largest phase; `None` otherwise.
+fn loaded_whole(
+    phases: &[Vec<Component>; 3],
+    loaded_on_device: Option<Vec<Component>>,
+    best_bytes: Bytes,
+) -> Result<Option<Vec<Component>>, Overflow> {
+    let Some(others) = loaded_on_device else { return Ok(None) };
+    let weights: Vec<Component> = phases
+        .iter()
+        .flatten()
+        .filter(|c| c.category == Category::Persistent)
+        .cloned()
+        .chain(others)
+        .collect();
+    let resident = calc::sum(weights.iter().map(|c| c.bytes))?;
+    Ok((resident > best_bytes).then_some(weights))
 }
 
 /// What an offload that moves parts of models has on the device beside a phase's tensors.
@@ -1187,17 +1198,8 @@ fn parts(
             best_bytes = bytes;
         }
     }
-    if let Some(others) = loaded_on_device {
-        let weights: Vec<Component> = phases
-            .iter()
-            .flatten()
-            .filter(|c| c.category == Category::Persistent)
-            .cloned()
-            .chain(others)
-            .collect();
-        if calc::sum(weights.iter().map(|c| c.bytes))? > best_bytes {
-            return Ok(weights);
-        }
+    if let Some(weights) = loaded_whole(phases, loaded_on_device, best_bytes)? {
+        return Ok(weights);
     }
     best.extend(decode_cache(diffusion, peak_transient, Bytes::ZERO, true)?);
     Ok(best)
