@@ -24,6 +24,8 @@ enum Encoder {
     UmT5,
     /// LLaVA-Llama-3-8B's decoder without its head (HunyuanVideo's `text_encoder`).
     LlavaLlama3,
+    /// Qwen2.5-VL-7B, vision tower and head included (Qwen-Image's `text_encoder`).
+    QwenVl,
 }
 
 impl Encoder {
@@ -35,6 +37,7 @@ impl Encoder {
             Encoder::T5 => "t5-xxl-encoder",
             Encoder::UmT5 => "umt5-xxl-encoder",
             Encoder::LlavaLlama3 => "llava-llama3-8b-text",
+            Encoder::QwenVl => "qwen2.5-vl-7b-text",
         }
     }
 }
@@ -301,6 +304,41 @@ fn pixart(
     }
 }
 
+/// QwenImagePipeline (diffusers pipeline_qwenimage.py at 58eb52c): `height` and `width`
+/// `default_sample_size` 128 × the VAE's 8 = 1024; the prompt's Qwen2.5-VL hidden states after
+/// the template's first 34 tokens, a batch padded to its longest prompt (not to
+/// `max_sequence_length`); `true_cfg_scale` 4.0 runs a second pass of the transformer when a
+/// negative prompt is given, as the model's README and the diffusers examples give one. Its
+/// attention rotates queries and keys as complex numbers in fp32 (`apply_rotary_emb_qwen`:
+/// `x.float()` viewed as complex). The VAE is Wan 2.1's, decoding the one latent frame.
+fn qwen_image() -> Pipeline {
+    Pipeline {
+        denoiser: "qwen-image-transformer",
+        encoders: &[Encoder::QwenVl],
+        vae: "qwen-image-vae",
+        hidden: 3072,
+        text_tokens: 128,
+        tokens_note: "a prompt of about 128 tokens (QwenImagePipeline keeps the prompt's own \
+                      length after its 34-token template; the source states none)",
+        cfg: "separate",
+        rope_fp32: Some(
+            "diffusers apply_rotary_emb_qwen in QwenDoubleStreamAttnProcessor2_0: x.float() as \
+             complex pairs times the frequencies",
+        ),
+        unet: None,
+        vae_upcast: None,
+        video: None,
+        extra: "    ffn           12288\n    video_vae     wan\n    video_frames  1\n    \
+                vae_channels  96\n",
+        vae_fp32: None,
+        side: Some((
+            1024,
+            "1024 x 1024 (QwenImagePipeline default: default_sample_size 128 x the VAE's 8)",
+        )),
+        guidance_off: None,
+    }
+}
+
 /// HunyuanVideoPipeline (diffusers pipeline_hunyuan_video.py at 58eb52c): `height` 720,
 /// `width` 1280, `num_frames` 129 by default, `max_sequence_length` 256 tokens of the LLaVA-Llama-3
 /// text encoder's hidden states (the prompt template's first 95 cropped off) beside CLIP-L's
@@ -514,6 +552,10 @@ fn recognised(model: &str) -> Option<Pipeline> {
         // HunyuanVideo's text-to-video checkpoint ("tencent/HunyuanVideo",
         // "hunyuanvideo-community/HunyuanVideo"); not its image-to-video, 1.5 or derived models.
         Some(hunyuan_video())
+    } else if has(&["qwenimage"]) && !has(&["edit", "layered"]) {
+        // Qwen-Image's text-to-image checkpoints ("Qwen/Qwen-Image", "Qwen-Image-2512"); not
+        // the editing ones, which encode a reference image too.
+        Some(qwen_image())
     } else if has(&["pixartsigma"]) {
         pipeline("PixArt-alpha/PixArt-Sigma-XL-2-1024-MS").ok()
     } else if has(&["pixartxl21024", "pixartalpha"]) && !has(&["512", "256"]) {
@@ -1362,7 +1404,7 @@ mod tests {
     }
 
     #[test]
-    fn hunyuan_video_in_its_own_code_and_in_diffusers() {
+    fn hunyuan_video_wan_2_2_and_qwen_image_in_their_wordings() {
         // HunyuanVideo's README wording: height, width and frames; its own sample_video.py
         // tiles the decode by default.
         let defaults = serde_json::json!({
@@ -1420,6 +1462,24 @@ mod tests {
         .source;
         assert!(!untiled.contains("vae_tiling"), "{untiled}");
         assert!(untiled.contains("resolution    960 x 544"), "{untiled}");
+        // Qwen-Image: Wan 2.1's VAE over its one latent frame, a negative prompt's pass.
+        let qwen = super::super::express(&super::super::test_point(
+            defaults.clone(),
+            r#"{"model": "Qwen/Qwen-Image", "framework": "diffusers", "image_or_video": "1328x1328"}"#,
+        ))
+        .expect("expressible")
+        .source;
+        assert!(qwen.contains("text_encoders qwen2.5-vl-7b-text"), "{qwen}");
+        assert!(qwen.contains("video_vae     wan") && qwen.contains("video_frames  1"), "{qwen}");
+        assert!(
+            qwen.contains("resolution    1328 x 1328") && qwen.contains("cfg           separate")
+        );
+        // Its editing checkpoint encodes a reference image too: not this pipeline.
+        let edit = super::super::express(&super::super::test_point(
+            defaults.clone(),
+            r#"{"model": "Qwen/Qwen-Image-Edit", "framework": "diffusers"}"#,
+        ));
+        assert!(edit.is_err());
         // A pipeline the harness does not declare is a missing feature, not missing data.
         let gaps = super::super::express(&super::super::test_point(
             defaults,
