@@ -238,7 +238,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 58);
+    assert_eq!(run.results.len(), 61);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -365,6 +365,14 @@ fn points_in_other_wordings_are_expressed() {
             result.outcome
         );
     }
+    // HunyuanVideo's own script in its README's spelling, with sequential offload; Wan 2.2's
+    // two experts one at a time; Qwen-Image's single frame through Wan 2.1's decoder.
+    let hunyuan = source("U-059");
+    assert!(hunyuan.contains("resolution    960 x 544"), "{hunyuan}");
+    assert!(hunyuan.contains("offload       sequential"), "{hunyuan}");
+    assert!(source("U-060").contains("denoiser_experts 2"), "{}", source("U-060"));
+    assert!(source("U-060").contains("resolution    1280 x 720"), "{}", source("U-060"));
+    assert!(source("U-061").contains("video_frames  1"), "{}", source("U-061"));
 }
 
 /// A point that ran a precision its device cannot run as the language models it (FP8 weights
