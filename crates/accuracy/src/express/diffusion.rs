@@ -91,6 +91,8 @@ struct VideoDefaults {
     caches_by_release: bool,
     /// Whether the language models the VAE's tiled decode (Wan's `tiled_decode` is not).
     tiling_modelled: bool,
+    /// Where the model's own inference script (not diffusers) tiles the decode by default.
+    script_tiles: Option<&'static str>,
     /// Sizes the model's own documents name by a word (Wan's "480P", "720P"), width × height.
     named_sizes: &'static [(&'static str, (u64, u64))],
 }
@@ -129,6 +131,7 @@ fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
             tile: (360, 240),
             caches_by_release: true,
             tiling_modelled: true,
+            script_tiles: None,
             named_sizes: &[],
         }),
         extra: "",
@@ -188,6 +191,7 @@ fn wan(denoiser: &'static str, hidden: u64, extra: &'static str) -> Pipeline {
             tile: (256, 256),
             caches_by_release: false,
             tiling_modelled: false,
+            script_tiles: None,
             // Wan2.1's README: 480P is 832 × 480, 720P 1280 × 720 (its generate.py SIZE_CONFIGS).
             named_sizes: &[("480p", (832, 480)), ("720p", (1280, 720))],
         }),
@@ -234,6 +238,7 @@ fn ltx_video_13b() -> Pipeline {
             tile: (512, 512),
             caches_by_release: false,
             tiling_modelled: false,
+            script_tiles: None,
             named_sizes: &[],
         }),
         extra: "    patch_pixels  32  # LTX-Video's VAE: 32 x 32 pixels per latent, no patching\n    \
@@ -371,6 +376,11 @@ fn hunyuan_video() -> Pipeline {
             tile: (256, 256),
             caches_by_release: false,
             tiling_modelled: true,
+            script_tiles: Some(
+                "HunyuanVideo's own sample_video.py tiles the VAE decode (hyvideo/config.py: \
+                 set_defaults(vae_tiling=True)); its decode is modelled as diffusers' \
+                 AutoencoderKLHunyuanVideo with enable_tiling()",
+            ),
             // HunyuanVideo's README names its settings 720p (720 × 1280) and 540p (544 × 960).
             named_sizes: &[("720p", (1280, 720)), ("540p", (960, 544)), ("544", (960, 544))],
         }),
@@ -828,19 +838,15 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         let _ = writeln!(out, "    vae_upcast    true  # {code}");
     }
     let settings = cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase();
-    let own_tiling = pipeline.denoiser == "hunyuan-video-transformer"
-        && !cx.point.framework.to_lowercase().contains("diffusers")
-        && !settings.contains("no vae tiling");
-    if own_tiling {
-        cx.assume(
-            assume::SCRIPT_SETTING,
-            "HunyuanVideo's own sample_video.py tiles the VAE decode (hyvideo/config.py: \
-             set_defaults(vae_tiling=True)); its decode is modelled as diffusers' \
-             AutoencoderKLHunyuanVideo with enable_tiling()",
-        );
+    let script_tiles = pipeline.video.as_ref().and_then(|v| v.script_tiles).filter(|_| {
+        !cx.point.framework.to_lowercase().contains("diffusers")
+            && !settings.contains("no vae tiling")
+    });
+    if let Some(script) = script_tiles {
+        cx.assume(assume::SCRIPT_SETTING, script);
     }
     if switches.vae_tiling
-        || own_tiling
+        || script_tiles.is_some()
         || settings.contains("vae tiling")
         || settings.contains("enable_tiling")
     {

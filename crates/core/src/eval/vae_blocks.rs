@@ -66,8 +66,18 @@ impl Replay<'_> {
 
     /// A tensor of `videos` videos at `at`'s channels, frames and plane.
     pub(super) fn video(&mut self, videos: u64, at: At) -> Result<Tensor, Overflow> {
+        self.video_elements(videos, at, self.element)
+    }
+
+    /// As [`Replay::video`], `each` bytes an element.
+    pub(super) fn video_elements(
+        &mut self,
+        videos: u64,
+        at: At,
+        each: Ratio,
+    ) -> Result<Tensor, Overflow> {
         self.images = videos.checked_mul(at.frames).ok_or(Overflow)?;
-        self.tensor(at.channels, at.plane)
+        self.elements(at.channels, at.plane, each)
     }
 
     pub(super) fn free(&mut self, tensor: Tensor) {

@@ -207,8 +207,7 @@ impl Decoder<'_> {
         let attended = self.tensor(at)?;
         // A 16-bit output accumulates in fp32 for this head size (`vae_blocks.rs`).
         if self.replay.element < Ratio::int(4) {
-            self.replay.images = self.videos.checked_mul(at.frames).ok_or(Overflow)?;
-            let accumulator = self.replay.elements(at.channels, at.plane, Ratio::int(4))?;
+            let accumulator = self.replay.video_elements(self.videos, at, Ratio::int(4))?;
             self.free(accumulator);
         }
         let projected = self.tensor(at)?;
