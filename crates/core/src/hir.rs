@@ -746,10 +746,11 @@ pub struct Training {
     /// DeepSpeed runs the sharding (`zero1`, `zero2`, `zero3`; FSDP's names say FSDP): it keeps
     /// 16-bit gradients and casts them to fp32 a flat partition at a time at the optimizer step.
     pub deepspeed: bool,
-    /// PyTorch's multi-tensor (`foreach`) optimizer step, its default since 2.0: temporaries
-    /// over every parameter at once. `false`: a per-tensor loop (PyTorch 1.x, transformers'
-    /// legacy AdamW) or a fused kernel, whose one-tensor temporaries are left out.
-    pub foreach: bool,
+    /// State-sized intermediates PyTorch's multi-tensor (`foreach`) AdamW step, its default
+    /// since 2.0, holds over every parameter at once: 1 from PyTorch 2.1, 2 in 2.0 (the square
+    /// root of the second moment and the denominator). 0: a per-tensor loop (PyTorch 1.x,
+    /// transformers' legacy AdamW) or a fused kernel, whose one-tensor temporaries are left out.
+    pub foreach_intermediates: u64,
     /// Precision the cross-entropy's log-softmax runs in: fp32 when the model code upcasts the
     /// logits (transformers' own models) or autocast runs it (its fp32 list); 16-bit when
     /// remote code computes the loss on 16-bit logits and nothing autocasts (DeepSpeed's

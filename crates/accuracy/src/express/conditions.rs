@@ -807,6 +807,13 @@ impl Cx<'_> {
             || transformers_minor(&text).is_some_and(|minor| minor < 27)
     }
 
+    /// The PyTorch release the version note names (`PyTorch 2.0`, `torch 2.1.2`), as the
+    /// language's `torch` line: it sets how many intermediates the foreach AdamW step holds.
+    pub(crate) fn pytorch_release_line(&self) -> Option<String> {
+        let (major, minor) = pytorch_release(&framework_and_version(self.point))?;
+        Some(format!("    torch         \"{major}.{minor}\"  # the stated PyTorch\n"))
+    }
+
     /// How long the gradients live: `gradient_accumulation N` when they accumulate over
     /// micro-batches (held through every forward pass); else `zero_grad zeros` for a point
     /// trained on PyTorch 1.x, whose `zero_grad()` keeps the gradient tensors
@@ -1174,6 +1181,21 @@ fn latest_month(text: &str) -> Option<(u32, u32)> {
 }
 
 /// The first `CUDA major.minor` a version note names.
+/// `pytorch 2.0` or `torch 2.1.2` in a lower-cased version note: the major and minor numbers.
+fn pytorch_release(text: &str) -> Option<(u32, u32)> {
+    let at = text.match_indices("torch ").find(|(at, _)| {
+        let before = &text[..*at];
+        before.ends_with("py") || before.chars().next_back().is_none_or(|c| !c.is_alphanumeric())
+    })?;
+    let rest = &text[at.0 + "torch ".len()..];
+    let rest = rest.strip_prefix('v').unwrap_or(rest);
+    let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+    let mut parts = rest[..end].split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
 fn cuda_version(text: &str) -> Option<(u32, u32)> {
     let at = text.find("CUDA ")? + "CUDA ".len();
     let rest = &text[at..];
@@ -1194,6 +1216,18 @@ mod version_tests {
         assert_eq!(cuda_version("PyTorch 2.0, CUDA 11.8, Flash attention 2"), Some((11, 8)));
         assert_eq!(cuda_version("CUDA 12"), Some((12, 0)));
         assert_eq!(cuda_version("PyTorch nightly"), None);
+    }
+
+    #[test]
+    fn pytorch_releases_are_read_from_version_notes() {
+        let read = super::pytorch_release;
+        assert_eq!(read("pytorch 2.0, cuda 11.8, flash attention 2"), Some((2, 0)));
+        assert_eq!(read("transformers 4.44, torch 2.4.1"), Some((2, 4)));
+        assert_eq!(read("torch v2.10"), Some((2, 10)));
+        // A release needs its minor number; another word ending in "torch" is not PyTorch.
+        assert_eq!(read("pytorch 2"), None);
+        assert_eq!(read("pytorch nightly"), None);
+        assert_eq!(read("litorch 2.0"), None);
     }
 
     #[test]

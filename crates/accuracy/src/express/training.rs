@@ -84,6 +84,7 @@ pub(super) fn body(
     out.push_str(&levers(cx, offloaded));
     out.push_str(&objective);
     out.push_str(&cx.gradient_lifetime().unwrap_or_default());
+    out.push_str(&cx.pytorch_release_line().unwrap_or_default());
     if cx.eager_attention() {
         out.push_str("    attention     eager\n");
     }
@@ -1038,6 +1039,9 @@ mod tests {
         let accumulated = workload(r#"{"grad_accum": 4, "framework_version": "PyTorch 1.13"}"#);
         assert!(accumulated.contains("gradient_accumulation 4"), "{accumulated}");
         assert!(!accumulated.contains("zero_grad"));
+        // A stated release is written as it is: it sets the foreach step's intermediates.
+        assert!(modern.contains("torch         \"2.4\""), "{modern}");
+        assert!(!workload("{}").contains("torch "));
         // PyTorch 1.x zeroes in place: by its version, its year or an old transformers.
         for version in ["PyTorch 1.13", "Jan 2022", "early 2023", "transformers v4.20.0"] {
             let old = workload(&format!(r#"{{"framework_version": "{version}"}}"#));

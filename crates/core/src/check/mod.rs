@@ -15,6 +15,7 @@ mod quantity;
 mod query;
 mod scene;
 mod target;
+mod torch_release;
 mod training;
 mod workload;
 

@@ -5,6 +5,7 @@
 
 use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
+use super::torch_release;
 use crate::ast::{Block, Value};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
@@ -111,6 +112,7 @@ pub(super) fn training(
         ("offload", Repeat::Once),
         ("bucket_elements", Repeat::Once),
         ("foreach", Repeat::Once),
+        ("torch", Repeat::Once),
         ("loss", Repeat::Once),
         ("unquantized", Repeat::Once),
         ("step_in_backward", Repeat::Once),
@@ -189,6 +191,7 @@ pub(super) fn training(
     let bucket_elements = fields.whole("bucket_elements", Dim::Count, 1, 1 << 40, "200_000_000");
     let activations = fields.precision("activations");
     let foreach = fields.boolean("foreach");
+    let torch = torch_release::release(&fields);
     let unquantized = fields
         .choice("unquantized", &["fp32", "bf16", "fp16"])
         .and_then(|(w, _)| Precision::from_name(w));
@@ -357,7 +360,7 @@ pub(super) fn training(
         offload: offload.unwrap_or(Offload::None),
         bucket_elements: buckets.then(|| bucket_elements.unwrap_or(500_000_000)),
         deepspeed,
-        foreach: foreach.unwrap_or(true),
+        foreach_intermediates: torch_release::foreach_intermediates(foreach, torch),
         loss: loss.flatten().unwrap_or(Precision::Fp32),
         loss_chunks: loss_chunks.unwrap_or(1),
         levers: Levers {

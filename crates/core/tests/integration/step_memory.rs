@@ -168,6 +168,33 @@ fn gradients_freed_after_each_step_share_memory_with_the_activations() {
 }
 
 #[test]
+fn the_pytorch_release_sets_the_foreach_steps_intermediates() {
+    let gradients = PARAMS * 4;
+    let activations = intermediates(&check("foreach false"));
+    let step = |training: &str| bytes(&check(training), "gradients and optimizer step");
+    // PyTorch 2.0's foreach AdamW holds the fp32 square root and the denominator built from it
+    // (pytorch/pytorch#97712): 8 B per parameter; 2.1 adds eps in place: 4 B.
+    assert_eq!(step("torch \"2.0\""), gradients + PARAMS * 8 - activations);
+    assert_eq!(step("torch \"2.1.2\""), gradients + PARAMS * 4 - activations);
+    assert_eq!(step("torch \"2.10\""), gradients + PARAMS * 4 - activations);
+    // 1.x looped over the tensors: the gradients alone, as with `foreach false`.
+    let looped = check("torch \"1.13.1\"");
+    assert_eq!(bytes(&looped, "gradients (freed each step)"), gradients - activations);
+    // `foreach` as written wins over the release's default.
+    assert_eq!(step("torch \"1.13\"; foreach true"), gradients + PARAMS * 8 - activations);
+}
+
+#[test]
+fn a_pytorch_release_that_cannot_be_read_is_an_error_at_its_value() {
+    let outcome = outcome("torch 2.0");
+    let error = outcome.diagnostics.iter().find(|d| d.is_error()).expect("an error");
+    assert_eq!(error.code.to_string(), "E013");
+    assert!(error.message.contains("in quotes"), "{}", error.message);
+    assert_eq!(codes("torch \"latest\""), ["E013"]);
+    assert_eq!(codes("torch \"2\""), ["E013"]);
+}
+
+#[test]
 fn gradients_within_the_activations_add_nothing_but_stay_in_the_breakdown() {
     // 16 sequences of 4,096 tokens without checkpointing store far more than the 64 GB of
     // gradients and square roots, so the step's phase fits inside the backward pass's.

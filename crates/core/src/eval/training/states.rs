@@ -149,8 +149,10 @@ const SUB_GROUP_SIZE: u64 = 1_000_000_000;
 /// - DeepSpeed ZeRO-1/2 (ZeRO-3: per sub-group, `stage3.py` `_prepare_fp32_grad_for_sub_group`)
 ///   flatten the partition's 16-bit gradients and cast the flat copy to fp32
 ///   (`stage_1_and_2.py`: `flatten(averaged_gradients[i]).to(fp32)`), holding both at once.
-/// - PyTorch's foreach AdamW holds one state-sized temporary, the square root of the second
-///   moment (`torch/optim/adamw.py`, `_multi_tensor_adamw`: `_foreach_sqrt(exp_avg_sqs)`).
+/// - PyTorch's foreach AdamW holds state-sized intermediates over every parameter: from 2.1
+///   one, the square root of the second moment (`torch/optim/adamw.py`, `_multi_tensor_adamw`:
+///   `_foreach_sqrt(exp_avg_sqs)`, `eps` added in place); in 2.0 also the denominator built
+///   from it (`_foreach_add(exp_avg_sq_sqrt, eps)`, pytorch/pytorch#97712).
 fn step_transient(
     params: u64,
     label: &'static str,
@@ -182,13 +184,27 @@ fn step_transient(
         }
         return sharded(params, label, per_param, what, ways).map(Some);
     }
-    if training.foreach
+    if training.foreach_intermediates > 0
         && training.optimizer == crate::hir::Optimizer::AdamW
         && training.sharding == Sharding::None
     {
         let per_state = training.master.unwrap_or(updated);
-        let what = formula!("{} sqrt of the second moment", per_state.name());
-        return sharded(params, label, per_state.bytes_per_element(), what, 1).map(Some);
+        let (bytes, what) = if training.foreach_intermediates == 1 {
+            (
+                per_state.bytes_per_element(),
+                formula!("{} sqrt of the second moment", per_state.name()),
+            )
+        } else {
+            let n = training.foreach_intermediates;
+            let bytes =
+                per_state.bytes_per_element().checked_mul(Ratio::int(n.into())).ok_or(Overflow)?;
+            let what = formula!(
+                "{n} × {}, the sqrt of the second moment and the denominator: PyTorch 2.0",
+                per_state.name()
+            );
+            (bytes, what)
+        };
+        return sharded(params, label, bytes, what, 1).map(Some);
     }
     Ok(None)
 }
