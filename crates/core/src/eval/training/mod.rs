@@ -317,12 +317,16 @@ pub(crate) fn components(
                     copy.finish()?,
                     "PEFT ModulesToSaveWrapper keeps a trainable copy of each saved module",
                 ));
+                // A parameter's gradient has the parameter's type: the copy's, whatever the
+                // adapters' gradients are (PyTorch's AMP keeps fp32 gradients only for fp32
+                // parameters; DeepSpeed keeps them in the compute type).
+                let copy_gradients = Training { gradients: a, ..training.clone() };
                 components.extend(trained_states(
                     "saved modules: ",
                     saved,
                     saved,
                     "params",
-                    training,
+                    &copy_gradients,
                     data,
                     training.activations,
                     // Each saved module is a vocab × hidden matrix.
