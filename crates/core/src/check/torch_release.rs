@@ -8,10 +8,14 @@
 //!   (`denom = torch._foreach_add(exp_avg_sq_sqrt, eps)`); pytorch/pytorch#97712 reported the
 //!   extra memory and PR #104898 (July 2023, released in 2.1) adds `eps` in place, leaving one,
 //!   "a minimum budget of 1 intermediate" as the fix puts it.
+//! - Before 2.0 `Optimizer.zero_grad()` filled the gradients with zeros (`set_to_none=False`),
+//!   so they stayed allocated through the next forward pass; 2.0 made `set_to_none=True` the
+//!   default (its release notes, "Optimizer: set_to_none=True by default").
 
 use super::fields::Fields;
 use crate::ast::Value;
 use crate::diagnostic::Diagnostic;
+use crate::hir::ZeroGrad;
 
 /// A PyTorch release, major and minor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -23,8 +27,8 @@ pub(super) struct Release {
 impl Release {
     /// The first release whose foreach AdamW adds `eps` in place (PR #104898).
     const ONE_INTERMEDIATE: Release = Release { major: 2, minor: 1 };
-    /// The first release that defaults to the multi-tensor step.
-    const FOREACH_DEFAULT: Release = Release { major: 2, minor: 0 };
+    /// 2.0: the multi-tensor step and `set_to_none=True` became the defaults.
+    const TWO_ZERO: Release = Release { major: 2, minor: 0 };
 
     /// `"2.0"`, `"2.1.2"`, `"1.13.1+cu117"`: the major and minor numbers lead.
     fn parse(text: &str) -> Option<Release> {
@@ -69,11 +73,19 @@ pub(super) fn release(fields: &Fields<'_>) -> Option<Release> {
 /// none for a per-tensor loop or a fused kernel (`foreach false`), two in releases before 2.1,
 /// one from 2.1. `foreach` as written wins over the release's default.
 pub(super) fn foreach_intermediates(foreach: Option<bool>, release: Option<Release>) -> u64 {
-    let on = foreach.unwrap_or_else(|| release.is_none_or(|r| r >= Release::FOREACH_DEFAULT));
+    let on = foreach.unwrap_or_else(|| release.is_none_or(|r| r >= Release::TWO_ZERO));
     match (on, release) {
         (false, _) => 0,
         (true, Some(r)) if r < Release::ONE_INTERMEDIATE => 2,
         (true, _) => 1,
+    }
+}
+
+/// What `zero_grad()` does when the workload does not say: zeros before 2.0, frees after.
+pub(super) fn zero_grad_default(release: Option<Release>) -> ZeroGrad {
+    match release {
+        Some(r) if r < Release::TWO_ZERO => ZeroGrad::Zeros,
+        _ => ZeroGrad::SetToNone,
     }
 }
 
@@ -104,5 +116,12 @@ mod tests {
         assert_eq!(foreach_intermediates(None, r("1.13")), 0);
         assert_eq!(foreach_intermediates(Some(true), r("1.13")), 2);
         assert_eq!(foreach_intermediates(Some(false), r("2.0")), 0);
+    }
+
+    #[test]
+    fn zero_grad_frees_from_2_0() {
+        assert_eq!(zero_grad_default(Release::parse("1.13")), ZeroGrad::Zeros);
+        assert_eq!(zero_grad_default(Release::parse("2.0")), ZeroGrad::SetToNone);
+        assert_eq!(zero_grad_default(None), ZeroGrad::SetToNone);
     }
 }

@@ -369,7 +369,7 @@ pub(super) fn training(
             offload_activations: offload_activations.unwrap_or(false),
             fused_loss: fused_loss.unwrap_or(FusedLoss::None),
         },
-        zero_grad: zero_grad.unwrap_or(ZeroGrad::SetToNone),
+        zero_grad: zero_grad.unwrap_or_else(|| torch_release::zero_grad_default(torch)),
         accumulation: accumulation.unwrap_or(1),
         states_memory: if paged.unwrap_or(false) {
             StatesMemory::Paged

@@ -177,11 +177,21 @@ fn the_pytorch_release_sets_the_foreach_steps_intermediates() {
     assert_eq!(step("torch \"2.0\""), gradients + PARAMS * 8 - activations);
     assert_eq!(step("torch \"2.1.2\""), gradients + PARAMS * 4 - activations);
     assert_eq!(step("torch \"2.10\""), gradients + PARAMS * 4 - activations);
-    // 1.x looped over the tensors: the gradients alone, as with `foreach false`.
-    let looped = check("torch \"1.13.1\"");
-    assert_eq!(bytes(&looped, "gradients (freed each step)"), gradients - activations);
+    // 1.x looped over the tensors (no step intermediates) and zeroed the gradients in place,
+    // so they are held through the forward pass, as with `foreach false; zero_grad zeros`.
+    let old = check("torch \"1.13.1\"");
+    assert_eq!(bytes(&old, "gradients"), gradients);
+    assert_eq!(component(&old, "gradients and optimizer step"), None);
+    let allocated = |c: &CheckBudget| c.devices[0].views.allocated.0;
+    assert_eq!(allocated(&old), allocated(&check("foreach false; zero_grad zeros")));
+    // A `zero_grad` line wins over the release's default.
+    let freed = check("torch \"1.13\"; zero_grad set_to_none");
+    assert_eq!(bytes(&freed, "gradients (freed each step)"), gradients - activations);
     // `foreach` as written wins over the release's default.
-    assert_eq!(step("torch \"1.13\"; foreach true"), gradients + PARAMS * 8 - activations);
+    assert_eq!(
+        step("torch \"1.13\"; foreach true; zero_grad set_to_none"),
+        gradients + PARAMS * 8 - activations
+    );
 }
 
 #[test]
