@@ -1485,6 +1485,33 @@ fn paged_optimizer_states_are_outside_the_allocator() {
 }
 
 #[test]
+fn a_paged_adamw_steps_without_foreach_temporaries() {
+    // bitsandbytes' PagedAdamW32bit steps each tensor with one fused kernel: the step holds the
+    // adapters' fp32 gradients alone, not PyTorch's foreach square root beside them.
+    let check = |extra: &str| {
+        evaluate(&format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ method lora {{ rank 16; targets all }}; weights bf16; sequence 16 tokens{extra} }} }}\ncheck w on h200-sxm"
+        ))
+        .remove(0)
+    };
+    let foreach = check("");
+    let paged = check("; paged_optimizer true");
+    let adapters = bytes(&foreach, 0, "LoRA adapters");
+    // 41,943,040 fp32 adapter values: 4 B each of gradient, and 4 B of foreach square root.
+    let passes = |c: &CheckBudget| {
+        c.devices[0]
+            .components
+            .iter()
+            .filter(|c| c.category == vram_core::budget::Category::Intermediate)
+            .filter(|c| !c.name.starts_with("gradients"))
+            .map(|c| c.bytes.0)
+            .sum::<u64>()
+    };
+    assert_eq!(bytes(&foreach, 0, "gradients and optimizer step"), 2 * adapters - passes(&foreach));
+    assert_eq!(bytes(&paged, 0, "gradients (freed each step)"), adapters - passes(&paged));
+}
+
+#[test]
 fn a_trained_head_run_in_chunks_adds_one_chunk_s_gradient_contribution_to_the_loss() {
     let source = |method: &str| {
         format!(

@@ -184,9 +184,11 @@ fn step_transient(
         }
         return sharded(params, label, per_param, what, ways).map(Some);
     }
+    // bitsandbytes' paged optimizers step each tensor with one fused kernel: no temporaries.
     if training.foreach_intermediates > 0
         && training.optimizer == crate::hir::Optimizer::AdamW
         && training.sharding == Sharding::None
+        && training.states_memory == crate::hir::StatesMemory::Allocator
     {
         let per_state = training.master.unwrap_or(updated);
         let (bytes, what) = if training.foreach_intermediates == 1 {
