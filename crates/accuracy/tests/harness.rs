@@ -238,7 +238,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 61);
+    assert_eq!(run.results.len(), 65);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -373,6 +373,14 @@ fn points_in_other_wordings_are_expressed() {
     assert!(source("U-060").contains("denoiser_experts 2"), "{}", source("U-060"));
     assert!(source("U-060").contains("resolution    1280 x 720"), "{}", source("U-060"));
     assert!(source("U-061").contains("video_frames  1"), "{}", source("U-061"));
+    // Front ends over llama.cpp name the window their own way.
+    assert!(source("U-062").contains("runtime llama.cpp"), "{}", source("U-062"));
+    assert!(source("U-062").contains("context  8192 tokens"), "{}", source("U-062"));
+    assert!(source("U-063").contains("context  4096 tokens"), "{}", source("U-063"));
+    // Training tools on PyTorch's FSDP and ZeRO-3.
+    assert!(source("U-064").contains("runtime pytorch"), "{}", source("U-064"));
+    assert!(source("U-064").contains("split data 8"), "{}", source("U-064"));
+    assert!(source("U-065").contains("runtime pytorch"), "{}", source("U-065"));
 }
 
 /// A point that ran a precision its device cannot run as the language models it (FP8 weights

@@ -513,6 +513,8 @@ impl Cx<'_> {
             "megatron",
             "nemo",
             "colossalai",
+            "colossal-ai",
+            "torchtitan",
             // Training tools built on PyTorch (and its FSDP), whose memory is PyTorch's.
             "fsdp",
             "fsdp_qlora",

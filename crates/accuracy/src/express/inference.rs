@@ -489,16 +489,26 @@ pub(super) fn settings_kv_type(point: &crate::data::Point) -> Option<String> {
 }
 
 /// The context window a llama.cpp or Ollama run states (`n_ctx 4096`, `-c 8192`, `num_ctx`,
-/// `--ctx-size`).
+/// `--ctx-size`), or a front end over llama.cpp (koboldcpp's `--contextsize`, LM Studio's
+/// "context length").
 fn ggml_context(settings: &str) -> Option<u64> {
     let lower = settings.to_lowercase().replace('-', "_");
-    ["n_ctx", "num_ctx", "ctx_size", "context size", "context window"]
-        .iter()
-        .find_map(|key| number_after(&lower, key))
-        .or_else(|| {
-            let words: Vec<&str> = lower.split_whitespace().collect();
-            words.windows(2).find_map(|w| (w[0] == "_c").then(|| leading_number(w[1])).flatten())
-        })
+    [
+        "n_ctx",
+        "num_ctx",
+        "ctx_size",
+        "contextsize",
+        "context size",
+        "context window",
+        "context length",
+        "context_length",
+    ]
+    .iter()
+    .find_map(|key| number_after(&lower, key))
+    .or_else(|| {
+        let words: Vec<&str> = lower.split_whitespace().collect();
+        words.windows(2).find_map(|w| (w[0] == "_c").then(|| leading_number(w[1])).flatten())
+    })
 }
 
 /// Whether the compared components are the weights (and memory outside the allocator), which
@@ -732,5 +742,20 @@ mod tests {
         let vllm = "gpu_memory_utilization 0.90; default max_model_len (8192) used";
         assert_eq!(number_after(vllm, "max_model_len"), Some(8192));
         assert_eq!(number_after("n_ctx 512, n_batch 512, n_ubatch 512", "n_ubatch"), Some(512));
+    }
+
+    #[test]
+    fn context_windows_in_each_front_ends_words() {
+        for (settings, tokens) in [
+            ("n_ctx 4096, n-gpu-layers 33", 4096),
+            ("-c 8192 -ngl 99", 8192),
+            ("--ctx-size 16384", 16384),
+            ("PARAMETER num_ctx 32768", 32768),
+            ("--contextsize 8192 --gpulayers 99", 8192),
+            ("context length 4096, GPU offload max", 4096),
+        ] {
+            assert_eq!(ggml_context(settings), Some(tokens), "{settings}");
+        }
+        assert_eq!(ggml_context("--gpulayers 99"), None);
     }
 }
