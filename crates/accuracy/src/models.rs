@@ -267,7 +267,8 @@ const OTHER_MODELS: [&str; 7] = [
 
 /// A model the harness declares, named by one of its usual spellings; suffixes such as
 /// `-Instruct`, `-hf` or `-AWQ` are left to the other fields. The size must not run on into
-/// more digits (`qwen2.57b` is not `qwen2.572b`).
+/// more digits (`qwen2.57b` is not `qwen2.572b`); a context suffix is not a size
+/// (`Phi-3-mini-4k-instruct`, `-128k`).
 pub fn recognise(wording: &str) -> Option<Model> {
     let text = compressed(wording);
     let another = |spelling: &str| {
@@ -278,8 +279,11 @@ pub fn recognise(wording: &str) -> Option<Model> {
     let found = |spellings: &[(&str, &str)], family: Family| {
         spellings.iter().find_map(|(spelling, name)| {
             let at = text.find(spelling)?;
-            let next = text[at + spelling.len()..].chars().next();
-            let runs_on = next.is_some_and(|c| c.is_ascii_digit() || c == '.');
+            let rest = &text[at + spelling.len()..];
+            let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+            let context_suffix = digits > 0 && rest[digits..].starts_with('k');
+            let runs_on = rest.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '.')
+                && !context_suffix;
             (!runs_on && !another(spelling)).then(|| declared(name, family))
         })
     };
@@ -553,6 +557,9 @@ mod tests {
         assert_eq!(name("Qwen/Qwen2.5-72B-Instruct-AWQ").as_deref(), Some("qwen2.5-72b"));
         assert_eq!(name("Qwen2.5-7B").as_deref(), Some("qwen2.5-7b"));
         assert_eq!(name("mistralai/Mistral-7B-Instruct-v0.3").as_deref(), Some("mistral-7b"));
+        // A context length after the name is not a larger size.
+        assert_eq!(name("microsoft/Phi-3-mini-4k-instruct").as_deref(), Some("phi3-mini"));
+        assert_eq!(name("microsoft/Phi-3-mini-128k-instruct").as_deref(), Some("phi3-mini"));
         assert_eq!(name("Llama-3.1-405B-FP8").as_deref(), Some("llama3.1-405b"));
         assert_eq!(name("Qwen2.5-3B").as_deref(), Some("qwen2.5-3b"));
         assert_eq!(name("microsoft/phi-4").as_deref(), Some("phi4"));
