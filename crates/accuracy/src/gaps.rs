@@ -66,6 +66,8 @@ pub mod feature {
     pub const ONLINE_RL: &str = "reinforcement learning with generation (PPO, GRPO, RLOO): \
          rollouts, reward and value models beside the trained policy";
     pub const KTO: &str = "KTO's unpaired batches beside a mismatched KL batch";
+    pub const SIDE_NETWORK: &str = "a network run beside the denoiser (ControlNet, T2I-Adapter, \
+         IP-Adapter, AnimateDiff's motion modules, SDXL's refiner)";
     pub const RUNS_WITHOUT_CAPABILITY: &str = "a precision the source ran on a device the core \
          says cannot run it (E040): a fallback path (an emulation, a weight-only kernel) the \
          language does not model for this runtime";

@@ -673,8 +673,43 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
     }
 }
 
+/// A network the pipeline runs beside its denoiser that no pipeline here declares (ControlNet,
+/// T2I-Adapter, IP-Adapter's image encoder, AnimateDiff's motion modules, SDXL's refiner), named anywhere in
+/// the point: its weights and activations would be missing from the estimate, so the point is
+/// a feature gap rather than the bare pipeline's.
+fn side_network(point: &crate::data::Point) -> Option<&'static str> {
+    let text = [
+        Some(point.model.as_str()),
+        Some(point.framework.as_str()),
+        point.other_settings.as_deref(),
+        point.image_or_video.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" ")
+    .to_lowercase()
+    .replace(['-', '_', ' '], "");
+    [
+        ("controlnet", "ControlNet"),
+        ("t2iadapter", "T2I-Adapter"),
+        ("ipadapter", "IP-Adapter"),
+        ("animatediff", "AnimateDiff"),
+        ("motionadapter", "AnimateDiff"),
+        ("instantid", "InstantID"),
+        // SDXL's refiner: a second UNet (with CLIP-G) that denoises the base's last steps.
+        ("refiner", "a refiner"),
+    ]
+    .into_iter()
+    .find_map(|(key, name)| text.contains(key).then_some(name))
+}
+
 /// The section's lines, or `None` when a gap stops it.
 pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
+    if let Some(network) = side_network(cx.point) {
+        cx.gap(Gap::feature(feature::SIDE_NETWORK, format!("{network} beside {}", cx.point.model)));
+        return None;
+    }
     let mut pipeline = match pipeline(&cx.point.model) {
         Ok(pipeline) => pipeline,
         Err(gaps) => {
@@ -1129,10 +1164,13 @@ fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
         text_encoder_on_cpu: false,
         vae_slicing: false,
     };
-    let Some(stated) = cx.point.offload.clone() else { return Some(switches) };
-    if super::conditions::is_none_word(&stated) {
-        return Some(switches);
-    }
+    let stated = cx
+        .point
+        .offload
+        .clone()
+        .filter(|stated| !super::conditions::is_none_word(stated))
+        .or_else(|| offload_in_settings(cx.point.other_settings.as_deref()));
+    let Some(stated) = stated else { return Some(switches) };
     let lower = stated.to_lowercase();
     for part in lower.split(['+', ',', ';', '(', ')']).map(str::trim).filter(|p| !p.is_empty()) {
         if part.contains("group_offload") || part.contains("group offload") {
@@ -1188,6 +1226,29 @@ fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
         }
     }
     Some(switches)
+}
+
+/// The offload calls a point names among its other settings when its `offload` field is empty
+/// (`enable_model_cpu_offload, vae.enable_tiling()`): the parts that name an offload, for
+/// [`offload`] to read. Group offloading, whose arguments follow it in parts of their own, is
+/// passed whole so that an argument it cannot read makes the point unexpressed, not ignored.
+fn offload_in_settings(settings: Option<&str>) -> Option<String> {
+    let settings = settings?;
+    let lower = settings.to_lowercase();
+    if lower.contains("group_offload") || lower.contains("group offload") {
+        return Some(settings.to_string());
+    }
+    let parts: Vec<&str> = settings
+        .split([',', ';', '+'])
+        .map(str::trim)
+        .filter(|part| {
+            let part = part.to_lowercase();
+            (part.contains("offload") || part.contains("t5_cpu"))
+                && !part.contains("no offload")
+                && !part.contains("without offload")
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 /// The base (VAE and unquantized models), denoiser and text encoder precisions (one per
@@ -1393,7 +1454,7 @@ fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{image_size, px_setting};
+    use super::{image_size, offload_in_settings, px_setting};
 
     /// An SDXL point with `offload` as written.
     fn sdxl(offload: &str, batch: u64) -> Result<String, Vec<crate::gaps::Gap>> {
@@ -1631,6 +1692,42 @@ mod tests {
     }
 
     #[test]
+    fn a_network_beside_the_denoiser_is_a_feature_gap() {
+        let gaps = expressed_gaps(
+            "diffusers/controlnet-canny-sdxl-1.0",
+            r#"{"image_or_video": "1024x1024"}"#,
+        );
+        assert_eq!(gaps[0].label, crate::gaps::feature::SIDE_NETWORK);
+        assert!(gaps[0].detail.starts_with("ControlNet"), "{}", gaps[0].detail);
+        let ip = expressed_gaps(
+            "stabilityai/stable-diffusion-xl-base-1.0",
+            r#"{"other_settings": "load_ip_adapter(h94/IP-Adapter)"}"#,
+        );
+        assert_eq!(ip[0].label, crate::gaps::feature::SIDE_NETWORK);
+    }
+
+    #[test]
+    fn offload_calls_among_the_other_settings() {
+        let read = |s: &str| offload_in_settings(Some(s));
+        assert_eq!(
+            read("enable_model_cpu_offload, vae.enable_tiling()").as_deref(),
+            Some("enable_model_cpu_offload")
+        );
+        assert_eq!(
+            read("guidance 6; enable_sequential_cpu_offload()").as_deref(),
+            Some("enable_sequential_cpu_offload()")
+        );
+        assert_eq!(
+            read("--offload_model True --t5_cpu").as_deref(),
+            Some("--offload_model True --t5_cpu")
+        );
+        assert_eq!(read("no offload, 50 steps"), None);
+        assert_eq!(read("guidance 3.5"), None);
+        let group = "enable_group_offload(onload_device=cuda, offload_type=block_level)";
+        assert_eq!(read(group).as_deref(), Some(group));
+    }
+
+    #[test]
     fn offload_switches_in_their_wordings() {
         let both = sdxl("model CPU offload + VAE tiling", 1).expect("expressible");
         assert!(both.contains("offload       model") && both.contains("vae_tiling    true"));
@@ -1697,6 +1794,22 @@ mod tests {
             ["stabilityai/stable-diffusion-2-inpainting", "PixArt-alpha/PixArt-XL-2-512x512"]
         {
             assert!(super::pipeline(model).is_err(), "{model}");
+        }
+    }
+
+    /// The gaps that stop a point with `changes` from being expressed.
+    fn expressed_gaps(model: &str, changes: &str) -> Vec<crate::gaps::Gap> {
+        let defaults = serde_json::json!({
+            "id": "T-1", "source_id": "T", "workload": "diffusion_inference",
+            "model": model, "framework": "diffusers", "weight_precision": "fp16",
+            "gpu_type": "RTX 4090", "batch_size": 1, "image_or_video": "1024x1024",
+            "measured_kind": "peak", "value": 10, "unit": "GB",
+            "measurement_method": "torch.cuda.max_memory_allocated()"
+        });
+        let point = super::super::test_point(defaults, changes);
+        match super::super::express(&point) {
+            Ok(_) => panic!("{model}: expressed"),
+            Err(gaps) => gaps,
         }
     }
 
