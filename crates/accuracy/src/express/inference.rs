@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use super::Cx;
 use super::conditions::Runtime;
 use crate::data::{leading_number, number_after};
-use crate::gaps::{Gap, assume, data};
+use crate::gaps::{Gap, assume, data, feature};
 use crate::models::Family;
 use crate::target::Selector;
 
@@ -25,6 +25,10 @@ pub(super) fn body(
     selector: Option<Selector>,
     family: Option<Family>,
 ) -> Option<String> {
+    if let Some(extra) = beside_the_model(cx.point) {
+        cx.gap(Gap::feature(feature::BESIDE_THE_MODEL, extra));
+        return None;
+    }
     let weights = weights(cx, runtime, selector);
     let kv_cache = kv_cache(cx, runtime);
     let sessions = sessions(cx, runtime, selector);
@@ -307,6 +311,32 @@ fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Op
         | Runtime::TensorrtLlm
         | Runtime::Lmdeploy => cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none")),
     }
+}
+
+/// What a serving run holds beside the model it names, if its settings say so: a draft model or
+/// extra decoding heads for speculative decoding, or the adapter slots of multi-LoRA serving
+/// (vLLM's `--enable-lora` preallocates `max_loras` adapters of `max_lora_rank` in every
+/// layer). Counting the named model alone would leave them out without saying so.
+fn beside_the_model(point: &crate::data::Point) -> Option<String> {
+    let settings = [point.other_settings.as_deref(), Some(point.framework.as_str())]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+        .replace('-', "_");
+    [
+        ("speculative", "speculative decoding (a draft model or heads)"),
+        ("assistant_model", "assisted generation (a draft model)"),
+        ("draft model", "a draft model"),
+        ("draft_model", "a draft model"),
+        ("medusa", "Medusa heads"),
+        ("eagle", "EAGLE draft heads"),
+        ("enable_lora", "multi-LoRA serving (preallocated adapter slots)"),
+    ]
+    .into_iter()
+    .find(|(key, _)| settings.contains(key))
+    .map(|(_, what)| format!("{what} beside {}", point.model))
 }
 
 /// The context and, where the source fixes it, the tokens of the largest forward step; for an
@@ -742,6 +772,30 @@ mod tests {
         let vllm = "gpu_memory_utilization 0.90; default max_model_len (8192) used";
         assert_eq!(number_after(vllm, "max_model_len"), Some(8192));
         assert_eq!(number_after("n_ctx 512, n_batch 512, n_ubatch 512", "n_ubatch"), Some(512));
+    }
+
+    #[test]
+    fn models_beside_the_named_one_are_read_from_the_settings() {
+        let point = |settings: &str| {
+            crate::express::test_point(
+                serde_json::json!({
+                    "id": "S-1", "source_id": "S", "workload": "llm_inference",
+                    "model": "meta-llama/Meta-Llama-3-8B-Instruct", "framework": "vLLM 0.6.3",
+                    "measured_kind": "peak", "value": 20, "unit": "GB",
+                    "measurement_method": "nvidia-smi"
+                }),
+                &serde_json::json!({ "other_settings": settings }).to_string(),
+            )
+        };
+        for settings in [
+            "--speculative-model meta-llama/Llama-3.2-1B --num-speculative-tokens 5",
+            "assistant_model=Llama-3.2-1B",
+            "--enable-lora --max-loras 4",
+            "EAGLE-2 heads",
+        ] {
+            assert!(beside_the_model(&point(settings)).is_some(), "{settings}");
+        }
+        assert!(beside_the_model(&point("--max-model-len 8192")).is_none());
     }
 
     #[test]
