@@ -812,8 +812,13 @@ impl Cx<'_> {
     /// The PyTorch release the version note names (`PyTorch 2.0`, `torch 2.1.2`), as the
     /// language's `torch` line: it sets how many intermediates the foreach AdamW step holds.
     pub(crate) fn pytorch_release_line(&self) -> Option<String> {
-        let (major, minor) = pytorch_release(&framework_and_version(self.point))?;
+        let (major, minor) = self.pytorch_release()?;
         Some(format!("    torch         \"{major}.{minor}\"  # the stated PyTorch\n"))
+    }
+
+    /// The PyTorch release the version note names, major and minor.
+    pub(crate) fn pytorch_release(&self) -> Option<(u32, u32)> {
+        pytorch_release(&framework_and_version(self.point))
     }
 
     /// How long the gradients live: `gradient_accumulation N` when they accumulate over

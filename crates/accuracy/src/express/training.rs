@@ -87,6 +87,9 @@ pub(super) fn body(
     out.push_str(&cx.pytorch_release_line().unwrap_or_default());
     if cx.eager_attention() {
         out.push_str("    attention     eager\n");
+    } else if cx.pytorch_release().is_some_and(|release| release < (2, 0)) {
+        // A 1.x release defaults to eager attention; the point ran a fused kernel of its own.
+        out.push_str("    attention     fused  # a fused kernel beside PyTorch 1.x\n");
     }
     if let Some(loss) = sixteen_bit_loss(cx, family, distribution) {
         let _ = writeln!(out, "    loss          {loss}  # remote code, no autocast");
@@ -1042,6 +1045,10 @@ mod tests {
         // A stated release is written as it is: it sets the foreach step's intermediates.
         assert!(modern.contains("torch         \"2.4\""), "{modern}");
         assert!(!workload("{}").contains("torch "));
+        // Under a 1.x release the attention the point ran is written out either way.
+        let accumulated_attention = accumulated.contains("attention     eager")
+            || accumulated.contains("attention     fused");
+        assert!(accumulated_attention, "{accumulated}");
         // PyTorch 1.x zeroes in place: by its version, its year or an old transformers.
         for version in ["PyTorch 1.13", "Jan 2022", "early 2023", "transformers v4.20.0"] {
             let old = workload(&format!(r#"{{"framework_version": "{version}"}}"#));

@@ -8,6 +8,9 @@
 //!   (`denom = torch._foreach_add(exp_avg_sq_sqrt, eps)`); pytorch/pytorch#97712 reported the
 //!   extra memory and PR #104898 (July 2023, released in 2.1) adds `eps` in place, leaving one,
 //!   "a minimum budget of 1 intermediate" as the fix puts it.
+//! - Before 2.0 PyTorch had no fused attention of its own (`F.scaled_dot_product_attention`
+//!   arrived in 2.0): models materialized their attention scores unless a separate kernel
+//!   (flash-attn, xFormers) was installed and called, which `attention fused` then says.
 //! - Before 2.0 `Optimizer.zero_grad()` filled the gradients with zeros (`set_to_none=False`),
 //!   so they stayed allocated through the next forward pass; 2.0 made `set_to_none=True` the
 //!   default (its release notes, "Optimizer: set_to_none=True by default").
@@ -15,7 +18,7 @@
 use super::fields::Fields;
 use crate::ast::Value;
 use crate::diagnostic::Diagnostic;
-use crate::hir::ZeroGrad;
+use crate::hir::{Attention, ZeroGrad};
 
 /// A PyTorch release, major and minor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -89,6 +92,14 @@ pub(super) fn zero_grad_default(release: Option<Release>) -> ZeroGrad {
     }
 }
 
+/// The attention a training step runs when the workload does not say: eager before 2.0.
+pub(super) fn attention_default(release: Option<Release>) -> Attention {
+    match release {
+        Some(r) if r < Release::TWO_ZERO => Attention::Eager,
+        _ => Attention::Fused,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +127,13 @@ mod tests {
         assert_eq!(foreach_intermediates(None, r("1.13")), 0);
         assert_eq!(foreach_intermediates(Some(true), r("1.13")), 2);
         assert_eq!(foreach_intermediates(Some(false), r("2.0")), 0);
+    }
+
+    #[test]
+    fn attention_is_fused_from_2_0() {
+        assert_eq!(attention_default(Release::parse("1.13.1")), Attention::Eager);
+        assert_eq!(attention_default(Release::parse("2.0")), Attention::Fused);
+        assert_eq!(attention_default(None), Attention::Fused);
     }
 
     #[test]

@@ -9,8 +9,8 @@ use super::torch_release;
 use crate::ast::{Block, Value};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
-    Attention, Checkpointing, FusedLoss, Levers, Method, Objective, Offload, Optimizer, Reference,
-    Sharding, StatesMemory, TextEncoders, Training, ZeroGrad,
+    Checkpointing, FusedLoss, Levers, Method, Objective, Offload, Optimizer, Reference, Sharding,
+    StatesMemory, TextEncoders, Training, ZeroGrad,
 };
 use crate::precision::Precision;
 
@@ -353,7 +353,7 @@ pub(super) fn training(
         sequence,
         source,
         checkpointing: checkpointing.unwrap_or(Checkpointing::None),
-        attention: attention.unwrap_or(Attention::Fused),
+        attention: attention.unwrap_or_else(|| torch_release::attention_default(torch)),
         sharding: sharding.unwrap_or(Sharding::None),
         sequence_parallel: sequence_parallel.unwrap_or(false),
         activations: activations.unwrap_or_else(|| weights.companion()),

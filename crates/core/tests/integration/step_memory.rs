@@ -179,18 +179,35 @@ fn the_pytorch_release_sets_the_foreach_steps_intermediates() {
     assert_eq!(step("torch \"2.10\""), gradients + PARAMS * 4 - activations);
     // 1.x looped over the tensors (no step intermediates) and zeroed the gradients in place,
     // so they are held through the forward pass, as with `foreach false; zero_grad zeros`.
-    let old = check("torch \"1.13.1\"");
+    let old = check("torch \"1.13.1\"; attention fused");
     assert_eq!(bytes(&old, "gradients"), gradients);
     assert_eq!(component(&old, "gradients and optimizer step"), None);
     let allocated = |c: &CheckBudget| c.devices[0].views.allocated.0;
     assert_eq!(allocated(&old), allocated(&check("foreach false; zero_grad zeros")));
     // A `zero_grad` line wins over the release's default.
-    let freed = check("torch \"1.13\"; zero_grad set_to_none");
+    let freed = check("torch \"1.13\"; zero_grad set_to_none; attention fused");
     assert_eq!(bytes(&freed, "gradients (freed each step)"), gradients - activations);
     // `foreach` as written wins over the release's default.
     assert_eq!(
-        step("torch \"1.13\"; foreach true; zero_grad set_to_none"),
+        step("torch \"1.13\"; foreach true; zero_grad set_to_none; attention fused"),
         gradients + PARAMS * 8 - activations
+    );
+}
+
+#[test]
+fn before_pytorch_2_0_attention_materializes_its_scores() {
+    // PyTorch 1.x has no scaled_dot_product_attention: the recomputed layer stores its scores
+    // unless the workload says a fused kernel runs.
+    let scores = |c: &CheckBudget| {
+        c.devices[0].components.iter().any(|c| c.name.starts_with("attention scores"))
+    };
+    let old = check("torch \"1.13\"");
+    assert!(scores(&old), "{:#?}", old.devices[0].components);
+    assert!(!scores(&check("torch \"1.13\"; attention fused")));
+    assert!(!scores(&check("torch \"2.0\"")));
+    assert_eq!(
+        intermediates(&check("torch \"1.13\"; zero_grad set_to_none")),
+        intermediates(&check("attention eager"))
     );
 }
 
