@@ -68,6 +68,9 @@ pub mod feature {
     pub const KTO: &str = "KTO's unpaired batches beside a mismatched KL batch";
     pub const BESIDE_THE_MODEL: &str = "a model or adapters served beside the named one \
          (speculative decoding's draft model or heads, multi-LoRA serving)";
+    pub const GENERATE_OPTIONS: &str = "a transformers generate() or loading option the \
+         language does not model (no KV cache, a quantized KV cache, layers offloaded to the \
+         host, every step's scores kept)";
     pub const SIDE_NETWORK: &str = "a network run beside the denoiser (ControlNet, T2I-Adapter, \
          IP-Adapter, AnimateDiff's motion modules, SDXL's refiner)";
     pub const RUNS_WITHOUT_CAPABILITY: &str = "a precision the source ran on a device the core \

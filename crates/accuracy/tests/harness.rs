@@ -238,7 +238,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 66);
+    assert_eq!(run.results.len(), 67);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -384,6 +384,9 @@ fn points_in_other_wordings_are_expressed() {
     // An offload call among the other settings, not in the `offload` field.
     assert!(source("U-066").contains("offload       model"), "{}", source("U-066"));
     assert!(source("U-066").contains("vae_tiling    true"), "{}", source("U-066"));
+    // bitsandbytes named in the precision alone; sampled sequences expand the batch.
+    assert!(source("U-067").contains("weights  int8"), "{}", source("U-067"));
+    assert!(source("U-067").contains("sessions 8"), "{}", source("U-067"));
 }
 
 /// A point that ran a precision its device cannot run as the language models it (FP8 weights

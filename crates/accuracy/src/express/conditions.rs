@@ -1030,10 +1030,12 @@ fn runtime_is_transformers(point: &crate::data::Point) -> bool {
 /// The bits of a bitsandbytes quantization written in words (`bitsandbytes 8-bit`), in the
 /// quantization's wording or, when that names bitsandbytes alone, the weights' (`4-bit`).
 fn bnb_bits(q: &str, w: &str) -> Option<u32> {
-    if !(q.contains("bitsandbytes") || q.contains("bnb")) {
+    // bitsandbytes named in either field: `quantization: bitsandbytes 8-bit`, or the weight
+    // precision alone, `int8 (bitsandbytes)`.
+    let text = format!("{q} {w}");
+    if !(text.contains("bitsandbytes") || text.contains("bnb")) {
         return None;
     }
-    let text = format!("{q} {w}");
     if ["8-bit", "8bit", "int8"].iter().any(|word| text.contains(word)) {
         Some(8)
     } else if ["4-bit", "4bit", "int4", "nf4", "fp4"].iter().any(|word| text.contains(word)) {
@@ -1307,6 +1309,9 @@ mod version_tests {
         assert_eq!(word("transformers", "8-bit", Some("bitsandbytes")), Some("int8"));
         assert_eq!(word("transformers", "bf16", Some("none (bf16)")), Some("bf16"));
         assert_eq!(word("transformers", "8-bit", None), Some("int8"));
+        // bitsandbytes named in the precision alone.
+        assert_eq!(word("transformers", "int8 (bitsandbytes)", None), Some("int8"));
+        assert_eq!(word("transformers", "bnb 8-bit", None), Some("int8"));
         assert_eq!(word("ChatGLM", "INT4", Some("quantization_bit 4")), Some("int4"));
         assert_eq!(word("ChatGLM", "int8", Some("ChatGLM quantize(8)")), Some("int8"));
         assert_eq!(word("transformers", "INT4", Some("model.quantize(4)")), Some("int4"));

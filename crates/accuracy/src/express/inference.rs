@@ -29,6 +29,10 @@ pub(super) fn body(
         cx.gap(Gap::feature(feature::BESIDE_THE_MODEL, extra));
         return None;
     }
+    if let Some(what) = unmodelled_generation(cx.point).filter(|_| runtime == Runtime::PyTorch) {
+        cx.gap(Gap::feature(feature::GENERATE_OPTIONS, what));
+        return None;
+    }
     let weights = weights(cx, runtime, selector);
     let kv_cache = kv_cache(cx, runtime);
     let sessions = sessions(cx, runtime, selector);
@@ -263,8 +267,10 @@ pub(super) const GGML_KV_TYPES: [&str; 6] = ["q8_0", "q4_0", "q4_1", "q5_0", "q5
 fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Option<u64> {
     if let Some(batch) = cx.point.batch_size {
         // transformers' beam search expands every prompt to its beams before the prefill
-        // (`_expand_inputs_for_generation`): each beam is a sequence with its own cache.
-        return match beams(cx.point).filter(|_| runtime == Runtime::PyTorch) {
+        // (`_expand_inputs_for_generation`): each beam is a sequence with its own cache. A
+        // sampled generation expands it to its `num_return_sequences` the same way.
+        let expanded = beams(cx.point).or_else(|| return_sequences(cx.point));
+        return match expanded.filter(|_| runtime == Runtime::PyTorch) {
             Some(beams) => Some(batch.saturating_mul(beams)),
             None => Some(batch),
         };
@@ -337,6 +343,31 @@ fn beside_the_model(point: &crate::data::Point) -> Option<String> {
     .into_iter()
     .find(|(key, _)| settings.contains(key))
     .map(|(_, what)| format!("{what} beside {}", point.model))
+}
+
+/// A transformers `generate()` or loading option that changes the peak in a way the language
+/// does not model, if the settings name one: no KV cache (every step reruns the whole
+/// sequence), a quantized KV cache (`QuantizedCache`: a window of recent tokens at full
+/// precision beside the quantized rest), layers kept on the host (`max_memory`, `offload`
+/// in a device map) or the scores of every generated token kept (`output_scores`).
+fn unmodelled_generation(point: &crate::data::Point) -> Option<String> {
+    let settings = point.other_settings.as_deref().unwrap_or_default().to_lowercase();
+    let compact: String = settings.chars().filter(|c| !c.is_whitespace()).collect();
+    let found = if compact.contains("use_cache=false") || settings.contains("use_cache false") {
+        "generation without a KV cache (use_cache=False)"
+    } else if settings.contains("cache_implementation") && settings.contains("quantized") {
+        "transformers' quantized KV cache (QuantizedCache)"
+    } else if settings.contains("max_memory")
+        || settings.contains("offload_folder")
+        || (settings.contains("offload") && !settings.contains("no offload"))
+    {
+        "layers offloaded to the host by accelerate's device map"
+    } else if compact.contains("output_scores=true") || compact.contains("output_logits=true") {
+        "every generated token's scores kept (output_scores)"
+    } else {
+        return None;
+    };
+    Some(format!("{found}: {settings}"))
 }
 
 /// The context and, where the source fixes it, the tokens of the largest forward step; for an
@@ -436,6 +467,15 @@ fn beams(point: &crate::data::Point) -> Option<u64> {
             let words: Vec<&str> = text.split_whitespace().collect();
             words.windows(2).find_map(|w| (w[1] == "beams").then(|| leading_number(w[0])).flatten())
         })
+        .filter(|n| *n > 1)
+}
+
+/// The sequences a sampled generation returns per prompt (`num_return_sequences=4`), when more
+/// than one.
+fn return_sequences(point: &crate::data::Point) -> Option<u64> {
+    point
+        .setting(&["num_return_sequences"])
+        .and_then(|count| leading_number(&count))
         .filter(|n| *n > 1)
 }
 
@@ -796,6 +836,25 @@ mod tests {
             assert!(beside_the_model(&point(settings)).is_some(), "{settings}");
         }
         assert!(beside_the_model(&point("--max-model-len 8192")).is_none());
+    }
+
+    #[test]
+    fn generate_options_the_language_does_not_model() {
+        let point = |settings: &str| crate::data::Point {
+            other_settings: Some(settings.to_owned()),
+            ..crate::data::Point::default()
+        };
+        for settings in [
+            "use_cache=False",
+            "cache_implementation='quantized', cache_config={'nbits': 4}",
+            "device_map='auto', max_memory={0: '10GiB', 'cpu': '64GiB'}",
+            "output_scores = True, return_dict_in_generate=True",
+        ] {
+            assert!(unmodelled_generation(&point(settings)).is_some(), "{settings}");
+        }
+        for settings in ["use_cache=True", "cache_implementation='static'", "num_beams=4"] {
+            assert!(unmodelled_generation(&point(settings)).is_none(), "{settings}");
+        }
     }
 
     #[test]
