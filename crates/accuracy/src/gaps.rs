@@ -71,6 +71,10 @@ pub mod feature {
     pub const GENERATE_OPTIONS: &str = "a transformers generate() or loading option the \
          language does not model (no KV cache, a quantized KV cache, layers offloaded to the \
          host, every step's scores kept)";
+    pub const FP8_TRAINING: &str = "FP8 training (Transformer Engine or torchao float8 \
+         layers: FP8 copies and scales beside the 16-bit weights)";
+    pub const NAIVE_MODEL_PARALLEL: &str = "training one model split over GPUs by a device map \
+         (naive model parallelism)";
     pub const SIDE_NETWORK: &str = "a network run beside the denoiser (ControlNet, T2I-Adapter, \
          IP-Adapter, AnimateDiff's motion modules, SDXL's refiner)";
     pub const RUNS_WITHOUT_CAPABILITY: &str = "a precision the source ran on a device the core \

@@ -427,9 +427,17 @@ impl Cx<'_> {
             }
             None => None,
         };
-        let offload = match &point.offload {
+        // An offload named with the parallelism (`FSDP FULL_SHARD with cpu_offload`) when the
+        // offload field is empty.
+        let parallelism = point.parallelism.as_deref().unwrap_or_default();
+        let named_with_parallelism = parallelism.to_lowercase().contains("offload");
+        let stated_offload = point
+            .offload
+            .clone()
+            .filter(|stated| !is_none_word(stated))
+            .or_else(|| named_with_parallelism.then(|| parallelism.to_owned()));
+        let offload = match &stated_offload {
             None => Offload::None,
-            Some(stated) if is_none_word(stated) => Offload::None,
             Some(stated) => {
                 let lower = stated.to_lowercase();
                 if runs_ggml(&point.framework.to_lowercase())
@@ -440,7 +448,9 @@ impl Cx<'_> {
                 } else if lower.contains("enable_model_cpu_offload") {
                     self.gap(Gap::feature(feature::MODEL_OFFLOAD, stated.clone()));
                     Offload::None
-                } else if lower.contains("param") || (fsdp && lower.contains("cpu offload")) {
+                } else if lower.contains("param")
+                    || (fsdp && (lower.contains("cpu offload") || lower.contains("cpu_offload")))
+                {
                     // DeepSpeed `offload_param` and FSDP `CPUOffload(offload_params=True)` move
                     // the parameters and, with them, the optimizer state.
                     Offload::Parameters(stated.clone())

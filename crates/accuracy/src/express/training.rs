@@ -6,11 +6,42 @@ use std::fmt::Write as _;
 use super::Cx;
 use super::conditions::{Distribution, Offload};
 use crate::data::{Checkpointing, number_after};
-use crate::gaps::{Gap, assume, data};
+use crate::gaps::{Gap, assume, data, feature};
 use crate::models::{self, Family};
 
 /// Qwen's finetune.py `LoraArguments.lora_target_modules` default.
 const QWEN_FINETUNE_TARGETS: [&str; 4] = ["c_attn", "c_proj", "w1", "w2"];
+
+/// A training setup the language does not model, if the point names one: FP8 training
+/// (Transformer Engine's or torchao's float8 linear layers keep FP8 copies and scales beside the
+/// 16-bit weights), or one model split over GPUs by a device map (naive model parallelism:
+/// each GPU holds its layers' states and the whole micro-batch's activations of them, one GPU
+/// at work at a time), which the data-parallel default would misread.
+fn unmodelled_setup(point: &crate::data::Point) -> Option<(&'static str, String)> {
+    let text = [
+        Some(point.framework.as_str()),
+        point.other_settings.as_deref(),
+        point.compute_dtype.as_deref(),
+        point.parallelism.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" | ")
+    .to_lowercase();
+    let fp8 = ["transformer engine", "transformer_engine", "fp8_autocast", "float8 training"]
+        .iter()
+        .any(|word| text.contains(word))
+        || text.contains("fp8 training")
+        || (text.contains("fp8") && text.contains("te."));
+    if fp8 {
+        return Some((feature::FP8_TRAINING, text));
+    }
+    if point.num_gpus.is_some_and(|n| n > 1) && text.contains("device_map") {
+        return Some((feature::NAIVE_MODEL_PARALLEL, text));
+    }
+    None
+}
 
 /// The section's lines, or `None` when a gap stops it.
 /// `family` is `None` when the model is unknown: the conditions are still read for their gaps.
@@ -19,6 +50,10 @@ pub(super) fn body(
     family: Option<Family>,
     distribution: &Distribution,
 ) -> Option<String> {
+    if let Some((label, what)) = unmodelled_setup(cx.point) {
+        cx.gap(Gap::feature(label, what));
+        return None;
+    }
     let method = method(cx, family, distribution);
     let weights = cx.weight_format();
     let activations = weights.and_then(|weights| mixed_precision(cx, weights));
@@ -772,7 +807,11 @@ pub(super) fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
     let schedule_free =
         ["schedule-free", "schedule_free", "schedulefree"].iter().any(|word| lower.contains(word));
     let lamb = lower.contains("lamb") && !lower.contains("lambda");
-    if eight_bit && !(lower.contains("adam") || lamb) {
+    // Adam's relatives that keep other states: BAdam steps one block of layers at a time,
+    // Adam-mini keeps one second moment per block.
+    let adam_relative =
+        ["badam", "adam-mini", "adam_mini", "adammini"].iter().any(|word| lower.contains(word));
+    if adam_relative || (eight_bit && !(lower.contains("adam") || lamb)) {
         // One 8-bit state (bitsandbytes Lion8bit, RMSprop8bit, Adagrad8bit): no language
         // optimizer keeps those bytes.
         cx.unreadable("optimizer", &text);
@@ -909,6 +948,32 @@ mod tests {
     fn workload(fields: &str) -> String {
         let expressed = super::super::express(&point(fields)).expect("expressible");
         expressed.source.split("workload point").nth(1).expect("a workload").to_string()
+    }
+
+    #[test]
+    fn setups_the_language_does_not_model_are_feature_gaps() {
+        let gap = |fields: &str| match super::super::express(&point(fields)) {
+            Ok(_) => panic!("expressed: {fields}"),
+            Err(gaps) => gaps[0].label.to_string(),
+        };
+        assert_eq!(
+            gap(r#"{"other_settings": "fp8 training with Transformer Engine"}"#),
+            crate::gaps::feature::FP8_TRAINING
+        );
+        assert_eq!(
+            gap(r#"{"num_gpus": 2, "other_settings": "device_map='auto' across both GPUs"}"#),
+            crate::gaps::feature::NAIVE_MODEL_PARALLEL
+        );
+        assert_eq!(
+            gap(r#"{"optimizer": "BAdam (block coordinate descent)"}"#),
+            crate::gaps::data::UNREADABLE
+        );
+        // An offload named with the parallelism.
+        let fsdp = workload(
+            r#"{"workload": "training_full", "finetune_method": "full", "num_gpus": 4,
+                "parallelism": "FSDP FULL_SHARD with cpu_offload"}"#,
+        );
+        assert!(fsdp.contains("offload       parameters"), "{fsdp}");
     }
 
     #[test]
