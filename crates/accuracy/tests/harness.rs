@@ -238,7 +238,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 67);
+    assert_eq!(run.results.len(), 68);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -387,6 +387,8 @@ fn points_in_other_wordings_are_expressed() {
     // bitsandbytes named in the precision alone; sampled sequences expand the batch.
     assert!(source("U-067").contains("weights  int8"), "{}", source("U-067"));
     assert!(source("U-067").contains("sessions 8"), "{}", source("U-067"));
+    // A server's parallelism flags among the other settings.
+    assert!(source("U-068").contains("split tensor 2 data 2"), "{}", source("U-068"));
 }
 
 /// A point that ran a precision its device cannot run as the language models it (FP8 weights

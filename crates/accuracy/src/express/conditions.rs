@@ -106,7 +106,15 @@ fn stated_degrees(lower: &str) -> [Option<u32>; 3] {
         })
     };
     [
-        degree(&["tensor_parallel_size", "tensor parallel", "tensor-parallel", "tp_size", "tp"]),
+        // TGI shards every matrix over `--num-shard` GPUs: tensor parallelism.
+        degree(&[
+            "tensor_parallel_size",
+            "tensor parallel",
+            "tensor-parallel",
+            "tp_size",
+            "tp",
+            "num_shard",
+        ]),
         degree(&[
             "pipeline_parallel_size",
             "pipeline parallel",
@@ -310,7 +318,15 @@ impl Cx<'_> {
     pub(crate) fn split(&mut self) -> Option<Split> {
         let point = self.point;
         let count = point.num_gpus.unwrap_or(1);
-        let text = point.parallelism.clone().unwrap_or_default();
+        let mut text = point.parallelism.clone().unwrap_or_default();
+        if text.trim().is_empty() && count > 1 {
+            // A server's flags among the other settings (`--tensor-parallel-size 2`, TGI's
+            // `--num-shard 4`, SGLang's `--tp 2 --dp 2`), when the parallelism is left empty.
+            let flags = point.other_settings.as_deref().unwrap_or_default().replace('-', "_");
+            if stated_degrees(&flags.to_lowercase()).iter().any(Option::is_some) {
+                text = flags;
+            }
+        }
         let lower = text.to_lowercase();
         let any = |words: &[&str]| words.iter().any(|w| lower.contains(w));
         // llama.cpp's split modes: `-sm layer` (its default) gives each GPU whole layers,
@@ -325,8 +341,14 @@ impl Cx<'_> {
                 return None;
             }
             Split::Grid(tensor, pipeline, data)
-        } else if any(&["tensor parallel", "tensor-parallel", "tensor_parallel", "tp=", "tp "])
-            || squashed.contains("smrow")
+        } else if any(&[
+            "tensor parallel",
+            "tensor-parallel",
+            "tensor_parallel",
+            "tp=",
+            "tp ",
+            "num_shard",
+        ]) || squashed.contains("smrow")
             || squashed.contains("splitmoderow")
             || squashed.contains("rowsplit")
         {
@@ -1299,6 +1321,23 @@ mod version_tests {
         assert_eq!(split("vLLM", "tensor parallel 2"), Some(Split::Tensor(2)));
         assert_eq!(split("transformers", "device_map=\"auto\""), Some(Split::Pipeline(2)));
         assert_eq!(split("transformers", "expert sharding by vibes"), None);
+        // A server's flags among the other settings when the parallelism is empty.
+        let flags = |framework: &str, settings: &str| {
+            let point = crate::data::Point {
+                framework: framework.to_owned(),
+                other_settings: Some(settings.to_owned()),
+                num_gpus: Some(4),
+                workload: "llm_inference".to_owned(),
+                ..crate::data::Point::default()
+            };
+            super::super::Cx::new(&point).split()
+        };
+        assert_eq!(flags("TGI 2.0", "--num-shard 4"), Some(Split::Tensor(4)));
+        assert_eq!(flags("SGLang 0.4", "--tp 2 --dp 2"), Some(Split::Grid(2, 1, 2)));
+        assert_eq!(
+            flags("vLLM", "--tensor-parallel-size 2 --pipeline-parallel-size 2"),
+            Some(Split::Grid(2, 2, 1))
+        );
     }
 
     /// Weight formats in other data sets' words.
