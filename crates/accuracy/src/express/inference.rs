@@ -33,6 +33,11 @@ pub(super) fn body(
         cx.gap(Gap::feature(feature::GENERATE_OPTIONS, what));
         return None;
     }
+    if runtime == Runtime::LlamaCpp && kv_on_host(cx.point) {
+        let settings = cx.point.other_settings.clone().unwrap_or_default();
+        cx.gap(Gap::feature(feature::KV_ON_HOST, settings));
+        return None;
+    }
     let weights = weights(cx, runtime, selector);
     let kv_cache = kv_cache(cx, runtime);
     let sessions = sessions(cx, runtime, selector);
@@ -368,6 +373,19 @@ fn unmodelled_generation(point: &crate::data::Point) -> Option<String> {
         return None;
     };
     Some(format!("{found}: {settings}"))
+}
+
+/// llama.cpp told to keep its KV cache in host memory (`--no-kv-offload`, `-nkvo`,
+/// `no_kv_offload`, `offload_kqv=False` in its Python binding).
+fn kv_on_host(point: &crate::data::Point) -> bool {
+    let settings = point.other_settings.as_deref().unwrap_or_default().to_lowercase();
+    let flags = settings.replace('-', "_");
+    let compact: String = settings.chars().filter(|c| !c.is_whitespace()).collect();
+    flags.contains("no_kv_offload")
+        || flags
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == "_nkvo" || w == "nkvo")
+        || compact.contains("offload_kqv=false")
 }
 
 /// The context and, where the source fixes it, the tokens of the largest forward step; for an
@@ -855,6 +873,18 @@ mod tests {
         for settings in ["use_cache=True", "cache_implementation='static'", "num_beams=4"] {
             assert!(unmodelled_generation(&point(settings)).is_none(), "{settings}");
         }
+    }
+
+    #[test]
+    fn a_kv_cache_kept_on_the_host_is_read_from_the_flags() {
+        let point = |settings: &str| crate::data::Point {
+            other_settings: Some(settings.to_owned()),
+            ..crate::data::Point::default()
+        };
+        for settings in ["-c 8192 -ngl 99 --no-kv-offload", "-nkvo -ngl 99", "offload_kqv=False"] {
+            assert!(kv_on_host(&point(settings)), "{settings}");
+        }
+        assert!(!kv_on_host(&point("-c 8192 -ngl 99 -fa")));
     }
 
     #[test]
