@@ -239,7 +239,7 @@ const AMPERE_PRECISIONS: &str = "fp32 tf32 fp16 bf16 int8";
 
 /// GeForce cards by model number and suffix, with the memory of their common (or only)
 /// variant, from NVIDIA's specifications pages: `(number, suffix, GB)`; "" is the plain card.
-const GEFORCE_MEMORY: [(&str, &str, u64); 28] = [
+const GEFORCE_MEMORY: [(&str, &str, u64); 30] = [
     ("1060", "", 6),
     ("1070", "", 8),
     ("1080", "", 8),
@@ -268,6 +268,10 @@ const GEFORCE_MEMORY: [(&str, &str, u64); 28] = [
     ("5080", "", 16),
     ("titan", "rtx", 24),
     ("titan", "v", 12),
+    // Data-center and workstation cards of those generations: the Tesla P40 (24 GB GDDR5) and
+    // the Quadro RTX 8000 (48 GB GDDR6), whose only variants these are.
+    ("p40", "", 24),
+    ("8000", "", 48),
 ];
 
 /// The usual memory of a GeForce card named without it, and the card's name.
@@ -306,6 +310,10 @@ fn geforce_generation(words: &[&str]) -> (&'static str, &'static str, &'static s
         } else {
             ("turing", "7.5", "fp32 fp16 int8")
         };
+    }
+    if words.contains(&"quadro") && words.contains(&"rtx") {
+        // Quadro RTX 4000 to 8000: Turing, sm_75.
+        return ("turing", "7.5", "fp32 fp16 int8");
     }
     let number =
         words.iter().find_map(|w| w.parse::<u32>().ok().filter(|n| (1000..10000).contains(n)));
@@ -370,6 +378,11 @@ mod tests {
         // A card named without its memory: its usual size, not stated.
         assert_eq!(device("RTX 3060"), Some(("gpu-12gb".to_owned(), false)));
         assert_eq!(device("GeForce RTX 3080 Ti"), Some(("gpu-12gb".to_owned(), false)));
+        // The Tesla P40 and the Quadro RTX 8000, with their only sizes and generations.
+        let p40 = read("Tesla P40").and_then(|gpu| gpu.declaration).unwrap_or_default();
+        assert!(p40.contains("memory     24 GiB marketed") && p40.contains("pascal"), "{p40}");
+        let quadro = read("Quadro RTX 8000").and_then(|gpu| gpu.declaration).unwrap_or_default();
+        assert!(quadro.contains("48 GiB") && quadro.contains("turing"), "{quadro}");
         assert_eq!(device("RTX 4060 Ti 16GB"), stated("gpu-16gb"));
         let titan = read("NVIDIA Titan RTX").and_then(|gpu| gpu.declaration).unwrap_or_default();
         assert!(
