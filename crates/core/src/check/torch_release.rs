@@ -1,5 +1,5 @@
-//! `torch "2.0"`: the PyTorch release a training run used, and how its multi-tensor optimizer
-//! step follows from it.
+//! `torch "2.0"`: the PyTorch release a training run used, and the defaults that follow from
+//! it: the multi-tensor optimizer step's intermediates, `zero_grad` and the attention.
 //!
 //! - Before 2.0 the optimizers' `foreach=None` meant a per-tensor loop; 2.0 made the
 //!   multi-tensor (`foreach`) step the default on CUDA (`_default_to_fused_or_foreach`).
