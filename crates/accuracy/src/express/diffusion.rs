@@ -763,11 +763,19 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         return None;
     }
     let precisions = precisions(cx, &pipeline);
+    // The pipeline repeats each prompt's latents `num_images_per_prompt` (or, for video,
+    // `num_videos_per_prompt`) times: a batch of prompts × images.
+    let per_prompt = cx
+        .point
+        .setting(&["num_images_per_prompt", "num_videos_per_prompt"])
+        .and_then(|count| crate::data::leading_number(&count))
+        .filter(|n| *n > 1);
     let batch = cx
         .point
         .batch_size
+        .or_else(|| per_prompt.map(|_| 1))
         .or_else(|| cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none")))
-        .unwrap_or(0);
+        .map_or(0, |prompts| prompts.saturating_mul(per_prompt.unwrap_or(1)));
     let switches = offload(cx, batch);
     let ((width, height), (base, denoiser, encoders), switches) =
         (resolution?, precisions?, switches?);
@@ -1689,6 +1697,21 @@ mod tests {
         assert!(
             other.contains("denoiser_weights int4-g128") && !other.contains("text_encoder_weights")
         );
+    }
+
+    #[test]
+    fn images_per_prompt_multiply_the_batch() {
+        let four = expressed(
+            "stabilityai/stable-diffusion-xl-base-1.0",
+            r#"{"image_or_video": "1024x1024", "other_settings": "num_images_per_prompt=4"}"#,
+        );
+        assert!(four.contains("batch         4"), "{four}");
+        let eight = expressed(
+            "stabilityai/stable-diffusion-xl-base-1.0",
+            r#"{"image_or_video": "1024x1024", "batch_size": 2,
+                "other_settings": "num_images_per_prompt 4"}"#,
+        );
+        assert!(eight.contains("batch         8"), "{eight}");
     }
 
     #[test]
