@@ -238,7 +238,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 68);
+    assert_eq!(run.results.len(), 69);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -389,6 +389,9 @@ fn points_in_other_wordings_are_expressed() {
     assert!(source("U-067").contains("sessions 8"), "{}", source("U-067"));
     // A server's parallelism flags among the other settings.
     assert!(source("U-068").contains("split tensor 2 data 2"), "{}", source("U-068"));
+    // vLLM's --enforce-eager turns CUDA graphs off, not its attention kernels.
+    assert!(!source("U-069").contains("attention eager"), "{}", source("U-069"));
+    assert!(source("U-069").contains("max_sequences 64"), "{}", source("U-069"));
 }
 
 /// A point that ran a precision its device cannot run as the language models it (FP8 weights

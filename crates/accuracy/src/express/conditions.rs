@@ -818,8 +818,15 @@ impl Cx<'_> {
         let point = self.point;
         let settings = point.other_settings.clone().unwrap_or_default().to_lowercase();
         let kv = point.kv_cache_dtype.clone().unwrap_or_default().to_lowercase();
-        // vLLM's `enforce_eager` turns CUDA graphs off; it says nothing of attention.
-        settings.replace("enforce_eager", "").contains("eager")
+        // vLLM's `enforce_eager` (`--enforce-eager`) and TensorRT-LLM's or SGLang's eager modes
+        // turn CUDA graphs off; they say nothing of attention, which a serving engine always
+        // runs in its own kernels.
+        let framework = point.framework.to_lowercase();
+        let serving = ["vllm", "sglang", "tensorrt", "trt-llm", "lmdeploy", "text-generation"]
+            .iter()
+            .any(|name| framework.contains(name));
+        let settings = settings.replace('-', "_").replace("enforce_eager", "");
+        (!serving && settings.contains("eager"))
             || settings.contains("flash_attn 0")
             || settings == "default attention"
             || kv.contains("flash attention disabled")

@@ -33,6 +33,14 @@ pub(super) fn body(
         cx.gap(Gap::feature(feature::GENERATE_OPTIONS, what));
         return None;
     }
+    let flags =
+        cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase().replace('-', "_");
+    if runtime == Runtime::Vllm && number_after(&flags, "cpu_offload_gb").is_some_and(|gb| gb > 0) {
+        // vLLM's `--cpu-offload-gb`: that many GB of weights stay in host memory, streamed in
+        // for every forward pass.
+        cx.gap(Gap::feature(feature::KV_ON_HOST, flags));
+        return None;
+    }
     if runtime == Runtime::LlamaCpp && kv_on_host(cx.point) {
         let settings = cx.point.other_settings.clone().unwrap_or_default();
         cx.gap(Gap::feature(feature::KV_ON_HOST, settings));
@@ -92,7 +100,9 @@ pub(super) fn body(
     if let Some(percent) = stated_memory_fraction(cx, runtime) {
         let _ = writeln!(out, "    memory_fraction {percent} %");
     }
-    if runtime == Runtime::Vllm && !vllm_v1(cx) {
+    if let Some(seqs) = stated_max_num_seqs(cx.point).filter(|_| runtime == Runtime::Vllm) {
+        let _ = writeln!(out, "    max_sequences {seqs}  # --max-num-seqs");
+    } else if runtime == Runtime::Vllm && !vllm_v1(cx) {
         // This data set's engines are V0 (v0.5-v0.6), whose max_num_seqs defaulted to 256 on
         // every GPU; the language's default is V1's (the default engine from 0.8), 1024 on large
         // GPUs, which a point on 0.8 or later keeps.
@@ -282,6 +292,9 @@ fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Op
     }
     match runtime {
         Runtime::Vllm => {
+            if let Some(seqs) = stated_max_num_seqs(cx.point) {
+                return Some(seqs);
+            }
             cx.assume(
                 assume::RUNTIME_DEFAULT,
                 format!("sessions: vLLM max_num_seqs {VLLM_MAX_NUM_SEQS}"),
@@ -486,6 +499,12 @@ fn beams(point: &crate::data::Point) -> Option<u64> {
             words.windows(2).find_map(|w| (w[1] == "beams").then(|| leading_number(w[0])).flatten())
         })
         .filter(|n| *n > 1)
+}
+
+/// vLLM's `--max-num-seqs` (`max_num_seqs=64`), when stated.
+fn stated_max_num_seqs(point: &crate::data::Point) -> Option<u64> {
+    let settings = point.other_settings.as_deref().unwrap_or_default().to_lowercase();
+    number_after(&settings.replace('-', "_"), "max_num_seqs").filter(|n| (1..=65_536).contains(n))
 }
 
 /// The sequences a sampled generation returns per prompt (`num_return_sequences=4`), when more
@@ -873,6 +892,17 @@ mod tests {
         for settings in ["use_cache=True", "cache_implementation='static'", "num_beams=4"] {
             assert!(unmodelled_generation(&point(settings)).is_none(), "{settings}");
         }
+    }
+
+    #[test]
+    fn a_stated_max_num_seqs_is_read() {
+        let point = |settings: &str| crate::data::Point {
+            other_settings: Some(settings.to_owned()),
+            ..crate::data::Point::default()
+        };
+        assert_eq!(stated_max_num_seqs(&point("--max-model-len 8192 --max-num-seqs 64")), Some(64));
+        assert_eq!(stated_max_num_seqs(&point("max_num_seqs=32")), Some(32));
+        assert_eq!(stated_max_num_seqs(&point("--max-model-len 8192")), None);
     }
 
     #[test]
