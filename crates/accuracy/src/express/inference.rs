@@ -119,7 +119,9 @@ pub(super) fn body(
     if cx.eager_attention() {
         out.push_str("    attention eager\n");
     }
-    if let Some(compute) = bnb_4bit_compute(cx, weights) {
+    // transformers' BitsAndBytesConfig default; serving engines compute in the model's type.
+    let transformers = runtime == Runtime::PyTorch;
+    if let Some(compute) = bnb_4bit_compute(cx, weights).filter(|_| transformers) {
         let _ = writeln!(out, "    compute  {compute}  # bnb_4bit_compute_dtype");
     }
     if runtime == Runtime::PyTorch && family == Some(Family::QwenV1) {
@@ -441,7 +443,7 @@ fn context(
         }
     } else if let Some(output) = point.output_tokens {
         prompt.saturating_add(output)
-    } else if let Some(tokens) = number_after(&settings, "max_model_len") {
+    } else if let Some(tokens) = server_context(&settings) {
         tokens
     } else if prompt > 0 {
         cx.assume(
@@ -483,6 +485,15 @@ fn context(
         Runtime::Lmdeploy => number_after(&settings.replace('-', "_"), "max_prefill_token_num"),
     };
     Some((context, prefill, None))
+}
+
+/// The context a server is started with: vLLM's `--max-model-len`, TGI's `--max-total-tokens`,
+/// SGLang's `--context-length`, LMDeploy's `--session-len`, TensorRT-LLM's `--max_seq_len`.
+fn server_context(settings: &str) -> Option<u64> {
+    let flags = settings.to_lowercase().replace('-', "_");
+    ["max_model_len", "max_total_tokens", "context_length", "session_len", "max_seq_len"]
+        .iter()
+        .find_map(|key| number_after(&flags, key))
 }
 
 /// The context a pooling server's point is given when it states none: vLLM's largest default
@@ -712,12 +723,14 @@ fn vllm_v1(cx: &Cx<'_>) -> bool {
 /// `gpu_memory_utilization`, SGLang's `mem_fraction_static` or TGI's `cuda_memory_fraction`
 /// (times its 95 % wiggle room), written with underscores or as the flag's hyphens.
 fn stated_memory_fraction(cx: &mut Cx<'_>, runtime: Runtime) -> Option<u64> {
-    let key = match runtime {
-        Runtime::Vllm => "gpu_memory_utilization",
-        Runtime::Sglang => "mem_fraction_static",
-        Runtime::Tgi => "cuda_memory_fraction",
-        Runtime::TensorrtLlm => "free_gpu_memory_fraction",
-        Runtime::Lmdeploy => "cache_max_entry_count",
+    let keys: &[&str] = match runtime {
+        Runtime::Vllm => &["gpu_memory_utilization"],
+        Runtime::Sglang => &["mem_fraction_static"],
+        Runtime::Tgi => &["cuda_memory_fraction"],
+        // The KV cache config's `free_gpu_memory_fraction`, spelled
+        // `--kv_cache_free_gpu_mem_fraction` by the C++ benchmarks and the Triton backend.
+        Runtime::TensorrtLlm => &["free_gpu_memory_fraction", "free_gpu_mem_fraction"],
+        Runtime::Lmdeploy => &["cache_max_entry_count"],
         _ => return None,
     };
     let text = format!(
@@ -729,8 +742,9 @@ fn stated_memory_fraction(cx: &mut Cx<'_>, runtime: Runtime) -> Option<u64> {
     .to_lowercase()
     .replace('-', "_");
     let wiggle = if runtime == Runtime::Tgi { tgi_wiggle_room(cx) } else { 100 };
-    let stated = text.find(key).and_then(|at| {
-        let rest = text[at + key.len()..].trim_start_matches([' ', '(', '=', ':']);
+    let found = keys.iter().find_map(|key| text.find(key).map(|at| at + key.len()));
+    let stated = found.and_then(|end| {
+        let rest = text[end..].trim_start_matches([' ', '(', '=', ':']);
         let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         rest[..end].parse::<f64>().ok().filter(|f| *f > 0.0 && *f <= 1.0)
     });
@@ -757,7 +771,10 @@ fn stated_memory_fraction(cx: &mut Cx<'_>, runtime: Runtime) -> Option<u64> {
     // Whole percents: the language's unit, and the precision these settings are written in.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "0 < f <= 1")]
     let percent = (fraction * f64::from(u32::try_from(wiggle).unwrap_or(100))).round() as u64;
-    cx.assume(assume::SCRIPT_SETTING, format!("{key} {fraction}: memory_fraction {percent} %"));
+    cx.assume(
+        assume::SCRIPT_SETTING,
+        format!("{} {fraction}: memory_fraction {percent} %", keys[0]),
+    );
     Some(percent)
 }
 
@@ -892,6 +909,16 @@ mod tests {
         for settings in ["use_cache=True", "cache_implementation='static'", "num_beams=4"] {
             assert!(unmodelled_generation(&point(settings)).is_none(), "{settings}");
         }
+    }
+
+    #[test]
+    fn a_servers_context_in_its_own_flag() {
+        assert_eq!(server_context("--max-model-len 16384 --enforce-eager"), Some(16384));
+        assert_eq!(server_context("--max-total-tokens 4096 --quantize awq"), Some(4096));
+        assert_eq!(server_context("--context-length 8192 --tp 2"), Some(8192));
+        assert_eq!(server_context("--session-len 32768"), Some(32768));
+        assert_eq!(server_context("max_seq_len=2048"), Some(2048));
+        assert_eq!(server_context("--gpu-memory-utilization 0.9"), None);
     }
 
     #[test]
