@@ -726,6 +726,18 @@ impl Cx<'_> {
             || bnb_bits(&q, &w) == Some(8)
         {
             Ok(("int8", None))
+        } else if unsloth_4bit(point, &q, &w) {
+            Ok((
+                "nf4-dq",
+                Some((
+                    assume::RUNTIME_DEFAULT,
+                    format!(
+                        "{both}: Unsloth loads 4-bit weights as NF4 with double quantization \
+                         (FastLanguageModel's BitsAndBytesConfig, unsloth/models/llama.py; its \
+                         -bnb-4bit uploads likewise)"
+                    ),
+                )),
+            ))
         } else if q.contains("load_in_4bit")
             || (bnb_bits(&q, &w) == Some(4) && !q.contains("nf4") && !w.contains("nf4"))
         {
@@ -1068,6 +1080,18 @@ fn runtime_is_transformers(point: &crate::data::Point) -> bool {
 
 /// The bits of a bitsandbytes quantization written in words (`bitsandbytes 8-bit`), in the
 /// quantization's wording or, when that names bitsandbytes alone, the weights' (`4-bit`).
+/// bitsandbytes 4-bit weights loaded by Unsloth, or one of its pre-quantized `-bnb-4bit`
+/// uploads: NF4 with double quantization, whatever transformers' own default, unless the
+/// point says FP4.
+fn unsloth_4bit(point: &crate::data::Point, q: &str, w: &str) -> bool {
+    let model = point.model.to_lowercase();
+    let unsloth = point.framework.to_lowercase().contains("unsloth")
+        || (model.contains("unsloth/") && model.contains("bnb-4bit"));
+    let text = format!("{q} {w}");
+    let four_bit = ["4-bit", "4bit", "load_in_4bit", "nf4"].iter().any(|word| text.contains(word));
+    unsloth && four_bit && !text.contains("fp4")
+}
+
 fn bnb_bits(q: &str, w: &str) -> Option<u32> {
     // bitsandbytes named in either field: `quantization: bitsandbytes 8-bit`, or the weight
     // precision alone, `int8 (bitsandbytes)`.
@@ -1365,6 +1389,10 @@ mod version_tests {
         assert_eq!(word("transformers", "8-bit", Some("bitsandbytes")), Some("int8"));
         assert_eq!(word("transformers", "bf16", Some("none (bf16)")), Some("bf16"));
         assert_eq!(word("transformers", "8-bit", None), Some("int8"));
+        // Unsloth's 4-bit loading is NF4 with double quantization.
+        assert_eq!(word("Unsloth 2024.9", "4-bit", Some("load_in_4bit=True")), Some("nf4-dq"));
+        assert_eq!(word("Unsloth", "nf4", None), Some("nf4-dq"));
+        assert_eq!(word("Unsloth", "fp4", Some("bnb fp4")), Some("fp4"));
         // bitsandbytes named in the precision alone.
         assert_eq!(word("transformers", "int8 (bitsandbytes)", None), Some("int8"));
         assert_eq!(word("transformers", "bnb 8-bit", None), Some("int8"));
