@@ -425,12 +425,26 @@ impl Cx<'_> {
     pub(crate) fn distribution(&mut self) -> Distribution {
         let point = self.point;
         let text = point.all_text();
-        let stage = point.zero_stage.or_else(|| {
-            ["zero-3", "zero 3", "zero3"].iter().any(|w| text.contains(w)).then_some(3).or_else(
-                || ["zero-2", "zero 2", "zero2"].iter().any(|w| text.contains(w)).then_some(2),
-            )
-        });
-        let fsdp = point.parallelism.as_deref().unwrap_or_default().to_lowercase().contains("fsdp");
+        // "ZeRO-3", "zero3", or "ZeRO stage 3" / "DeepSpeed stage 2".
+        let staged = |n: u32| {
+            let deepspeed = text.contains("zero") || text.contains("deepspeed");
+            [format!("zero-{n}"), format!("zero {n}"), format!("zero{n}")]
+                .iter()
+                .any(|w| text.contains(w.as_str()))
+                || (deepspeed
+                    && [format!("stage {n}"), format!("stage-{n}"), format!("stage_{n}")]
+                        .iter()
+                        .any(|w| text.contains(w.as_str())))
+        };
+        let stage = point
+            .zero_stage
+            .or_else(|| staged(3).then_some(3))
+            .or_else(|| staged(2).then_some(2))
+            .or_else(|| staged(1).then_some(1));
+        let fsdp = [point.parallelism.as_deref(), point.other_settings.as_deref()]
+            .into_iter()
+            .flatten()
+            .any(|text| text.to_lowercase().contains("fsdp"));
         let sharding = match stage {
             Some(1) => Some("zero1"),
             Some(2) => Some("zero2"),
@@ -453,11 +467,19 @@ impl Cx<'_> {
         // offload field is empty.
         let parallelism = point.parallelism.as_deref().unwrap_or_default();
         let named_with_parallelism = parallelism.to_lowercase().contains("offload");
+        // DeepSpeed's `offload_param` / `offload_optimizer` and FSDP's `cpu_offload` named among
+        // the other settings (a config file's keys).
+        let settings = point.other_settings.as_deref().unwrap_or_default();
+        let lower_settings = settings.to_lowercase();
+        let named_in_settings = ["offload_param", "offload_optimizer", "cpu_offload"]
+            .iter()
+            .any(|key| lower_settings.contains(key));
         let stated_offload = point
             .offload
             .clone()
             .filter(|stated| !is_none_word(stated))
-            .or_else(|| named_with_parallelism.then(|| parallelism.to_owned()));
+            .or_else(|| named_with_parallelism.then(|| parallelism.to_owned()))
+            .or_else(|| named_in_settings.then(|| settings.to_owned()));
         let offload = match &stated_offload {
             None => Offload::None,
             Some(stated) => {

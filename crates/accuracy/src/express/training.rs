@@ -974,6 +974,21 @@ mod tests {
                 "parallelism": "FSDP FULL_SHARD with cpu_offload"}"#,
         );
         assert!(fsdp.contains("offload       parameters"), "{fsdp}");
+        // DeepSpeed's stage in words, its config's offload keys and FSDP among the settings.
+        let full = |extra: &str| {
+            workload(&format!(
+                r#"{{"workload": "training_full", "finetune_method": "full", "num_gpus": 4, {extra}}}"#
+            ))
+        };
+        let stage2 = full(r#""parallelism": "DeepSpeed ZeRO stage 2""#);
+        assert!(stage2.contains("sharding      zero2"), "{stage2}");
+        let offloaded = full(
+            r#""other_settings": "zero3_offload.json (offload_optimizer cpu, offload_param cpu)""#,
+        );
+        assert!(offloaded.contains("sharding      zero3"), "{offloaded}");
+        assert!(offloaded.contains("offload       parameters"), "{offloaded}");
+        let fsdp = full(r#""other_settings": "FSDP: full_shard auto_wrap""#);
+        assert!(fsdp.contains("sharding      fsdp-full"), "{fsdp}");
     }
 
     #[test]
