@@ -426,7 +426,7 @@ impl Cx<'_> {
         let point = self.point;
         let text = point.all_text();
         // "ZeRO-3", "zero3", or "ZeRO stage 3" / "DeepSpeed stage 2".
-        let staged = |n: u32| {
+        let names_stage = |n: u32| {
             let deepspeed = text.contains("zero") || text.contains("deepspeed");
             [format!("zero-{n}"), format!("zero {n}"), format!("zero{n}")]
                 .iter()
@@ -438,9 +438,9 @@ impl Cx<'_> {
         };
         let stage = point
             .zero_stage
-            .or_else(|| staged(3).then_some(3))
-            .or_else(|| staged(2).then_some(2))
-            .or_else(|| staged(1).then_some(1));
+            .or_else(|| names_stage(3).then_some(3))
+            .or_else(|| names_stage(2).then_some(2))
+            .or_else(|| names_stage(1).then_some(1));
         let fsdp = [point.parallelism.as_deref(), point.other_settings.as_deref()]
             .into_iter()
             .flatten()
