@@ -136,7 +136,7 @@ impl Point {
     /// All the free-text condition fields, lower-cased and joined, for keyword rules that may
     /// find a setting in any of them (a ZeRO stage is sometimes only in the method's text).
     pub fn all_text(&self) -> String {
-        [
+        lower_joined([
             Some(self.framework.as_str()),
             self.framework_version.as_deref(),
             self.finetune_method.as_deref(),
@@ -144,13 +144,13 @@ impl Point {
             self.offload.as_deref(),
             self.other_settings.as_deref(),
             self.components_included.as_deref(),
-        ]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join(" | ")
-        .to_lowercase()
+        ])
     }
+}
+
+/// The fields that are present, joined by ` | ` and lower-cased: the text keyword rules read.
+pub(crate) fn lower_joined<'a>(fields: impl IntoIterator<Item = Option<&'a str>>) -> String {
+    fields.into_iter().flatten().collect::<Vec<_>>().join(" | ").to_lowercase()
 }
 
 /// The whole number a text starts with, after an optional `~`: `~20 (prompt ...)` is 20.

@@ -75,7 +75,7 @@ pub mod feature {
          layers: FP8 copies and scales beside the 16-bit weights)";
     pub const NAIVE_MODEL_PARALLEL: &str = "training one model split over GPUs by a device map \
          (naive model parallelism)";
-    pub const KV_ON_HOST: &str = "part of the model kept in host memory by a serving engine \
+    pub const HELD_ON_HOST: &str = "part of the model kept in host memory by a serving engine \
          (llama.cpp's --no-kv-offload for its KV cache, vLLM's --cpu-offload-gb for weights)";
     pub const SIDE_NETWORK: &str = "a network run beside the denoiser (ControlNet, T2I-Adapter, \
          IP-Adapter, AnimateDiff's motion modules, SDXL's refiner)";

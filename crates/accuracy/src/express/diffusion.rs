@@ -678,18 +678,13 @@ fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
 /// the point: its weights and activations would be missing from the estimate, so the point is
 /// a feature gap rather than the bare pipeline's.
 fn side_network(point: &crate::data::Point) -> Option<&'static str> {
-    let text = [
+    let text = crate::data::lower_joined([
         Some(point.model.as_str()),
         Some(point.framework.as_str()),
         point.other_settings.as_deref(),
         point.image_or_video.as_deref(),
-    ]
-    .into_iter()
-    .flatten()
-    .collect::<Vec<_>>()
-    .join(" ")
-    .to_lowercase()
-    .replace(['-', '_', ' '], "");
+    ])
+    .replace(['-', '_', ' ', '|'], "");
     [
         ("controlnet", "ControlNet"),
         ("t2iadapter", "T2I-Adapter"),
@@ -984,17 +979,12 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
 /// its settings say (diffusers' `benchmarks/`: `FluxTransformer2DModel` called on random
 /// inputs, `max_memory_allocated` over its forwards).
 fn denoiser_alone(point: &crate::data::Point) -> bool {
-    let text = [
+    let text = crate::data::lower_joined([
         point.components_included.as_deref(),
         point.measurement_scope.as_deref(),
         Some(point.framework.as_str()),
         point.other_settings.as_deref(),
-    ]
-    .into_iter()
-    .flatten()
-    .collect::<Vec<_>>()
-    .join(" | ")
-    .to_lowercase();
+    ]);
     [
         "denoiser only",
         "transformer only",
@@ -1724,7 +1714,7 @@ mod tests {
         assert!(gaps[0].detail.starts_with("ControlNet"), "{}", gaps[0].detail);
         let ip = expressed_gaps(
             "stabilityai/stable-diffusion-xl-base-1.0",
-            r#"{"other_settings": "load_ip_adapter(h94/IP-Adapter)"}"#,
+            r#"{"image_or_video": "1024x1024", "other_settings": "load_ip_adapter(h94/IP-Adapter)"}"#,
         );
         assert_eq!(ip[0].label, crate::gaps::feature::SIDE_NETWORK);
     }
@@ -1820,24 +1810,8 @@ mod tests {
         }
     }
 
-    /// The gaps that stop a point with `changes` from being expressed.
-    fn expressed_gaps(model: &str, changes: &str) -> Vec<crate::gaps::Gap> {
-        let defaults = serde_json::json!({
-            "id": "T-1", "source_id": "T", "workload": "diffusion_inference",
-            "model": model, "framework": "diffusers", "weight_precision": "fp16",
-            "gpu_type": "RTX 4090", "batch_size": 1, "image_or_video": "1024x1024",
-            "measured_kind": "peak", "value": 10, "unit": "GB",
-            "measurement_method": "torch.cuda.max_memory_allocated()"
-        });
-        let point = super::super::test_point(defaults, changes);
-        match super::super::express(&point) {
-            Ok(_) => panic!("{model}: expressed"),
-            Err(gaps) => gaps,
-        }
-    }
-
-    /// The workload a point with `changes` expresses, the diffusion section's lines.
-    fn expressed(model: &str, changes: &str) -> String {
+    /// A diffusers point for `model` on an RTX 4090, with `changes` over its defaults.
+    fn diffusion_point(model: &str, changes: &str) -> crate::data::Point {
         let defaults = serde_json::json!({
             "id": "T-1", "source_id": "T", "workload": "diffusion_inference",
             "model": model, "framework": "diffusers", "weight_precision": "fp16",
@@ -1845,7 +1819,20 @@ mod tests {
             "measured_kind": "peak", "value": 10, "unit": "GB",
             "measurement_method": "torch.cuda.max_memory_allocated()"
         });
-        let point = super::super::test_point(defaults, changes);
+        super::super::test_point(defaults, changes)
+    }
+
+    /// The gaps that stop a point with `changes` from being expressed.
+    fn expressed_gaps(model: &str, changes: &str) -> Vec<crate::gaps::Gap> {
+        match super::super::express(&diffusion_point(model, changes)) {
+            Ok(_) => panic!("{model}: expressed"),
+            Err(gaps) => gaps,
+        }
+    }
+
+    /// The workload a point with `changes` expresses, the diffusion section's lines.
+    fn expressed(model: &str, changes: &str) -> String {
+        let point = diffusion_point(model, changes);
         let source =
             super::super::express(&point).unwrap_or_else(|gaps| panic!("{model}: {gaps:?}")).source;
         let errors: Vec<_> = vram_core::evaluate(&source)

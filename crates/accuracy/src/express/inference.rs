@@ -33,17 +33,9 @@ pub(super) fn body(
         cx.gap(Gap::feature(feature::GENERATE_OPTIONS, what));
         return None;
     }
-    let flags =
-        cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase().replace('-', "_");
-    if runtime == Runtime::Vllm && number_after(&flags, "cpu_offload_gb").is_some_and(|gb| gb > 0) {
-        // vLLM's `--cpu-offload-gb`: that many GB of weights stay in host memory, streamed in
-        // for every forward pass.
-        cx.gap(Gap::feature(feature::KV_ON_HOST, flags));
-        return None;
-    }
-    if runtime == Runtime::LlamaCpp && kv_on_host(cx.point) {
+    if held_on_host(cx.point, runtime) {
         let settings = cx.point.other_settings.clone().unwrap_or_default();
-        cx.gap(Gap::feature(feature::KV_ON_HOST, settings));
+        cx.gap(Gap::feature(feature::HELD_ON_HOST, settings));
         return None;
     }
     let weights = weights(cx, runtime, selector);
@@ -388,6 +380,20 @@ fn unmodelled_generation(point: &crate::data::Point) -> Option<String> {
         return None;
     };
     Some(format!("{found}: {settings}"))
+}
+
+/// A serving engine told to keep part of the model in host memory: vLLM's `--cpu-offload-gb`
+/// (that many GB of weights, streamed in for every forward pass) or llama.cpp's KV cache
+/// ([`kv_on_host`]).
+fn held_on_host(point: &crate::data::Point, runtime: Runtime) -> bool {
+    match runtime {
+        Runtime::Vllm => {
+            let flags = point.other_settings.as_deref().unwrap_or_default().to_lowercase();
+            number_after(&flags.replace('-', "_"), "cpu_offload_gb").is_some_and(|gb| gb > 0)
+        }
+        Runtime::LlamaCpp => kv_on_host(point),
+        _ => false,
+    }
 }
 
 /// llama.cpp told to keep its KV cache in host memory (`--no-kv-offload`, `-nkvo`,
@@ -799,12 +805,16 @@ fn tgi_wiggle_room(cx: &Cx<'_>) -> u64 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn llama_cpp_gpu_layers_in_their_wordings() {
-        let point = |settings: &str| crate::data::Point {
+    /// A point whose other settings are `settings`.
+    fn with_settings(settings: &str) -> crate::data::Point {
+        crate::data::Point {
             other_settings: Some(settings.into()),
             ..crate::data::Point::default()
-        };
+        }
+    }
+
+    #[test]
+    fn llama_cpp_gpu_layers_in_their_wordings() {
         for (settings, layers) in [
             ("-ngl 40 -c 8192", Some(40)),
             ("--n-gpu-layers 24", Some(24)),
@@ -814,7 +824,7 @@ mod tests {
             ("a 32 layers model", None),
             ("2 of the layers", None),
         ] {
-            assert_eq!(ggml_gpu_layers(&point(settings)), layers, "{settings}");
+            assert_eq!(ggml_gpu_layers(&with_settings(settings)), layers, "{settings}");
         }
     }
 
@@ -894,20 +904,16 @@ mod tests {
 
     #[test]
     fn generate_options_the_language_does_not_model() {
-        let point = |settings: &str| crate::data::Point {
-            other_settings: Some(settings.to_owned()),
-            ..crate::data::Point::default()
-        };
         for settings in [
             "use_cache=False",
             "cache_implementation='quantized', cache_config={'nbits': 4}",
             "device_map='auto', max_memory={0: '10GiB', 'cpu': '64GiB'}",
             "output_scores = True, return_dict_in_generate=True",
         ] {
-            assert!(unmodelled_generation(&point(settings)).is_some(), "{settings}");
+            assert!(unmodelled_generation(&with_settings(settings)).is_some(), "{settings}");
         }
         for settings in ["use_cache=True", "cache_implementation='static'", "num_beams=4"] {
-            assert!(unmodelled_generation(&point(settings)).is_none(), "{settings}");
+            assert!(unmodelled_generation(&with_settings(settings)).is_none(), "{settings}");
         }
     }
 
@@ -923,25 +929,20 @@ mod tests {
 
     #[test]
     fn a_stated_max_num_seqs_is_read() {
-        let point = |settings: &str| crate::data::Point {
-            other_settings: Some(settings.to_owned()),
-            ..crate::data::Point::default()
-        };
-        assert_eq!(stated_max_num_seqs(&point("--max-model-len 8192 --max-num-seqs 64")), Some(64));
-        assert_eq!(stated_max_num_seqs(&point("max_num_seqs=32")), Some(32));
-        assert_eq!(stated_max_num_seqs(&point("--max-model-len 8192")), None);
+        assert_eq!(
+            stated_max_num_seqs(&with_settings("--max-model-len 8192 --max-num-seqs 64")),
+            Some(64)
+        );
+        assert_eq!(stated_max_num_seqs(&with_settings("max_num_seqs=32")), Some(32));
+        assert_eq!(stated_max_num_seqs(&with_settings("--max-model-len 8192")), None);
     }
 
     #[test]
     fn a_kv_cache_kept_on_the_host_is_read_from_the_flags() {
-        let point = |settings: &str| crate::data::Point {
-            other_settings: Some(settings.to_owned()),
-            ..crate::data::Point::default()
-        };
         for settings in ["-c 8192 -ngl 99 --no-kv-offload", "-nkvo -ngl 99", "offload_kqv=False"] {
-            assert!(kv_on_host(&point(settings)), "{settings}");
+            assert!(kv_on_host(&with_settings(settings)), "{settings}");
         }
-        assert!(!kv_on_host(&point("-c 8192 -ngl 99 -fa")));
+        assert!(!kv_on_host(&with_settings("-c 8192 -ngl 99 -fa")));
     }
 
     #[test]

@@ -18,21 +18,21 @@ const QWEN_FINETUNE_TARGETS: [&str; 4] = ["c_attn", "c_proj", "w1", "w2"];
 /// each GPU holds its layers' states and the whole micro-batch's activations of them, one GPU
 /// at work at a time), which the data-parallel default would misread.
 fn unmodelled_setup(point: &crate::data::Point) -> Option<(&'static str, String)> {
-    let text = [
+    let text = crate::data::lower_joined([
         Some(point.framework.as_str()),
         point.other_settings.as_deref(),
         point.compute_dtype.as_deref(),
         point.parallelism.as_deref(),
+    ]);
+    let fp8 = [
+        "transformer engine",
+        "transformer_engine",
+        "fp8_autocast",
+        "float8 training",
+        "fp8 training",
     ]
-    .into_iter()
-    .flatten()
-    .collect::<Vec<_>>()
-    .join(" | ")
-    .to_lowercase();
-    let fp8 = ["transformer engine", "transformer_engine", "fp8_autocast", "float8 training"]
-        .iter()
-        .any(|word| text.contains(word))
-        || text.contains("fp8 training")
+    .iter()
+    .any(|word| text.contains(word))
         || (text.contains("fp8") && text.contains("te."));
     if fp8 {
         return Some((feature::FP8_TRAINING, text));
