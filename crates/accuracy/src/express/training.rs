@@ -30,10 +30,13 @@ fn unmodelled_setup(point: &crate::data::Point) -> Option<(&'static str, String)
         "fp8_autocast",
         "float8 training",
         "fp8 training",
+        // torchao's float8 training: `convert_to_float8_training` swaps in `Float8Linear`.
+        "convert_to_float8_training",
+        "float8linear",
     ]
     .iter()
     .any(|word| text.contains(word))
-        || (text.contains("fp8") && text.contains("te."));
+        || (text.contains("fp8") && (names_te_module(&text) || fp8_mixed_precision(&text)));
     if fp8 {
         return Some((feature::FP8_TRAINING, text));
     }
@@ -41,6 +44,27 @@ fn unmodelled_setup(point: &crate::data::Point) -> Option<(&'static str, String)
         return Some((feature::NAIVE_MODEL_PARALLEL, text));
     }
     None
+}
+
+/// Whether `text` calls into Transformer Engine's PyTorch module by its usual alias (`te.Linear`,
+/// `te.fp8_autocast`): `te.` starting a word, not the end of one ("rate.", "cute.").
+fn names_te_module(text: &str) -> bool {
+    text.match_indices("te.").any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + 3..].chars().next();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            && after.is_some_and(char::is_alphabetic)
+    })
+}
+
+/// Whether `text` sets Accelerate's or a trainer's mixed precision to FP8
+/// (`--mixed_precision fp8`, `mixed_precision: fp8`), which trains through Transformer Engine
+/// or MS-AMP.
+fn fp8_mixed_precision(text: &str) -> bool {
+    text.match_indices("mixed_precision").any(|(at, name)| {
+        let rest = text[at + name.len()..].trim_start_matches([' ', '=', ':', '"', '\'']);
+        rest.starts_with("fp8")
+    })
 }
 
 /// The section's lines, or `None` when a gap stops it.
@@ -960,6 +984,20 @@ mod tests {
             gap(r#"{"other_settings": "fp8 training with Transformer Engine"}"#),
             crate::gaps::feature::FP8_TRAINING
         );
+        for setting in [
+            "model layers swapped for te.Linear, fp8 recipe DelayedScaling",
+            "accelerate launch --mixed_precision fp8",
+            "torchao convert_to_float8_training on the linear layers",
+        ] {
+            let fields = format!(r#"{{"other_settings": "{setting}"}}"#);
+            assert_eq!(gap(&fields), crate::gaps::feature::FP8_TRAINING, "{setting}");
+        }
+        // "te." ending a word is not Transformer Engine's module: an fp8 KV cache noted beside
+        // a learning rate trains as usual.
+        let unrelated = workload(
+            r#"{"other_settings": "kv cache fp8 in eval only; constant learning rate. warmup 10"}"#,
+        );
+        assert!(unrelated.contains("training {"), "{unrelated}");
         assert_eq!(
             gap(r#"{"num_gpus": 2, "other_settings": "device_map='auto' across both GPUs"}"#),
             crate::gaps::feature::NAIVE_MODEL_PARALLEL
