@@ -291,6 +291,14 @@ fn usual_memory(words: &[&str]) -> Option<(u64, String)> {
 }
 
 /// The memory a wording states: `80gb`, `80g`, `24gib`, or a number followed by `gb`.
+/// The memory, in GiB, that a GPU wording states (`RTX 3060 12GB`, `A100 80 GB`), if any.
+pub fn stated_gib(gpu_type: &str) -> Option<u64> {
+    let lower = gpu_type.to_lowercase();
+    let words: Vec<&str> =
+        lower.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    stated_memory(&words)
+}
+
 fn stated_memory(words: &[&str]) -> Option<u64> {
     words.iter().enumerate().find_map(|(at, word)| {
         let digits = word.trim_end_matches(|c: char| c.is_ascii_alphabetic());

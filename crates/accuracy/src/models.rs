@@ -100,7 +100,7 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
 ///
 /// The first spelling a wording contains wins, so a name that contains another's comes first
 /// (`codellama7b` before `llama7b`, the R1 distills before `deepseekr1`).
-const SPELLINGS: [(&str, &str); 117] = [
+const SPELLINGS: [(&str, &str); 123] = [
     // DeepSeek-R1's distills keep their base models' shapes: Llama 3.1 8B (its config.json,
     // ahmedghosaini/crag-meta, models/DeepSeek-R1-Distill-Llama-8B/config.json @ 07bf4be7),
     // Llama 3.3 70B (= 3.1 70B's), Qwen2.5-Math 7B (= Qwen2.5 7B's: 28 layers, 3584, 18944,
@@ -117,6 +117,17 @@ const SPELLINGS: [(&str, &str); 117] = [
     // (ai-dynamo/aiconfigurator, aic-core/src/aiconfigurator_core/model_configs/,
     // deepseek-ai--DeepSeek-R1_config.json and deepseek-ai--DeepSeek-V3_config.json @ 095f58a5);
     // R1-0528 is a later checkpoint of R1.
+    // DeepSeek's R1-0528 distill into Qwen3 8B keeps Qwen3 8B's shape (its model card: the
+    // chain of thought "distilled from DeepSeek-R1-0528 to post-train Qwen3 8B Base").
+    ("deepseekr10528qwen38b", "qwen3-8b"),
+    // Ollama's `deepseek-r1:<size>` tags are the distills (its library page: 1.5b, 7b, 14b
+    // and 32b on Qwen2.5, 8b and 70b on Llama; `8b` was later re-pointed at the 0528 Qwen3 8B
+    // distill, so that tag names no one shape and is left to the point's own fields).
+    ("deepseekr11.5b", "r1-distill-qwen-1.5b"),
+    ("deepseekr17b", "qwen2.5-7b"),
+    ("deepseekr114b", "qwen2.5-14b"),
+    ("deepseekr132b", "qwen2.5-32b"),
+    ("deepseekr170b", "llama3.1-70b"),
     ("deepseekr10528", "deepseek-v3"),
     ("deepseekr1", "deepseek-v3"),
     // Code Llama 7B and 13B are Llama 2's shapes with 16 more tokens (vocab 32016: 0.1 % of the
@@ -244,11 +255,11 @@ const SPELLINGS: [(&str, &str); 117] = [
     ("octocoder", "octocoder"),
 ];
 
-/// A wording lower-cased, without its organisation (`meta-llama/`) and without `-`, `_` and
-/// spaces, so that spellings of one name compare equal.
+/// A wording lower-cased, without its organisation (`meta-llama/`) and without `-`, `_`, spaces
+/// and the colon of an Ollama tag (`llama3.1:8b`), so that spellings of one name compare equal.
 fn compressed(wording: &str) -> String {
     let name = wording.rsplit('/').next().unwrap_or(wording);
-    name.to_lowercase().chars().filter(|c| !matches!(c, '-' | '_' | ' ')).collect()
+    name.to_lowercase().chars().filter(|c| !matches!(c, '-' | '_' | ' ' | ':')).collect()
 }
 
 /// Other models whose names contain a spelling: Phi-4-multimodal is not Phi-4, an R1 distill
@@ -584,6 +595,15 @@ mod tests {
             Some("deepseek-coder-6.7b")
         );
         assert_eq!(name("deepseek-ai/DeepSeek-R1-0528").as_deref(), Some("deepseek-v3"));
+        assert_eq!(name("deepseek-ai/DeepSeek-R1-0528-Qwen3-8B").as_deref(), Some("qwen3-8b"));
+        // Ollama's tags: the colon parts name and size.
+        assert_eq!(name("llama3.1:8b").as_deref(), Some("llama3.1-8b"));
+        assert_eq!(name("llama3.1:8b-instruct-q4_K_M").as_deref(), Some("llama3.1-8b"));
+        assert_eq!(name("qwen2.5:14b").as_deref(), Some("qwen2.5-14b"));
+        assert_eq!(name("deepseek-r1:14b").as_deref(), Some("qwen2.5-14b"));
+        assert_eq!(name("deepseek-r1:70b").as_deref(), Some("llama3.1-70b"));
+        assert_eq!(name("deepseek-r1:1.5b").as_deref(), Some("r1-distill-qwen-1.5b"));
+        assert_eq!(name("deepseek-r1:8b"), None);
         assert_eq!(name("DeepSeek-R1").as_deref(), Some("deepseek-v3"));
         assert_eq!(
             name("deepseek-ai/DeepSeek-R1-Distill-Llama-8B").as_deref(),

@@ -238,7 +238,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 69);
+    assert_eq!(run.results.len(), 71);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -392,6 +392,13 @@ fn points_in_other_wordings_are_expressed() {
     // vLLM's --enforce-eager turns CUDA graphs off, not its attention kernels.
     assert!(!source("U-069").contains("attention eager"), "{}", source("U-069"));
     assert!(source("U-069").contains("max_sequences 64"), "{}", source("U-069"));
+    // Ollama sizes its cache for its default window, not for the prompt and output; its tags
+    // name the model by a colon, and its `deepseek-r1` sizes are the distills.
+    assert!(source("U-070").contains("model   llama3.1-8b"), "{}", source("U-070"));
+    assert!(source("U-070").contains("context  2048 tokens"), "{}", source("U-070"));
+    assert!(source("U-070").contains("sessions 1"), "{}", source("U-070"));
+    assert!(source("U-071").contains("model   qwen2.5-14b"), "{}", source("U-071"));
+    assert!(source("U-071").contains("context  32768 tokens"), "{}", source("U-071"));
 }
 
 /// A point that ran a precision its device cannot run as the language models it (FP8 weights

@@ -274,6 +274,17 @@ pub(super) const GGML_KV_TYPES: [&str; 6] = ["q8_0", "q4_0", "q4_1", "q5_0", "q5
 
 /// Concurrent sequences: the batch size, or the runtime's default when the source leaves it out.
 fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Option<u64> {
+    // Ollama allocates its parallel contexts at load, however many requests then arrive; a
+    // batch of several requests says that many were served at once.
+    if runtime == Runtime::LlamaCpp && super::ollama::is_ollama(cx.point) {
+        if let Some(slots) = ggml_parallel(cx.point) {
+            return Some(slots);
+        }
+        if let Some(batch) = cx.point.batch_size.filter(|b| *b > 1) {
+            return Some(batch);
+        }
+        return Some(super::ollama::default_parallel(cx));
+    }
     if let Some(batch) = cx.point.batch_size {
         // transformers' beam search expands every prompt to its beams before the prefill
         // (`_expand_inputs_for_generation`): each beam is a sequence with its own cache. A
@@ -435,18 +446,22 @@ fn context(
     }
     // llama.cpp sizes its KV cache and its worst-case graph for the whole context window at
     // load, whatever the requests then hold: a stated window wins over prompt and output.
-    let window = ggml_context(&settings).filter(|_| runtime == Runtime::LlamaCpp);
+    let ollama = runtime == Runtime::LlamaCpp && super::ollama::is_ollama(point);
+    let window = match ggml_context(&settings).filter(|_| runtime == Runtime::LlamaCpp) {
+        Some(tokens) => Some(tokens),
+        // Ollama loads the model with its default window whatever the prompts hold.
+        None if ollama && point.seq_len_tokens().is_none() => {
+            Some(super::ollama::default_context(cx)?)
+        }
+        None => None,
+    };
     let context = if let Some(tokens) = point.seq_len_tokens() {
         tokens
     } else if let Some(tokens) = window {
         // Its parallel slots share the window (`-c 16384 -np 4`: 4,096 cells each); Ollama
         // gives every parallel request its own `num_ctx` (and asks llama.cpp for `num_ctx ×
         // num_parallel` cells).
-        if point.framework.to_lowercase().contains("ollama") {
-            tokens
-        } else {
-            tokens / sessions.max(1)
-        }
+        if ollama { tokens } else { tokens / sessions.max(1) }
     } else if let Some(output) = point.output_tokens {
         prompt.saturating_add(output)
     } else if let Some(tokens) = server_context(&settings) {
@@ -625,6 +640,7 @@ fn ggml_context(settings: &str) -> Option<u64> {
         "context size",
         "context window",
         "context length",
+        // Also Ollama's server-wide default, `OLLAMA_CONTEXT_LENGTH=8192`.
         "context_length",
     ]
     .iter()
