@@ -36,6 +36,8 @@ pub struct Expressed {
     /// they would otherwise be: the estimate is then a lower bound, which decides an
     /// out-of-memory report only when even it does not fit.
     pub lower_bound: Vec<Gap>,
+    /// The source gives an Ollama run the four parallel contexts its scheduler tried first.
+    pub ollama_four: bool,
 }
 
 /// A point's expression, or every reason it has none.
@@ -53,6 +55,9 @@ pub(crate) struct Cx<'a> {
     out_of_memory: bool,
     /// Missing lengths or batches given their smallest value (see [`Cx::smallest_or_gap`]).
     lower_bound: Vec<Gap>,
+    /// Ollama's automatic parallel contexts: four were tried ([`ollama::default_parallel`]),
+    /// or the one it falls back to when four do not fit.
+    ollama: ollama::Parallel,
 }
 
 impl<'a> Cx<'a> {
@@ -63,6 +68,7 @@ impl<'a> Cx<'a> {
             assumptions: Vec::new(),
             out_of_memory: false,
             lower_bound: Vec::new(),
+            ollama: ollama::Parallel::Untried,
         }
     }
 
@@ -98,7 +104,18 @@ impl<'a> Cx<'a> {
 
 /// Expresses one point.
 pub fn express(point: &Point) -> Expression {
+    let expressed = express_with(point, ollama::Parallel::Untried)?;
+    // Ollama 0.2 to 0.9 loaded four contexts when its estimate of four fitted the GPU, and one
+    // otherwise: the four are kept only if they fit in the core's estimate.
+    if expressed.ollama_four && !ollama::fits(&expressed.source) {
+        return express_with(point, ollama::Parallel::FourDidNotFit);
+    }
+    Ok(expressed)
+}
+
+fn express_with(point: &Point, ollama: ollama::Parallel) -> Expression {
     let mut cx = Cx::new(point);
+    cx.ollama = ollama;
     let target = cx.target();
     cx.out_of_memory = matches!(target, Some(Target::Verdict { expect_fits: false }));
     let measured = target.as_ref().and_then(|t| cx.measured(t));
@@ -190,6 +207,7 @@ pub fn express(point: &Point) -> Expression {
         unit_rule,
         assumptions: cx.assumptions,
         lower_bound: cx.lower_bound,
+        ollama_four: cx.ollama == ollama::Parallel::TriedFour,
     })
 }
 

@@ -11,8 +11,8 @@
 //!   context length"), capped at the model's trained context (`llm/server.go`);
 //! - parallel requests were 1 until v0.2.0, whose scheduler tries 4 and falls back to 1 when
 //!   four contexts do not fit (`pickBestFitGPUs`, PR #4218, "Enable concurrency by default");
-//!   v0.10.0 made it 1 again (PR #11330, "Reduce default parallelism to 1"). The harness takes
-//!   one throughout ([`default_parallel`]).
+//!   v0.10.0 made it 1 again (PR #11330, "Reduce default parallelism to 1"). The harness
+//!   replays that choice with the core's estimate in place of Ollama's ([`default_parallel`]).
 
 use super::Cx;
 use crate::gaps::{Gap, assume, data};
@@ -95,20 +95,58 @@ pub(super) fn default_context(cx: &mut Cx<'_>) -> Option<u64> {
     }
 }
 
-/// The requests Ollama served at once when the point states no `OLLAMA_NUM_PARALLEL`: one.
-/// Ollama 0.2 to 0.9 loaded four contexts instead when its own estimate of four fitted the GPU
-/// (a 22B model at 49,152 tokens on a 24 GB card got one, S13-002's log); that estimate is not
-/// replayed here, so those releases are taken at one too and the assumption says so.
+/// Where Ollama's automatic parallelism stands for the point being expressed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Parallel {
+    /// Not read yet.
+    Untried,
+    /// Four contexts written, to be kept if they fit.
+    TriedFour,
+    /// Four did not fit in the estimate: the one Ollama then loads.
+    FourDidNotFit,
+}
+
+/// The requests Ollama served at once when the point states no `OLLAMA_NUM_PARALLEL`. Ollama
+/// 0.2 to 0.9 tried four contexts and kept them when its own estimate of four fitted the GPU:
+/// on a GPU whose memory the point states, four are written and [`fits`] later decides; on one
+/// it does not state (a placeholder device), one. Other releases serve one.
 pub(super) fn default_parallel(cx: &mut Cx<'_>) -> u64 {
-    match release(cx.point) {
-        Some(r) if (CONCURRENCY..SERIAL_AGAIN).contains(&r) => cx.assume(
-            assume::RUNTIME_DEFAULT,
-            "1 request at a time: Ollama 0.2 to 0.9 loaded 4 parallel contexts when its own \
-             estimate of four fitted the GPU (pickBestFitGPUs), which is not replayed here",
-        ),
-        _ => cx.assume(assume::RUNTIME_DEFAULT, "1 request at a time (OLLAMA_NUM_PARALLEL 1)"),
+    let automatic = release(cx.point).is_some_and(|r| (CONCURRENCY..SERIAL_AGAIN).contains(&r));
+    if !automatic {
+        cx.assume(assume::RUNTIME_DEFAULT, "1 request at a time (OLLAMA_NUM_PARALLEL 1)");
+        return 1;
     }
-    1
+    if cx.ollama == Parallel::FourDidNotFit {
+        cx.assume(
+            assume::RUNTIME_DEFAULT,
+            "1 parallel context: Ollama 0.2 to 0.9 tries four and loads one when four do not \
+             fit the GPU (pickBestFitGPUs), and four do not fit in this estimate",
+        );
+        return 1;
+    }
+    let capacity_stated = crate::gpus::gpu(&cx.point.gpu_type).is_some_and(|g| g.capacity_stated);
+    if !capacity_stated {
+        cx.assume(
+            assume::RUNTIME_DEFAULT,
+            "1 parallel context: Ollama 0.2 to 0.9 loads four when four fit the GPU \
+             (pickBestFitGPUs), and the point does not state the GPU's memory",
+        );
+        return 1;
+    }
+    cx.ollama = Parallel::TriedFour;
+    cx.assume(
+        assume::RUNTIME_DEFAULT,
+        "4 parallel contexts: Ollama 0.2 to 0.9 loads four when four fit the GPU \
+         (pickBestFitGPUs), and four fit in this estimate",
+    );
+    4
+}
+
+/// Whether the evaluated `source` fits its device, as Ollama's scheduler asks of four contexts
+/// before loading them.
+pub(super) fn fits(source: &str) -> bool {
+    let outcome = vram_core::evaluate(source);
+    outcome.budget.checks.first().is_some_and(|check| check.verdict.fits())
 }
 
 #[cfg(test)]
@@ -135,8 +173,8 @@ mod tests {
         default_context(&mut Cx::new(&point))
     }
 
-    fn parallel(version: &str) -> (u64, String) {
-        let point = point(version, "RTX 3060 12GB");
+    fn parallel(version: &str, gpu: &str) -> (u64, String) {
+        let point = point(version, gpu);
         let mut cx = Cx::new(&point);
         let slots = default_parallel(&mut cx);
         (slots, format!("{:?}", cx.assumptions))
@@ -165,12 +203,42 @@ mod tests {
 
     #[test]
     fn parallel_contexts_by_release() {
-        for version in ["0.1.48", "0.2.0", "0.5.7", "0.10.0", ""] {
-            let (slots, assumed) = parallel(version);
-            assert_eq!(slots, 1, "{version}");
-            // The releases that chose four themselves say so.
-            let auto = matches!(version, "0.2.0" | "0.5.7");
-            assert_eq!(assumed.contains("pickBestFitGPUs"), auto, "{version}: {assumed}");
+        for version in ["0.1.48", "0.10.0", ""] {
+            assert_eq!(parallel(version, "RTX 3060 12GB").0, 1, "{version}");
         }
+        // The automatic releases try four on a GPU whose memory is stated.
+        for version in ["0.2.0", "0.5.7"] {
+            let (slots, assumed) = parallel(version, "RTX 3060 12GB");
+            assert_eq!(slots, 4, "{version}");
+            assert!(assumed.contains("pickBestFitGPUs"), "{assumed}");
+        }
+        assert_eq!(parallel("0.3.6", "not stated (24 GB class)").0, 1);
+    }
+
+    /// The four contexts stay when they fit the GPU, and give way to one when they do not: a
+    /// 22B model at 49,152 tokens on a 24 GB card (S13-002's setup, whose log shows one).
+    #[test]
+    fn four_contexts_only_where_they_fit() {
+        let expressed = |fields: &str| {
+            let point = crate::express::test_point(
+                serde_json::json!({
+                    "id": "O-2", "source_id": "O", "workload": "llm_inference",
+                    "model": "meta-llama/Llama-3.1-8B-Instruct", "framework": "Ollama",
+                    "framework_version": "0.3.6", "weight_precision": "Q4_K_M",
+                    "batch_size": 1, "input_tokens": 100, "output_tokens": 100,
+                    "num_gpus": 1, "measurement_method": "nvidia-smi", "measured_kind": "peak",
+                    "value": 6, "unit": "GB", "quality": "C"
+                }),
+                fields,
+            );
+            let expressed = crate::express::express(&point).expect("expressible");
+            (expressed.source, format!("{:?}", expressed.assumptions))
+        };
+        let (small, _) = expressed(r#"{"gpu_type": "RTX 4090 24GB"}"#);
+        assert!(small.contains("sessions 4"), "{small}");
+        let (long, assumed) =
+            expressed(r#"{"gpu_type": "RTX 4090 24GB", "other_settings": "num_ctx 49152"}"#);
+        assert!(long.contains("sessions 1"), "{long}");
+        assert!(assumed.contains("four do not fit"), "{assumed}");
     }
 }
