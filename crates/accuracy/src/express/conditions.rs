@@ -173,10 +173,14 @@ impl Cx<'_> {
     /// What the measurement corresponds to in the budget.
     pub(crate) fn target(&mut self) -> Option<Target> {
         let point = self.point;
-        let scope = match point.measurement_scope.as_deref() {
-            Some(s) if summed_over_devices(s) => Scope::SumOfDevices,
-            _ => Scope::EachDevice,
-        };
+        // A scope left out may be said with the method ("nvidia-smi, sum of both GPUs").
+        let scope_text = point
+            .measurement_scope
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or(&point.measurement_method);
+        let scope =
+            if summed_over_devices(scope_text) { Scope::SumOfDevices } else { Scope::EachDevice };
         let kind = point.measured_kind.trim().to_lowercase();
         let kind = kind.as_str();
         if kind.starts_with("peak") {
@@ -1352,6 +1356,29 @@ mod version_tests {
         for scope in ["single GPU", "per GPU (max over ranks)", "each GPU", "GPU 0"] {
             assert!(!super::summed_over_devices(scope), "{scope}");
         }
+    }
+
+    /// A point that leaves the scope out may state it with its method.
+    #[test]
+    fn a_scope_left_out_is_read_from_the_method() {
+        use crate::target::Scope;
+        let scope_of = |scope: Option<&str>, method: &str| {
+            let point = crate::data::Point {
+                measurement_scope: scope.map(str::to_owned),
+                measurement_method: method.to_owned(),
+                measured_kind: "peak".to_owned(),
+                num_gpus: Some(2),
+                ..crate::data::Point::default()
+            };
+            match super::super::Cx::new(&point).target() {
+                Some(crate::target::Target::Peak { scope, .. }) => scope,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(scope_of(None, "nvidia-smi (sum of both GPUs)"), Scope::SumOfDevices);
+        assert_eq!(scope_of(Some(""), "nvidia-smi, summed"), Scope::SumOfDevices);
+        assert_eq!(scope_of(None, "nvidia-smi"), Scope::EachDevice);
+        assert_eq!(scope_of(Some("per GPU"), "nvidia-smi (sum of both GPUs)"), Scope::EachDevice);
     }
 
     /// Multi-GPU splits in other data sets' words.
