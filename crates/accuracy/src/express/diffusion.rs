@@ -1296,6 +1296,8 @@ fn precisions(
     let scheme = scheme(cx, &q, &w)?;
     // Which encoders the scheme applies to, from the weight_precision wording.
     let all = pipeline.encoders.to_vec();
+    // The quantization field may name the components too ("bnb 4-bit transformer and T5").
+    let w = format!("{w} {q}");
     let quantized: Vec<Encoder> = if w.contains("all 3 tes") {
         all.clone()
     } else if w.contains("te1 + te3") {
@@ -1303,6 +1305,7 @@ fn precisions(
     } else if w.contains("te1 only") {
         vec![Encoder::ClipL]
     } else if w.contains("+ t5")
+        || w.contains("and t5")
         || w.contains("+ te ")
         || w.contains("te + ")
         || settings_name_encoders(point.other_settings.as_deref())
@@ -1418,9 +1421,18 @@ fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
     } else if layerwise_casting(q) {
         // The skipped modules are the denoiser's `layerwise_skip` (models.vram).
         "fp8-layerwise"
-    } else if q.contains("nf4") {
+    } else if q.contains("nf4") || w.contains("nf4") {
         // diffusers' BitsAndBytesConfig: bnb_4bit_use_double_quant defaults to False.
         "nf4"
+    } else if ["bnb", "bitsandbytes"].iter().any(|b| q.contains(b))
+        && ["4-bit", "4bit", "4 bit"].iter().any(|b| q.contains(b) || w.contains(b))
+    {
+        // BitsAndBytesConfig(load_in_4bit=True) with no type: bnb_4bit_quant_type "fp4".
+        cx.assume(
+            assume::RUNTIME_DEFAULT,
+            format!("{q:?}: bitsandbytes' default 4-bit type, fp4 (the same bytes as NF4)"),
+        );
+        "fp4"
     } else if q.contains("llm.int8") {
         // bitsandbytes' 8-bit loader, which keeps `_keep_in_fp32_modules` (T5's `wo`) in fp32.
         "int8-bnb"
@@ -1738,6 +1750,26 @@ mod tests {
         assert_eq!(read("guidance 3.5"), None);
         let group = "enable_group_offload(onload_device=cuda, offload_type=block_level)";
         assert_eq!(read(group).as_deref(), Some(group));
+    }
+
+    #[test]
+    fn bitsandbytes_four_bit_in_its_wordings() {
+        let flux = "black-forest-labs/FLUX.1-dev";
+        // NF4 named in the precision, the components named in the quantization.
+        let both = expressed(
+            flux,
+            r#"{"weight_precision": "nf4", "quantization": "bnb 4-bit transformer and T5"}"#,
+        );
+        assert!(both.contains("denoiser_weights nf4"), "{both}");
+        assert!(both.contains("text_encoder_weights nf4 bf16"), "{both}");
+        // 4-bit with no type is bitsandbytes' default, FP4.
+        let default = expressed(
+            flux,
+            r#"{"weight_precision": "4-bit", "quantization": "bitsandbytes (load_in_4bit)"}"#,
+        );
+        assert!(default.contains("denoiser_weights fp4"), "{default}");
+        // The text encoders stay in the pipeline's type (no line of their own).
+        assert!(!default.contains("text_encoder_weights"), "{default}");
     }
 
     #[test]
