@@ -154,6 +154,35 @@ pub fn read(gpu_type: &str) -> Option<Gpu> {
         )
     } else if has("6000") && has("ada") {
         catalog("rtx-6000-ada")
+    } else if has("6000") && (has("pro") || has("blackwell")) {
+        catalog("rtx-pro-6000-blackwell")
+    } else if has("gh200") {
+        // Grace Hopper's GPU is an H100 with 96 GB of HBM3, or 144 GB of HBM3e in the later
+        // GH200 (NVIDIA's GH200 data sheet).
+        let gigabytes = memory.unwrap_or(96);
+        let declared_as = declaration(
+            "gh200",
+            "NVIDIA GH200 (Hopper GPU)",
+            gigabytes,
+            "hopper",
+            "9.0",
+            "fp32 tf32 fp16 bf16 fp8 int8",
+        );
+        if memory.is_some() {
+            declared(
+                "gh200",
+                declared_as,
+                format!(
+                    "not in the catalog: declared with the {gigabytes} GB it states, as hopper"
+                ),
+            )
+        } else {
+            unstated(
+                "gh200",
+                Some(&declared_as),
+                "memory not stated (96 or 144 GB); the first GH200's 96 GB, as hopper",
+            )
+        }
     } else if let Some((_, device)) = ONE_WORD.iter().find(|(word, _)| has(word)) {
         catalog(device)
     } else if let Some((device, _)) = GEFORCE.iter().find(|(_, number)| has(number)) {
@@ -239,8 +268,28 @@ const AMPERE_PRECISIONS: &str = "fp32 tf32 fp16 bf16 int8";
 
 /// GeForce cards by model number and suffix, with the memory of their common (or only)
 /// variant, from NVIDIA's specifications pages: `(number, suffix, GB)`; "" is the plain card.
-const GEFORCE_MEMORY: [(&str, &str, u64); 30] = [
+const GEFORCE_MEMORY: [(&str, &str, u64); 49] = [
     ("1060", "", 6),
+    ("1650", "", 4),
+    ("1660", "", 6),
+    ("1660", "ti", 6),
+    ("1660", "super", 6),
+    ("2060", "super", 8),
+    ("2070", "super", 8),
+    ("2080", "super", 8),
+    ("3050", "", 8),
+    ("4070", "ti super", 16),
+    ("5060", "", 8),
+    // RTX A-series (Ampere) and RTX Ada workstation cards.
+    ("a4000", "", 16),
+    ("a4500", "", 20),
+    ("a5000", "", 24),
+    ("a5500", "", 24),
+    ("2000", "ada", 16),
+    ("4000", "ada", 20),
+    ("4500", "ada", 24),
+    ("5000", "ada", 32),
+    ("4000", "sff", 20),
     ("1070", "", 8),
     ("1080", "", 8),
     ("1080", "ti", 11),
@@ -277,12 +326,20 @@ const GEFORCE_MEMORY: [(&str, &str, u64); 30] = [
 /// The usual memory of a GeForce card named without it, and the card's name.
 fn usual_memory(words: &[&str]) -> Option<(u64, String)> {
     let suffix_of = |at: usize| words.get(at + 1).copied().unwrap_or("");
-    // The most specific entry first: `3080 ti` before `3080`.
+    let two_words = |at: usize| match (words.get(at + 1), words.get(at + 2)) {
+        (Some(a), Some(b)) => format!("{a} {b}"),
+        _ => String::new(),
+    };
+    // The most specific entry first: `4070 ti super` before `4070 ti` before `4070`.
     let found = words.iter().enumerate().find_map(|(at, word)| {
-        let suffix = suffix_of(at);
-        GEFORCE_MEMORY
-            .iter()
-            .find(|(number, s, _)| number == word && !s.is_empty() && *s == suffix)
+        let (one, two) = (suffix_of(at), two_words(at));
+        let with = |suffix: &str| {
+            GEFORCE_MEMORY
+                .iter()
+                .find(|(number, s, _)| number == word && !s.is_empty() && *s == suffix)
+        };
+        with(&two)
+            .or_else(|| with(one))
             .or_else(|| GEFORCE_MEMORY.iter().find(|(number, s, _)| number == word && s.is_empty()))
     })?;
     let (number, suffix, gigabytes) = *found;
@@ -290,7 +347,6 @@ fn usual_memory(words: &[&str]) -> Option<(u64, String)> {
     Some((gigabytes, name.to_uppercase().replace("TITAN", "Titan")))
 }
 
-/// The memory a wording states: `80gb`, `80g`, `24gib`, or a number followed by `gb`.
 /// The memory, in GiB, that a GPU wording states (`RTX 3060 12GB`, `A100 80 GB`), if any.
 pub fn stated_gib(gpu_type: &str) -> Option<u64> {
     let lower = gpu_type.to_lowercase();
@@ -299,6 +355,7 @@ pub fn stated_gib(gpu_type: &str) -> Option<u64> {
     stated_memory(&words)
 }
 
+/// The memory a wording states: `80gb`, `80g`, `24gib`, or a number followed by `gb`.
 fn stated_memory(words: &[&str]) -> Option<u64> {
     words.iter().enumerate().find_map(|(at, word)| {
         let digits = word.trim_end_matches(|c: char| c.is_ascii_alphabetic());
@@ -323,8 +380,16 @@ fn geforce_generation(words: &[&str]) -> (&'static str, &'static str, &'static s
         // Quadro RTX 4000 to 8000: Turing, sm_75.
         return ("turing", "7.5", "fp32 fp16 int8");
     }
+    if words.contains(&"ada") {
+        // The RTX Ada workstation cards (2000 to 5000 Ada): sm_89.
+        return ("ada", "8.9", "fp32 tf32 fp16 bf16 fp8 int8");
+    }
     let number =
         words.iter().find_map(|w| w.parse::<u32>().ok().filter(|n| (1000..10000).contains(n)));
+    if number.is_some_and(|n| n / 100 == 16) {
+        // GTX 16 series (1650, 1660): Turing without tensor cores, sm_75.
+        return ("turing", "7.5", "fp32 fp16 int8");
+    }
     if number.is_some_and(|n| n / 100 == 10) || words.contains(&"p40") {
         // GeForce 10 series (GTX 1080 Ti, 1070) and the Tesla P40: Pascal, sm_61.
         return ("pascal", "6.1", "fp32 fp16 int8");
@@ -392,6 +457,20 @@ mod tests {
         let quadro = read("Quadro RTX 8000").and_then(|gpu| gpu.declaration).unwrap_or_default();
         assert!(quadro.contains("48 GiB") && quadro.contains("turing"), "{quadro}");
         assert_eq!(device("RTX 4060 Ti 16GB"), stated("gpu-16gb"));
+        // Two-word suffixes, workstation cards and Grace Hopper.
+        let unstated = |name: &str| Some((name.to_owned(), false));
+        assert_eq!(device("RTX 4070 Ti Super"), unstated("gpu-16gb"));
+        assert_eq!(device("RTX 4070 Ti"), unstated("gpu-12gb"));
+        assert_eq!(device("NVIDIA RTX A4000"), unstated("gpu-16gb"));
+        assert_eq!(device("RTX 4000 Ada"), unstated("gpu-20gb"));
+        assert_eq!(device("RTX PRO 6000 Blackwell"), stated("rtx-pro-6000-blackwell"));
+        assert_eq!(device("GH200"), unstated("gh200"));
+        assert_eq!(device("GH200 144GB"), stated("gh200"));
+        let arch =
+            |wording: &str| read(wording).and_then(|gpu| gpu.declaration).unwrap_or_default();
+        assert!(arch("RTX 2000 Ada").contains("ada"), "{}", arch("RTX 2000 Ada"));
+        assert!(arch("GTX 1660 Super").contains("turing"), "{}", arch("GTX 1660 Super"));
+        assert!(arch("GH200").contains("hopper") && arch("GH200").contains("96 GiB"));
         let titan = read("NVIDIA Titan RTX").and_then(|gpu| gpu.declaration).unwrap_or_default();
         assert!(
             titan.contains("memory     24 GiB marketed") && titan.contains("turing"),
@@ -408,6 +487,8 @@ mod tests {
             "RTX 4070 12GB",
             "RTX 3060",
             "Titan RTX",
+            "GH200",
+            "RTX 4000 Ada",
         ]
         .map(|wording| read(wording).and_then(|gpu| gpu.declaration).unwrap_or_default());
         for declaration in [RTX_3070, RTX_A6000, NOT_STATED]
