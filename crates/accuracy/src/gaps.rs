@@ -63,6 +63,9 @@ pub mod feature {
     pub const PIPELINE: &str = "a diffusion pipeline the harness does not declare (its models' \
          parameter counts, its defaults and its VAE's decode: Mochi, Sana, Stable Video \
          Diffusion, image-to-video variants)";
+    pub const RUNTIME: &str = "a runtime the language has no profile for (ExLlamaV2, MLC LLM, \
+         ONNX Runtime, MLX, CTranslate2, OpenVINO, ComfyUI, AUTOMATIC1111): its own weight \
+         formats, cache and memory management";
     pub const ONLINE_RL: &str = "reinforcement learning with generation (PPO, GRPO, RLOO): \
          rollouts, reward and value models beside the trained policy";
     pub const KTO: &str = "KTO's unpaired batches beside a mismatched KL batch";

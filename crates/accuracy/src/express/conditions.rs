@@ -169,6 +169,26 @@ fn summed_over_devices(scope: &str) -> bool {
     summed && !per_device
 }
 
+/// Runtimes a point may name that the language has no profile for: a missing feature, not a
+/// wording to learn.
+const UNMODELLED_RUNTIMES: [&str; 15] = [
+    "exllama",
+    "tabbyapi",
+    "mlc",
+    "onnxruntime",
+    "onnx runtime",
+    "mlx",
+    "ctranslate2",
+    "faster-whisper",
+    "openvino",
+    "comfyui",
+    "automatic1111",
+    "a1111",
+    "stable-diffusion-webui",
+    "sd webui",
+    "forge",
+];
+
 impl Cx<'_> {
     /// What the measurement corresponds to in the budget.
     pub(crate) fn target(&mut self) -> Option<Target> {
@@ -598,6 +618,9 @@ impl Cx<'_> {
         .any(|w| framework.contains(w))
         {
             Some(Runtime::PyTorch)
+        } else if UNMODELLED_RUNTIMES.iter().any(|w| framework.contains(w)) {
+            self.gap(Gap::feature(feature::RUNTIME, self.point.framework.clone()));
+            None
         } else {
             self.unreadable("framework", &self.point.framework);
             None
@@ -1479,6 +1502,26 @@ mod version_tests {
             let runtime = super::super::Cx::new(&point).runtime();
             assert_eq!(runtime, Some(super::Runtime::LlamaCpp), "{framework}");
         }
+    }
+
+    /// A runtime the language has no profile for is a missing feature; a framework no rule
+    /// knows is a wording to learn.
+    #[test]
+    fn runtimes_without_a_profile_are_feature_gaps() {
+        let labels = |framework: &str| {
+            let point = crate::data::Point {
+                framework: framework.to_owned(),
+                workload: "llm_inference".to_owned(),
+                ..crate::data::Point::default()
+            };
+            let mut cx = super::super::Cx::new(&point);
+            assert_eq!(cx.runtime(), None, "{framework}");
+            cx.gaps.iter().map(|g| g.label).collect::<Vec<_>>()
+        };
+        for framework in ["ExLlamaV2 0.1.8 (TabbyAPI)", "MLC LLM", "mlx-lm 0.19", "ComfyUI"] {
+            assert_eq!(labels(framework), [crate::gaps::feature::RUNTIME], "{framework}");
+        }
+        assert_eq!(labels("Foobar Serve 2"), [crate::gaps::data::UNREADABLE]);
     }
 
     #[test]
