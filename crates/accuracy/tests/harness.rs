@@ -238,7 +238,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 71);
+    assert_eq!(run.results.len(), 73);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -401,6 +401,15 @@ fn points_in_other_wordings_are_expressed() {
     assert!(source("U-070").contains("sessions 4"), "{}", source("U-070"));
     assert!(source("U-071").contains("model   qwen2.5-14b"), "{}", source("U-071"));
     assert!(source("U-071").contains("context  32768 tokens"), "{}", source("U-071"));
+    // A training config's keys among the settings (axolotl's, LLaMA-Factory's).
+    for expected in ["rank    32", "targets all", "micro_batch   2", "sequence      4096 tokens"] {
+        assert!(source("U-072").contains(expected), "{expected}: {}", source("U-072"));
+    }
+    assert!(source("U-072").contains("checkpointing full"), "{}", source("U-072"));
+    for expected in ["rank    8", "targets all", "sequence      2048 tokens", "checkpointing none"]
+    {
+        assert!(source("U-073").contains(expected), "{expected}: {}", source("U-073"));
+    }
 }
 
 /// A point that ran a precision its device cannot run as the language models it (FP8 weights

@@ -67,6 +67,75 @@ fn fp8_mixed_precision(text: &str) -> bool {
     })
 }
 
+/// A training config's keys for the sequence length: axolotl's `sequence_len`, TRL's
+/// `max_seq_length` and `max_length`, LLaMA-Factory's `cutoff_len`, Hugging Face scripts'
+/// `model_max_length`.
+const SEQUENCE_KEYS: [&str; 6] = [
+    "sequence_len",
+    "max_seq_length",
+    "max_seq_len",
+    "cutoff_len",
+    "model_max_length",
+    "max_length",
+];
+
+/// The sequence length a training config states, where every sample has it: packed to it
+/// (axolotl's `sample_packing`, TRL's and LLaMA-Factory's `packing`) or padded to it
+/// (`pad_to_sequence_len`, `padding="max_length"`). Otherwise the config's length is only a cap
+/// on samples that may be far shorter (an unpacked alpaca batch is padded to its longest).
+fn config_sequence(point: &crate::data::Point) -> Option<u64> {
+    let text = point.all_text().replace([' ', '"', '\''], "");
+    let unpacked = ["notpacked", "nopacking", "unpacked", "packing:false", "packing=false"]
+        .iter()
+        .any(|w| text.contains(w));
+    let every_sample = ["packing:true", "packing=true", "packed", "pad_to_sequence_len:true"]
+        .iter()
+        .any(|w| text.contains(w))
+        || text.contains("padding=max_length")
+        || text.contains("padding:max_length");
+    (every_sample && !unpacked).then(|| config_count(point, &SEQUENCE_KEYS)).flatten()
+}
+
+/// A count a training config states among the settings (`micro_batch_size: 2`).
+fn config_count(point: &crate::data::Point, keys: &[&str]) -> Option<u64> {
+    point.setting(keys).and_then(|value| crate::data::leading_number(&value)).filter(|n| *n > 0)
+}
+
+/// `gradient_checkpointing: true` (or `false`, or Unsloth's `"unsloth"`) among the settings.
+fn config_checkpointing(point: &crate::data::Point) -> Option<Checkpointing> {
+    let value = point.setting(&["gradient_checkpointing", "use_gradient_checkpointing"])?;
+    let value = value.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_lowercase();
+    match value.as_str() {
+        "unsloth" => Some(Checkpointing::FullOffloaded),
+        "true" | "yes" | "on" | "1" => Some(Checkpointing::Full),
+        "false" | "no" | "off" | "0" => Some(Checkpointing::Off),
+        _ => None,
+    }
+}
+
+/// The method's text with the LoRA rank and targets a config states among the settings
+/// (axolotl's `lora_r` and `lora_target_linear: true`, LLaMA-Factory's `lora_rank` and
+/// `lora_target: all`), where the text itself names none.
+fn with_config_lora(point: &crate::data::Point, text: String) -> String {
+    let lower = text.to_lowercase();
+    let mut text = text;
+    if rank(&lower).is_none()
+        && let Some(r) = config_count(point, &["lora_r", "lora_rank"])
+    {
+        let _ = write!(text, " (r={r})");
+    }
+    if modules(&text).is_none() {
+        let linear = point.setting(&["lora_target_linear"]).is_some_and(|v| v.starts_with("true"));
+        let all = point
+            .setting(&["lora_target"])
+            .is_some_and(|v| v.trim_matches(|c: char| !c.is_ascii_alphanumeric()) == "all");
+        if linear || all {
+            text.push_str(" (all-linear)");
+        }
+    }
+    text
+}
+
 /// The section's lines, or `None` when a gap stops it.
 /// `family` is `None` when the model is unknown: the conditions are still read for their gaps.
 pub(super) fn body(
@@ -84,27 +153,31 @@ pub(super) fn body(
     let optimizer = optimizer(cx);
     let states = method.as_ref().map(|m| states(cx, m, weights, distribution));
     let point = cx.point;
-    let micro_batch =
-        point.batch_size.or_else(|| cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none")));
+    let micro_batch = point
+        .batch_size
+        .or_else(|| config_count(point, &["micro_batch_size", "per_device_train_batch_size"]))
+        .or_else(|| cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none")));
     let (sequence, source) = if family == Some(Family::T5) {
         let (source, target) = seq2seq_lengths(cx);
         (target, source.map(Some))
     } else {
         let sequence = point
             .seq_len_tokens()
+            .or_else(|| config_sequence(point))
             .or_else(|| cx.smallest_or_gap(Gap::data(data::SEQUENCE, "seq_len: none")));
         (sequence, Some(None))
     };
-    let checkpointing = point.activation_checkpointing.or_else(|| {
-        hf_trainer(point).then(|| {
-            cx.assume(
-                assume::RUNTIME_DEFAULT,
-                "activation checkpointing not stated: the Trainer's default, off \
+    let checkpointing =
+        point.activation_checkpointing.or_else(|| config_checkpointing(point)).or_else(|| {
+            hf_trainer(point).then(|| {
+                cx.assume(
+                    assume::RUNTIME_DEFAULT,
+                    "activation checkpointing not stated: the Trainer's default, off \
                  (TrainingArguments.gradient_checkpointing = False)",
-            );
-            Checkpointing::Off
-        })
-    });
+                );
+                Checkpointing::Off
+            })
+        });
     if checkpointing.is_none() {
         cx.gap(Gap::data(data::CHECKPOINTING, "activation_checkpointing: none"));
     }
@@ -222,6 +295,8 @@ fn method(
         cx.gap(Gap::data(data::LORA_SETUP, "finetune_method: none"));
         return None;
     };
+    // A config's keys among the settings may give what the method's words leave out.
+    let text = with_config_lora(point, text);
     let lower = text.to_lowercase();
     // DoRA (PEFT `use_dora`) and QDoRA: LoRA whose adapted matrices also train a magnitude.
     let dora = lower.contains("dora");
@@ -972,6 +1047,35 @@ mod tests {
     fn workload(fields: &str) -> String {
         let expressed = super::super::express(&point(fields)).expect("expressible");
         expressed.source.split("workload point").nth(1).expect("a workload").to_string()
+    }
+
+    /// A training config's keys among the settings give what the fields leave out; its length
+    /// only where every sample has it.
+    #[test]
+    fn a_configs_keys_among_the_settings() {
+        let config = |settings: &str| {
+            let fields = format!(
+                r#"{{"finetune_method": "qlora", "batch_size": null, "seq_len": null,
+                    "activation_checkpointing": null, "other_settings": "{settings}"}}"#
+            );
+            super::super::express(&point(&fields))
+        };
+        let axolotl = config(
+            "lora_r: 32; lora_target_linear: true; sequence_len: 4096; sample_packing: true; \
+             micro_batch_size: 2; gradient_checkpointing: true",
+        )
+        .expect("expressible")
+        .source;
+        for expected in ["rank    32", "targets all", "micro_batch   2", "sequence      4096"] {
+            assert!(axolotl.contains(expected), "{expected}: {axolotl}");
+        }
+        // Unpacked, the configured length is a cap: the samples' own lengths are not stated.
+        let unpacked = config(
+            "lora_r: 32; lora_target_linear: true; sequence_len: 4096; sample_packing: false; \
+             micro_batch_size: 2; gradient_checkpointing: true",
+        )
+        .expect_err("the sequence is not stated");
+        assert_eq!(unpacked[0].label, crate::gaps::data::SEQUENCE);
     }
 
     #[test]
