@@ -63,6 +63,9 @@ pub mod feature {
     pub const PIPELINE: &str = "a diffusion pipeline the harness does not declare (its models' \
          parameter counts, its defaults and its VAE's decode: Mochi, Sana, Stable Video \
          Diffusion, image-to-video variants)";
+    pub const VISION_LANGUAGE: &str = "a vision-language model: its vision encoder, projector \
+         and image tokens (and Llama 3.2 Vision's cross-attention layers) beside the language \
+         model";
     pub const RUNTIME: &str = "a runtime the language has no profile for (ExLlamaV2, MLC LLM, \
          ONNX Runtime, MLX, CTranslate2, OpenVINO, ComfyUI, AUTOMATIC1111): its own weight \
          formats, cache and memory management";

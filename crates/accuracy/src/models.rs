@@ -276,6 +276,42 @@ const OTHER_MODELS: [&str; 7] = [
     "distilgpt2",
 ];
 
+/// Whether a model wording names a vision-language model (LLaVA, Qwen2-VL, Llama 3.2 Vision,
+/// Pixtral, PaliGemma, InternVL, MiniCPM-V, ...): its language model's shape alone leaves out
+/// the vision encoder and the image tokens.
+pub fn vision_language(wording: &str) -> bool {
+    let lower = wording.rsplit('/').next().unwrap_or(wording).to_lowercase();
+    let words: Vec<&str> = lower.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+    let text = compressed(wording);
+    let families = [
+        "llava",
+        "pixtral",
+        "paligemma",
+        "internvl",
+        "idefics",
+        "molmo",
+        "florence",
+        "cogvlm",
+        "qwenvl",
+        "smolvlm",
+        "janus",
+        "fuyu",
+        "kosmos",
+        "blip",
+        "minicpmv",
+        "glm4v",
+        "deepseekvl",
+        "llama3.2vision",
+        "llama3.211bvision",
+        "llama3.290bvision",
+    ];
+    words.iter().any(|w| matches!(*w, "vl" | "vision" | "vlm"))
+        || words
+            .iter()
+            .any(|w| w.strip_suffix("vl").is_some_and(|rest| rest.ends_with(char::is_numeric)))
+        || families.iter().any(|family| text.contains(family))
+}
+
 /// A model the harness declares, named by one of its usual spellings; suffixes such as
 /// `-Instruct`, `-hf` or `-AWQ` are left to the other fields. The size must not run on into
 /// more digits (`qwen2.57b` is not `qwen2.572b`); a context suffix is not a size
@@ -624,6 +660,33 @@ mod tests {
         assert_eq!(name("Qwen/Qwen2-7B").as_deref(), Some("qwen2.5-7b"));
         assert_eq!(name("meta-llama/Llama-3.3-70B-Instruct").as_deref(), Some("llama3.1-70b"));
         assert_eq!(name("tiiuae/falcon-7b"), None);
+    }
+
+    #[test]
+    fn vision_language_models_by_their_names() {
+        for vlm in [
+            "meta-llama/Llama-3.2-11B-Vision-Instruct",
+            "Qwen/Qwen2.5-VL-7B-Instruct",
+            "Qwen/Qwen2-VL-2B",
+            "llava-hf/llava-1.5-7b-hf",
+            "mistralai/Pixtral-12B-2409",
+            "google/paligemma-3b-pt-224",
+            "OpenGVLab/InternVL2-8B",
+            "microsoft/Phi-3-vision-128k-instruct",
+            "openbmb/MiniCPM-V-2_6",
+            "deepseek-ai/deepseek-vl2-small",
+        ] {
+            assert!(vision_language(vlm), "{vlm}");
+        }
+        for text in [
+            "meta-llama/Llama-3.1-8B",
+            "Qwen/Qwen2.5-7B-Instruct",
+            "mistralai/Mistral-7B-v0.1",
+            "google/gemma-2-9b",
+            "EleutherAI/gpt-neox-20b",
+        ] {
+            assert!(!vision_language(text), "{text}");
+        }
     }
 
     #[test]

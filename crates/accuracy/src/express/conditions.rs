@@ -636,6 +636,10 @@ impl Cx<'_> {
 
     /// The model, from `models.vram` or the catalog.
     pub(crate) fn model(&mut self) -> Option<Model> {
+        if models::vision_language(&self.point.model) {
+            self.gap(Gap::feature(feature::VISION_LANGUAGE, self.point.model.clone()));
+            return None;
+        }
         match models::model(&self.point.model) {
             Some(Ok(model)) => Some(model),
             Some(Err(gaps)) if gaps.iter().any(|g| g.label != data::MODEL_CONFIG) => {
