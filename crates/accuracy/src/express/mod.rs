@@ -13,6 +13,7 @@ mod diffusion_training;
 mod guidance;
 mod inference;
 mod ollama;
+mod pipelines;
 mod preference;
 mod training;
 
