@@ -492,12 +492,29 @@ fn context(
     } else {
         cx.smallest_or_gap(Gap::data(data::CONTEXT, "seq_len, output_tokens: none"))?
     };
+    // transformers' static cache allocates every layer's keys and values for `max_cache_len`
+    // tokens when generation starts, however few the prompt and output fill.
+    let context = match static_cache_len(point).filter(|_| runtime == Runtime::PyTorch) {
+        Some(tokens) if tokens > context => {
+            cx.assume(
+                assume::RUNTIME_DEFAULT,
+                format!("a static cache of max_cache_len {tokens} tokens, allocated whole"),
+            );
+            tokens
+        }
+        _ => context,
+    };
     let prefill = match runtime {
         // Hugging Face generate() runs the prompt of every sequence in one forward step.
         Runtime::PyTorch | Runtime::Diffusers => Some(prompt.max(1).saturating_mul(sessions)),
         // llama.cpp's physical batch, when the source gives it.
         Runtime::LlamaCpp => number_after(&settings, "n_ubatch"),
-        Runtime::Vllm => vllm_v0_profile_tokens(cx, context),
+        // A stated step size (`--max-num-batched-tokens`) is the profile step's, whichever
+        // engine; with chunked prefill turned on, V0 no longer steps a whole window.
+        Runtime::Vllm => number_after(&settings.replace('-', "_"), "max_num_batched_tokens")
+            .or_else(|| {
+                if chunked_prefill(&settings) { None } else { vllm_v0_profile_tokens(cx, context) }
+            }),
         // SGLang's chunked prefill and TGI's warm-up prefill, when the source sets them; else
         // the language's defaults for the runtime.
         Runtime::Sglang => number_after(&settings.replace('-', "_"), "chunked_prefill_size"),
@@ -506,6 +523,25 @@ fn context(
         Runtime::Lmdeploy => number_after(&settings.replace('-', "_"), "max_prefill_token_num"),
     };
     Some((context, prefill, None))
+}
+
+/// Whether vLLM's chunked prefill is turned on (`--enable-chunked-prefill`, not `=False`).
+fn chunked_prefill(settings: &str) -> bool {
+    let flags = settings.to_lowercase().replace('-', "_").replace(' ', "");
+    flags.contains("enable_chunked_prefill")
+        && !flags.contains("enable_chunked_prefill=false")
+        && !flags.contains("enable_chunked_prefill:false")
+}
+
+/// The `max_cache_len` of a transformers static cache the settings state
+/// (`cache_implementation="static"`, `StaticCache(max_cache_len=4096)`).
+fn static_cache_len(point: &crate::data::Point) -> Option<u64> {
+    let text = point.all_text();
+    let compact = text.replace([' ', '"', '\''], "");
+    let is_static = compact.contains("cache_implementation=static")
+        || compact.contains("cache_implementation:static")
+        || compact.contains("staticcache");
+    is_static.then(|| number_after(&text.replace('-', "_"), "max_cache_len")).flatten()
 }
 
 /// The context a server is started with: vLLM's `--max-model-len`, TGI's `--max-total-tokens`,
@@ -713,8 +749,6 @@ fn versions(text: &str) -> impl Iterator<Item = (u64, u64)> + '_ {
     })
 }
 
-/// Whether the point ran vLLM's V1 engine: it says so, or names vLLM 0.8 or later, where V1
-/// became the default.
 /// The tokens of vLLM V0's profile step: without chunked prefill, which V0 turns on by default
 /// only past 32K tokens of context (`EngineArgs.create_engine_config`, `use_long_context`), its
 /// `SchedulerConfig` sets `max_num_batched_tokens` to `max(max_model_len, 2048)`
@@ -734,6 +768,8 @@ fn vllm_v0_profile_tokens(cx: &mut Cx<'_>, context: u64) -> Option<u64> {
     Some(tokens)
 }
 
+/// Whether the point ran vLLM's V1 engine: it says so, or names vLLM 0.8 or later, where V1
+/// became the default.
 fn vllm_v1(cx: &Cx<'_>) -> bool {
     let point = cx.point;
     let text = format!("{} {}", point.framework, point.framework_version.as_deref().unwrap_or(""))
@@ -820,6 +856,23 @@ fn tgi_wiggle_room(cx: &Cx<'_>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunked_prefill_and_static_caches_in_their_wordings() {
+        assert!(chunked_prefill("--max-model-len 16384 --enable-chunked-prefill"));
+        assert!(chunked_prefill("enable_chunked_prefill=True"));
+        assert!(!chunked_prefill("enable_chunked_prefill=False"));
+        assert!(!chunked_prefill("--max-model-len 16384"));
+        let point = |settings: &str| crate::data::Point {
+            other_settings: Some(settings.to_owned()),
+            ..crate::data::Point::default()
+        };
+        let static_len = |settings: &str| static_cache_len(&point(settings));
+        assert_eq!(static_len("cache_implementation='static', max_cache_len 4096"), Some(4096));
+        assert_eq!(static_len("StaticCache(max_cache_len=8192)"), Some(8192));
+        // A length with no static cache is not one.
+        assert_eq!(static_len("max_cache_len 4096"), None);
+    }
 
     /// A point whose other settings are `settings`.
     fn with_settings(settings: &str) -> crate::data::Point {
