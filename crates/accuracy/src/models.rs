@@ -100,7 +100,7 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
 ///
 /// The first spelling a wording contains wins, so a name that contains another's comes first
 /// (`codellama7b` before `llama7b`, the R1 distills before `deepseekr1`).
-const SPELLINGS: [(&str, &str); 123] = [
+const SPELLINGS: [(&str, &str); 128] = [
     // DeepSeek-R1's distills keep their base models' shapes: Llama 3.1 8B (its config.json,
     // ahmedghosaini/crag-meta, models/DeepSeek-R1-Distill-Llama-8B/config.json @ 07bf4be7),
     // Llama 3.3 70B (= 3.1 70B's), Qwen2.5-Math 7B (= Qwen2.5 7B's: 28 layers, 3584, 18944,
@@ -253,6 +253,12 @@ const SPELLINGS: [(&str, &str); 123] = [
     ("yi34b200k", "yi-34b-200k"),
     ("yi34b", "yi-34b-200k"),
     ("octocoder", "octocoder"),
+    // Encoders: DistilBERT before BERT, whose spelling its name contains.
+    ("distilbertbaseuncased", "distilbert-base-uncased"),
+    ("bertbaseuncased", "bert-base-uncased"),
+    ("bertbasecased", "bert-base-cased"),
+    ("bertlargeuncased", "bert-large-uncased"),
+    ("robertabase", "roberta-base"),
 ];
 
 /// A wording lower-cased, without its organisation (`meta-llama/`) and without `-`, `_`, spaces
@@ -264,10 +270,12 @@ fn compressed(wording: &str) -> String {
 
 /// Other models whose names contain a spelling: Phi-4-multimodal is not Phi-4, an R1 distill
 /// without a spelling of its own is not R1, CodeQwen1.5 7B (a 92,416-token vocabulary) is not
-/// Qwen1.5 7B, RecurrentGemma is not Gemma, GPT-2 Medium and DistilGPT2 are not GPT-2. A wording that names one matches no spelling it
-/// contains and is left to its own fields.
-const OTHER_MODELS: [&str; 7] = [
+/// Qwen1.5 7B, RecurrentGemma is not Gemma, GPT-2 Medium and DistilGPT2 are not GPT-2,
+/// XLM-RoBERTa (a 250,002-token vocabulary) is not RoBERTa. A wording that names one matches no
+/// spelling it contains and is left to its own fields.
+const OTHER_MODELS: [&str; 8] = [
     "phi4multimodal",
+    "xlmrobertabase",
     "deepseekr1distill",
     "codeqwen1.57b",
     "recurrentgemma2b",
@@ -660,6 +668,17 @@ mod tests {
         assert_eq!(name("Qwen/Qwen2-7B").as_deref(), Some("qwen2.5-7b"));
         assert_eq!(name("meta-llama/Llama-3.3-70B-Instruct").as_deref(), Some("llama3.1-70b"));
         assert_eq!(name("tiiuae/falcon-7b"), None);
+        assert_eq!(name("google-bert/bert-base-uncased").as_deref(), Some("bert-base-uncased"));
+        assert_eq!(name("bert-base-cased").as_deref(), Some("bert-base-cased"));
+        assert_eq!(
+            name("distilbert/distilbert-base-uncased").as_deref(),
+            Some("distilbert-base-uncased")
+        );
+        assert_eq!(
+            name("cardiffnlp/twitter-roberta-base-sentiment").as_deref(),
+            Some("roberta-base")
+        );
+        assert_eq!(name("FacebookAI/xlm-roberta-base"), None);
     }
 
     #[test]

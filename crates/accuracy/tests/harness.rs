@@ -283,6 +283,8 @@ fn points_in_other_wordings_are_expressed() {
     // scripts' `--use_8bit_adam`.
     assert!(source("U-028").contains("check point on gpu-12gb"), "{}", source("U-028"));
     assert!(source("U-029").contains("method        full"), "{}", source("U-029"));
+    // fp32 weights computing in bf16 ("bf16 autocast", no word "mixed") run under autocast.
+    assert!(source("U-029").contains("activations   bf16"), "{}", source("U-029"));
     assert!(source("U-030").contains("optimizer     adamw-8bit"), "{}", source("U-030"));
     // llama.cpp's log lines by their own names; before FlashAttention became its default the
     // graph holds every head's scores over the 8,192-cell cache (512 MiB of the 560).

@@ -873,13 +873,17 @@ fn mixed_precision(cx: &mut Cx<'_>, weights: &str) -> Option<&'static str> {
     if quantized && compute.trim() == "bf16" {
         return Some("bf16");
     }
-    if weights != "fp32" || !compute.contains("mixed") {
+    // fp32 weights computing in a 16-bit type run under autocast (AMP), whether or not the
+    // point says "mixed": the only other way, casting the model, changes the weights' type.
+    let sixteen =
+        ["fp16", "bf16", "float16", "bfloat16", "half"].iter().any(|w| compute.contains(w));
+    if weights != "fp32" || !(compute.contains("mixed") || sixteen) {
         return None;
     }
-    if compute.contains("fp16") {
-        Some("fp16")
-    } else if compute.contains("bf16") {
+    if compute.contains("bf16") || compute.contains("bfloat16") {
         Some("bf16")
+    } else if compute.contains("fp16") || compute.contains("float16") || compute.contains("half") {
+        Some("fp16")
     } else {
         cx.unreadable("compute_dtype", &compute);
         None
