@@ -223,8 +223,8 @@ fn method(cx: &mut Cx<'_>, flux: bool) -> Option<String> {
         return None;
     }
     let settings = point.other_settings.clone().unwrap_or_default().to_lowercase();
-    let stated = super::training::rank(&lower);
-    let rank = stated.or_else(|| super::training::rank(&settings));
+    let stated = super::lora::rank(&lower);
+    let rank = stated.or_else(|| super::lora::rank(&settings));
     let named: Vec<&str> = ["to_q", "to_k", "to_v", "to_out"]
         .into_iter()
         .zip(["q", "k", "v", "o"])

@@ -12,6 +12,7 @@ mod diffusion;
 mod diffusion_training;
 mod guidance;
 mod inference;
+mod lora;
 mod ollama;
 mod pipelines;
 mod preference;
