@@ -144,6 +144,9 @@ pub mod assume {
          adapters (4 + 4 + 8 B), the same bytes";
     pub const EQUIVALENT_OPTIMIZER: &str = "an optimizer written as the language's optimizer of \
          the same state bytes (Lion keeps one momentum per parameter, as SGD with momentum does)";
+    pub const EQUIVALENT_SHARDING: &str = "a framework's sharding written as the language's of \
+         the same split (Megatron's distributed optimizer shards the fp32 main parameters and the \
+         optimizer state over the data-parallel ranks and keeps every gradient, as ZeRO-1 does)";
     pub const SCRIPT_SETTING: &str =
         "a setting not in the data but read from the source's own script or configuration";
     pub const EQUIVALENT_FORMAT: &str =

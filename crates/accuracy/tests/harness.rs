@@ -238,7 +238,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 75);
+    assert_eq!(run.results.len(), 76);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -415,6 +415,11 @@ fn points_in_other_wordings_are_expressed() {
     // vLLM's stated step with chunked prefill, and transformers' static cache allocated whole.
     assert!(source("U-074").contains("prefill_chunk 2048 tokens"), "{}", source("U-074"));
     assert!(source("U-075").contains("context  4096 tokens"), "{}", source("U-075"));
+    // Megatron's distributed optimizer (ZeRO-1's split, no DeepSpeed buckets) and its sequence
+    // parallelism.
+    for expected in ["sharding      zero1", "bucket_elements 1", "sequence_parallel true"] {
+        assert!(source("U-076").contains(expected), "{expected}: {}", source("U-076"));
+    }
 }
 
 /// A point that ran a precision its device cannot run as the language models it (FP8 weights

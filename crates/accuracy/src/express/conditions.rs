@@ -133,6 +133,8 @@ pub(crate) struct Distribution {
     pub(crate) sharding: Option<&'static str>,
     /// A ZeRO stage is named: DeepSpeed's engine runs the step, with its mixed-precision states.
     pub(crate) deepspeed: bool,
+    /// Megatron's distributed optimizer: ZeRO-1's split without DeepSpeed's reduce buckets.
+    pub(crate) megatron_optimizer: bool,
     pub(crate) offload: Offload,
 }
 
@@ -469,6 +471,25 @@ impl Cx<'_> {
             .into_iter()
             .flatten()
             .any(|text| text.to_lowercase().contains("fsdp"));
+        // Megatron's distributed optimizer shards the fp32 main parameters and the optimizer
+        // state over the data-parallel ranks and keeps every gradient (its
+        // docs/distrib_optimizer.md: 6 + 12/d bytes per parameter with bf16 parameters and fp32
+        // gradients): ZeRO-1's split.
+        let optimizer = point.optimizer.as_deref().unwrap_or_default().to_lowercase();
+        let distributed_optimizer =
+            ["distributed optimizer", "distributed_optimizer", "distributed-optimizer"]
+                .iter()
+                .any(|w| text.contains(w) || optimizer.contains(w));
+        let megatron = stage.is_none() && distributed_optimizer;
+        if megatron {
+            self.assume(
+                assume::EQUIVALENT_SHARDING,
+                "sharding zero1, with no reduce buckets: Megatron's distributed optimizer \
+                 (docs/distrib_optimizer.md: 6 + 12/d bytes per parameter with bf16 parameters \
+                 and fp32 gradients)",
+            );
+        }
+        let stage = stage.or_else(|| megatron.then_some(1));
         let sharding = match stage {
             Some(1) => Some("zero1"),
             Some(2) => Some("zero2"),
@@ -530,7 +551,12 @@ impl Cx<'_> {
                 }
             }
         };
-        Distribution { sharding, deepspeed: stage.is_some(), offload }
+        Distribution {
+            sharding,
+            deepspeed: stage.is_some() && !megatron,
+            megatron_optimizer: megatron,
+            offload,
+        }
     }
 
     /// The runtime profile for the framework.

@@ -68,6 +68,13 @@ fn fp8_mixed_precision(text: &str) -> bool {
     })
 }
 
+/// Whether the point splits the sequence over the tensor ranks (Megatron's sequence
+/// parallelism) on a tensor-parallel run.
+fn sequence_parallel(point: &crate::data::Point) -> bool {
+    let text = point.all_text().replace(['-', '_'], " ");
+    text.contains("sequence parallel") && !text.contains("no sequence parallel")
+}
+
 /// A training config's keys for the sequence length: axolotl's `sequence_len`, TRL's
 /// `max_seq_length` and `max_length`, LLaMA-Factory's `cutoff_len`, Hugging Face scripts'
 /// `model_max_length`.
@@ -214,6 +221,11 @@ pub(super) fn body(
         Checkpointing::Selective => "selective",
     };
     let _ = writeln!(out, "    checkpointing {checkpointing}");
+    if sequence_parallel(cx.point) {
+        // Megatron's `--sequence-parallel` (and NeMo's): norms and residuals split over the
+        // tensor ranks too.
+        out.push_str("    sequence_parallel true\n");
+    }
     out.push_str(&levers(cx, offloaded));
     out.push_str(&objective);
     out.push_str(&cx.gradient_lifetime().unwrap_or_default());
@@ -605,6 +617,13 @@ fn states(
             ),
         );
         out.push_str("    bucket_elements 200_000_000  # Qwen ds_config_zero2.json\n");
+    }
+    if distribution.megatron_optimizer {
+        // Megatron reduces gradients from its contiguous fp32 grad buffer (the gradients
+        // themselves): no separate buckets beside them.
+        out.push_str(
+            "    bucket_elements 1  # Megatron's distributed optimizer: no reduce buckets\n",
+        );
     }
     let offload = match &distribution.offload {
         Offload::None => None,
