@@ -347,12 +347,19 @@ fn usual_memory(words: &[&str]) -> Option<(u64, String)> {
     Some((gigabytes, name.to_uppercase().replace("TITAN", "Titan")))
 }
 
-/// The memory, in GiB, that a GPU wording states (`RTX 3060 12GB`, `A100 80 GB`), if any.
-pub fn stated_gib(gpu_type: &str) -> Option<u64> {
-    let lower = gpu_type.to_lowercase();
-    let words: Vec<&str> =
-        lower.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
-    stated_memory(&words)
+/// The memory, in bytes, of the GPU a wording names, where the wording states it or names a card
+/// with one size (a catalog device, with the size its driver reports; a card the harness
+/// declares, with its marketed GiB): `RTX 3060 12GB` 12 GiB, `RTX 4090` 24,564 MiB, `A100`
+/// (40 or 80 GB) none.
+pub fn memory_bytes(gpu_type: &str) -> Option<u64> {
+    let gpu = gpu(gpu_type).filter(|gpu| gpu.capacity_stated)?;
+    match &gpu.declaration {
+        Some(declaration) => declaration.lines().find_map(|line| {
+            let rest = line.trim_start().strip_prefix("memory")?;
+            crate::data::leading_number(rest.trim_start())?.checked_mul(1 << 30)
+        }),
+        None => Some(vram_core::catalog::builtin().devices.get(&gpu.device)?.memory.0),
+    }
 }
 
 /// The memory a wording states: `80gb`, `80g`, `24gib`, or a number followed by `gb`.
@@ -457,6 +464,10 @@ mod tests {
         let quadro = read("Quadro RTX 8000").and_then(|gpu| gpu.declaration).unwrap_or_default();
         assert!(quadro.contains("48 GiB") && quadro.contains("turing"), "{quadro}");
         assert_eq!(device("RTX 4060 Ti 16GB"), stated("gpu-16gb"));
+        // The memory of a named card, stated or its only size.
+        assert_eq!(memory_bytes("RTX 3060 12GB"), Some(12 << 30));
+        assert_eq!(memory_bytes("RTX 4090"), Some(24_564 << 20));
+        assert_eq!(memory_bytes("A100"), None);
         // Two-word suffixes, workstation cards and Grace Hopper.
         let unstated = |name: &str| Some((name.to_owned(), false));
         assert_eq!(device("RTX 4070 Ti Super"), unstated("gpu-16gb"));

@@ -24,6 +24,7 @@ const FOUR_K_CONTEXT: Release = (6, 7);
 const VRAM_TIERS: Release = (15, 5);
 const CONCURRENCY: Release = (2, 0);
 const SERIAL_AGAIN: Release = (10, 0);
+const GIB: u64 = 1 << 30;
 
 /// Whether the point runs on Ollama.
 pub(super) fn is_ollama(point: &crate::data::Point) -> bool {
@@ -60,29 +61,25 @@ pub(super) fn default_context(cx: &mut Cx<'_>) -> Option<u64> {
         cx.assume(assume::RUNTIME_DEFAULT, why);
         return Some(tokens);
     };
-    let gib = crate::gpus::stated_gib(&cx.point.gpu_type);
+    let memory = crate::gpus::memory_bytes(&cx.point.gpu_type);
     let gpus = u64::from(cx.point.num_gpus.unwrap_or(1).max(1));
-    match gib.map(|g| g * gpus) {
-        Some(total) if total < 23 => {
-            cx.assume(
-                assume::RUNTIME_DEFAULT,
-                format!(
-                    "num_ctx 4096: Ollama {}.{} with {total} GiB of VRAM",
-                    release.0, release.1
-                ),
-            );
-            Some(4096)
-        }
-        Some(total) if total < 47 => {
-            cx.assume(
-                assume::RUNTIME_DEFAULT,
-                format!(
-                    "num_ctx 32768: Ollama {}.{} with {total} GiB of VRAM",
-                    release.0, release.1
-                ),
-            );
-            Some(32_768)
-        }
+    let tier = |tokens: u64, total: u64, cx: &mut Cx<'_>| {
+        cx.assume(
+            assume::RUNTIME_DEFAULT,
+            format!(
+                "num_ctx {tokens}: Ollama {}.{} with {} of VRAM",
+                release.0,
+                release.1,
+                vram_core::bytes::Bytes(total).human()
+            ),
+        );
+        Some(tokens)
+    };
+    // Ollama's thresholds sit at 23 and 47 GiB so that 24 and 48 GB cards, which report a
+    // little less, land in their tiers (0334ffa's comment).
+    match memory.and_then(|m| m.checked_mul(gpus)) {
+        Some(total) if total < 23 * GIB => tier(4096, total, cx),
+        Some(total) if total < 47 * GIB => tier(32_768, total, cx),
         _ => {
             cx.gap(Gap::data(
                 data::CONTEXT,
@@ -198,7 +195,8 @@ mod tests {
         assert_eq!(context("0.16.0", "RTX 4090 24GB"), Some(32_768));
         // From 47 GiB the default is the model's trained context, which the point does not give.
         assert_eq!(context("0.16.0", "A100 80GB"), None);
-        assert_eq!(context("0.16.0", "RTX 4090"), None);
+        assert_eq!(context("0.16.0", "RTX 4090"), Some(32_768));
+        assert_eq!(context("0.16.0", "A100"), None);
     }
 
     #[test]
