@@ -147,6 +147,8 @@ pub mod assume {
     pub const EQUIVALENT_SHARDING: &str = "a framework's sharding written as the language's of \
          the same split (Megatron's distributed optimizer shards the fp32 main parameters and the \
          optimizer state over the data-parallel ranks and keeps every gradient, as ZeRO-1 does)";
+    pub const NAMED_FORMAT: &str = "weight format not in the fields but in the model's name \
+         (a quantized upload's suffix, an Ollama tag)";
     pub const SCRIPT_SETTING: &str =
         "a setting not in the data but read from the source's own script or configuration";
     pub const EQUIVALENT_FORMAT: &str =

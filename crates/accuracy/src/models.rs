@@ -284,6 +284,40 @@ const OTHER_MODELS: [&str; 8] = [
     "distilgpt2",
 ];
 
+/// The weight format a model's name gives (a quantized upload's suffix or an Ollama tag), as the
+/// word the precision field would hold: a GGUF type (`Q4_K_M`, `q8_0`, `IQ4_XS`), `GPTQ` with
+/// its bits, `AWQ`, `FP8`, bitsandbytes' `bnb-4bit`; `None` when the name gives none.
+pub fn format_in_name(wording: &str) -> Option<String> {
+    let name = wording.rsplit('/').next().unwrap_or(wording).to_lowercase();
+    let words: Vec<&str> = name.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
+    // GGUF types as llama-quantize spells them: q4_k_m, q8_0, iq4_xs, and fp16/f16 in a tag.
+    let gguf = words.iter().find(|w| {
+        let w = w.trim_end_matches("_gguf");
+        (w.starts_with('q') || w.starts_with("iq"))
+            && w.chars()
+                .nth(if w.starts_with("iq") { 2 } else { 1 })
+                .is_some_and(|c| c.is_ascii_digit())
+            && (w.contains('_') || w.len() == 2)
+    });
+    if let Some(gguf) = gguf {
+        return Some(format!("GGUF {}", gguf.to_uppercase()));
+    }
+    if name.contains("gptq") {
+        let bits = if name.contains("int8") || name.contains("8bit") { "int8" } else { "int4" };
+        return Some(format!("GPTQ {bits}"));
+    }
+    if name.contains("awq") {
+        return Some("AWQ".to_owned());
+    }
+    if words.iter().any(|w| *w == "fp8") {
+        return Some("FP8".to_owned());
+    }
+    if name.contains("bnb-4bit") || name.contains("bnb_4bit") {
+        return Some("bitsandbytes 4-bit (nf4)".to_owned());
+    }
+    None
+}
+
 /// Whether a model wording names a vision-language model (LLaVA, Qwen2-VL, Llama 3.2 Vision,
 /// Pixtral, PaliGemma, InternVL, MiniCPM-V, ...): its language model's shape alone leaves out
 /// the vision encoder and the image tokens.
@@ -679,6 +713,22 @@ mod tests {
             Some("roberta-base")
         );
         assert_eq!(name("FacebookAI/xlm-roberta-base"), None);
+    }
+
+    #[test]
+    fn weight_formats_named_by_the_model() {
+        let named = |wording: &str| format_in_name(wording);
+        assert_eq!(named("Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf").as_deref(), Some("GGUF Q4_K_M"));
+        assert_eq!(named("llama3.1:8b-instruct-q8_0").as_deref(), Some("GGUF Q8_0"));
+        assert_eq!(named("bartowski/Qwen2.5-7B-Instruct-IQ4_XS").as_deref(), Some("GGUF IQ4_XS"));
+        assert_eq!(named("TheBloke/Mistral-7B-Instruct-v0.2-GPTQ").as_deref(), Some("GPTQ int4"));
+        assert_eq!(named("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int8").as_deref(), Some("GPTQ int8"));
+        assert_eq!(named("Qwen/Qwen2.5-7B-Instruct-AWQ").as_deref(), Some("AWQ"));
+        assert_eq!(named("Qwen/Qwen3-8B-FP8").as_deref(), Some("FP8"));
+        // Sizes, versions and plain names are no format.
+        for plain in ["meta-llama/Llama-3.1-8B", "Qwen/Qwen2.5-72B", "Qwen/QwQ-32B", "qwen2.5:7b"] {
+            assert_eq!(named(plain), None, "{plain}");
+        }
     }
 
     #[test]

@@ -238,7 +238,7 @@ fn band_margins_in_the_core_are_the_current_fit() {
 fn points_in_other_wordings_are_expressed() {
     let points = data::parse(include_str!("unseen-wordings.json")).expect("the file parses");
     let run = run(&points);
-    assert_eq!(run.results.len(), 76);
+    assert_eq!(run.results.len(), 78);
     // A transformers named in the framework itself, at 4.45, keeps only the last position's
     // logits; Axolotl's `lora_target_linear` and Unsloth's short names adapt every projection.
     let source = |id: &str| {
@@ -420,6 +420,9 @@ fn points_in_other_wordings_are_expressed() {
     for expected in ["sharding      zero1", "bucket_elements 1", "sequence_parallel true"] {
         assert!(source("U-076").contains(expected), "{expected}: {}", source("U-076"));
     }
+    // A format named only by the model: a GGUF file's type, a GPTQ upload.
+    assert!(source("U-077").contains("weights  q4_k_m"), "{}", source("U-077"));
+    assert!(source("U-078").contains("weights  gptq-int4"), "{}", source("U-078"));
 }
 
 /// A point that ran a precision its device cannot run as the language models it (FP8 weights

@@ -733,6 +733,26 @@ impl Cx<'_> {
         let point = self.point;
         let quantization = point.quantization.clone().unwrap_or_default();
         let precision = point.weight_precision.clone().unwrap_or_default();
+        if quantization.trim().is_empty() && precision.trim().is_empty() {
+            // A point that states no format may name it with its model, as quantized uploads
+            // and Ollama's tags do (`...-Q4_K_M.gguf`, `...-GPTQ-Int4`, `:8b-instruct-q8_0`).
+            if let Some(named) = models::format_in_name(&point.model) {
+                let note = format!("{named} (read from the model's name {:?})", point.model);
+                return self.weight_format_of(String::new(), named).map(|(word, assumption)| {
+                    let assumption = match assumption {
+                        Some((label, detail)) => (label, format!("{detail}; {note}")),
+                        None => (assume::NAMED_FORMAT, note),
+                    };
+                    (word, Some(assumption))
+                });
+            }
+        }
+        self.weight_format_of(quantization, precision)
+    }
+
+    /// [`Cx::read_weight_format`] for the given quantization and precision wordings.
+    fn weight_format_of(&self, quantization: String, precision: String) -> Result<WeightWord, Gap> {
+        let point = self.point;
         let (q, w) = (quantization.to_lowercase(), precision.to_lowercase());
         let torchtune = point.framework.to_lowercase().contains("torchtune");
         let both = match (quantization.is_empty(), precision.is_empty()) {
