@@ -309,7 +309,7 @@ pub fn format_in_name(wording: &str) -> Option<String> {
     if name.contains("awq") {
         return Some("AWQ".to_owned());
     }
-    if words.iter().any(|w| *w == "fp8") {
+    if words.contains(&"fp8") {
         return Some("FP8".to_owned());
     }
     if name.contains("bnb-4bit") || name.contains("bnb_4bit") {

@@ -738,7 +738,7 @@ impl Cx<'_> {
             // and Ollama's tags do (`...-Q4_K_M.gguf`, `...-GPTQ-Int4`, `:8b-instruct-q8_0`).
             if let Some(named) = models::format_in_name(&point.model) {
                 let note = format!("{named} (read from the model's name {:?})", point.model);
-                return self.weight_format_of(String::new(), named).map(|(word, assumption)| {
+                return self.weight_format_of("", &named).map(|(word, assumption)| {
                     let assumption = match assumption {
                         Some((label, detail)) => (label, format!("{detail}; {note}")),
                         None => (assume::NAMED_FORMAT, note),
@@ -747,11 +747,11 @@ impl Cx<'_> {
                 });
             }
         }
-        self.weight_format_of(quantization, precision)
+        self.weight_format_of(&quantization, &precision)
     }
 
     /// [`Cx::read_weight_format`] for the given quantization and precision wordings.
-    fn weight_format_of(&self, quantization: String, precision: String) -> Result<WeightWord, Gap> {
+    fn weight_format_of(&self, quantization: &str, precision: &str) -> Result<WeightWord, Gap> {
         let point = self.point;
         let (q, w) = (quantization.to_lowercase(), precision.to_lowercase());
         let torchtune = point.framework.to_lowercase().contains("torchtune");
@@ -785,7 +785,7 @@ impl Cx<'_> {
                 .iter()
                 .find(|preset| [&q, &w].iter().any(|text| has_word(text, preset)))
                 .map(|preset| (*preset, None))
-                .ok_or_else(|| unreadable("quantization", &quantization))
+                .ok_or_else(|| unreadable("quantization", quantization))
         } else if runs_ggml(&point.framework.to_lowercase()) && (w == "q8" || q == "q8") {
             // GGUF's only 8-bit file type is Q8_0 (Q8_K is llama.cpp's internal dot-product
             // type, never a file's): Ollama's `q8` tags and "Q8" in tables are Q8_0.
@@ -872,7 +872,7 @@ impl Cx<'_> {
             match (four, eight) {
                 (true, false) => Ok(("int4", None)),
                 (false, true) => Ok(("int8", None)),
-                _ => Err(unreadable("quantization", &quantization)),
+                _ => Err(unreadable("quantization", quantization)),
             }
         } else if q.contains("quanto") {
             // optimum-quanto's weight types: qint8 (a scale per output channel), qint4 and qint2
@@ -885,7 +885,7 @@ impl Cx<'_> {
             } else if q.contains("float8") || q.contains("fp8") {
                 Ok(("fp8", None))
             } else {
-                Err(unreadable("quantization", &quantization))
+                Err(unreadable("quantization", quantization))
             }
         } else if q.contains("hqq") {
             Ok((
@@ -917,10 +917,10 @@ impl Cx<'_> {
                 }
                 _ if w.contains("fp32") || w.contains("float32") => Ok(("fp32", None)),
                 _ if w.contains("fp8") || w.contains("float8") => Ok(("fp8", None)),
-                _ => Err(unreadable("weight_precision", &precision)),
+                _ => Err(unreadable("weight_precision", precision)),
             }
         } else {
-            Err(unreadable("quantization", &quantization))
+            Err(unreadable("quantization", quantization))
         }
     }
 
