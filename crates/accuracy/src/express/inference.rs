@@ -297,6 +297,16 @@ fn sessions(cx: &mut Cx<'_>, runtime: Runtime, selector: Option<Selector>) -> Op
     }
     match runtime {
         Runtime::Vllm => {
+            if cx.verdict {
+                // vLLM starts when its pool holds one sequence of the full context (its check
+                // that `max_model_len` fits the KV cache's tokens) and schedules fewer
+                // sequences at once when the pool is short: whether the server fits asks for one.
+                cx.assume(
+                    assume::RUNTIME_DEFAULT,
+                    "sessions 1: vLLM starts when its KV pool holds one max_model_len sequence",
+                );
+                return Some(1);
+            }
             if let Some(seqs) = stated_max_num_seqs(cx.point) {
                 return Some(seqs);
             }
@@ -856,6 +866,29 @@ fn tgi_wiggle_room(cx: &Cx<'_>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether a vLLM server starts asks for one sequence of its full context; a peak of the
+    /// same server is its default batch's.
+    #[test]
+    fn a_vllm_verdict_asks_for_one_sequence() {
+        let point = |kind: &str| {
+            crate::express::test_point(
+                serde_json::json!({
+                    "id": "V-1", "source_id": "V", "workload": "llm_inference",
+                    "model": "meta-llama/Llama-3.1-70B-Instruct", "framework": "vLLM 0.6.3",
+                    "weight_precision": "bf16", "num_gpus": 2, "gpu_type": "A100 80GB",
+                    "parallelism": "tensor parallel 2", "other_settings": "--max-model-len 131072",
+                    "measurement_method": "nvidia-smi", "measured_kind": kind, "value": 70,
+                    "unit": "GB", "quality": "A"
+                }),
+                "{}",
+            )
+        };
+        let source =
+            |kind: &str| crate::express::express(&point(kind)).expect("expressible").source;
+        assert!(source("does not fit").contains("sessions 1"), "{}", source("does not fit"));
+        assert!(source("peak").contains("sessions 256"), "{}", source("peak"));
+    }
 
     #[test]
     fn chunked_prefill_and_static_caches_in_their_wordings() {

@@ -55,6 +55,9 @@ pub(crate) struct Cx<'a> {
     assumptions: Vec<Assumption>,
     /// The point reports an out-of-memory failure.
     out_of_memory: bool,
+    /// The point reports whether the run fitted (an out-of-memory failure or a run that fitted),
+    /// not a number.
+    verdict: bool,
     /// Missing lengths or batches given their smallest value (see [`Cx::smallest_or_gap`]).
     lower_bound: Vec<Gap>,
     /// Ollama's automatic parallel contexts: four were tried ([`ollama::default_parallel`]),
@@ -69,6 +72,7 @@ impl<'a> Cx<'a> {
             gaps: Vec::new(),
             assumptions: Vec::new(),
             out_of_memory: false,
+            verdict: false,
             lower_bound: Vec::new(),
             ollama: ollama::Parallel::Untried,
         }
@@ -120,6 +124,7 @@ fn express_with(point: &Point, ollama: ollama::Parallel) -> Expression {
     cx.ollama = ollama;
     let target = cx.target();
     cx.out_of_memory = matches!(target, Some(Target::Verdict { expect_fits: false }));
+    cx.verdict = matches!(target, Some(Target::Verdict { .. }));
     let measured = target.as_ref().and_then(|t| cx.measured(t));
     let gpu = target.as_ref().and_then(|t| cx.gpu(t));
     let split = cx.split();
