@@ -205,7 +205,7 @@ impl Cx<'_> {
             if summed_over_devices(scope_text) { Scope::SumOfDevices } else { Scope::EachDevice };
         let kind = point.measured_kind.trim().to_lowercase();
         let kind = kind.as_str();
-        if kind.starts_with("peak") {
+        if kind.starts_with("peak") || kind.ends_with(" peak") {
             if let Some(method) = views::script_method(&point.source_id) {
                 self.assume(
                     assume::SCRIPT_METHOD,
@@ -214,7 +214,21 @@ impl Cx<'_> {
                 return Some(Target::Peak { view: View::AtRest, basis: Basis::Stated, scope });
             }
             let (view, basis) = views::view_for(&point.measurement_method);
+            // The kind may name the counter the method leaves out ("reserved peak").
+            let (view, basis) = match basis {
+                Basis::NotStated if kind.contains("reserved") => (View::Reserved, Basis::Stated),
+                Basis::NotStated if kind.contains("allocated") => (View::Allocated, Basis::Stated),
+                _ => (view, basis),
+            };
             Some(Target::Peak { view, basis, scope })
+        } else if ["after load", "loaded", "model loaded", "after loading", "load"].contains(&kind)
+        {
+            // A reading taken once the model is loaded and before any work: its weights, and
+            // with a tool that reads the driver, the context beside them.
+            let (view, _) = views::view_for(&point.measurement_method);
+            let selector =
+                if view == View::Device { Selector::WeightsAndOutside } else { Selector::Weights };
+            Some(Target::Component { selector, scope })
         } else if kind.starts_with("component") {
             self.selector().map(|selector| Target::Component { selector, scope })
         } else if out_of_memory_kind(kind) {
@@ -1429,6 +1443,46 @@ mod version_tests {
         for scope in ["single GPU", "per GPU (max over ranks)", "each GPU", "GPU 0"] {
             assert!(!super::summed_over_devices(scope), "{scope}");
         }
+    }
+
+    /// A reading after loading is the weights (with the context, read from the driver), and a
+    /// kind may name the counter its method leaves out.
+    #[test]
+    fn measured_kinds_in_other_words() {
+        use crate::target::{Scope, Selector, Target};
+        use crate::views::{Basis, View};
+        let target = |kind: &str, method: &str| {
+            let point = crate::data::Point {
+                measured_kind: kind.to_owned(),
+                measurement_method: method.to_owned(),
+                ..crate::data::Point::default()
+            };
+            super::super::Cx::new(&point).target()
+        };
+        let component = |selector| Some(Target::Component { selector, scope: Scope::EachDevice });
+        assert_eq!(
+            target("after load", "torch.cuda.memory_allocated()"),
+            component(Selector::Weights)
+        );
+        assert_eq!(target("model loaded", "nvidia-smi"), component(Selector::WeightsAndOutside));
+        assert_eq!(
+            target("reserved peak", "not stated"),
+            Some(Target::Peak {
+                view: View::Reserved,
+                basis: Basis::Stated,
+                scope: Scope::EachDevice
+            })
+        );
+        // A stated method wins over the kind's word.
+        assert_eq!(
+            target("reserved peak", "nvidia-smi"),
+            Some(Target::Peak {
+                view: View::Device,
+                basis: Basis::Stated,
+                scope: Scope::EachDevice
+            })
+        );
+        assert_eq!(target("average", "nvidia-smi"), None);
     }
 
     /// A point that leaves the scope out may state it with its method.
