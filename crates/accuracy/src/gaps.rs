@@ -79,6 +79,8 @@ pub mod feature {
          host, every step's scores kept)";
     pub const FP8_TRAINING: &str = "FP8 training (Transformer Engine or torchao float8 \
          layers: FP8 copies and scales beside the 16-bit weights)";
+    pub const CONTEXT_PARALLEL: &str = "context parallelism (ring attention, Ulysses, \
+         torchtitan's and Megatron's context-parallel ranks): the sequence split over GPUs";
     pub const NAIVE_MODEL_PARALLEL: &str = "training one model split over GPUs by a device map \
          (naive model parallelism)";
     pub const HELD_ON_HOST: &str = "part of the model kept in host memory by a serving engine \

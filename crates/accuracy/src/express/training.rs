@@ -15,7 +15,8 @@ const QWEN_FINETUNE_TARGETS: [&str; 4] = ["c_attn", "c_proj", "w1", "w2"];
 
 /// A training setup the language does not model, if the point names one: FP8 training
 /// (Transformer Engine's or torchao's float8 linear layers keep FP8 copies and scales beside the
-/// 16-bit weights), or one model split over GPUs by a device map (naive model parallelism:
+/// 16-bit weights), context parallelism (the sequence split over GPUs), or one model split over
+/// GPUs by a device map (naive model parallelism:
 /// each GPU holds its layers' states and the whole micro-batch's activations of them, one GPU
 /// at work at a time), which the data-parallel default would misread.
 fn unmodelled_setup(point: &crate::data::Point) -> Option<(&'static str, String)> {
@@ -40,6 +41,13 @@ fn unmodelled_setup(point: &crate::data::Point) -> Option<(&'static str, String)
         || (text.contains("fp8") && (names_te_module(&text) || fp8_mixed_precision(&text)));
     if fp8 {
         return Some((feature::FP8_TRAINING, text));
+    }
+    let compact = text.replace(['-', '_'], " ");
+    if ["context parallel", "ring attention", "ulysses", "sequence sharding"]
+        .iter()
+        .any(|word| compact.contains(word))
+    {
+        return Some((feature::CONTEXT_PARALLEL, text));
     }
     if point.num_gpus.is_some_and(|n| n > 1) && text.contains("device_map") {
         return Some((feature::NAIVE_MODEL_PARALLEL, text));
@@ -988,6 +996,10 @@ mod tests {
         assert_eq!(
             gap(r#"{"num_gpus": 2, "other_settings": "device_map='auto' across both GPUs"}"#),
             crate::gaps::feature::NAIVE_MODEL_PARALLEL
+        );
+        assert_eq!(
+            gap(r#"{"num_gpus": 8, "parallelism": "FSDP 2, context parallel 4"}"#),
+            crate::gaps::feature::CONTEXT_PARALLEL
         );
         assert_eq!(
             gap(r#"{"optimizer": "BAdam (block coordinate descent)"}"#),
