@@ -79,6 +79,9 @@ pub mod feature {
          host, every step's scores kept)";
     pub const FP8_TRAINING: &str = "FP8 training (Transformer Engine or torchao float8 \
          layers: FP8 copies and scales beside the 16-bit weights)";
+    pub const KOHYA_LORA: &str = "kohya's LoRA networks (`network_dim`): adapters on every \
+         linear layer of the denoiser's transformer blocks (projections in and out, the \
+         feed-forward), beyond the attention projections the language's denoiser LoRA covers";
     pub const CONTEXT_PARALLEL: &str = "context parallelism (ring attention, Ulysses, \
          torchtitan's and Megatron's context-parallel ranks): the sequence split over GPUs";
     pub const NAIVE_MODEL_PARALLEL: &str = "training one model split over GPUs by a device map \

@@ -223,6 +223,12 @@ fn method(cx: &mut Cx<'_>, flux: bool) -> Option<String> {
         return None;
     }
     let settings = point.other_settings.clone().unwrap_or_default().to_lowercase();
+    if lower.contains("network_dim") || settings.contains("network_dim") {
+        // kohya sd-scripts' networks.lora adapts every Linear (and 1 × 1 convolution) inside
+        // the UNet's Transformer2DModel blocks (its UNET_TARGET_REPLACE_MODULE).
+        cx.gap(Gap::feature(feature::KOHYA_LORA, text));
+        return None;
+    }
     let stated = super::lora::rank(&lower);
     let rank = stated.or_else(|| super::lora::rank(&settings));
     let named: Vec<&str> = ["to_q", "to_k", "to_v", "to_out"]
@@ -404,6 +410,19 @@ mod tests {
         ))
         .expect("expressible");
         assert!(eight_bit.source.contains("optimizer     adamw-8bit"), "{}", eight_bit.source);
+    }
+
+    #[test]
+    fn kohya_networks_are_a_missing_feature() {
+        let gaps = express(&point(
+            r#"{"model": "stabilityai/stable-diffusion-xl-base-1.0",
+                "finetune_method": "LoRA network_dim 32", "weight_precision": "fp16",
+                "image_or_video": "1024x1024", "optimizer": "AdamW8bit",
+                "activation_checkpointing": true,
+                "other_settings": "sdxl_train_network.py --network_train_unet_only"}"#,
+        ))
+        .expect_err("kohya's targets are not modelled");
+        assert!(gaps.iter().any(|g| g.label == crate::gaps::feature::KOHYA_LORA), "{gaps:?}");
     }
 
     #[test]
