@@ -680,6 +680,18 @@ impl Cx<'_> {
             self.gap(Gap::feature(feature::VISION_LANGUAGE, self.point.model.clone()));
             return None;
         }
+        if let Some(tag) = super::ollama::default_tag(self.point)
+            && let Some(model) = models::recognise(tag)
+        {
+            self.assume(
+                assume::RUNTIME_DEFAULT,
+                format!(
+                    "{}: Ollama's default tag, {tag} (its README's model table)",
+                    self.point.model
+                ),
+            );
+            return Some(model);
+        }
         match models::model(&self.point.model) {
             Some(Ok(model)) => Some(model),
             Some(Err(gaps)) if gaps.iter().any(|g| g.label != data::MODEL_CONFIG) => {

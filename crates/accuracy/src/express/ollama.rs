@@ -31,6 +31,30 @@ pub(super) fn is_ollama(point: &crate::data::Point) -> bool {
     point.framework.to_lowercase().contains("ollama")
 }
 
+/// Ollama's library names without a size and the size their default (`latest`) tag pulls, from
+/// the model table of Ollama's README (ollama/ollama v0.5.0, "Model library": `ollama run
+/// llama3.2` is Llama 3.2 3B, `llama3.1` Llama 3.1 8B, `phi3` Phi 3 Mini 3.8B, `gemma2` Gemma 2
+/// 9B, `mistral` Mistral 7B, `codellama` Code Llama 7B).
+const DEFAULT_TAGS: [(&str, &str); 6] = [
+    ("llama3.2", "llama3.2:3b"),
+    ("llama3.1", "llama3.1:8b"),
+    ("phi3", "phi3:mini"),
+    ("gemma2", "gemma2:9b"),
+    ("mistral", "mistral:7b"),
+    ("codellama", "codellama:7b"),
+];
+
+/// The model an Ollama tag without a size pulls (`llama3.1`, `llama3.1:latest`), as the tag with
+/// its default size; `None` for any other wording.
+pub(crate) fn default_tag(point: &crate::data::Point) -> Option<&'static str> {
+    if !is_ollama(point) {
+        return None;
+    }
+    let name = point.model.trim().to_lowercase();
+    let name = name.strip_suffix(":latest").unwrap_or(&name);
+    DEFAULT_TAGS.iter().find(|(bare, _)| *bare == name).map(|(_, tag)| *tag)
+}
+
 /// The `0.minor.patch` release the framework or its version names (`Ollama 0.3.6`,
 /// `v0.6.7`), if any.
 fn release(point: &crate::data::Point) -> Option<Release> {
@@ -175,6 +199,23 @@ mod tests {
         let mut cx = Cx::new(&point);
         let slots = default_parallel(&mut cx);
         (slots, format!("{:?}", cx.assumptions))
+    }
+
+    #[test]
+    fn bare_tags_pull_their_default_sizes() {
+        let tag = |model: &str, framework: &str| {
+            let point = crate::data::Point {
+                model: model.to_owned(),
+                framework: framework.to_owned(),
+                ..crate::data::Point::default()
+            };
+            default_tag(&point)
+        };
+        assert_eq!(tag("llama3.1", "Ollama 0.4"), Some("llama3.1:8b"));
+        assert_eq!(tag("llama3.2:latest", "Ollama"), Some("llama3.2:3b"));
+        assert_eq!(tag("llama3.1:70b", "Ollama"), None);
+        // Not under Ollama, a bare name says no size.
+        assert_eq!(tag("llama3.1", "transformers"), None);
     }
 
     #[test]
