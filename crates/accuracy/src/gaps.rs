@@ -79,6 +79,9 @@ pub mod feature {
          host, every step's scores kept)";
     pub const FP8_TRAINING: &str = "FP8 training (Transformer Engine or torchao float8 \
          layers: FP8 copies and scales beside the 16-bit weights)";
+    pub const PARTIAL_GROUP_OFFLOAD: &str = "group offloading applied to one of the pipeline's \
+         models (`apply_group_offloading(pipe.transformer, ...)`), the others left where the \
+         script put them: the language offloads every model's blocks (`offload blocks`)";
     pub const KOHYA_LORA: &str = "kohya's LoRA networks (`network_dim`): adapters on every \
          linear layer of the denoiser's transformer blocks (projections in and out, the \
          feed-forward), beyond the attention projections the language's denoiser LoRA covers";

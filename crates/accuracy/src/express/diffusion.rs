@@ -510,6 +510,12 @@ fn offload(cx: &mut Cx<'_>, batch: u64) -> Option<Switches> {
         .or_else(|| offload_in_settings(cx.point.other_settings.as_deref()));
     let Some(stated) = stated else { return Some(switches) };
     let lower = stated.to_lowercase();
+    // diffusers' `apply_group_offloading(module, ...)` offloads the one model it is given;
+    // `pipe.enable_group_offload(...)` offloads every model, which is what the language writes.
+    if lower.contains("apply_group_offloading") && !lower.contains("enable_group_offload") {
+        cx.gap(Gap::feature(feature::PARTIAL_GROUP_OFFLOAD, stated));
+        return None;
+    }
     for part in lower.split(['+', ',', ';', '(', ')']).map(str::trim).filter(|p| !p.is_empty()) {
         if part.contains("group_offload") || part.contains("group offload") {
             let group = switches.group.get_or_insert(GroupOffload {
@@ -1069,6 +1075,19 @@ mod tests {
             r#"{"image_or_video": "1024x1024", "other_settings": "load_ip_adapter(h94/IP-Adapter)"}"#,
         );
         assert_eq!(ip[0].label, crate::gaps::feature::SIDE_NETWORK);
+    }
+
+    #[test]
+    fn group_offloading_of_one_model_is_a_missing_feature() {
+        let gaps = expressed_gaps(
+            "black-forest-labs/FLUX.1-dev",
+            r#"{"weight_precision": "bf16", "image_or_video": "1024x1024",
+                "offload": "apply_group_offloading(pipe.transformer, onload_device='cuda', offload_type='block_level', num_blocks_per_group=2)"}"#,
+        );
+        assert!(
+            gaps.iter().any(|g| g.label == crate::gaps::feature::PARTIAL_GROUP_OFFLOAD),
+            "{gaps:?}"
+        );
     }
 
     #[test]
