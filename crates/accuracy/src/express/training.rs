@@ -80,7 +80,12 @@ fn fp8_mixed_precision(text: &str) -> bool {
 /// parallelism) on a tensor-parallel run.
 fn sequence_parallel(point: &crate::data::Point) -> bool {
     let text = point.all_text().replace(['-', '_'], " ");
-    text.contains("sequence parallel") && !text.contains("no sequence parallel")
+    let compact = text.replace(' ', "");
+    text.contains("sequence parallel")
+        && !text.contains("no sequence parallel")
+        && !["sequenceparallel=false", "sequenceparallel:false", "sequenceparallelfalse"]
+            .iter()
+            .any(|off| compact.contains(off))
 }
 
 /// A training config's keys for the sequence length: axolotl's `sequence_len`, TRL's
@@ -938,6 +943,21 @@ mod tests {
     fn workload(fields: &str) -> String {
         let expressed = super::super::express(&point(fields)).expect("expressible");
         expressed.source.split("workload point").nth(1).expect("a workload").to_string()
+    }
+
+    #[test]
+    fn sequence_parallelism_in_its_wordings() {
+        let named = |settings: &str| {
+            sequence_parallel(&crate::data::Point {
+                other_settings: Some(settings.to_owned()),
+                ..crate::data::Point::default()
+            })
+        };
+        assert!(named("TP 8, --sequence-parallel"));
+        assert!(named("tensor parallel 4 with sequence parallelism"));
+        assert!(!named("sequence_parallel=False"));
+        assert!(!named("no sequence parallelism"));
+        assert!(!named("tensor parallel 4"));
     }
 
     /// A training config's keys among the settings give what the fields leave out; its length
