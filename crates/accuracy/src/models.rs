@@ -302,6 +302,11 @@ pub fn format_in_name(wording: &str) -> Option<String> {
     if let Some(gguf) = gguf {
         return Some(format!("GGUF {}", gguf.to_uppercase()));
     }
+    // A 16-bit GGUF file or Ollama tag (`:8b-instruct-fp16`, `-f16.gguf`).
+    let packaged = wording.contains(':') || name.contains("gguf");
+    if packaged && words.iter().any(|w| matches!(*w, "fp16" | "f16")) {
+        return Some("fp16".to_owned());
+    }
     if name.contains("gptq") {
         let bits = if name.contains("int8") || name.contains("8bit") { "int8" } else { "int4" };
         return Some(format!("GPTQ {bits}"));
@@ -725,6 +730,8 @@ mod tests {
         assert_eq!(named("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int8").as_deref(), Some("GPTQ int8"));
         assert_eq!(named("Qwen/Qwen2.5-7B-Instruct-AWQ").as_deref(), Some("AWQ"));
         assert_eq!(named("Qwen/Qwen3-8B-FP8").as_deref(), Some("FP8"));
+        assert_eq!(named("llama3.1:8b-instruct-fp16").as_deref(), Some("fp16"));
+        assert_eq!(named("Meta-Llama-3-8B-Instruct-f16.gguf").as_deref(), Some("fp16"));
         // Sizes, versions and plain names are no format.
         for plain in ["meta-llama/Llama-3.1-8B", "Qwen/Qwen2.5-72B", "Qwen/QwQ-32B", "qwen2.5:7b"] {
             assert_eq!(named(plain), None, "{plain}");
