@@ -133,6 +133,12 @@ impl Point {
         })
     }
 
+    /// The count a [`Point::setting`] states (`-np 4`, `micro_batch_size: 2`): the number its
+    /// value starts with.
+    pub fn setting_count(&self, keys: &[&str]) -> Option<u64> {
+        self.setting(keys).and_then(|value| leading_number(&value))
+    }
+
     /// All the free-text condition fields, lower-cased and joined, for keyword rules that may
     /// find a setting in any of them (a ZeRO stage is sometimes only in the method's text).
     pub fn all_text(&self) -> String {

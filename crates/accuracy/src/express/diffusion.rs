@@ -102,8 +102,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     // `num_videos_per_prompt`) times: a batch of prompts × images.
     let per_prompt = cx
         .point
-        .setting(&["num_images_per_prompt", "num_videos_per_prompt"])
-        .and_then(|count| crate::data::leading_number(&count))
+        .setting_count(&["num_images_per_prompt", "num_videos_per_prompt"])
         .filter(|n| *n > 1);
     let batch = cx
         .point

@@ -569,7 +569,7 @@ const POOL_STAND_IN_CONTEXT: u64 = 8192;
 
 /// The beams of a beam search the settings state (`num_beams=4`, `4 beams`), when more than one.
 fn beams(point: &crate::data::Point) -> Option<u64> {
-    let written = point.setting(&["num_beams"]).and_then(|count| leading_number(&count));
+    let written = point.setting_count(&["num_beams"]);
     written
         .or_else(|| {
             let text = point.all_text().replace(['(', ')'], " ");
@@ -588,18 +588,14 @@ fn stated_max_num_seqs(point: &crate::data::Point) -> Option<u64> {
 /// The sequences a sampled generation returns per prompt (`num_return_sequences=4`), when more
 /// than one.
 fn return_sequences(point: &crate::data::Point) -> Option<u64> {
-    point
-        .setting(&["num_return_sequences"])
-        .and_then(|count| leading_number(&count))
-        .filter(|n| *n > 1)
+    point.setting_count(&["num_return_sequences"]).filter(|n| *n > 1)
 }
 
 /// The parallel slots a llama.cpp server (`-np 4`, `--parallel 4`, `n_parallel 4`) or Ollama
 /// (`OLLAMA_NUM_PARALLEL=4`) runs with, when stated.
 fn ggml_parallel(point: &crate::data::Point) -> Option<u64> {
     point
-        .setting(&["np", "parallel", "n_parallel", "ollama_num_parallel", "num_parallel"])
-        .and_then(|slots| leading_number(&slots))
+        .setting_count(&["np", "parallel", "n_parallel", "ollama_num_parallel", "num_parallel"])
         .filter(|n| (1..=4096).contains(n))
 }
 
@@ -608,9 +604,8 @@ fn ggml_parallel(point: &crate::data::Point) -> Option<u64> {
 /// GPU` (`40 of 81 layers` in prose), all counting the output layer as one more after the
 /// repeating ones.
 pub(super) fn ggml_gpu_layers(point: &crate::data::Point) -> Option<u64> {
-    let stated = point
-        .setting(&["ngl", "n_gpu_layers", "gpu_layers", "num_gpu", "ollama_num_gpu"])
-        .and_then(|layers| leading_number(&layers));
+    let stated =
+        point.setting_count(&["ngl", "n_gpu_layers", "gpu_layers", "num_gpu", "ollama_num_gpu"]);
     stated.or_else(|| {
         let text = point.all_text();
         let words: Vec<&str> = text.split_whitespace().collect();
@@ -642,7 +637,7 @@ enum CpuMoe {
 
 /// The routed experts a llama.cpp run keeps in host memory, when stated.
 fn ggml_cpu_moe(point: &crate::data::Point) -> Option<CpuMoe> {
-    let first = point.setting(&["n_cpu_moe", "ncmoe"]).and_then(|layers| leading_number(&layers));
+    let first = point.setting_count(&["n_cpu_moe", "ncmoe"]);
     if let Some(layers) = first {
         return Some(CpuMoe::First(layers));
     }

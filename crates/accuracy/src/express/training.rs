@@ -38,7 +38,10 @@ fn unmodelled_setup(point: &crate::data::Point) -> Option<(&'static str, String)
     ]
     .iter()
     .any(|word| text.contains(word))
-        || (text.contains("fp8") && (names_te_module(&text) || fp8_mixed_precision(&text)));
+        || (text.contains("fp8") && names_te_module(&text))
+        // Accelerate's or a trainer's FP8 mixed precision (`--mixed_precision fp8`), which
+        // trains through Transformer Engine or MS-AMP.
+        || point.setting(&["mixed_precision"]).is_some_and(|value| value.starts_with("fp8"));
     if fp8 {
         return Some((feature::FP8_TRAINING, text));
     }
@@ -63,16 +66,6 @@ fn names_te_module(text: &str) -> bool {
         let after = text[at + 3..].chars().next();
         !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
             && after.is_some_and(char::is_alphabetic)
-    })
-}
-
-/// Whether `text` sets Accelerate's or a trainer's mixed precision to FP8
-/// (`--mixed_precision fp8`, `mixed_precision: fp8`), which trains through Transformer Engine
-/// or MS-AMP.
-fn fp8_mixed_precision(text: &str) -> bool {
-    text.match_indices("mixed_precision").any(|(at, name)| {
-        let rest = text[at + name.len()..].trim_start_matches([' ', '=', ':', '"', '\'']);
-        rest.starts_with("fp8")
     })
 }
 
@@ -114,12 +107,10 @@ fn config_sequence(point: &crate::data::Point) -> Option<u64> {
         .any(|w| text.contains(w))
         || text.contains("padding=max_length")
         || text.contains("padding:max_length");
-    (every_sample && !unpacked).then(|| config_count(point, &SEQUENCE_KEYS)).flatten()
-}
-
-/// A count a training config states among the settings (`micro_batch_size: 2`).
-fn config_count(point: &crate::data::Point, keys: &[&str]) -> Option<u64> {
-    point.setting(keys).and_then(|value| crate::data::leading_number(&value)).filter(|n| *n > 0)
+    (every_sample && !unpacked)
+        .then(|| point.setting_count(&SEQUENCE_KEYS))
+        .flatten()
+        .filter(|n| *n > 0)
 }
 
 /// `gradient_checkpointing: true` (or `false`, or Unsloth's `"unsloth"`) among the settings.
@@ -141,7 +132,7 @@ fn with_config_lora(point: &crate::data::Point, text: String) -> String {
     let lower = text.to_lowercase();
     let mut text = text;
     if rank(&lower).is_none()
-        && let Some(r) = config_count(point, &["lora_r", "lora_rank"])
+        && let Some(r) = point.setting_count(&["lora_r", "lora_rank"]).filter(|r| *r > 0)
     {
         let _ = write!(text, " (r={r})");
     }
@@ -176,7 +167,11 @@ pub(super) fn body(
     let point = cx.point;
     let micro_batch = point
         .batch_size
-        .or_else(|| config_count(point, &["micro_batch_size", "per_device_train_batch_size"]))
+        .or_else(|| {
+            point
+                .setting_count(&["micro_batch_size", "per_device_train_batch_size"])
+                .filter(|n| *n > 0)
+        })
         .or_else(|| cx.smallest_or_gap(Gap::data(data::BATCH, "batch_size: none")));
     let (sequence, source) = if family == Some(Family::T5) {
         let (source, target) = seq2seq_lengths(cx);
