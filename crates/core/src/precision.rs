@@ -98,10 +98,17 @@ pub enum GgmlType {
     Q6K,
     Iq4Xs,
     Iq4Nl,
+    Iq3S,
+    Iq3Xxs,
+    Iq2S,
+    Iq2Xs,
+    Iq2Xxs,
+    Iq1M,
+    Iq1S,
 }
 
 impl GgmlType {
-    pub const ALL: [GgmlType; 12] = [
+    pub const ALL: [GgmlType; 19] = [
         GgmlType::Q4_0,
         GgmlType::Q4_1,
         GgmlType::Q5_0,
@@ -114,6 +121,13 @@ impl GgmlType {
         GgmlType::Q6K,
         GgmlType::Iq4Xs,
         GgmlType::Iq4Nl,
+        GgmlType::Iq3S,
+        GgmlType::Iq3Xxs,
+        GgmlType::Iq2S,
+        GgmlType::Iq2Xs,
+        GgmlType::Iq2Xxs,
+        GgmlType::Iq1M,
+        GgmlType::Iq1S,
     ];
 
     pub fn name(self) -> &'static str {
@@ -130,6 +144,13 @@ impl GgmlType {
             GgmlType::Q6K => "q6_k",
             GgmlType::Iq4Xs => "iq4_xs",
             GgmlType::Iq4Nl => "iq4_nl",
+            GgmlType::Iq3S => "iq3_s",
+            GgmlType::Iq3Xxs => "iq3_xxs",
+            GgmlType::Iq2S => "iq2_s",
+            GgmlType::Iq2Xs => "iq2_xs",
+            GgmlType::Iq2Xxs => "iq2_xxs",
+            GgmlType::Iq1M => "iq1_m",
+            GgmlType::Iq1S => "iq1_s",
         }
     }
 
@@ -142,11 +163,17 @@ impl GgmlType {
             GgmlType::Q5_1 => (32, 24),
             GgmlType::Q8_0 => (32, 34),
             GgmlType::Q2K => (256, 84),
-            GgmlType::Q3K => (256, 110),
+            GgmlType::Q3K | GgmlType::Iq3S => (256, 110),
             GgmlType::Q4K => (256, 144),
             GgmlType::Q5K => (256, 176),
             GgmlType::Q6K => (256, 210),
             GgmlType::Iq4Xs => (256, 136),
+            GgmlType::Iq3Xxs => (256, 98),
+            GgmlType::Iq2S => (256, 82),
+            GgmlType::Iq2Xs => (256, 74),
+            GgmlType::Iq2Xxs => (256, 66),
+            GgmlType::Iq1M => (256, 56),
+            GgmlType::Iq1S => (256, 50),
         }
     }
 }
@@ -478,6 +505,20 @@ mod tests {
         assert_eq!(bits(Precision::Ggml(GgmlType::Q6K)).to_string(), "6.5625");
         assert_eq!(bits(Precision::Ggml(GgmlType::Q8_0)).to_string(), "8.5");
         assert_eq!(bits(Precision::Ggml(GgmlType::Q2K)).to_string(), "2.625");
+        // DOMAIN.md §1.5: the i-quants' blocks (gguf-py GGML_QUANT_SIZES).
+        for (kind, expected) in [
+            (GgmlType::Iq1S, "1.5625"),
+            (GgmlType::Iq1M, "1.75"),
+            (GgmlType::Iq2Xxs, "2.0625"),
+            (GgmlType::Iq2Xs, "2.3125"),
+            (GgmlType::Iq2S, "2.5625"),
+            (GgmlType::Iq3Xxs, "3.0625"),
+            (GgmlType::Iq3S, "3.4375"),
+            (GgmlType::Iq4Nl, "4.5"),
+            (GgmlType::Iq4Xs, "4.25"),
+        ] {
+            assert_eq!(bits(Precision::Ggml(kind)).to_string(), expected, "{}", kind.name());
+        }
     }
 
     #[test]

@@ -29,7 +29,10 @@ pub enum Matrix {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Preset {
     Q2K,
+    Q2KS,
+    Q3KS,
     Q3KM,
+    Q3KL,
     Q4_0,
     Q4_1,
     Q4KS,
@@ -40,12 +43,27 @@ pub enum Preset {
     Q5KM,
     Q6K,
     Q8_0,
+    Iq1S,
+    Iq1M,
+    Iq2Xxs,
+    Iq2Xs,
+    Iq2S,
+    Iq2M,
+    Iq3Xxs,
+    Iq3Xs,
+    Iq3S,
+    Iq3M,
+    Iq4Nl,
+    Iq4Xs,
 }
 
 impl Preset {
-    pub const ALL: [Preset; 12] = [
+    pub const ALL: [Preset; 27] = [
         Preset::Q2K,
+        Preset::Q2KS,
+        Preset::Q3KS,
         Preset::Q3KM,
+        Preset::Q3KL,
         Preset::Q4_0,
         Preset::Q4_1,
         Preset::Q4KS,
@@ -56,12 +74,27 @@ impl Preset {
         Preset::Q5KM,
         Preset::Q6K,
         Preset::Q8_0,
+        Preset::Iq1S,
+        Preset::Iq1M,
+        Preset::Iq2Xxs,
+        Preset::Iq2Xs,
+        Preset::Iq2S,
+        Preset::Iq2M,
+        Preset::Iq3Xxs,
+        Preset::Iq3Xs,
+        Preset::Iq3S,
+        Preset::Iq3M,
+        Preset::Iq4Nl,
+        Preset::Iq4Xs,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
             Preset::Q2K => "q2_k",
+            Preset::Q2KS => "q2_k_s",
+            Preset::Q3KS => "q3_k_s",
             Preset::Q3KM => "q3_k_m",
+            Preset::Q3KL => "q3_k_l",
             Preset::Q4_0 => "q4_0",
             Preset::Q4_1 => "q4_1",
             Preset::Q4KS => "q4_k_s",
@@ -72,62 +105,160 @@ impl Preset {
             Preset::Q5KM => "q5_k_m",
             Preset::Q6K => "q6_k",
             Preset::Q8_0 => "q8_0",
+            Preset::Iq1S => "iq1_s",
+            Preset::Iq1M => "iq1_m",
+            Preset::Iq2Xxs => "iq2_xxs",
+            Preset::Iq2Xs => "iq2_xs",
+            Preset::Iq2S => "iq2_s",
+            Preset::Iq2M => "iq2_m",
+            Preset::Iq3Xxs => "iq3_xxs",
+            Preset::Iq3Xs => "iq3_xs",
+            Preset::Iq3S => "iq3_s",
+            Preset::Iq3M => "iq3_m",
+            Preset::Iq4Nl => "iq4_nl",
+            Preset::Iq4Xs => "iq4_xs",
         }
     }
 
-    /// The type most tensors get.
+    /// The type most tensors get (`llama_ftype_get_default_type`): note that IQ2_S is mostly
+    /// IQ2_XS and IQ2_M mostly IQ2_S, and IQ3_XS, IQ3_S and IQ3_M are all mostly IQ3_S.
     fn base(self) -> GgmlType {
+        use GgmlType as T;
         match self {
-            Preset::Q2K => GgmlType::Q2K,
-            Preset::Q3KM => GgmlType::Q3K,
-            Preset::Q4_0 => GgmlType::Q4_0,
-            Preset::Q4_1 => GgmlType::Q4_1,
-            Preset::Q4KS | Preset::Q4KM => GgmlType::Q4K,
-            Preset::Q5_0 => GgmlType::Q5_0,
-            Preset::Q5_1 => GgmlType::Q5_1,
-            Preset::Q5KS | Preset::Q5KM => GgmlType::Q5K,
-            Preset::Q6K => GgmlType::Q6K,
-            Preset::Q8_0 => GgmlType::Q8_0,
+            Preset::Q2K | Preset::Q2KS => T::Q2K,
+            Preset::Q3KS | Preset::Q3KM | Preset::Q3KL => T::Q3K,
+            Preset::Q4_0 => T::Q4_0,
+            Preset::Q4_1 => T::Q4_1,
+            Preset::Q4KS | Preset::Q4KM => T::Q4K,
+            Preset::Q5_0 => T::Q5_0,
+            Preset::Q5_1 => T::Q5_1,
+            Preset::Q5KS | Preset::Q5KM => T::Q5K,
+            Preset::Q6K => T::Q6K,
+            Preset::Q8_0 => T::Q8_0,
+            Preset::Iq1S => T::Iq1S,
+            Preset::Iq1M => T::Iq1M,
+            Preset::Iq2Xxs => T::Iq2Xxs,
+            Preset::Iq2Xs | Preset::Iq2S => T::Iq2Xs,
+            Preset::Iq2M => T::Iq2S,
+            Preset::Iq3Xxs => T::Iq3Xxs,
+            Preset::Iq3Xs | Preset::Iq3S | Preset::Iq3M => T::Iq3S,
+            Preset::Iq4Nl => T::Iq4Nl,
+            Preset::Iq4Xs => T::Iq4Xs,
         }
+    }
+
+    /// The 1- and 2-bit i-quant mixes, which llama.cpp treats as one family: their output
+    /// projection is Q5_K, and their attention and first `ffn_down` layers get fixed types.
+    fn below_three_bits(self) -> bool {
+        matches!(
+            self,
+            Preset::Iq1S
+                | Preset::Iq1M
+                | Preset::Iq2Xxs
+                | Preset::Iq2Xs
+                | Preset::Iq2S
+                | Preset::Iq2M
+        )
     }
 
     /// The type of `matrix` in layer `layer` of `layers`; `gqa` is heads per KV head.
+    ///
+    /// The i-quant rules are those for a file made with an importance matrix, which
+    /// `llama-quantize` requires for IQ1, IQ2 and IQ3_XXS tensors and which published i-quant
+    /// files carry; without one, IQ4_XS and IQ4_NL would also give the first eighth of
+    /// `ffn_down` Q5_K. The 8-expert rule (`n_expert == 8`: `attn_v`/`attn_k` at Q8_0) is not
+    /// modelled.
     fn matrix(self, matrix: Matrix, layer: u64, layers: u64, gqa: u64) -> GgmlType {
-        use GgmlType::{Q3K, Q4K, Q5K, Q6K};
+        use GgmlType::{Iq2Xxs, Iq3S, Q2K, Q3K, Q4K, Q5K};
         let base = self.base();
-        match (self, matrix) {
-            // Routers (`ffn_gate_inp`) are never quantized; `WeightFormat` keeps them 16-bit.
-            (Preset::Q4KM | Preset::Q5KM, Matrix::V | Matrix::Down)
-                if use_more_bits(layer, layers) =>
+        let first_eighth = layer < layers / 8;
+        if self.below_three_bits() {
+            let wider = if matches!(self, Preset::Iq2S | Preset::Iq2M) { Iq3S } else { Q2K };
+            return match matrix {
+                Matrix::V if gqa >= 4 => Q4K,
+                Matrix::V => wider,
+                Matrix::Down if first_eighth => wider,
+                Matrix::O if matches!(self, Preset::Iq1S | Preset::Iq1M) => Iq2Xxs,
+                Matrix::O if matches!(self, Preset::Iq2S | Preset::Iq2M) => Iq3S,
+                _ => base,
+            };
+        }
+        let chosen = self.matrix_by_rule(matrix, layer, layers, gqa);
+        // llama.cpp's 70B type (80 layers with grouped KV heads) has an `attn_v` a
+        // group-size fraction of `attn_q`'s, so a Q3_K or Q4_K one is raised to Q5_K.
+        if matrix == Matrix::V && layers == 80 && gqa > 1 && matches!(chosen, Q3K | Q4K) {
+            return Q5K;
+        }
+        chosen
+    }
+
+    fn matrix_by_rule(self, matrix: Matrix, layer: u64, layers: u64, gqa: u64) -> GgmlType {
+        use GgmlType::{Iq2S, Iq3S, Iq3Xxs, Q3K, Q4K, Q5K, Q6K};
+        use Preset as P;
+        let base = self.base();
+        let first_eighth = layer < layers / 8;
+        let more_bits = use_more_bits(layer, layers);
+        match matrix {
+            Matrix::V => match self {
+                P::Q2K | P::Q2KS | P::Iq3Xxs | P::Iq3Xs | P::Iq3S if gqa >= 4 => Q4K,
+                P::Q2K => Q3K,
+                P::Q3KM if layer >= 2 => Q4K,
+                P::Iq3M => Q4K,
+                P::Q3KM | P::Q3KL => Q5K,
+                P::Iq4Nl | P::Iq4Xs if gqa >= 4 => Q5K,
+                P::Q4KS if layer < 4 => Q5K,
+                P::Q4KM | P::Q5KM if more_bits => Q6K,
+                _ => base,
+            },
+            Matrix::Down => match self {
+                P::Q2K => Q3K,
+                P::Q2KS | P::Iq3M if first_eighth => Q4K,
+                P::Q3KM if layer >= layers / 16 => Q4K,
+                P::Q3KM | P::Q3KL => Q5K,
+                P::Q4KS if first_eighth => Q5K,
+                P::Q4KM | P::Q5KM if more_bits => Q6K,
+                _ => base,
+            },
+            Matrix::O => match self {
+                P::Q2K => Q3K,
+                P::Q3KM | P::Iq3M => Q4K,
+                P::Q3KL => Q5K,
+                P::Iq3Xxs => Iq3S,
+                _ => base,
+            },
+            Matrix::Q | Matrix::K => match self {
+                P::Iq3Xs => Iq3Xxs,
+                P::Iq3Xxs => Iq2S,
+                _ => base,
+            },
+            Matrix::Gate | Matrix::Up
+                if self == P::Iq3Xs && !first_eighth && layer < 7 * layers / 8 =>
             {
-                Q6K
+                Iq3Xxs
             }
-            (Preset::Q4KS, Matrix::V) if layer < 4 => Q5K,
-            (Preset::Q4KS, Matrix::Down) if layer < layers / 8 => Q5K,
-            (Preset::Q3KM, Matrix::V) => {
-                if layer < 2 {
-                    Q5K
-                } else {
-                    Q4K
-                }
-            }
-            (Preset::Q3KM, Matrix::Down) => {
-                if layer < layers / 16 {
-                    Q5K
-                } else {
-                    Q4K
-                }
-            }
-            (Preset::Q3KM, Matrix::O) => Q4K,
-            (Preset::Q2K, Matrix::V) => {
-                if gqa >= 4 {
-                    Q4K
-                } else {
-                    Q3K
-                }
-            }
-            (Preset::Q2K, Matrix::Down | Matrix::O) => Q3K,
-            _ => base,
+            // Routers (`ffn_gate_inp`) are never quantized; `WeightFormat` keeps them 16-bit.
+            Matrix::Gate | Matrix::Up | Matrix::Router => base,
+        }
+    }
+
+    /// The output projection: Q5_K for the 1- and 2-bit mixes and IQ3_XXS, Q8_0 for Q8_0,
+    /// Q6_K otherwise.
+    fn output(self) -> GgmlType {
+        match self {
+            Preset::Q8_0 => GgmlType::Q8_0,
+            Preset::Iq3Xxs => GgmlType::Q5K,
+            p if p.below_three_bits() => GgmlType::Q5K,
+            _ => GgmlType::Q6K,
+        }
+    }
+
+    /// An input embedding that is not also the output: Q2_K for the 1- and 2.06/2.31-bit
+    /// mixes, IQ3_S for IQ2_S, IQ2_M and IQ3_XXS, the base type otherwise.
+    fn embedding(self) -> GgmlType {
+        match self {
+            Preset::Iq1S | Preset::Iq1M | Preset::Iq2Xxs | Preset::Iq2Xs => GgmlType::Q2K,
+            Preset::Iq2S | Preset::Iq2M | Preset::Iq3Xxs => GgmlType::Iq3S,
+            _ => self.base(),
         }
     }
 }
@@ -251,7 +382,7 @@ impl WeightFormat {
     pub fn embedding(self, tied: bool) -> Precision {
         match self {
             WeightFormat::Preset(_) if tied => self.output(),
-            WeightFormat::Preset(preset) => Precision::Ggml(preset.base()),
+            WeightFormat::Preset(preset) => Precision::Ggml(preset.embedding()),
             WeightFormat::Uniform(p) | WeightFormat::Partial(p, _) => p.companion(),
         }
     }
@@ -259,8 +390,7 @@ impl WeightFormat {
     /// The output projection (lm_head).
     pub fn output(self) -> Precision {
         match self {
-            WeightFormat::Preset(Preset::Q8_0) => Precision::Ggml(GgmlType::Q8_0),
-            WeightFormat::Preset(_) => Precision::Ggml(GgmlType::Q6K),
+            WeightFormat::Preset(preset) => Precision::Ggml(preset.output()),
             WeightFormat::Uniform(p) | WeightFormat::Partial(p, _) => p.companion(),
         }
     }

@@ -801,16 +801,16 @@ impl Cx<'_> {
             Ok(("nvfp4", None))
         } else if q.contains("gguf")
             || w.contains("gguf")
-            || GGUF_PRESETS.iter().any(|preset| has_word(&q, preset) || has_word(&w, preset))
+            || gguf_preset(&q).or_else(|| gguf_preset(&w)).is_some()
         {
             if q.contains("not stated") || w.contains("not stated") {
                 return Err(Gap::data(data::PRECISION, format!("GGUF type not stated ({both})")));
             }
             // The preset's name as llama-quantize spells it: `Q4_K_M` is `q4_k_m`.
-            GGUF_PRESETS
-                .iter()
-                .find(|preset| [&q, &w].iter().any(|text| has_word(text, preset)))
-                .map(|preset| (*preset, None))
+            gguf_preset(&q)
+                .or_else(|| gguf_preset(&w))
+                .map(|preset| (preset, None))
+                .or_else(|| gguf_float(&q).or_else(|| gguf_float(&w)).map(|float| (float, None)))
                 .ok_or_else(|| unreadable("quantization", quantization))
         } else if runs_ggml(&point.framework.to_lowercase()) && (w == "q8" || q == "q8") {
             // GGUF's only 8-bit file type is Q8_0 (Q8_K is llama.cpp's internal dot-product
@@ -938,10 +938,17 @@ impl Cx<'_> {
                 "" | "not stated" => Err(Gap::data(data::PRECISION, both)),
                 // Other spellings of the same types (`bfloat16`, `float16`, `half`, `FP8`).
                 _ if w.contains("bf16") || w.contains("bfloat16") => Ok(("bf16", None)),
-                _ if w.contains("fp16") || w.contains("float16") || w.contains("half") => {
+                // ggml spells them `F16` and `F32` (a GGUF file's type, llama.cpp's logs).
+                _ if w.contains("fp16")
+                    || w.contains("float16")
+                    || w.contains("half")
+                    || has_word(&w, "f16") =>
+                {
                     Ok(("fp16", None))
                 }
-                _ if w.contains("fp32") || w.contains("float32") => Ok(("fp32", None)),
+                _ if w.contains("fp32") || w.contains("float32") || has_word(&w, "f32") => {
+                    Ok(("fp32", None))
+                }
                 _ if w.contains("fp8") || w.contains("float8") => Ok(("fp8", None)),
                 _ => Err(unreadable("weight_precision", precision)),
             }
@@ -1105,10 +1112,13 @@ pub(crate) type WeightWord = (&'static str, Option<(&'static str, String)>);
 /// (`n_kv × n_ubatch`).
 fn ggml_flash_attention(point: &crate::data::Point) -> bool {
     let text = point.all_text();
-    let off = ["0", "off", "false", "disabled"];
+    // On when the flag is set (`1`, `on`, `auto`, which picks it wherever CUDA supports it) or
+    // stands alone before the next flag; any other value ("flash_attn not printed") leaves
+    // the question to the rules below.
+    let on = ["1", "on", "true", "enabled", "yes", "auto", ""];
     let stated = point
         .setting(&["fa", "flash_attn", "ollama_flash_attention"])
-        .is_some_and(|value| !off.contains(&value.as_str()))
+        .is_some_and(|value| on.contains(&value.as_str()) || value.starts_with('-'))
         || ["flash attention on", "flash attention enabled", "with flash attention"]
             .iter()
             .any(|phrase| text.contains(phrase));
@@ -1138,11 +1148,28 @@ fn runs_ggml(framework: &str) -> bool {
         .any(|name| framework.contains(name))
 }
 
-/// llama.cpp presets the language takes as weights (`llama-quantize` ftype names).
-const GGUF_PRESETS: [&str; 12] = [
-    "q2_k", "q3_k_m", "q4_0", "q4_1", "q4_k_s", "q4_k_m", "q5_0", "q5_1", "q5_k_s", "q5_k_m",
-    "q6_k", "q8_0",
-];
+/// The llama.cpp preset a wording names, as the language spells it (`llama-quantize`'s ftype
+/// names, lower case). `Q3_K`, `Q4_K` and `Q5_K` alone are `llama-quantize`'s aliases for the
+/// `_M` mixes (`tools/quantize/quantize.cpp`, `QUANT_OPTIONS`).
+/// The first one named wins: "Q4_K_M (193 q4_K + 33 q6_K tensors)" is Q4_K_M.
+fn gguf_preset(text: &str) -> Option<&'static str> {
+    let presets = vram_core::quant::Preset::ALL.map(|preset| (preset.name(), preset.name()));
+    let aliases = [("q3_k", "q3_k_m"), ("q4_k", "q4_k_m"), ("q5_k", "q5_k_m")];
+    presets
+        .into_iter()
+        .chain(aliases)
+        .filter_map(|(word, preset)| first_word_at(text, word).map(|at| (at, preset)))
+        .min_by_key(|(at, _)| *at)
+        .map(|(_, preset)| preset)
+}
+
+/// A GGUF file that stores its matrices unquantized: `F16`, `BF16` or `F32`.
+fn gguf_float(text: &str) -> Option<&'static str> {
+    [("bf16", "bf16"), ("f16", "fp16"), ("fp16", "fp16"), ("f32", "fp32"), ("fp32", "fp32")]
+        .into_iter()
+        .find(|(word, _)| has_word(text, word))
+        .map(|(_, precision)| precision)
+}
 
 /// torchao's NF4Tensor against bitsandbytes' double-quantized NF4, for the assumption's detail.
 const TORCHAO_NF4: &str = "torchao NF4Tensor (torchtune QLoRA): 4-bit codes, an int8 scaler per \
@@ -1151,7 +1178,12 @@ const TORCHAO_NF4: &str = "torchao NF4Tensor (torchtune QLoRA): 4-bit codes, an 
 
 /// Whether `word` appears in `text` between non-word characters (`q4_k_m`, not `q4_k_m_l`).
 fn has_word(text: &str, word: &str) -> bool {
-    text.match_indices(word).any(|(at, _)| {
+    first_word_at(text, word).is_some()
+}
+
+/// Where `word` first appears in `text` between non-word characters.
+fn first_word_at(text: &str, word: &str) -> Option<usize> {
+    text.match_indices(word).map(|(at, _)| at).find(|&at| {
         let before = text[..at].chars().next_back();
         let after = text[at + word.len()..].chars().next();
         let boundary = |c: Option<char>| c.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
@@ -1277,6 +1309,9 @@ mod tests {
         assert!(ggml_flash_attention(&point("n_ctx 8192, -fa", "b3000")));
         assert!(ggml_flash_attention(&point("flash_attn=1", "mid-2024")));
         assert!(!ggml_flash_attention(&point("flash_attn 0", "mid-2024")));
+        assert!(ggml_flash_attention(&point("-fa -ngl 99", "mid-2024")));
+        assert!(ggml_flash_attention(&point("-fa auto", "mid-2024")));
+        assert!(!ggml_flash_attention(&point("flash_attn not printed, n_ctx 4096", "mid-2024")));
         assert!(ggml_flash_attention(&point("", "b6500")));
         assert!(ggml_flash_attention(&point("", "October 2025")));
     }
@@ -1603,6 +1638,19 @@ mod version_tests {
         assert_eq!(word("LM Studio", "Q5_K_M", None), Some("q5_k_m"));
         assert_eq!(word("Ollama", "Q8", None), Some("q8_0"));
         assert_eq!(word("transformers", "Q8", None), None);
+        // The i-quant and other mixes the language knows, llama-quantize's `_M` aliases, the
+        // first preset named where a log's tensor count follows, and unquantized GGUF files.
+        assert_eq!(word("llama.cpp", "IQ4_XS", Some("GGUF IQ4_XS")), Some("iq4_xs"));
+        assert_eq!(word("llama.cpp", "GGUF IQ2_M", None), Some("iq2_m"));
+        assert_eq!(word("llama.cpp", "Q3_K_L", None), Some("q3_k_l"));
+        assert_eq!(word("llama.cpp", "GGUF Q4_K", None), Some("q4_k_m"));
+        assert_eq!(
+            word("llama.cpp", "Q6_K (141 q6_K, 65 f32, 1 q8_0 tensors)", Some("GGUF")),
+            Some("q6_k")
+        );
+        assert_eq!(word("llama.cpp", "F16", Some("GGUF (unquantized)")), Some("fp16"));
+        assert_eq!(word("llama.cpp", "BF16 GGUF", None), Some("bf16"));
+        assert_eq!(word("llama.cpp b3000", "F16", None), Some("fp16"));
     }
 
     #[test]

@@ -370,7 +370,9 @@ fn llama_cpp_presets_match_published_llama_3_8b_sizes() {
     // tools/quantize/quantize.cpp lists Llama-3-8B sizes in GiB (DOMAIN.md §1.6).
     let published = [
         ("q2_k", 296),
+        ("q3_k_s", 341),
         ("q3_k_m", 374),
+        ("q3_k_l", 403),
         ("q4_0", 434),
         ("q4_1", 478),
         ("q4_k_s", 437),
@@ -394,6 +396,66 @@ fn llama_cpp_presets_match_published_llama_3_8b_sizes() {
             "{preset}: {weights} B against {expected} B published"
         );
     }
+}
+
+#[test]
+fn llama_cpp_presets_match_published_llama_3_1_70b_files() {
+    // bartowski/Meta-Llama-3.1-70B-Instruct-GGUF's file table (GB, 10^9 B; imatrix quants),
+    // which holds the i-quant mixes and llama.cpp's 70B rule (`attn_v` Q3_K/Q4_K → Q5_K).
+    // A file also holds its metadata and vocabulary (about 10 MB), so allow 0.2 %.
+    let published = [
+        ("q3_k_s", 3091),
+        ("iq3_m", 3194),
+        ("q3_k_m", 3427),
+        ("q3_k_l", 3714),
+        ("iq4_xs", 3790),
+        ("q4_k_s", 4035),
+        ("q4_k_m", 4252),
+        ("q5_k_s", 4866),
+        ("q5_k_m", 4995),
+        ("q6_k", 5789),
+        ("q8_0", 7498),
+    ];
+    for (preset, hundredths) in published {
+        let source = format!(
+            "workload w {{ model llama3.1-70b; runtime none; inference {{ weights {preset}; context 16 tokens }} }}\ncheck w on h100-sxm-80gb"
+        );
+        let weights = bytes(&evaluate(&source)[0], 0, "weights");
+        let expected = hundredths * 10_000_000;
+        assert!(
+            weights.abs_diff(expected) * 500 < expected,
+            "{preset}: {weights} B against {expected} B published"
+        );
+    }
+}
+
+#[test]
+fn iq4_xs_keeps_q5_k_values_and_a_q6_k_head() {
+    // Llama 3.1 8B (4 query heads per KV head): attn_v → Q5_K, every other matrix IQ4_XS
+    // (256 elements in 136 B), the untied embedding IQ4_XS and the output Q6_K.
+    let source = "workload w { model llama3.1-8b; runtime none; inference { weights iq4_xs; context 16 tokens } }\ncheck w on l4";
+    let checks = evaluate(source);
+    let v = 32 * 4096 * 1024;
+    let rest = 32 * 218_103_808 - v;
+    assert_eq!(bytes(&checks[0], 0, "weights: layer matrices"), v * 176 / 256 + rest * 136 / 256);
+    assert_eq!(bytes(&checks[0], 0, "weights: embedding"), 128_256 * 4096 * 136 / 256);
+    assert_eq!(bytes(&checks[0], 0, "weights: output head"), 128_256 * 4096 * 210 / 256);
+}
+
+#[test]
+fn two_bit_i_quants_give_the_head_q5_k_and_the_embedding_q2_k() {
+    let source = "workload w { model llama3.1-8b; runtime none; inference { weights iq2_xxs; context 16 tokens } }\ncheck w on l4";
+    let checks = evaluate(source);
+    // attn_v Q4_K (grouped KV heads), the first 4 of 32 ffn_down Q2_K, the rest IQ2_XXS.
+    let v = 32 * 4096 * 1024;
+    let down = 4 * 14336 * 4096;
+    let rest = 32 * 218_103_808 - v - down;
+    assert_eq!(
+        bytes(&checks[0], 0, "weights: layer matrices"),
+        v * 144 / 256 + down * 84 / 256 + rest * 66 / 256
+    );
+    assert_eq!(bytes(&checks[0], 0, "weights: embedding"), 128_256 * 4096 * 84 / 256);
+    assert_eq!(bytes(&checks[0], 0, "weights: output head"), 128_256 * 4096 * 176 / 256);
 }
 
 #[test]
