@@ -100,12 +100,21 @@ pub fn gpu(gpu_type: &str) -> Option<Gpu> {
 /// A wording the table does not list, read by its words: the family (`h100`, `a100`, `4090`,
 /// `l40s`...), a stated memory (`80GB`, `40 GB`) and a form factor (`pcie`, `nvl`, `sxm`).
 /// `None` when no family is named and no memory is stated.
+///
+/// A wording that starts with "not stated" states no memory, whatever its note holds ("not
+/// stated (35.6 GB per GPU in use)" is a reading, not a card), and a card it guesses at stands
+/// in with its memory unstated; with no card named it is the placeholder device.
 pub fn read(gpu_type: &str) -> Option<Gpu> {
     let lower = gpu_type.to_lowercase();
-    let words: Vec<&str> =
-        lower.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    // Decimal figures stay whole (`23.70 GiB usable` is not 70 GB).
+    let words: Vec<&str> = lower
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '.'))
+        .map(|w| w.trim_matches('.'))
+        .filter(|w| !w.is_empty())
+        .collect();
     let has = |word: &str| words.contains(&word);
-    let memory = stated_memory(&words);
+    let not_stated = lower.trim_start().starts_with("not stated");
+    let memory = if not_stated { None } else { stated_memory(&words) };
     let read_as = format!("read from the wording {gpu_type:?}");
     let same_80 = "SXM and PCIe 80 GB report the same 81,559 MiB; the form factor is not stated";
     let chosen = |device: &str| variant_or_unstated(device, memory, &read_as);
@@ -192,7 +201,11 @@ pub fn read(gpu_type: &str) -> Option<Gpu> {
         // without its memory, with the size it usually ships with (the comparison of a peak
         // does not read it, a verdict does not trust it).
         let usual = if memory.is_none() { usual_memory(&words) } else { None };
-        let gigabytes = memory.or(usual.as_ref().map(|(gigabytes, _)| *gigabytes))?;
+        let Some(gigabytes) = memory.or(usual.as_ref().map(|(gigabytes, _)| *gigabytes)) else {
+            return not_stated.then(|| {
+                unstated("gpu-not-stated", Some(NOT_STATED), "not stated: a placeholder device")
+            });
+        };
         let (arch, compute, precisions) = geforce_generation(&words);
         let device = format!("gpu-{gigabytes}gb");
         let title = gpu_type.replace(['"', '\\'], "");
@@ -363,12 +376,19 @@ pub fn memory_bytes(gpu_type: &str) -> Option<u64> {
 }
 
 /// The memory a wording states: `80gb`, `80g`, `24gib`, or a number followed by `gb`.
+/// A decimal figure is rounded (`23.70 GiB` usable of a 24 GB card).
 fn stated_memory(words: &[&str]) -> Option<u64> {
     words.iter().enumerate().find_map(|(at, word)| {
         let digits = word.trim_end_matches(|c: char| c.is_ascii_alphabetic());
         let unit = &word[digits.len()..];
         let unit = if unit.is_empty() { words.get(at + 1).copied().unwrap_or("") } else { unit };
-        let gigabytes: u64 = digits.parse().ok()?;
+        let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+        let whole: u64 = whole.parse().ok()?;
+        let rounds_up = fraction.chars().next().is_some_and(|c| c >= '5');
+        if !fraction.chars().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        let gigabytes = whole + u64::from(rounds_up);
         (matches!(unit, "gb" | "g" | "gib") && (1..=1024).contains(&gigabytes)).then_some(gigabytes)
     })
 }
@@ -445,6 +465,18 @@ mod tests {
         assert_eq!(device("8x A800-SXM4-80GB"), stated("a100-sxm4-80gb"));
         assert_eq!(device("H800"), Some(("h100-sxm-80gb".to_owned(), false)));
         assert_eq!(device("Kaggle Tesla P100-PCIE-16GB"), stated("p100-pcie-16gb"));
+        // A decimal figure is one number, and a note on an unstated card states no memory.
+        assert_eq!(device("RTX 6000 Ada (47.5 GiB total)"), stated("rtx-6000-ada"));
+        let declared = read("Radeon Pro card (23.98 GiB total)").and_then(|gpu| gpu.declaration);
+        assert!(declared.is_some_and(|d| d.contains("memory     24 GiB")));
+        assert_eq!(
+            device("not stated (35.6 GB/GPU in use)"),
+            Some(("gpu-not-stated".to_owned(), false))
+        );
+        assert_eq!(
+            device("not stated (an A100 80GB, going by the speed)"),
+            Some(("a100-sxm4-80gb".to_owned(), false))
+        );
         let gtx = read("GTX 1080 Ti 11GB").and_then(|gpu| gpu.declaration).unwrap_or_default();
         assert!(gtx.contains("pascal") && gtx.contains("compute    6.1"), "{gtx}");
         let fp8 = |wording: &str| read(wording).is_some_and(|gpu| runs_fp8(&gpu));

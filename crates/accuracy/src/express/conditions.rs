@@ -525,20 +525,16 @@ impl Cx<'_> {
         // An offload named with the parallelism (`FSDP FULL_SHARD with cpu_offload`) when the
         // offload field is empty.
         let parallelism = point.parallelism.as_deref().unwrap_or_default();
-        let named_with_parallelism = parallelism.to_lowercase().contains("offload");
+        let named_with_parallelism =
+            parallelism.to_lowercase().contains("offload") && offload_named(parallelism);
         // DeepSpeed's `offload_param` / `offload_optimizer` and FSDP's `cpu_offload` named among
         // the other settings (a config file's keys).
-        let settings = point.other_settings.as_deref().unwrap_or_default();
-        let lower_settings = settings.to_lowercase();
-        let named_in_settings = ["offload_param", "offload_optimizer", "cpu_offload"]
-            .iter()
-            .any(|key| lower_settings.contains(key));
         let stated_offload = point
             .offload
             .clone()
-            .filter(|stated| !is_none_word(stated))
+            .filter(|stated| !is_none_word(stated) && offload_named(stated))
             .or_else(|| named_with_parallelism.then(|| parallelism.to_owned()))
-            .or_else(|| named_in_settings.then(|| settings.to_owned()));
+            .or_else(|| offload_in_settings(point));
         let offload = match &stated_offload {
             None => Offload::None,
             Some(stated) => {
@@ -1087,7 +1083,48 @@ impl Cx<'_> {
 
 /// A condition stated as absent: `none`, `no`, `false`, `disabled`, `off`.
 pub(crate) fn is_none_word(text: &str) -> bool {
-    matches!(text.trim().to_lowercase().as_str(), "none" | "no" | "false" | "disabled" | "off" | "")
+    let text = text.trim().to_lowercase();
+    let first_end = text.find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(text.len());
+    let (first, rest) = text.split_at(first_end);
+    let rest = rest.trim_start();
+    // "none (offload_optimizer_device: none, offload_param_device: none)", "no offload",
+    // "disabled; ...": a none word qualified by what it means.
+    let qualified = rest.is_empty()
+        || rest.starts_with(['(', ',', ';', ':', '-', '—', '/'])
+        || rest.starts_with("offload")
+        || rest.starts_with("cpu offload");
+    text.is_empty() || (matches!(first, "none" | "no" | "false" | "disabled" | "off") && qualified)
+}
+
+/// Whether a wording that names an offload has it on: not "no offload", "without CPU offload",
+/// "cpu_offload=False" or "offload_params: none".
+fn offload_named(text: &str) -> bool {
+    let lower = text.to_lowercase().replace(['=', ':', '_'], " ");
+    let negated = ["no offload", "no cpu offload", "without offload", "without cpu offload"]
+        .iter()
+        .any(|phrase| lower.contains(phrase))
+        || ["offload", "offload params", "cpu offload"].iter().any(|key| {
+            ["false", "none", "off", "disabled", "0"]
+                .iter()
+                .any(|value| lower.contains(&format!("{key} {value}")))
+        });
+    !negated
+}
+
+/// An offload among a config's keys (DeepSpeed's `offload_param` / `offload_optimizer` and their
+/// `_device`, FSDP's `cpu_offload`, accelerate's `fsdp_offload_params`), when a key's value is
+/// not a none word (`offload_param_device: none` offloads nothing): the key and its value.
+fn offload_in_settings(point: &crate::data::Point) -> Option<String> {
+    let keys: [&[&str]; 2] = [
+        &["offload_param", "offload_param_device", "cpu_offload", "fsdp_offload_params"],
+        &["offload_optimizer", "offload_optimizer_device"],
+    ];
+    keys.iter().find_map(|keys| {
+        keys.iter().find_map(|key| {
+            let value = point.setting(&[key])?;
+            (!is_none_word(&value)).then(|| format!("{key} {value}"))
+        })
+    })
 }
 
 /// A weight precision word and the assumption it carries.

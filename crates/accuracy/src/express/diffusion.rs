@@ -225,6 +225,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     if switches.vae_tiling
         || script_tiles.is_some()
         || settings.contains("vae tiling")
+        || settings.contains("vae_tiling")
         || settings.contains("enable_tiling")
     {
         // Wan's tiled decode (AutoencoderKLWan.tiled_decode) is not modelled.
@@ -240,7 +241,10 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
             let _ = writeln!(out, "    vae_tile      {} x {}", video.tile.0, video.tile.1);
         }
     }
-    if switches.vae_slicing || (settings.contains("vae slicing") && batch > 1) {
+    let slicing_named = ["vae slicing", "vae_slicing", "enable_slicing"]
+        .iter()
+        .any(|word| settings.contains(word) && !settings.contains(&format!("no {word}")));
+    if switches.vae_slicing || (slicing_named && batch > 1) {
         out.push_str("    vae_slicing   true\n");
     }
     if let Some(group) = &switches.group {
@@ -1141,6 +1145,22 @@ mod tests {
         let batch = sdxl("enable_vae_slicing()", 4).expect("a batch decoded image by image");
         assert!(batch.contains("vae_slicing   true"), "{batch}");
         assert!(!slicing.contains("vae_slicing"), "{slicing}");
+        // The calls among the other settings, with no offload stated.
+        let defaults = serde_json::json!({
+            "id": "D-1", "source_id": "D", "workload": "diffusion_inference",
+            "model": "stabilityai/stable-diffusion-xl-base-1.0", "framework": "diffusers",
+            "weight_precision": "fp16", "gpu_type": "RTX 3060 12GB", "image_or_video": "1024x1024",
+            "measured_kind": "peak", "value": 5, "unit": "GB", "batch_size": 4,
+            "measurement_method": "torch.cuda.max_memory_allocated()"
+        });
+        let in_settings = |settings: &str| {
+            let changes = serde_json::json!({ "other_settings": settings }).to_string();
+            let point = super::super::test_point(defaults.clone(), &changes);
+            super::super::express(&point).map(|expressed| expressed.source).expect("expressible")
+        };
+        let calls = in_settings("pipe.enable_vae_slicing(); pipe.enable_vae_tiling()");
+        assert!(calls.contains("vae_slicing   true") && calls.contains("vae_tiling    true"));
+        assert!(!in_settings("no vae slicing, 25 steps").contains("vae_slicing"));
         let sequential = sdxl("enable_sequential_cpu_offload()", 1).expect("expressible");
         assert!(sequential.contains("offload       sequential"), "{sequential}");
         let words = sdxl("sequential CPU offload + VAE tiling", 1).expect("expressible");

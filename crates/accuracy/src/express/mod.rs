@@ -533,6 +533,17 @@ mod tests {
     }
 
     #[test]
+    fn pure_bf16_in_the_precision_keeps_no_master_copy() {
+        let point = qwen_point(
+            r#"{"workload": "training_full", "finetune_method": "full fine-tune",
+                "framework": "custom PyTorch loop", "optimizer": "AdamW",
+                "weight_precision": "bf16 (pure bf16 training, no fp32 master weights)"}"#,
+        );
+        let expressed = express(&point).expect("expressible");
+        assert!(expressed.source.contains("master        none"), "{}", expressed.source);
+    }
+
+    #[test]
     fn qlora_on_gptq_with_zero2() {
         let point = qwen_point(
             r#"{"finetune_method": "Q-LoRA r=64 on GPTQ-Int4 base, fp16, DeepSpeed ZeRO-2",

@@ -26,7 +26,12 @@ pub(super) fn objective(cx: &mut Cx<'_>) -> Option<String> {
                 .any(|p| w.strip_prefix(p).is_some_and(|rest| rest.is_empty() || rest == "trainer"))
         })
     };
-    if names(&["ppo", "grpo", "rloo", "rlhf", "reinforce"]) {
+    // "RLHF" alone names online RL only as the method itself: ms-swift runs DPO as
+    // `swift rlhf --rlhf_type dpo`, and a framework's description may list its `rlhf` command.
+    let method = point.finetune_method.as_deref().unwrap_or_default().to_lowercase();
+    let offline = names(&["dpo", "ipo", "orpo", "simpo", "cpo", "kto"]);
+    let rlhf_method = method.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == "rlhf");
+    if names(&["ppo", "grpo", "rloo", "reinforce"]) || (rlhf_method && !offline) {
         cx.gap(Gap::feature(feature::ONLINE_RL, text.trim().to_owned()));
         return None;
     }

@@ -644,6 +644,26 @@ fn states(
     out
 }
 
+/// Whether `phrase` appears in `text` turned on: not after "no", "without", "not" or
+/// "disable", nor followed by `=false`, `: false`, "off", "disabled" or "none"
+/// ("no torch.compile", "optimizer_in_bwd=False", "activation offloading: off").
+fn named_on(text: &str, phrase: &str) -> bool {
+    text.match_indices(phrase).any(|(at, _)| {
+        let before = text[..at].trim_end();
+        let negated_before = ["no", "without", "not", "disable", "disabled"].iter().any(|word| {
+            before.strip_suffix(word).is_some_and(|rest| {
+                rest.chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric())
+            })
+        });
+        let after = text[at + phrase.len()..].trim_start_matches([' ', '=', ':', '(', '"']);
+        let zero = after.starts_with('0')
+            && after[1..].chars().next().is_none_or(|c| !(c.is_ascii_digit() || c == '.'));
+        let negated_after =
+            zero || ["false", "off", "disabled", "none"].iter().any(|word| after.starts_with(word));
+        !negated_before && !negated_after
+    })
+}
+
 /// The memory levers a point's settings name (torchtune's recipe flags and their wordings):
 /// `optimizer_in_bwd`, `CEWithChunkedOutputLoss`, activation offloading and `torch.compile`;
 /// and those a framework always pulls: Unsloth's fused loss, Liger's fused linear loss.
@@ -656,12 +676,10 @@ fn levers(cx: &mut Cx<'_>, offloaded: bool) -> String {
         point.optimizer.as_deref().unwrap_or_default()
     )
     .to_lowercase();
-    let says = |words: &[&str]| words.iter().any(|w| text.contains(w));
+    let says = |words: &[&str]| words.iter().any(|w| named_on(&text, w));
     let mut out = String::new();
     let accumulates = point.grad_accum.is_some_and(|n| n > 1);
-    let not_in_backward = says(&["no optimizer_in_bwd", "optimizer_in_bwd=false"]);
     if says(&["optimizer_in_bwd", "optimizer in backward", "optimizer step into backward"])
-        && !not_in_backward
         && !accumulates
     {
         out.push_str("    step_in_backward true  # optimizer_in_bwd\n");
@@ -682,10 +700,7 @@ fn levers(cx: &mut Cx<'_>, offloaded: bool) -> String {
     if let Some(fused) = fused_loss(cx) {
         let _ = writeln!(out, "    fused_loss    {fused}");
     }
-    let uncompiled = says(&["compile=false", "compile: false", "no compile", "without compile"]);
-    if says(&["torch.compile", "compile=true", "compile: true", "compile enabled", "+ compile"])
-        && !uncompiled
-    {
+    if says(&["torch.compile", "compile=true", "compile: true", "compile enabled", "+ compile"]) {
         cx.assume(assume::COMPILED_LAYERS, "compile named in the settings");
         out.push_str("    compile       true\n");
     }
@@ -779,7 +794,21 @@ fn mixed_precision(cx: &mut Cx<'_>, weights: &str) -> Option<&'static str> {
 
 /// The optimizer word, or the gap that stops it.
 pub(super) fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
-    let Some(text) = cx.point.optimizer.clone() else {
+    // "not stated (the benchmark notebooks use adamw_8bit)" is read by the optimizer it names;
+    // one that names none ("not stated (TrainingArguments default)") is not stated, and the
+    // framework's own default decides.
+    let names_one = |lower: &str| {
+        ["adam", "sgd", "adafactor", "lion", "lamb", "8bit", "8-bit", "galore", "schedule", "muon"]
+            .iter()
+            .chain(&["came", "sophia", "adan", "prodigy", "rmsprop", "adagrad"])
+            .any(|word| lower.contains(word))
+    };
+    let stated = cx.point.optimizer.clone().filter(|text| {
+        let lower = text.trim().to_lowercase();
+        let unstated = lower.starts_with("not stated") || lower == "unknown" || lower.is_empty();
+        !unstated || names_one(&lower)
+    });
+    let Some(text) = stated else {
         if hf_trainer(cx.point) {
             cx.assume(
                 assume::RUNTIME_DEFAULT,
@@ -898,8 +927,12 @@ fn galore(cx: &mut Cx<'_>) -> String {
 /// Whether the tool trains the model in the type it was loaded in: the Trainer and the tools
 /// built on it, or a source that says its training is pure 16-bit.
 fn trains_loaded_type(point: &crate::data::Point) -> bool {
-    let text =
-        point.all_text() + " " + &point.compute_dtype.clone().unwrap_or_default().to_lowercase();
+    let text = format!(
+        "{} {} {}",
+        point.all_text(),
+        point.compute_dtype.as_deref().unwrap_or_default().to_lowercase(),
+        point.weight_precision.as_deref().unwrap_or_default().to_lowercase()
+    );
     let pure = ["pure bf16", "pure fp16", "pure 16", "bf16-true", "true bf16", "no master"]
         .iter()
         .any(|w| text.contains(w));
@@ -920,6 +953,26 @@ fn hf_trainer(point: &crate::data::Point) -> bool {
 mod tests {
     use super::*;
     use crate::data::Point;
+
+    #[test]
+    fn settings_turned_off_in_their_own_words_are_off() {
+        assert!(named_on("torch.compile enabled", "torch.compile"));
+        assert!(named_on("optimizer_in_bwd true, compile", "optimizer_in_bwd"));
+        for off in [
+            "no torch.compile",
+            "without torch.compile",
+            "torch.compile: false",
+            "torch.compile off",
+        ] {
+            assert!(!named_on(off, "torch.compile"), "{off}");
+        }
+        assert!(!named_on("optimizer_in_bwd=false", "optimizer_in_bwd"));
+        assert!(!named_on("optimizer_in_bwd 0", "optimizer_in_bwd"));
+        assert!(named_on("optimizer_in_bwd 1", "optimizer_in_bwd"));
+        assert!(!named_on("activation offloading: off", "activation offloading"));
+        // "no" only as a word: "piano torch.compile" is on.
+        assert!(named_on("piano torch.compile", "torch.compile"));
+    }
 
     /// A Llama 3 8B fine-tuning point with `fields` (a JSON object) over the defaults.
     fn point(fields: &str) -> Point {
@@ -1041,6 +1094,20 @@ mod tests {
         assert!(offloaded.contains("offload       parameters"), "{offloaded}");
         let fsdp = full(r#""other_settings": "FSDP: full_shard auto_wrap""#);
         assert!(fsdp.contains("sharding      fsdp-full"), "{fsdp}");
+        // Offloads stated as off, in the offload field, the parallelism or a config's keys.
+        for off in [
+            r#""zero_stage": 3, "offload": "none (offload_optimizer_device: none, offload_param_device: none)""#,
+            r#""parallelism": "FSDP FULL_SHARD", "offload": "none (fsdp_offload_params disabled)""#,
+            r#""parallelism": "FSDP FULL_SHARD, no cpu_offload""#,
+            r#""zero_stage": 3, "other_settings": "offload_optimizer_device: none, offload_param_device: none""#,
+        ] {
+            let states = full(off);
+            assert!(!states.contains("offload       "), "{off}: {states}");
+        }
+        let optimizer_only = full(
+            r#""zero_stage": 2, "other_settings": "offload_optimizer_device: cpu, offload_param_device: none""#,
+        );
+        assert!(optimizer_only.contains("offload       optimizer"), "{optimizer_only}");
     }
 
     #[test]
@@ -1096,12 +1163,40 @@ mod tests {
         // an objective's letters.
         let sft = workload(r#"{"other_settings": "lora_dropout 0.05, adpositions"}"#);
         assert!(!sft.contains("objective"), "{sft}");
+        // ms-swift runs DPO through its `rlhf` command, and lists it beside `sft`.
+        let swift = workload(
+            r#"{"framework": "ms-swift (swift rlhf)", "finetune_method": "DPO + LoRA rank 8",
+                "other_settings": "swift rlhf --rlhf_type dpo --train_type lora"}"#,
+        );
+        assert!(
+            swift.contains(
+                "objective     dpo
+"
+            ),
+            "{swift}"
+        );
+        let swift_sft = workload(
+            r#"{"framework": "ms-swift (swift sft / swift rlhf)", "finetune_method": "LoRA rank 8"}"#,
+        );
+        assert!(!swift_sft.contains("objective"), "{swift_sft}");
         // Online RL and KTO are gaps, not silently supervised runs.
         for framework in ["TRL GRPOTrainer", "OpenRLHF PPO", "TRL KTOTrainer"] {
             let fields = format!(r#"{{"framework": "{framework}"}}"#);
             let gaps = super::super::express(&point(&fields)).expect_err(framework);
             assert!(gaps.iter().any(|g| g.kind == crate::gaps::GapKind::Feature), "{gaps:?}");
         }
+    }
+
+    #[test]
+    fn an_optimizer_not_stated_is_the_one_its_note_names_or_the_default() {
+        let guessed = workload(r#"{"optimizer": "not stated (TrainingArguments default)"}"#);
+        assert!(guessed.contains("optimizer     adamw\n"), "{guessed}");
+        let noted = workload(r#"{"optimizer": "not stated (the notebooks use adamw_8bit)"}"#);
+        assert!(noted.contains("optimizer     adamw-8bit"), "{noted}");
+        let elsewhere = super::super::express(&point(
+            r#"{"framework": "torchtitan", "optimizer": "not stated (see the config)"}"#,
+        ));
+        assert!(elsewhere.is_err(), "outside the Trainer an unstated optimizer is a gap");
     }
 
     #[test]
