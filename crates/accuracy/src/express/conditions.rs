@@ -392,6 +392,14 @@ impl Cx<'_> {
             || squashed.contains("splitmoderow")
             || squashed.contains("rowsplit")
         {
+            let row_split =
+                ["smrow", "splitmoderow", "rowsplit"].iter().any(|w| squashed.contains(w));
+            if row_split && runs_ggml(&point.framework.to_lowercase()) && count > 1 {
+                // The language's tensor split divides the KV cache too; llama.cpp's keeps it,
+                // with the compute buffers, on the main GPU (`LLAMA_SPLIT_MODE_ROW`).
+                self.gap(Gap::feature(feature::LLAMA_CPP_ROW_SPLIT, text.clone()));
+                return None;
+            }
             Split::Tensor(count)
         } else if any(&[
             "device_map",
@@ -1608,7 +1616,9 @@ mod version_tests {
         };
         assert_eq!(split("llama.cpp", "split layers (-sm layer)"), Some(Split::Pipeline(2)));
         assert_eq!(split("llama.cpp", "--tensor-split 1,1"), Some(Split::Pipeline(2)));
-        assert_eq!(split("llama.cpp", "-sm row"), Some(Split::Tensor(2)));
+        // llama.cpp's row split keeps the KV cache on the main GPU: a missing feature.
+        assert_eq!(split("llama.cpp", "-sm row"), None);
+        assert_eq!(split("exllama", "row split"), Some(Split::Tensor(2)));
         assert_eq!(split("vLLM", "tensor parallel 2"), Some(Split::Tensor(2)));
         assert_eq!(split("transformers", "device_map=\"auto\""), Some(Split::Pipeline(2)));
         assert_eq!(split("transformers", "expert sharding by vibes"), None);
