@@ -257,6 +257,8 @@ pub enum Checkpointing {
     Full,
     /// Only the attention core's (Megatron's and torchtune's "selective").
     Selective,
+    /// torchtitan's op-level selective checkpointing (`selective_ac_option = "op"`).
+    SelectiveOp,
     /// Every layer's but its input, which goes to host memory until the backward pass needs it
     /// (Unsloth's `use_gradient_checkpointing="unsloth"`).
     FullOffloaded,
@@ -275,6 +277,9 @@ fn checkpointing<'de, D: serde::Deserializer<'de>>(
             let lower = s.trim().to_lowercase();
             let first = lower.split(|c: char| !c.is_ascii_alphanumeric()).next().unwrap_or("");
             match first {
+                _ if lower.contains("selective") && op_level(&lower) => {
+                    Some(Checkpointing::SelectiveOp)
+                }
                 _ if lower.contains("selective") => Some(Checkpointing::Selective),
                 _ if lower.contains("unsloth") => Some(Checkpointing::FullOffloaded),
                 "true" | "yes" | "on" | "enabled" | "full" => Some(Checkpointing::Full),
@@ -284,6 +289,15 @@ fn checkpointing<'de, D: serde::Deserializer<'de>>(
         }
         _ => None,
     })
+}
+
+/// Whether a selective checkpointing wording names torchtitan's op-level policy ("op-level
+/// SAC", `selective_ac_option 'op'`, "selective (op)").
+fn op_level(lower: &str) -> bool {
+    let words: Vec<&str> =
+        lower.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).collect();
+    words.iter().any(|w| matches!(*w, "op" | "op-level" | "per-op" | "ops"))
+        || lower.contains("op level")
 }
 
 /// A measured value: a number, or the number a string starts with (`"14.6 GB"`).
@@ -357,6 +371,12 @@ mod tests {
         assert_eq!(read(r#""Disabled""#), Some(Checkpointing::Off));
         assert_eq!(read("false"), Some(Checkpointing::Off));
         assert_eq!(read(r#""selective (attention only)""#), Some(Checkpointing::Selective));
+        assert_eq!(
+            read(r#""selective (torchtitan op-level SAC, selective_ac_option 'op')""#),
+            Some(Checkpointing::SelectiveOp)
+        );
+        assert_eq!(read(r#""selective, op""#), Some(Checkpointing::SelectiveOp));
+        assert_eq!(read(r#""selective (operator fusion off)""#), Some(Checkpointing::Selective));
         assert_eq!(read(r#""not stated""#), None);
         assert_eq!(read(r#""maybe""#), None);
     }

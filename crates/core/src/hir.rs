@@ -703,6 +703,9 @@ pub enum Checkpointing {
     None,
     /// Recompute attention only (Korthikanti et al.): drops the materialized scores.
     Selective,
+    /// torchtitan's op-level selective checkpointing: each layer keeps its input, the attention
+    /// kernel's output and every other matrix product's output, and recomputes the rest.
+    SelectiveOp,
     Full,
 }
 

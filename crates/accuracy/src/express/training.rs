@@ -197,6 +197,8 @@ pub(super) fn body(
     if checkpointing.is_none() {
         cx.gap(Gap::data(data::CHECKPOINTING, "activation_checkpointing: none"));
     }
+    let checkpointing =
+        checkpointing.and_then(|checkpointing| torchtitan_selective(cx, checkpointing));
     let objective = super::preference::objective(cx);
     let (method, weights, optimizer, states, micro_batch, sequence, checkpointing) =
         (method?, weights?, optimizer?, states?, micro_batch?, sequence?, checkpointing?);
@@ -227,6 +229,7 @@ pub(super) fn body(
         Checkpointing::Off => "none",
         Checkpointing::Full | Checkpointing::FullOffloaded => "full",
         Checkpointing::Selective => "selective",
+        Checkpointing::SelectiveOp => "selective-op",
     };
     let _ = writeln!(out, "    checkpointing {checkpointing}");
     if sequence_parallel(cx.point) {
@@ -644,17 +647,49 @@ fn states(
     out
 }
 
+/// torchtitan's "selective" checkpointing: its model configs' `selective_ac_option = "op"` (the
+/// op-level policy) unless a layer frequency is stated ("every 2nd layer", `selective_ac_option
+/// 2`), which checkpoints whole layers and is not modelled. Other frameworks' "selective" is
+/// attention-only recomputation (Megatron, torchtune).
+fn torchtitan_selective(cx: &mut Cx<'_>, checkpointing: Checkpointing) -> Option<Checkpointing> {
+    let point = cx.point;
+    if checkpointing != Checkpointing::Selective
+        || !point.framework.to_lowercase().contains("torchtitan")
+    {
+        return Some(checkpointing);
+    }
+    let text = point.all_text();
+    let layer_frequency = point.setting_count(&["selective_ac_option"]).is_some()
+        || ["every 2", "every other layer", "every second layer", "layer frequency"]
+            .iter()
+            .any(|phrase| text.contains(phrase));
+    if layer_frequency {
+        cx.unreadable(
+            "activation_checkpointing",
+            "torchtitan's layer-frequency selective checkpointing",
+        );
+        return None;
+    }
+    cx.assume(
+        assume::RUNTIME_DEFAULT,
+        "torchtitan's selective checkpointing: its train configs' selective_ac_option \"op\" \
+         (every other matrix product's output and the attention output saved)",
+    );
+    Some(Checkpointing::SelectiveOp)
+}
+
 /// Whether `phrase` appears in `text` turned on: not after "no", "without", "not" or
 /// "disable", nor followed by `=false`, `: false`, "off", "disabled" or "none"
 /// ("no torch.compile", "optimizer_in_bwd=False", "activation offloading: off").
 fn named_on(text: &str, phrase: &str) -> bool {
     text.match_indices(phrase).any(|(at, _)| {
         let before = text[..at].trim_end();
-        let negated_before = ["no", "without", "not", "disable", "disabled"].iter().any(|word| {
-            before.strip_suffix(word).is_some_and(|rest| {
-                rest.chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric())
-            })
-        });
+        let negated_before =
+            ["no", "without", "not", "disable", "disabled", "neither", "nor"].iter().any(|word| {
+                before.strip_suffix(word).is_some_and(|rest| {
+                    rest.chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric())
+                })
+            });
         let after = text[at + phrase.len()..].trim_start_matches([' ', '=', ':', '(', '"']);
         let zero = after.starts_with('0')
             && after[1..].chars().next().is_none_or(|c| !(c.is_ascii_digit() || c == '.'));
@@ -970,6 +1005,8 @@ mod tests {
         assert!(!named_on("optimizer_in_bwd 0", "optimizer_in_bwd"));
         assert!(named_on("optimizer_in_bwd 1", "optimizer_in_bwd"));
         assert!(!named_on("activation offloading: off", "activation offloading"));
+        assert!(!named_on("neither torch.compile nor float8", "torch.compile"));
+        assert!(!named_on("neither float8 nor torch.compile", "torch.compile"));
         // "no" only as a word: "piano torch.compile" is on.
         assert!(named_on("piano torch.compile", "torch.compile"));
     }

@@ -317,10 +317,12 @@ pub(super) fn training(
     }
     // An encoder-decoder model's encoder input; `sequence` is then the decoder's target.
     let source = fields.whole("source", Dim::Tokens, 1, MAX_TOKENS, "512 tokens");
-    let checkpointing =
-        fields.choice("checkpointing", &["none", "selective", "full"]).map(|(w, _)| match w {
+    let checkpointing = fields
+        .choice("checkpointing", &["none", "selective", "selective-op", "full"])
+        .map(|(w, _)| match w {
             "full" => Checkpointing::Full,
             "selective" => Checkpointing::Selective,
+            "selective-op" => Checkpointing::SelectiveOp,
             _ => Checkpointing::None,
         });
     let attention = super::workload::attention(&fields);

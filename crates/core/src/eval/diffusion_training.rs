@@ -477,7 +477,9 @@ fn unet_activations(
         // each keeps its input.
         let tensors_per_position = match training.checkpointing {
             Checkpointing::Full => level.resnets_down + level.resnets_up + level.layers,
-            Checkpointing::None | Checkpointing::Selective => {
+            // Op-level checkpointing is a decoder layer's policy: a UNet keeps what it keeps
+            // unchecked.
+            Checkpointing::None | Checkpointing::Selective | Checkpointing::SelectiveOp => {
                 RESNET_TENSORS * level.resnets_down
                     + UP_RESNET_TENSORS * level.resnets_up
                     + ATTENTION_BLOCK_TENSORS * level.attention_blocks

@@ -191,6 +191,29 @@ fn checkpointing_keeps_layer_inputs_plus_one_layer() {
 }
 
 #[test]
+fn op_level_checkpointing_keeps_every_other_product_and_the_attention_output() {
+    let source = |checkpointing: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ weights bf16; micro_batch 2; sequence 1024 tokens; checkpointing {checkpointing} }} }}\ncheck w on h200-sxm"
+        )
+    };
+    // torchtitan's op-level policy saves, per token of each layer: its input (4096), the
+    // attention output (4096) with an fp32 log-sum-exp per head (32 · 4 B = 64 bf16 elements),
+    // and the 1st, 3rd, 5th and 7th products: q (4096), v (1024), gate (14336), down (4096).
+    let saved = 32 * 1024 * 2 * (4096 + 4096 + 64 + 4096 + 1024 + 14336 + 4096) * 2;
+    let per_layer = 1024 * 2 * (4 * 4096 + 80 * 128 + 4 * 14336 + 64 + 4 * 4096) * 2;
+    let op = evaluate(&source("selective-op"));
+    assert_eq!(bytes(&op[0], 0, "activations"), saved + per_layer);
+    // As under full checkpointing, the loss is freed before the last layer is recomputed.
+    let loss = 2 * 1024 * 128_256 * 12;
+    assert_eq!(bytes(&op[0], 0, "logits and loss"), loss - per_layer);
+    let none = bytes(&evaluate(&source("none"))[0], 0, "activations");
+    let full = bytes(&evaluate(&source("full"))[0], 0, "activations");
+    let op = bytes(&op[0], 0, "activations");
+    assert!(full < op && op < none, "{full} < {op} < {none}");
+}
+
+#[test]
 fn cross_entropy_holds_three_fp32_logit_tensors_at_its_peak() {
     let source = |weights: &str| {
         format!(

@@ -61,6 +61,31 @@ pub(super) fn layer_elements_per_token(
     with_bytes_as_elements(elements, 4 * heads + masks + norms, training)
 }
 
+/// Elements per token of one layer that torchtitan's op-level selective checkpointing saves
+/// (`_apply_op_sac`: `MUST_SAVE` for the outputs of `aten.mm` and the fused attention kernels,
+/// except every second `mm` of the layer, counted from the layer's start): the layer's input
+/// (the checkpoint's), the attention output with its fp32 log-sum-exp per head, and of the
+/// products in the order a Llama block runs them (q, k, v, o, then gate, up, down; up, down for
+/// a plain MLP) the first, third, fifth and seventh: q, v, gate and down.
+pub(super) fn op_saved_elements(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<u64, Overflow> {
+    let t = placement.tensor;
+    let q = (shape.heads / t) * shape.head_dim;
+    let kv = div_ceil(shape.kv_heads, t) * shape.head_dim;
+    let ffn = div_ceil(shape.ffn, t);
+    let hidden = if training.sequence_parallel { div_ceil(shape.hidden, t) } else { shape.hidden };
+    let products: Vec<u64> = match shape.mlp {
+        Mlp::Gated => vec![q, kv, kv, hidden, ffn, ffn, hidden],
+        Mlp::Plain => vec![q, kv, kv, hidden, ffn, hidden],
+    };
+    let saved_products: u64 = products.iter().step_by(2).sum();
+    let elements = hidden + q + saved_products;
+    with_bytes_as_elements(elements, 4 * (shape.heads / t), training)
+}
+
 /// What one eager RMSNorm keeps per token beyond the input and output counted as stream
 /// elements. It computes in fp32 (transformers' `LlamaRMSNorm`, torchtune's `RMSNorm`:
 /// `x.to(float32)`, then `pow(2)` and the product with `rsqrt` both save that fp32 copy, 4 B
@@ -156,7 +181,9 @@ fn decoder_activations(
     } else {
         "DOMAIN.md §5.3: Korthikanti et al. 2022 (Table 2) adapted to gated MLP, GQA, no dropout"
     };
-    let recomputed = (training.checkpointing == Checkpointing::Full).then_some(per_layer_bytes);
+    let recomputed =
+        matches!(training.checkpointing, Checkpointing::Full | Checkpointing::SelectiveOp)
+            .then_some(per_layer_bytes);
     let (bytes, formula) = match training.checkpointing {
         Checkpointing::None | Checkpointing::Selective => {
             let total = Product::new()
@@ -167,6 +194,25 @@ fn decoder_activations(
                     formula!("per layer: {}", per_layer.terms()),
                 )?;
             total.finish()?
+        }
+        Checkpointing::SelectiveOp => {
+            // What the policy saves, in every layer; one layer's rest is recomputed in backward.
+            let saved = Product::new()
+                .times(layers, which)?
+                .times(in_flight, "micro-batches in flight")?
+                .times(training.sequence, "tokens")?
+                .times_count(batch(training))?
+                .times(op_saved_elements(shape, placement, training)?, "saved elements")?
+                .bytes_each(elem.bytes_per_element(), elem.name())?;
+            let bytes = crate::eval::calc::add(saved.value()?, per_layer_bytes)?;
+            (
+                bytes,
+                formula!(
+                    "saved outputs {} + one recomputed layer {} = {bytes}",
+                    saved.terms(),
+                    per_layer.terms()
+                ),
+            )
         }
         Checkpointing::Full => {
             // Only each layer's input is kept; one layer is recomputed at a time in backward.
@@ -403,7 +449,10 @@ fn eager_attention(
     let (per_score, kept) = kept_per_score(shape, training)?;
     let (layers, which) = match training.checkpointing {
         Checkpointing::None => (kept_layers(placement.layers, training), "layers"),
-        Checkpointing::Selective | Checkpointing::Full => (1, "recomputed layer"),
+        // The eager softmax is no kernel torchtitan's op-level policy saves: recomputed too.
+        Checkpointing::Selective | Checkpointing::SelectiveOp | Checkpointing::Full => {
+            (1, "recomputed layer")
+        }
     };
     let heads = shape.heads / placement.tensor;
     let scores = Product::new()
@@ -498,7 +547,11 @@ fn adapter_inputs(
     // As the layer activations: a pipeline stage keeps every micro-batch it has in flight.
     let in_flight = placement.stages - placement.stage;
     let (layers, which) = match training.checkpointing {
-        Checkpointing::None | Checkpointing::Selective => (placement.layers, "layers"),
+        // An adapter's own products shift the op-level policy's count of matrix products; its
+        // inputs are counted as kept.
+        Checkpointing::None | Checkpointing::Selective | Checkpointing::SelectiveOp => {
+            (placement.layers, "layers")
+        }
         Checkpointing::Full => (1, "recomputed layer"),
     };
     let mut product = Product::new().times(layers, which)?;

@@ -145,7 +145,8 @@ pub(super) fn recomputed_weights(
         .try_fold(0u64, |sum, (input, output)| sum.checked_add(input.checked_mul(output)?))
         .ok_or(Overflow)?;
     let (layers, which) = match training.checkpointing {
-        Checkpointing::Full => (1, "recomputed layer"),
+        // The recomputed weights are no product's output: op-level checkpointing recomputes them.
+        Checkpointing::Full | Checkpointing::SelectiveOp => (1, "recomputed layer"),
         Checkpointing::None | Checkpointing::Selective => {
             let in_flight = placement.stages - placement.stage;
             (placement.layers.checked_mul(in_flight).ok_or(Overflow)?, "layers kept")

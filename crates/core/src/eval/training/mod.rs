@@ -466,7 +466,9 @@ fn saved_dequantized_weights(
         .max()
         .unwrap_or(0u64);
     let layers = match training.checkpointing {
-        Checkpointing::Full => 1,
+        // A dequantized matrix is a product's input, not its output: op-level checkpointing
+        // recomputes it.
+        Checkpointing::Full | Checkpointing::SelectiveOp => 1,
         Checkpointing::None | Checkpointing::Selective => {
             let in_flight = placement.stages - placement.stage;
             placement.layers.checked_mul(in_flight).ok_or(Overflow)?

@@ -318,7 +318,7 @@ fn eager(
                 stacks.source
             ),
         ),
-        Checkpointing::Selective | Checkpointing::Full => {
+        Checkpointing::Selective | Checkpointing::SelectiveOp | Checkpointing::Full => {
             let largest = match (stacks.encoder > 0, stacks.decoder > 0) {
                 (true, true) => encoder_layer.max(decoder_layer),
                 (true, false) => encoder_layer,
