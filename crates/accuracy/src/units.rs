@@ -22,19 +22,33 @@ const GIB: f64 = 1_073_741_824.0;
 /// check) or not understood.
 pub fn measured_bytes(value: f64, unit: &str) -> Option<(f64, UnitRule)> {
     let unit = unit.trim().to_lowercase().replace(' ', "");
-    match unit.as_str() {
+    let (base, note) = match unit.split_once('(') {
+        Some((base, note)) => (base, note.trim_end_matches(')')),
+        None => (unit.as_str(), ""),
+    };
+    // A note may say the base: `GB (=GiB)`, `MB (1e6 bytes)`, `GB (decimal)`; one that makes
+    // the figure no measurement (`GB (GPU VRAM class)`) or says both is not understood.
+    let binary = ["gib", "mib", "2^30", "2^20", "1024"].iter().any(|w| note.contains(w));
+    let decimal =
+        ["decimal", "1e6", "1e9", "10^6", "10^9", "1000000", "si"].iter().any(|w| note.contains(w));
+    if (binary && decimal) || note.contains("class") {
+        return None;
+    }
+    let scale = |mega: f64, giga: f64| match base {
+        "mb" | "m" => Some(mega),
+        "gb" | "g" => Some(giga),
+        _ => None,
+    };
+    match base {
         "b" | "bytes" => Some((value, UnitRule::Stated)),
         "kib" => Some((value * 1024.0, UnitRule::Stated)),
-        "mib" | "mb(=mib)" => Some((value * MIB, UnitRule::Stated)),
-        "gib" | "gb(=gib)" => Some((value * GIB, UnitRule::Stated)),
+        "mib" => Some((value * MIB, UnitRule::Stated)),
+        "gib" => Some((value * GIB, UnitRule::Stated)),
         "tib" => Some((value * GIB * 1024.0, UnitRule::Stated)),
-        // Decimal units said to be decimal.
-        "mb(decimal)" | "mb(1e6)" => Some((value * 1e6, UnitRule::Stated)),
-        "gb(decimal)" | "gb(1e9)" | "gb(10^9)" => Some((value * 1e9, UnitRule::Stated)),
+        _ if binary => scale(MIB, GIB).map(|factor| (value * factor, UnitRule::Stated)),
+        _ if decimal => scale(1e6, 1e9).map(|factor| (value * factor, UnitRule::Stated)),
         // `MB` and `GB` with no base: binary, as the module doc says for `GB`.
-        "mb" | "m" => Some((value * MIB, UnitRule::GbAsGib)),
-        "gb" | "g" => Some((value * GIB, UnitRule::GbAsGib)),
-        _ => None,
+        _ => scale(MIB, GIB).map(|factor| (value * factor, UnitRule::GbAsGib)),
     }
 }
 
@@ -62,5 +76,10 @@ mod tests {
         assert_eq!(measured_bytes(3.0, "gib"), Some((3.0 * GIB, UnitRule::Stated)));
         assert_eq!(measured_bytes(2.0, "GB (decimal)"), Some((2e9, UnitRule::Stated)));
         assert_eq!(decimal_reading(14_949.0, "MB"), Some(14_949e6));
+        assert_eq!(measured_bytes(2.0, "GB (1e9 bytes)"), Some((2e9, UnitRule::Stated)));
+        assert_eq!(measured_bytes(3.0, "MB (1e6 bytes)"), Some((3e6, UnitRule::Stated)));
+        assert_eq!(measured_bytes(1.0, "MB (=MiB)"), Some((MIB, UnitRule::Stated)));
+        assert_eq!(measured_bytes(1.0, "GB (bytes / 1024^3)"), Some((GIB, UnitRule::Stated)));
+        assert_eq!(measured_bytes(1.0, "GB (as printed)"), Some((GIB, UnitRule::GbAsGib)));
     }
 }

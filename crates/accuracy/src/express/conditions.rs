@@ -831,6 +831,11 @@ impl Cx<'_> {
         } else if q.contains("torchao") && q.contains("int8") {
             // int8_weight_only: int8 matrices with one scale per output channel.
             Ok(("int8", None))
+        } else if q.contains("torchao")
+            && q.contains("int4")
+            && let Some(group) = stated_group(&format!("{q} {w}"))
+        {
+            Ok((grouped("int4-g128", group), None))
         } else if q.contains("torchao") && q.contains("int4") {
             Ok((
                 "int4-g128",
@@ -839,6 +844,10 @@ impl Cx<'_> {
                     format!("{both}: torchao int4_weight_only's default group_size 128"),
                 )),
             ))
+        } else if (q.contains("awq") || w.contains("awq"))
+            && let Some(group) = stated_group(&format!("{q} {w}"))
+        {
+            Ok((grouped("awq-int4", group), None))
         } else if q.contains("awq") || w.contains("awq") {
             // AutoAWQ's `quant_config` default: `q_group_size` 128, 4-bit, zero point.
             Ok((
@@ -1253,6 +1262,9 @@ fn gptq(point: &crate::data::Point, q: &str, w: &str, both: &str) -> Result<Weig
     } else {
         return Err(Gap::data(data::UNREADABLE, format!("GPTQ bits: {both}")));
     };
+    if let Some(group) = stated_group(&format!("{q} {w}")) {
+        return Ok((grouped(bits, group), None));
+    }
     if !point.model.starts_with("Qwen/Qwen-") {
         let detail = format!(
             "GPTQ group size not stated ({both}): group_size 128, AutoGPTQ's \
@@ -1269,6 +1281,44 @@ fn gptq(point: &crate::data::Point, q: &str, w: &str, both: &str) -> Result<Weig
          alike); g_idx (4 B per input row) is not counted, < 0.2 % of the weights"
     );
     Ok((bits, Some((assume::SCRIPT_SETTING, detail))))
+}
+
+/// A quantizer's group size stated in its wording: `group_size=64`, `q_group_size 64`, "group
+/// size 32", `-g64`, torchao's `int4wo-64`.
+fn stated_group(text: &str) -> Option<u16> {
+    let lower = text.to_lowercase();
+    let after_key = ["q_group_size", "group_size", "group size", "groupsize"]
+        .iter()
+        .find_map(|key| number_after(&lower, key));
+    let suffixed = lower.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).find_map(|w| {
+        let digits = w.rsplit_once("-g").map(|(_, g)| g).or_else(|| w.strip_prefix("int4wo-"))?;
+        digits.parse::<u64>().ok()
+    });
+    after_key
+        .or(suffixed)
+        .filter(|group| [32, 64, 128, 256].contains(group))
+        .and_then(|group| u16::try_from(group).ok())
+}
+
+/// `base` (a grouped format at its default group, `gptq-int4`, `awq-int4`, `int4-g128`) at
+/// `group`, as the language spells it.
+fn grouped(base: &'static str, group: u16) -> &'static str {
+    match (base, group) {
+        ("gptq-int4", 32) => "gptq-int4-g32",
+        ("gptq-int4", 64) => "gptq-int4-g64",
+        ("gptq-int4", 256) => "gptq-int4-g256",
+        ("gptq-int8", 32) => "gptq-int8-g32",
+        ("gptq-int8", 64) => "gptq-int8-g64",
+        ("gptq-int8", 256) => "gptq-int8-g256",
+        ("awq-int4", 32) => "awq-int4-g32",
+        ("awq-int4", 64) => "awq-int4-g64",
+        ("awq-int4", 256) => "awq-int4-g256",
+        ("int4-g128", 32) => "int4-g32",
+        ("int4-g128", 64) => "int4-g64",
+        ("int4-g128", 256) => "int4-g256",
+        // The default group (128), and any other the language spells only with a suffix.
+        _ => base,
+    }
 }
 
 /// Whether the point ran under transformers' own loading (not a serving engine or llama.cpp).
@@ -1698,6 +1748,21 @@ mod version_tests {
         assert_eq!(word("llama.cpp", "F16", Some("GGUF (unquantized)")), Some("fp16"));
         assert_eq!(word("llama.cpp", "BF16 GGUF", None), Some("bf16"));
         assert_eq!(word("llama.cpp b3000", "F16", None), Some("fp16"));
+        // Stated group sizes.
+        assert_eq!(
+            word("transformers", "int4", Some("GPTQ 4-bit, group_size 64")),
+            Some("gptq-int4-g64")
+        );
+        assert_eq!(word("transformers", "int4", Some("AWQ (q_group_size 128)")), Some("awq-int4"));
+        assert_eq!(
+            word("transformers", "int4", Some("AWQ, q_group_size=32")),
+            Some("awq-int4-g32")
+        );
+        assert_eq!(word("torchao", "int4", Some("torchao int4wo-64")), Some("int4-g64"));
+        assert_eq!(
+            word("torchao", "int4", Some("torchao int4_weight_only(group_size=32)")),
+            Some("int4-g32")
+        );
     }
 
     #[test]

@@ -100,9 +100,15 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let precisions = precisions(cx, &pipeline);
     // The pipeline repeats each prompt's latents `num_images_per_prompt` (or, for video,
     // `num_videos_per_prompt`) times: a batch of prompts × images.
+    // Said beside the image's size, the count may be what the batch already holds ("batch 4:
+    // 4 images per prompt"); a different batch is the prompts.
     let per_prompt = cx
         .point
         .setting_count(&["num_images_per_prompt", "num_videos_per_prompt"])
+        .or_else(|| {
+            images_per_prompt(cx.point.image_or_video.as_deref().unwrap_or_default())
+                .filter(|n| Some(*n) != cx.point.batch_size)
+        })
         .filter(|n| *n > 1);
     let batch = cx
         .point
@@ -211,7 +217,9 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     if let Some(source) = pipeline.rope_fp32 {
         let _ = writeln!(out, "    rope          fp32  # {source}");
     }
-    if let (Some(code), true) = (pipeline.vae_upcast.filter(|_| !alone), base != "fp32") {
+    // diffusers upcasts only a float16 VAE (`needs_upcasting = self.vae.dtype == torch.float16
+    // and self.vae.config.force_upcast`): a bf16 one decodes in bf16.
+    if let (Some(code), true) = (pipeline.vae_upcast.filter(|_| !alone), base == "fp16") {
         let _ = writeln!(out, "    vae_upcast    true  # {code}");
     }
     let settings = cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase();
@@ -222,12 +230,10 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     if let Some(script) = script_tiles {
         cx.assume(assume::SCRIPT_SETTING, script);
     }
-    if switches.vae_tiling
-        || script_tiles.is_some()
-        || settings.contains("vae tiling")
-        || settings.contains("vae_tiling")
-        || settings.contains("enable_tiling")
-    {
+    let tiling_named = ["vae tiling", "vae_tiling", "enable_tiling"]
+        .iter()
+        .any(|word| settings.contains(word) && !settings.contains(&format!("no {word}")));
+    if switches.vae_tiling || script_tiles.is_some() || tiling_named {
         // Wan's tiled decode (AutoencoderKLWan.tiled_decode) is not modelled.
         if pipeline.video.as_ref().is_some_and(|v| !v.tiling_modelled) {
             cx.gap(Gap::feature(
@@ -811,6 +817,22 @@ fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
     Some(word)
 }
 
+/// Images per prompt as the image field says them: `num_images_per_prompt 4`, "4 images per
+/// prompt".
+fn images_per_prompt(text: &str) -> Option<u64> {
+    let lower = text.to_lowercase().replace(['=', ':', '(', ')', ','], " ");
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    words.iter().enumerate().find_map(|(at, word)| {
+        if matches!(*word, "num_images_per_prompt" | "num_videos_per_prompt") {
+            return words.get(at + 1)?.parse().ok();
+        }
+        let count: u64 = word.parse().ok()?;
+        let (noun, per, prompt) = (words.get(at + 1)?, words.get(at + 2)?, words.get(at + 3)?);
+        (matches!(*noun, "images" | "videos") && *per == "per" && prompt.starts_with("prompt"))
+            .then_some(count)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::{image_size, offload_in_settings, px_setting};
@@ -1063,6 +1085,19 @@ mod tests {
                 "other_settings": "num_images_per_prompt 4"}"#,
         );
         assert!(eight.contains("batch         8"), "{eight}");
+        // Said with the image's size.
+        for image in
+            ["1024x1024, 25 steps, 4 images per prompt", "1024x1024 (num_images_per_prompt 4)"]
+        {
+            let fields = format!(r#"{{"image_or_video": "{image}", "batch_size": 1}}"#);
+            let said = expressed("stabilityai/stable-diffusion-xl-base-1.0", &fields);
+            assert!(said.contains("batch         4"), "{image}: {said}");
+        }
+        let noted = expressed(
+            "stabilityai/stable-diffusion-xl-base-1.0",
+            r#"{"image_or_video": "1024x1024, 4 images per prompt", "batch_size": 4}"#,
+        );
+        assert!(noted.contains("batch         4"), "{noted}");
     }
 
     #[test]
@@ -1161,6 +1196,13 @@ mod tests {
         let calls = in_settings("pipe.enable_vae_slicing(); pipe.enable_vae_tiling()");
         assert!(calls.contains("vae_slicing   true") && calls.contains("vae_tiling    true"));
         assert!(!in_settings("no vae slicing, 25 steps").contains("vae_slicing"));
+        assert!(!in_settings("no VAE tiling (it would reduce the peak)").contains("vae_tiling"));
+        // Only a float16 VAE is upcast for the decode; SDXL in bf16 decodes in bf16.
+        assert!(in_settings("").contains("vae_upcast    true"));
+        let bf16 = serde_json::json!({ "weight_precision": "bf16" }).to_string();
+        let bf16 = super::super::test_point(defaults.clone(), &bf16);
+        let bf16 = super::super::express(&bf16).expect("expressible").source;
+        assert!(!bf16.contains("vae_upcast"), "{bf16}");
         let sequential = sdxl("enable_sequential_cpu_offload()", 1).expect("expressible");
         assert!(sequential.contains("offload       sequential"), "{sequential}");
         let words = sdxl("sequential CPU offload + VAE tiling", 1).expect("expressible");

@@ -713,8 +713,15 @@ fn prompt_tokens(cx: &mut Cx<'_>) -> Option<u64> {
         cx.gap(Gap::data(data::PROMPT_LENGTH, stated));
         None
     } else if lower.starts_with("not stated") {
-        cx.assume(assume::PROMPT_NOT_STATED, stated);
-        Some(0)
+        // A note's estimate ("not stated (~20: the chat template)") is the nearer reading.
+        let estimate = lower.find('~').and_then(|at| leading_number(&lower[at + 1..]));
+        if let Some(tokens) = estimate {
+            cx.assume(assume::PROMPT_APPROXIMATE, stated);
+            Some(tokens)
+        } else {
+            cx.assume(assume::PROMPT_NOT_STATED, stated);
+            Some(0)
+        }
     } else if let Some(tokens) = leading_number(&stated) {
         if lower.trim_start().starts_with('~') {
             cx.assume(assume::PROMPT_APPROXIMATE, stated);

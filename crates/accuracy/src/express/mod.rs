@@ -342,6 +342,17 @@ mod tests {
         assert!(expressed.source.contains("awq-int4"), "{}", expressed.source);
         assert!(expressed.source.contains("memory     12 GiB marketed"), "{}", expressed.source);
         assert!(labels(&Ok(expressed)).contains(&assume::RUNTIME_DEFAULT));
+        // A prompt not stated, with the compiler's estimate beside it.
+        let estimated = qwen_point(
+            r#"{"workload": "llm_inference", "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "framework": "transformers", "weight_precision": "bf16", "quantization": null,
+                "gpu_type": "A100 80GB", "input_tokens": "not stated (~20: a chat-templated question)",
+                "output_tokens": 100, "kv_cache_dtype": "bf16", "seq_len": null,
+                "activation_checkpointing": null, "optimizer": null}"#,
+        );
+        let expressed = express(&estimated).expect("expressible");
+        assert!(expressed.source.contains("context  120 tokens"), "{}", expressed.source);
+        assert!(labels(&Ok(expressed)).contains(&assume::PROMPT_APPROXIMATE));
     }
 
     /// A vLLM V0 log (vLLM issue #13882): the profile step covers max(max_model_len, 2048)
