@@ -237,6 +237,10 @@ fn view_of(device: &DeviceBudget, view: View) -> f64 {
         View::Reserved => device.views.reserved,
         View::Device => device.views.device,
         View::AtRest => return at_rest(device),
+        View::AllocatedAndOutside => {
+            let outside = device.views.device.0.saturating_sub(device.views.reserved.0);
+            vram_core::bytes::Bytes(device.views.allocated.0.saturating_add(outside))
+        }
     }) + pool_in_place_of_sessions(device)
 }
 

@@ -124,9 +124,35 @@ pub(super) fn body(
              the KV bytes per sequence, the whole previous cache alive beside the new one",
         );
         out.push_str("    cache_layout tuple  # Qwen v1 remote code: legacy tuple caches\n");
+    } else if runtime == Runtime::PyTorch && legacy_tuple_cache(cx.point) {
+        cx.assume(
+            assume::TUPLE_CACHE,
+            "transformers before 4.36 (December 2023) returns past_key_values as per-layer \
+             (key, value) tuples grown by torch.cat, so a step ends with the previous cache \
+             alive beside the new one; 4.36 brought DynamicCache (Llama, Mistral and others)",
+        );
+        out.push_str("    cache_layout tuple  # transformers before 4.36: legacy tuple caches\n");
     }
     out.push_str("  }\n");
     Some(out)
+}
+
+/// Whether transformers' `generate` kept the legacy tuple cache: a stated version before 4.36,
+/// or, none stated, a run dated before 2024. Architectures that moved to `Cache` classes later
+/// than Llama's (GPT-2, BLOOM, Falcon, ...) kept tuples longer; a version after 4.36 is read
+/// as `DynamicCache` for all of them.
+///
+/// A run that generates one token has no decode step: its prefill makes the cache from nothing,
+/// and no previous copy is ever alive.
+fn legacy_tuple_cache(point: &crate::data::Point) -> bool {
+    let decodes = point.output_tokens.is_none_or(|tokens| tokens > 1);
+    if !point.framework.to_lowercase().contains("transformers") || !decodes {
+        return false;
+    }
+    match super::conditions::transformers_version(point) {
+        Some(version) => version < (4, 36),
+        None => super::conditions::dated_from(point, 2024, 1) == Some(false),
+    }
 }
 
 /// bitsandbytes 4-bit layers compute in `bnb_4bit_compute_dtype`, which transformers'

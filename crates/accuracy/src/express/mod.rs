@@ -355,6 +355,27 @@ mod tests {
         assert!(labels(&Ok(expressed)).contains(&assume::PROMPT_APPROXIMATE));
     }
 
+    /// transformers before 4.36 grew its caches as tuples (the whole previous cache alive at a
+    /// step's end); a run that generates one token never has a previous cache.
+    #[test]
+    fn transformers_before_4_36_keeps_tuple_caches() {
+        let point = |version: &str, output: u64| {
+            qwen_point(&format!(
+                r#"{{"workload": "llm_inference", "model": "meta-llama/Llama-2-13b-hf",
+                    "framework": "transformers {version}", "weight_precision": "fp16",
+                    "quantization": null, "gpu_type": "A100 80GB", "input_tokens": "512",
+                    "output_tokens": {output}, "kv_cache_dtype": "fp16", "seq_len": null,
+                    "activation_checkpointing": null, "optimizer": null}}"#
+            ))
+        };
+        let source = |version: &str, output: u64| {
+            express(&point(version, output)).expect("expressible").source
+        };
+        assert!(source("4.33.0", 512).contains("cache_layout tuple"));
+        assert!(!source("4.33.0", 1).contains("cache_layout"));
+        assert!(!source("4.40.0", 512).contains("cache_layout"));
+    }
+
     /// A vLLM V0 log (vLLM issue #13882): the profile step covers max(max_model_len, 2048)
     /// tokens, `enforce_eager` is about CUDA graphs rather than attention, and a double-quantized
     /// NF4 checkpoint is `nf4-dq`.
