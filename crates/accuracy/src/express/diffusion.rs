@@ -640,6 +640,11 @@ fn precisions(
             );
             documented
         }
+        // A type the source leaves out is missing data, not a wording to learn.
+        None if stated.is_empty() || stated.starts_with("not stated") => {
+            cx.gap(Gap::data(data::PRECISION, format!("weight_precision {w:?}, no compute_dtype")));
+            return None;
+        }
         None => {
             cx.unreadable("compute_dtype", &compute);
             return None;
