@@ -964,6 +964,10 @@ pub struct Diffusion {
     pub text_encoder_weights: Vec<WeightFormat>,
     pub vae: Option<String>,
     pub vae_weights: WeightFormat,
+    /// A model that checks the decoded images (Stable Diffusion 1.x's
+    /// `StableDiffusionSafetyChecker`), at `vae_weights`' precision; diffusers keeps it on the
+    /// device whatever the offload (`_exclude_from_cpu_offload`).
+    pub safety_checker: Option<String>,
     pub width: u64,
     pub height: u64,
     /// Latent frames for video models; 1 for images. With `video`, derived from its frames.

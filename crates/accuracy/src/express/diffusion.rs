@@ -161,6 +161,14 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     if !alone {
         let _ = writeln!(out, "    vae           {}", pipeline.vae);
     }
+    if !alone && pipeline.denoiser == "sd14-unet" && loads_safety_checker(cx.point) {
+        cx.assume(
+            assume::PIPELINE_DEFAULT,
+            "StableDiffusionPipeline loads the Stable Diffusion 1.x checkpoint's safety checker \
+             (its model_index.json names one) unless safety_checker=None is passed",
+        );
+        out.push_str("    safety_checker sd-safety-checker\n");
+    }
     // A VAE the pipeline loads in fp32 makes fp32 the load type the other models differ from.
     let vae_fp32 = pipeline.vae_fp32.filter(|_| !alone);
     let vae_type = if let Some(code) = vae_fp32.filter(|_| base != "fp32") {
@@ -209,7 +217,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let cfg =
         if alone { "false" } else { super::guidance::cfg(cx, pipeline.cfg, pipeline.guidance_off) };
     let _ = writeln!(out, "    cfg           {cfg}");
-    let _ = writeln!(out, "    text_tokens   {} tokens", pipeline.text_tokens);
+    let _ = writeln!(out, "    text_tokens   {} tokens", text_tokens(cx, &pipeline));
     let settings = cx.point.other_settings.as_deref().unwrap_or_default().to_lowercase();
     if settings.contains("fuse_qkv true") || settings.contains("fuse_qkv_projections()") {
         out.push_str("    fuse_qkv      true\n");
@@ -658,6 +666,15 @@ fn precisions(
     let all = pipeline.encoders.to_vec();
     // The quantization field may name the components too ("bnb 4-bit transformer and T5").
     let w = format!("{w} {q}");
+    // The pipeline's main text encoder, the one "TE" means when a pipeline has a large one
+    // beside CLIP: T5 (FLUX, SD3, PixArt), else the first (Qwen-Image's Qwen2.5-VL,
+    // HunyuanVideo's LLaVA-Llama-3, Wan's umT5).
+    let main = if all.contains(&Encoder::T5) { Encoder::T5 } else { all[0] };
+    if let Some((denoiser, encoders)) = named_components(&w, &all) {
+        let formats =
+            all.iter().map(|e| if encoders.contains(e) { scheme } else { base }).collect();
+        return Some((base, if denoiser { scheme } else { base }, formats));
+    }
     let quantized: Vec<Encoder> = if w.contains("all 3 tes") {
         all.clone()
     } else if w.contains("te1 + te3") {
@@ -670,12 +687,12 @@ fn precisions(
         || w.contains("te + ")
         || settings_name_encoders(point.other_settings.as_deref())
     {
-        vec![Encoder::T5]
+        vec![main]
     } else if w.contains("transformer only") || w.contains(", te ") {
         Vec::new()
     } else if let Some(script) = script_quantizes_text_encoder(&point.source_id) {
         cx.assume(assume::SCRIPT_SETTING, format!("the text encoder quantized too: {script}"));
-        vec![Encoder::T5]
+        vec![main]
     } else {
         // The common use, a quantization config passed to the denoiser's own from_pretrained
         // (or diffusers' components_to_quantize naming the transformer or UNet alone).
@@ -689,6 +706,38 @@ fn precisions(
     let encoders =
         all.iter().map(|encoder| if quantized.contains(encoder) { scheme } else { base }).collect();
     Some((base, scheme, encoders))
+}
+
+/// The components a wording names as quantized, by diffusers' names: a `components_to_quantize`
+/// list, or text encoders named alone ("on text_encoder_3 (T5-XXL) only"). `text_encoder`,
+/// `text_encoder_2` and `text_encoder_3` are the pipeline's encoders in diffusers' order (the
+/// CLIP encoders before T5: FLUX's `text_encoder_2` and SD3's `text_encoder_3` are T5);
+/// `transformer` and `unet` the denoiser. `None` when the wording names components some other
+/// way.
+fn named_components(text: &str, listed_order: &[Encoder]) -> Option<(bool, Vec<Encoder>)> {
+    let mut all = listed_order.to_vec();
+    if all.contains(&Encoder::T5) && all.contains(&Encoder::ClipL) {
+        all.sort_by_key(|e| match e {
+            Encoder::ClipL => 0,
+            Encoder::ClipG => 1,
+            _ => 2,
+        });
+    }
+    let words: Vec<&str> = text
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let encoder_at = |word: &str| match word {
+        "text_encoder" => all.first().copied(),
+        "text_encoder_2" => all.get(1).copied(),
+        "text_encoder_3" => all.get(2).copied(),
+        _ => None,
+    };
+    let encoders: Vec<Encoder> = words.iter().filter_map(|w| encoder_at(w)).collect();
+    let denoiser = words.iter().any(|w| matches!(*w, "transformer" | "unet" | "denoiser"));
+    let listed = text.contains("components_to_quantize");
+    let alone = words.contains(&"only") && !denoiser;
+    (!encoders.is_empty() && (listed || alone)).then_some((denoiser, encoders))
 }
 
 /// Whether the point runs Stable Diffusion 3 without its T5 encoder (`text_encoder_3=None`,
@@ -820,6 +869,38 @@ fn scheme(cx: &mut Cx<'_>, q: &str, w: &str) -> Option<&'static str> {
         return None;
     };
     Some(word)
+}
+
+/// The text tokens beside the latents: the pipeline's default, or a stated
+/// `max_sequence_length` where the pipeline pads its T5 or LLM prompt to it (FLUX, SD3 after its
+/// 77 CLIP tokens, PixArt, CogVideoX, Wan, HunyuanVideo, LTX-Video); CLIP-only pipelines and
+/// Qwen-Image, which caps rather than pads, keep their own.
+fn text_tokens(cx: &mut Cx<'_>, pipeline: &Pipeline) -> u64 {
+    let pads = pipeline
+        .encoders
+        .iter()
+        .any(|e| matches!(e, Encoder::T5 | Encoder::UmT5 | Encoder::LlavaLlama3));
+    let Some(stated) = cx.point.setting_count(&["max_sequence_length"]).filter(|n| *n > 0) else {
+        return pipeline.text_tokens;
+    };
+    if !pads {
+        return pipeline.text_tokens;
+    }
+    cx.assume(assume::SCRIPT_SETTING, format!("max_sequence_length {stated}: the padded prompt"));
+    if pipeline.encoders.contains(&Encoder::ClipG) { 77 + stated } else { stated }
+}
+
+/// Whether diffusers loaded a pipeline's safety checker: it runs the pipeline through diffusers
+/// and says nothing of turning the checker off (`safety_checker=None`, "no safety checker").
+fn loads_safety_checker(point: &crate::data::Point) -> bool {
+    let text = point.all_text().replace(' ', "");
+    let off =
+        ["safety_checker=none", "safety_checkernone", "safety_checker:none", "nosafetychecker"]
+            .iter()
+            .chain(&["withoutsafetychecker", "safetycheckerdisabled", "safety_checkerdisabled"])
+            .chain(&["safetycheckeroff", "requires_safety_checker=false"])
+            .any(|phrase| text.contains(phrase));
+    point.framework.to_lowercase().contains("diffusers") && !off
 }
 
 /// Images per prompt as the image field says them: `num_images_per_prompt 4`, "4 images per
@@ -1075,6 +1156,59 @@ mod tests {
         assert!(
             other.contains("denoiser_weights int4-g128") && !other.contains("text_encoder_weights")
         );
+    }
+
+    #[test]
+    fn components_are_read_by_their_diffusers_names() {
+        use super::{Encoder, named_components};
+        let flux = [Encoder::T5, Encoder::ClipL];
+        let sd3 = [Encoder::T5, Encoder::ClipL, Encoder::ClipG];
+        assert_eq!(
+            named_components("components_to_quantize=['transformer','text_encoder_2']", &flux),
+            Some((true, vec![Encoder::T5]))
+        );
+        assert_eq!(
+            named_components("llm.int8 on text_encoder_3 (t5-xxl) only", &sd3),
+            Some((false, vec![Encoder::T5]))
+        );
+        assert_eq!(
+            named_components(
+                "components_to_quantize=['transformer', 'text_encoder']",
+                &[Encoder::QwenVl]
+            ),
+            Some((true, vec![Encoder::QwenVl]))
+        );
+        assert_eq!(named_components("nf4 (transformer + t5)", &flux), None);
+        // A stated max_sequence_length pads FLUX's T5 prompt; SD3 adds its 77 CLIP tokens.
+        let tokens = |model: &str| {
+            expressed(
+                model,
+                r#"{"image_or_video": "1024x1024", "other_settings": "max_sequence_length=256"}"#,
+            )
+        };
+        assert!(tokens("black-forest-labs/FLUX.1-dev").contains("text_tokens   256 tokens"));
+        let sd3 = tokens("stabilityai/stable-diffusion-3-medium-diffusers");
+        assert!(sd3.contains("text_tokens   333 tokens"), "{sd3}");
+        assert!(
+            tokens("stabilityai/stable-diffusion-xl-base-1.0").contains("text_tokens   77 tokens")
+        );
+    }
+
+    #[test]
+    fn stable_diffusion_1_loads_its_safety_checker_unless_told_not_to() {
+        let loaded =
+            expressed("runwayml/stable-diffusion-v1-5", r#"{"image_or_video": "512x512"}"#);
+        assert!(loaded.contains("safety_checker sd-safety-checker"), "{loaded}");
+        let off = expressed(
+            "runwayml/stable-diffusion-v1-5",
+            r#"{"image_or_video": "512x512", "other_settings": "safety_checker=None"}"#,
+        );
+        assert!(!off.contains("safety_checker"), "{off}");
+        let sdxl = expressed(
+            "stabilityai/stable-diffusion-xl-base-1.0",
+            r#"{"image_or_video": "1024x1024"}"#,
+        );
+        assert!(!sdxl.contains("safety_checker"), "{sdxl}");
     }
 
     #[test]

@@ -446,6 +446,7 @@ pub(super) fn diffusion(
         ("denoiser", Repeat::Once),
         ("text_encoders", Repeat::Once),
         ("vae", Repeat::Once),
+        ("safety_checker", Repeat::Once),
         ("weights", Repeat::Once),
         ("denoiser_weights", Repeat::Once),
         ("denoiser_experts", Repeat::Once),
@@ -506,6 +507,7 @@ pub(super) fn diffusion(
         }
     }
     let vae = fields.name("vae").and_then(model);
+    let safety_checker = fields.name("safety_checker").and_then(model);
     let weights = fields
         .weight_format("weights")
         .unwrap_or(WeightFormat::Uniform(crate::precision::Precision::Bf16));
@@ -546,6 +548,7 @@ pub(super) fn diffusion(
             "vae_upcast",
             "vae_slicing",
             "denoiser_experts",
+            "safety_checker",
         ];
         for key in inference_only {
             if let Some(field) = fields.get(key) {
@@ -755,6 +758,7 @@ pub(super) fn diffusion(
         text_encoder_weights,
         vae,
         vae_weights: weights,
+        safety_checker: safety_checker.filter(|_| !training),
         width,
         height,
         frames: video.map_or(frames, Video::latent_frames),

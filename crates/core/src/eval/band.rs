@@ -53,7 +53,7 @@ const INFERENCE_ABOVE: u64 = 200;
 const TRAINING_BELOW: u64 = 0;
 const TRAINING_ABOVE: u64 = 390;
 const DIFFUSION_BELOW: u64 = 40;
-const DIFFUSION_ABOVE: u64 = 230;
+const DIFFUSION_ABOVE: u64 = 210;
 
 /// The band around `used`: on each side, the wider of the components' own uncertainty and the
 /// measured spread of the workload kind.

@@ -882,7 +882,7 @@ pub(crate) fn components(
         }
         decode.extend(sliced_outputs(diffusion)?);
     }
-    match diffusion.offload {
+    let mut placed = match diffusion.offload {
         DiffusionOffload::None => {
             // Every model resident; the largest phase's transient on top.
             let mut out: Vec<Component> = Vec::new();
@@ -916,21 +916,21 @@ pub(crate) fn components(
                 }
             };
             out.extend(decode_cache(diffusion, allocated_peak, upcast_bytes, true)?);
-            Ok(out)
+            out
         }
         DiffusionOffload::Model { loaded_on_device } => offloaded(
             diffusion,
             [encode, denoise, decode],
             upcast_bytes,
             loaded_on_device.then_some(others),
-        ),
+        )?,
         DiffusionOffload::Sequential { loaded_on_device } => parts(
             program,
             diffusion,
             &[encode, denoise, decode],
             Parts::Modules { buffers_stay: true, at_once: 1 },
             loaded_on_device.then_some(others),
-        ),
+        )?,
         DiffusionOffload::Group { per_group, stream, loaded_on_device } => {
             let at_once = if stream { 2 } else { 1 };
             let moved = if per_group == 0 {
@@ -944,9 +944,22 @@ pub(crate) fn components(
                 &[encode, denoise, decode],
                 moved,
                 loaded_on_device.then_some(others),
-            )
+            )?
         }
+    };
+    // diffusers keeps the safety checker on the device under every offload
+    // (`_exclude_from_cpu_offload = ["safety_checker"]`: `model.to(device)` in
+    // `enable_model_cpu_offload` and `enable_sequential_cpu_offload`).
+    if let Some(checker) = &diffusion.safety_checker {
+        placed.extend(weights(
+            program,
+            diffusion,
+            checker,
+            diffusion.vae_weights,
+            "safety checker",
+        )?);
     }
+    Ok(placed)
 }
 
 /// A UNet's attention scores while sampling without a fused kernel, at the attention level

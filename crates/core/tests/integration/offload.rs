@@ -290,3 +290,24 @@ fn a_denoiser_cut_into_blocks_is_told_block_offload_before_sequential() {
     let change = checks[0].suggestions.iter().find(|s| s.kind == SuggestionKind::Pipeline);
     assert_eq!(change.map(|s| s.change.as_str()), Some("offload sequential"));
 }
+
+#[test]
+fn the_safety_checker_stays_on_the_device_under_every_offload() {
+    // StableDiffusionSafetyChecker: CLIP ViT-L/14's vision tower and its projection (303,981,588
+    // parameters), loaded in the pipeline's type; diffusers excludes it from CPU offload.
+    let checker = "model checker { params 303_981_588; largest_module 4_198_400 }\n";
+    for offload in ["", "; offload model", "; offload sequential"] {
+        let source = format!(
+            "{checker}{}",
+            pipeline("10 million", &format!("; safety_checker checker{offload}"))
+        );
+        let checks = evaluate(&source);
+        assert_eq!(bytes(&checks[0], "safety checker weights"), 303_981_588 * 2, "{offload}");
+        let without = evaluate(&pipeline("10 million", offload));
+        assert_eq!(
+            checks[0].devices[0].views.allocated.0 - without[0].devices[0].views.allocated.0,
+            303_981_588 * 2,
+            "{offload}: the checker adds its weights to the peak and nothing else"
+        );
+    }
+}
