@@ -421,7 +421,7 @@ impl Cx<'_> {
         } else if any(&["data parallel", "data-parallel", "fsdp", "ddp", "zero"]) {
             // FSDP is data parallelism whose model states are sharded (see `distribution`).
             Split::Data(count)
-        } else if lower.is_empty() || lower == "none" || lower.contains("single gpu") {
+        } else if is_none_word(&lower) || lower.contains("single gpu") {
             if count == 1 {
                 Split::Single
             } else if let Some((split, why)) = self.default_split(count) {
@@ -489,10 +489,16 @@ impl Cx<'_> {
             .or_else(|| names_stage(3).then_some(3))
             .or_else(|| names_stage(2).then_some(2))
             .or_else(|| names_stage(1).then_some(1));
-        let fsdp = [point.parallelism.as_deref(), point.other_settings.as_deref()]
+        let fsdp_texts = [point.parallelism.as_deref(), point.other_settings.as_deref()];
+        let fsdp =
+            fsdp_texts.into_iter().flatten().any(|text| text.to_lowercase().contains("fsdp"));
+        let squashed_fsdp: String = fsdp_texts
             .into_iter()
             .flatten()
-            .any(|text| text.to_lowercase().contains("fsdp"));
+            .flat_map(str::chars)
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
         // Megatron's distributed optimizer shards the fp32 main parameters and the optimizer
         // state over the data-parallel ranks and keeps every gradient (its
         // docs/distrib_optimizer.md: 6 + 12/d bytes per parameter with bf16 parameters and fp32
@@ -520,11 +526,23 @@ impl Cx<'_> {
                 self.unreadable("zero_stage", &other.to_string());
                 None
             }
+            // FSDP's strategies by name: NO_SHARD replicates as DDP does, SHARD_GRAD_OP
+            // (ZeRO-2's split) keeps the parameters whole, FULL_SHARD and HYBRID_SHARD (within
+            // a node, here all the GPUs) shard all three states.
+            None if fsdp && squashed_fsdp.contains("noshard") => None,
+            None if fsdp && squashed_fsdp.contains("shardgradop") => Some("zero2"),
+            None if fsdp
+                && (squashed_fsdp.contains("fullshard")
+                    || squashed_fsdp.contains("hybridshard")) =>
+            {
+                Some("fsdp-full")
+            }
             None if fsdp => {
                 self.assume(
                     assume::RUNTIME_DEFAULT,
-                    "FSDP strategy not stated: torchtune shards parameters, gradients and \
-                     optimizer state fully (FULL_SHARD, `fsdp-full`)",
+                    "FSDP strategy not stated: FULL_SHARD, the default of PyTorch's FSDP, \
+                     accelerate and torchtune (parameters, gradients and optimizer state \
+                     sharded, `fsdp-full`)",
                 );
                 Some("fsdp-full")
             }
@@ -884,13 +902,23 @@ impl Cx<'_> {
                 "fp4",
                 Some((assume::RUNTIME_DEFAULT, "load_in_4bit: bitsandbytes' default FP4".into())),
             ))
-        } else if (q.contains("nf4") || w.contains("nf4"))
-            && (q.contains("double") || w.contains("double"))
-        {
+        } else if (q.contains("nf4") || w.contains("nf4")) && names_double_quant(&q, &w) {
             // bnb_4bit_use_double_quant: the fp32 absmax per 64 weights quantized to 8 bits.
             Ok(("nf4-dq", None))
         } else if q.contains("nf4") || w == "nf4" {
             Ok(("nf4", None))
+        } else if point.framework.to_lowercase().contains("tensorrt")
+            && (q.starts_with("int8") || w.starts_with("int8") || q.contains("w8a16"))
+        {
+            // TensorRT-LLM's int8 checkpoints (`--use_weight_only`, `int8_wo`): int8 weights
+            // with a scale per output channel, as LLM.int8 is written.
+            Ok((
+                "int8",
+                Some((
+                    assume::RUNTIME_DEFAULT,
+                    format!("{both}: TensorRT-LLM's weight-only int8 (W8A16), a scale per channel"),
+                )),
+            ))
         } else if q.contains("eetq") {
             // EETQ: weight-only int8 with a scale per output channel.
             Ok(("int8", None))
@@ -1283,6 +1311,21 @@ fn gptq(point: &crate::data::Point, q: &str, w: &str, both: &str) -> Result<Weig
     Ok((bits, Some((assume::SCRIPT_SETTING, detail))))
 }
 
+/// Whether a bitsandbytes wording says double quantization is on: named ("double quant",
+/// `bnb_4bit_use_double_quant=True`, "nested quantization"), and not negated ("without double
+/// quantization", `use_double_quant=False`, "no nested quantization").
+fn names_double_quant(q: &str, w: &str) -> bool {
+    let text = format!("{q} {w}").replace(['=', ':'], " ");
+    let named = text.contains("double") || text.contains("nested");
+    let negated = ["without double", "no double", "not double", "without nested", "no nested"]
+        .iter()
+        .any(|phrase| text.contains(phrase))
+        || ["double_quant false", "double_quant  false", "double quant false", "double quant off"]
+            .iter()
+            .any(|phrase| text.contains(phrase));
+    named && !negated
+}
+
 /// A quantizer's group size stated in its wording: `group_size=64`, `q_group_size 64`, "group
 /// size 32", `-g64`, torchao's `int4wo-64`.
 fn stated_group(text: &str) -> Option<u16> {
@@ -1666,6 +1709,8 @@ mod version_tests {
         };
         assert_eq!(split("llama.cpp", "split layers (-sm layer)"), Some(Split::Pipeline(2)));
         assert_eq!(split("llama.cpp", "--tensor-split 1,1"), Some(Split::Pipeline(2)));
+        // "None" qualified by what it means is no parallelism stated: the runtime's default.
+        assert!(split("transformers", "none (strategy 'auto', devices=1)").is_some());
         // llama.cpp's row split keeps the KV cache on the main GPU: a missing feature.
         assert_eq!(split("llama.cpp", "-sm row"), None);
         assert_eq!(split("exllama", "row split"), Some(Split::Tensor(2)));
@@ -1705,6 +1750,14 @@ mod version_tests {
         };
         assert_eq!(word("vLLM", "W4A16", Some("GPTQ")), Some("gptq-int4"));
         assert_eq!(word("transformers", "NF4 + double quant", None), Some("nf4-dq"));
+        assert_eq!(
+            word("litgpt", "4-bit", Some("bitsandbytes NF4 without double quantization")),
+            Some("nf4")
+        );
+        assert_eq!(
+            word("transformers", "nf4", Some("bnb_4bit_use_double_quant=False")),
+            Some("nf4")
+        );
         assert_eq!(word("transformers", "4-bit", Some("bitsandbytes")), Some("fp4"));
         assert_eq!(word("transformers", "8-bit", Some("bitsandbytes")), Some("int8"));
         assert_eq!(word("transformers", "bf16", Some("none (bf16)")), Some("bf16"));
@@ -1748,6 +1801,10 @@ mod version_tests {
         assert_eq!(word("llama.cpp", "F16", Some("GGUF (unquantized)")), Some("fp16"));
         assert_eq!(word("llama.cpp", "BF16 GGUF", None), Some("bf16"));
         assert_eq!(word("llama.cpp b3000", "F16", None), Some("fp16"));
+        assert_eq!(
+            word("TensorRT-LLM 0.12", "int8 (scheme not stated)", Some("int8 (checkpoint)")),
+            Some("int8")
+        );
         // Stated group sizes.
         assert_eq!(
             word("transformers", "int4", Some("GPTQ 4-bit, group_size 64")),

@@ -568,6 +568,14 @@ fn states(
              embedding, head and norms in their 16-bit type",
         );
         out.push_str("    unquantized   bf16\n");
+    } else if quantized && quantizes_in_its_own_code(cx.point) {
+        cx.assume(
+            assume::SCRIPT_SETTING,
+            "unquantized bf16: litgpt (precision bf16-true) quantizes the linear layers itself \
+             (Lightning's BitsandbytesPrecision) and keeps the rest in bf16 (no PEFT k-bit \
+             preparation)",
+        );
+        out.push_str("    unquantized   bf16\n");
     }
     if !method.lora && sixteen_bit && !distribution.deepspeed && is_torchtune(cx.point) {
         cx.assume(
@@ -777,6 +785,14 @@ fn fused_loss(cx: &mut Cx<'_>) -> Option<&'static str> {
 }
 
 /// Whether the point trains with Unsloth.
+/// Tools that quantize a model's linear layers in their own code and train the rest in bf16,
+/// with no PEFT `prepare_model_for_kbit_training` (which casts it to fp32): litgpt (lit-gpt)
+/// under `bf16-true`.
+fn quantizes_in_its_own_code(point: &crate::data::Point) -> bool {
+    let framework = point.framework.to_lowercase();
+    ["litgpt", "lit-gpt"].iter().any(|w| framework.contains(w))
+}
+
 fn is_unsloth(point: &crate::data::Point) -> bool {
     point.framework.to_lowercase().contains("unsloth")
 }
@@ -1131,6 +1147,11 @@ mod tests {
         assert!(offloaded.contains("offload       parameters"), "{offloaded}");
         let fsdp = full(r#""other_settings": "FSDP: full_shard auto_wrap""#);
         assert!(fsdp.contains("sharding      fsdp-full"), "{fsdp}");
+        // FSDP's strategies by name.
+        let no_shard = full(r#""parallelism": "FSDP with ShardingStrategy.NO_SHARD over 4 GPUs""#);
+        assert!(!no_shard.contains("sharding"), "{no_shard}");
+        let grad_op = full(r#""parallelism": "FSDP SHARD_GRAD_OP""#);
+        assert!(grad_op.contains("sharding      zero2"), "{grad_op}");
         // Offloads stated as off, in the offload field, the parallelism or a config's keys.
         for off in [
             r#""zero_stage": 3, "offload": "none (offload_optimizer_device: none, offload_param_device: none)""#,
