@@ -202,6 +202,7 @@ pub(super) fn device_components_reusing(
             attention: inference.attention,
             precision: inference.activations,
             sorting_sampler: workload.runtime == Runtime::Vllm,
+            prompt_logprobs: workload.runtime == Runtime::Tgi,
             transformers: workload.runtime == Runtime::PyTorch,
             dequantized: llm::dequantized_copies(
                 inference.weights,

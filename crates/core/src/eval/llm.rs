@@ -378,6 +378,11 @@ pub(crate) struct Step {
     /// The step ends in a sampler that applies top-k and top-p by sorting every row's
     /// vocabulary, as vLLM's profile run does ([`SORTING_SAMPLER_BYTES`]).
     pub sorting_sampler: bool,
+    /// The step asks for the log-probabilities of every prompt token and takes them in place:
+    /// TGI's warm-up (its router's warm-up requests set `prefill_logprobs: true`, and
+    /// `flash_causal_lm.py` runs `torch.log_softmax(out, -1, out=out)` on the head's output for
+    /// every prefill token, in the activations' type).
+    pub prompt_logprobs: bool,
     /// Bytes per weight of the copies a quantized layer makes of its whole matrix to multiply
     /// it ([`dequantized_copies`]); `None` when its kernel reads the packed weight.
     pub dequantized: Option<(Ratio, String)>,
@@ -580,8 +585,8 @@ pub(crate) fn forward_step(
     // Encoders with a small task head compute no vocabulary logits.
     let last = placement.stage + 1 == placement.stages && shape.output == crate::hir::Output::Lm;
     let logit_rows = match step.logits {
-        Logits::Last => step.sequences.min(step.tokens),
-        Logits::All => step.tokens,
+        Logits::Last if !step.prompt_logprobs => step.sequences.min(step.tokens),
+        Logits::Last | Logits::All => step.tokens,
     };
     // A head in host memory runs here on its copy when the batch is large enough (only a
     // vocabulary head has one: `HostCopies::of`).
@@ -589,6 +594,12 @@ pub(crate) fn forward_step(
     let rows = if last || head_copy.is_some() { logit_rows } else { 0 };
     let (logits_bytes, logits_formula) = if step.sorting_sampler {
         sorting_sampler(rows, shape, step, hidden_bytes)?
+    } else if step.prompt_logprobs {
+        let logits = Product::new()
+            .times(rows, "rows (every prompt token)")?
+            .times(shape.vocab, "vocab")?
+            .bytes_each(elem, formula!("{name}, log-softmaxed in place"))?;
+        (logits.value()?, formula!("prompt log-probabilities {}", logits.terms()))
     } else {
         // Logits are upcast to fp32 for sampling or the loss (DOMAIN.md §4.1): the head's
         // output in the activations' type is alive beside its fp32 copy while `.float()` makes

@@ -1678,7 +1678,12 @@ fn a_growing_cache_meets_the_prefill_with_the_prompts_keys_and_values_only() {
     let staged = source(30_720).replace("on h200-sxm", "on 2 x h200-sxm split pipeline 2");
     assert_eq!(bytes(&evaluate(&staged)[0], 1, "hidden states"), 3 * 30_720 * 3_584 * 2);
     let tgi = source(30_720).replace("runtime pytorch", "runtime tgi");
-    assert_eq!(bytes(&evaluate(&tgi)[0], 0, "hidden states"), 2 * 30_720 * 3_584 * 2);
+    let tgi = &evaluate(&tgi)[0];
+    assert_eq!(bytes(tgi, 0, "hidden states"), 2 * 30_720 * 3_584 * 2);
+    // TGI's warm-up asks for every prompt token's log-probabilities, taken in place over the
+    // head's bf16 output: 30,720 rows of 152,064 logits, the step's peak beside the MLP's.
+    let logprobs: u64 = 30_720 * 152_064 * 2;
+    assert_eq!(bytes(tgi, 0, "forward-step peak"), logprobs.max(3 * 30_720 * 18_944 * 2));
     // A prompt that is the whole context generates nothing: its step keeps every byte.
     let whole = &evaluate(&source(32_768))[0];
     assert_eq!(bytes(whole, 0, "forward-step peak"), 3 * 32_768 * 18_944 * 2);
