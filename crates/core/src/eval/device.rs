@@ -201,8 +201,11 @@ pub(super) fn device_components_reusing(
             logits: if source.is_some() { crate::hir::Logits::Last } else { inference.logits },
             attention: inference.attention,
             precision: inference.activations,
-            sorting_sampler: workload.runtime == Runtime::Vllm,
-            prompt_logprobs: workload.runtime == Runtime::Tgi,
+            head: match workload.runtime {
+                Runtime::Vllm => llm::HeadUse::SortingSampler,
+                Runtime::Tgi => llm::HeadUse::PromptLogprobs,
+                _ => llm::HeadUse::Sample,
+            },
             transformers: workload.runtime == Runtime::PyTorch,
             dequantized: llm::dequantized_copies(
                 inference.weights,

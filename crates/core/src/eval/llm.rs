@@ -375,14 +375,8 @@ pub(crate) struct Step {
     pub logits: Logits,
     pub attention: Attention,
     pub precision: Precision,
-    /// The step ends in a sampler that applies top-k and top-p by sorting every row's
-    /// vocabulary, as vLLM's profile run does ([`SORTING_SAMPLER_BYTES`]).
-    pub sorting_sampler: bool,
-    /// The step asks for the log-probabilities of every prompt token and takes them in place:
-    /// TGI's warm-up (its router's warm-up requests set `prefill_logprobs: true`, and
-    /// `flash_causal_lm.py` runs `torch.log_softmax(out, -1, out=out)` on the head's output for
-    /// every prefill token, in the activations' type).
-    pub prompt_logprobs: bool,
+    /// What the step does with the head's output.
+    pub head: HeadUse,
     /// Bytes per weight of the copies a quantized layer makes of its whole matrix to multiply
     /// it ([`dequantized_copies`]); `None` when its kernel reads the packed weight.
     pub dequantized: Option<(Ratio, String)>,
@@ -398,6 +392,21 @@ pub(crate) struct Step {
     /// The weights this device copies from host memory to run llama.cpp's host-held products
     /// (partial offload, [`super::offload`]).
     pub host_copies: super::offload::HostCopies,
+}
+
+/// What a forward step does with the vocabulary head's output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HeadUse {
+    /// Logits for the sampled rows (or every row under `logits all`), upcast to fp32.
+    Sample,
+    /// A sampler that applies top-k and top-p by sorting every row's vocabulary, as vLLM's
+    /// profile run does ([`SORTING_SAMPLER_BYTES`]).
+    SortingSampler,
+    /// The log-probabilities of every prompt token, taken in place: TGI's warm-up (its
+    /// router's warm-up requests set `prefill_logprobs: true`, and `flash_causal_lm.py` runs
+    /// `torch.log_softmax(out, -1, out=out)` on the head's output for every prefill token, in
+    /// the activations' type).
+    PromptLogprobs,
 }
 
 /// ggml's KQ mask: one row of `key_length` cells (every cell of llama.cpp's cache, which its
@@ -585,16 +594,16 @@ pub(crate) fn forward_step(
     // Encoders with a small task head compute no vocabulary logits.
     let last = placement.stage + 1 == placement.stages && shape.output == crate::hir::Output::Lm;
     let logit_rows = match step.logits {
-        Logits::Last if !step.prompt_logprobs => step.sequences.min(step.tokens),
+        Logits::Last if step.head != HeadUse::PromptLogprobs => step.sequences.min(step.tokens),
         Logits::Last | Logits::All => step.tokens,
     };
     // A head in host memory runs here on its copy when the batch is large enough (only a
     // vocabulary head has one: `HostCopies::of`).
     let head_copy = step.host_copies.head.as_ref();
     let rows = if last || head_copy.is_some() { logit_rows } else { 0 };
-    let (logits_bytes, logits_formula) = if step.sorting_sampler {
+    let (logits_bytes, logits_formula) = if step.head == HeadUse::SortingSampler {
         sorting_sampler(rows, shape, step, hidden_bytes)?
-    } else if step.prompt_logprobs {
+    } else if step.head == HeadUse::PromptLogprobs {
         let logits = Product::new()
             .times(rows, "rows (every prompt token)")?
             .times(shape.vocab, "vocab")?
@@ -681,7 +690,7 @@ fn step_source(step: &Step) -> &'static str {
     if step.host_copies.layer.is_some() || step.host_copies.head.is_some() {
         return "DOMAIN.md §4.1-4.3: activations are freed layer by layer; llama.cpp's scheduler runs a host-held layer's products on the device for a batch of 32 tokens or more, each on a copy of its weight (ggml_backend_sched op offload, CUDA offload_op)";
     }
-    match (step.sorting_sampler, &step.dequantized) {
+    match (step.head == HeadUse::SortingSampler, &step.dequantized) {
         (true, _) => {
             "DOMAIN.md §4.1-4.3: activations are freed layer by layer; vLLM's profile run samples its rows with top-k and top-p (V0 ModelRunner.profile_run, V1 _dummy_sampler_run), sorting each row (PyTorch Sort.cu segmented_sort_pairs over CUB)"
         }
