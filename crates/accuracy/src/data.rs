@@ -93,6 +93,9 @@ pub struct Point {
     pub unit: String,
     #[serde(default, deserialize_with = "number")]
     pub value_gib: Option<f64>,
+    /// What the source says of its unit ("decimal GB (bytes / 1e9)", "printed as 'G'").
+    #[serde(default, deserialize_with = "optional_text")]
+    pub unit_note: Option<String>,
     #[serde(default, deserialize_with = "optional_text")]
     pub components_included: Option<String>,
     #[serde(default, deserialize_with = "text")]

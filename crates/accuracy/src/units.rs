@@ -52,6 +52,28 @@ pub fn measured_bytes(value: f64, unit: &str) -> Option<(f64, UnitRule)> {
     }
 }
 
+/// The unit with the base its note states: `GB` noted "decimal GB (bytes / 1e9)" is
+/// `GB (decimal)`, noted "bytes / 1024**3" is `GB (=GiB)`. A note that says the base is not
+/// stated ("GB vs GiB not stated") or names neither leaves the unit as it is.
+pub fn with_note(unit: &str, note: Option<&str>) -> String {
+    let bare = unit.trim().to_lowercase().replace(' ', "");
+    let note = note.unwrap_or_default().to_lowercase().replace(' ', "");
+    if !matches!(bare.as_str(), "gb" | "mb" | "g" | "m") || note.contains("notstated") {
+        return unit.to_string();
+    }
+    let decimal = ["decimal", "1e9", "1e6", "10^9", "10^6", "10**9", "10**6", "1000**3"]
+        .iter()
+        .any(|w| note.contains(w));
+    let binary = ["=gib", "=mib", "1024**3", "1024^3", "2^30", "2**30", "1024**2", "2^20"]
+        .iter()
+        .any(|w| note.contains(w));
+    match (decimal, binary) {
+        (true, false) => format!("{unit} (decimal)"),
+        (false, true) => format!("{unit} (=GiB)").replace("MB (=GiB)", "MB (=MiB)"),
+        _ => unit.to_string(),
+    }
+}
+
 /// The same value read with decimal units, for the sensitivity line of the report.
 pub fn decimal_reading(value: f64, unit: &str) -> Option<f64> {
     match unit.trim().to_lowercase().as_str() {
@@ -81,5 +103,11 @@ mod tests {
         assert_eq!(measured_bytes(1.0, "MB (=MiB)"), Some((MIB, UnitRule::Stated)));
         assert_eq!(measured_bytes(1.0, "GB (bytes / 1024^3)"), Some((GIB, UnitRule::Stated)));
         assert_eq!(measured_bytes(1.0, "GB (as printed)"), Some((GIB, UnitRule::GbAsGib)));
+        // A unit's note may say its base.
+        assert_eq!(with_note("GB", Some("decimal GB (bytes / 1e9)")), "GB (decimal)");
+        assert_eq!(with_note("GB", Some("printed from bytes / 1024**3")), "GB (=GiB)");
+        assert_eq!(with_note("MB", Some("torch bytes / 2^20")), "MB (=MiB)");
+        assert_eq!(with_note("GB", Some("as printed; GB vs GiB not stated")), "GB");
+        assert_eq!(with_note("GiB", Some("1e9")), "GiB");
     }
 }

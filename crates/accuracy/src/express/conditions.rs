@@ -291,7 +291,8 @@ impl Cx<'_> {
         if matches!(target, Target::Component { selector: Selector::KvPoolTokens, .. }) {
             return self.pool_tokens();
         }
-        let found = point.value.and_then(|value| units::measured_bytes(value, &point.unit));
+        let unit = units::with_note(&point.unit, point.unit_note.as_deref());
+        let found = point.value.and_then(|value| units::measured_bytes(value, &unit));
         if found.is_none() {
             let value = point.value.map_or_else(|| "none".to_string(), |v| v.to_string());
             self.unreadable("value and unit", &format!("{value} {}", point.unit));
@@ -566,8 +567,11 @@ impl Cx<'_> {
             Some(stated) => {
                 let lower = stated.to_lowercase();
                 if runs_ggml(&point.framework.to_lowercase())
-                    && super::inference::ggml_gpu_layers(point).is_some()
+                    && (super::inference::ggml_gpu_layers(point).is_some()
+                        || lower.replace(' ', "").contains("100%gpu"))
                 {
+                    // llama.cpp's layers on the GPU: the inference section's `gpu_layers`; all
+                    // of them where Ollama's `ps` says "100% GPU".
                     // llama.cpp's layers on the GPU: the inference section's `gpu_layers`.
                     Offload::None
                 } else if lower.contains("enable_model_cpu_offload") {
@@ -976,23 +980,18 @@ impl Cx<'_> {
                 // A bare 8-bit beside no toolkit: bitsandbytes' LLM.int8(), transformers' own.
                 "int8" | "8-bit" | "8bit" if runtime_is_transformers(point) => Ok(("int8", None)),
                 "fp32" | "fp32 master weights" | "fp32 master" => Ok(("fp32", None)),
-                "" | "not stated" => Err(Gap::data(data::PRECISION, both)),
-                // Other spellings of the same types (`bfloat16`, `float16`, `half`, `FP8`).
-                _ if w.contains("bf16") || w.contains("bfloat16") => Ok(("bf16", None)),
-                // ggml spells them `F16` and `F32` (a GGUF file's type, llama.cpp's logs).
-                _ if w.contains("fp16")
-                    || w.contains("float16")
-                    || w.contains("half")
-                    || has_word(&w, "f16") =>
-                {
-                    Ok(("fp16", None))
-                }
-                _ if w.contains("fp32") || w.contains("float32") || has_word(&w, "f32") => {
-                    Ok(("fp32", None))
-                }
-                _ if w.contains("fp8") || w.contains("float8") => Ok(("fp8", None)),
-                _ => Err(unreadable("weight_precision", precision)),
+                "" => Err(Gap::data(data::PRECISION, both)),
+                _ if w.starts_with("not stated") => Err(Gap::data(data::PRECISION, both)),
+                // Other spellings of the same types (`bfloat16`, `float16`, `half`, `FP8`; ggml's
+                // `F16` and `F32`), the first one named: "fp32 (changed from torch.bfloat16 to
+                // torch.float32)" is fp32.
+                _ => first_float_named(&w)
+                    .map(|float| (float, None))
+                    .ok_or_else(|| unreadable("weight_precision", precision)),
             }
+        } else if q.starts_with("not stated") && (w.is_empty() || w.starts_with("not stated")) {
+            // A format the source leaves out is missing data, not a wording to learn.
+            Err(Gap::data(data::PRECISION, both))
         } else {
             Err(unreadable("quantization", quantization))
         }
@@ -1201,9 +1200,15 @@ fn ggml_flash_attention(point: &crate::data::Point) -> bool {
     let stated = point
         .setting(&["fa", "flash_attn", "ollama_flash_attention"])
         .is_some_and(|value| on.contains(&value.as_str()) || value.starts_with('-'))
-        || ["flash attention on", "flash attention enabled", "with flash attention"]
-            .iter()
-            .any(|phrase| text.contains(phrase));
+        || [
+            "flash attention on",
+            "flash attention enabled",
+            "with flash attention",
+            // Ollama's log when its `auto` setting turns it on.
+            "flash attention was auto, set to enabled",
+        ]
+        .iter()
+        .any(|phrase| text.contains(phrase));
     let kv = point
         .kv_cache_dtype
         .clone()
@@ -1243,6 +1248,32 @@ fn gguf_preset(text: &str) -> Option<&'static str> {
         .filter_map(|(word, preset)| first_word_at(text, word).map(|at| (at, preset)))
         .min_by_key(|(at, _)| *at)
         .map(|(_, preset)| preset)
+}
+
+/// The floating-point type a wording names first, in any of its spellings.
+fn first_float_named(text: &str) -> Option<&'static str> {
+    let spellings: [(&str, &'static str); 11] = [
+        ("bf16", "bf16"),
+        ("bfloat16", "bf16"),
+        ("fp16", "fp16"),
+        ("float16", "fp16"),
+        ("half", "fp16"),
+        ("f16", "fp16"),
+        ("fp32", "fp32"),
+        ("float32", "fp32"),
+        ("f32", "fp32"),
+        ("fp8", "fp8"),
+        ("float8", "fp8"),
+    ];
+    spellings
+        .iter()
+        .filter_map(|(word, float)| {
+            // `f16` and `f32` only as words (not inside `bf16` or `tf32`).
+            let at = if word.len() == 3 { first_word_at(text, word) } else { text.find(word) };
+            at.map(|at| (at, *float))
+        })
+        .min_by_key(|(at, _)| *at)
+        .map(|(_, float)| float)
 }
 
 /// A GGUF file that stores its matrices unquantized: `F16`, `BF16` or `F32`.
@@ -1450,6 +1481,10 @@ mod tests {
         assert!(ggml_flash_attention(&point("-fa -ngl 99", "mid-2024")));
         assert!(ggml_flash_attention(&point("-fa auto", "mid-2024")));
         assert!(!ggml_flash_attention(&point("flash_attn not printed, n_ctx 4096", "mid-2024")));
+        assert!(ggml_flash_attention(&point(
+            "FlashAttention:Auto, 'Flash Attention was auto, set to enabled'",
+            "mid-2024"
+        )));
         assert!(ggml_flash_attention(&point("", "b6500")));
         assert!(ggml_flash_attention(&point("", "October 2025")));
     }
@@ -1801,6 +1836,17 @@ mod version_tests {
         assert_eq!(word("llama.cpp", "F16", Some("GGUF (unquantized)")), Some("fp16"));
         assert_eq!(word("llama.cpp", "BF16 GGUF", None), Some("bf16"));
         assert_eq!(word("llama.cpp b3000", "F16", None), Some("fp16"));
+        assert_eq!(
+            word(
+                "lit-gpt",
+                "fp32 (the generate script changed from torch.bfloat16 to torch.float32)",
+                None
+            ),
+            Some("fp32")
+        );
+        assert_eq!(word("transformers", "torch_dtype=torch.bfloat16", None), Some("bf16"));
+        // A format left out is missing data.
+        assert_eq!(word("Ollama 0.3", "", Some("not stated (Ollama default tag)")), None);
         assert_eq!(
             word("TensorRT-LLM 0.12", "int8 (scheme not stated)", Some("int8 (checkpoint)")),
             Some("int8")

@@ -374,7 +374,10 @@ fn method(
         }
     };
     let torchtune = is_torchtune(point);
-    if torchtune && !distribution.deepspeed {
+    let stated_dtype = stated_adapter_dtype(point);
+    if stated_dtype.is_some() {
+        // Stated: nothing to assume.
+    } else if torchtune && !distribution.deepspeed {
         cx.assume(
             assume::SCRIPT_SETTING,
             "LoRA adapters in bf16: torchtune's recipes build the whole model, adapters \
@@ -407,7 +410,9 @@ fn method(
     if dora {
         lines.push_str("      dora    true\n");
     }
-    if torchtune && !distribution.deepspeed {
+    if let Some(dtype) = stated_dtype {
+        let _ = writeln!(lines, "      dtype   {dtype}  # stated");
+    } else if torchtune && !distribution.deepspeed {
         lines.push_str("      dtype   bf16  # torchtune: the model's dtype\n");
     }
     if qwen_script {
@@ -653,6 +658,36 @@ fn states(
         let _ = writeln!(out, "    offload       {word}");
     }
     out
+}
+
+/// The adapters' precision a point states: "LoRA weights in bf16", "adapters bf16", "adapter
+/// dtype fp32".
+fn stated_adapter_dtype(point: &crate::data::Point) -> Option<&'static str> {
+    let text = format!(
+        "{} {}",
+        point.finetune_method.as_deref().unwrap_or_default(),
+        point.other_settings.as_deref().unwrap_or_default()
+    )
+    .to_lowercase();
+    let words: Vec<&str> = text
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    (0..words.len()).find_map(|at| {
+        let w = &words[at..];
+        let next = w.get(1).copied().unwrap_or_default();
+        let subject = matches!(w[0], "adapters" | "adapter" | "lora")
+            && (matches!(next, "weights" | "dtype" | "in" | "are") || w[0] != "lora");
+        if !subject {
+            return None;
+        }
+        w[1..].iter().take(3).find_map(|word| match *word {
+            "bf16" | "bfloat16" => Some("bf16"),
+            "fp16" | "float16" => Some("fp16"),
+            "fp32" | "float32" => Some("fp32"),
+            _ => None,
+        })
+    })
 }
 
 /// torchtitan's "selective" checkpointing: its model configs' `selective_ac_option = "op"` (the
@@ -1255,6 +1290,20 @@ mod tests {
             r#"{"framework": "torchtitan", "optimizer": "not stated (see the config)"}"#,
         ));
         assert!(elsewhere.is_err(), "outside the Trainer an unstated optimizer is a gap");
+    }
+
+    #[test]
+    fn a_stated_adapter_precision_is_the_adapters_dtype() {
+        for method in [
+            "LoRA r=8 on q_proj,v_proj; LoRA weights in bf16",
+            "LoRA r=8 on q_proj,v_proj, adapters bf16",
+        ] {
+            let fields = format!(r#"{{"finetune_method": "{method}"}}"#);
+            let stated = workload(&fields);
+            assert!(stated.contains("dtype   bf16  # stated"), "{method}: {stated}");
+        }
+        let unstated = workload(r#"{"finetune_method": "LoRA r=16 on q_proj,v_proj"}"#);
+        assert!(!unstated.contains("dtype"), "{unstated}");
     }
 
     #[test]
