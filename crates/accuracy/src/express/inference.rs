@@ -262,6 +262,11 @@ fn kv_cache(cx: &mut Cx<'_>, runtime: Runtime) -> Option<KvCache> {
         }
     } else if let Some(ggml) = GGML_KV_TYPES.iter().find(|t| lower.starts_with(**t)) {
         Some(KvCache::Type(ggml))
+    } else if lower.contains("kv_cache_quantization") {
+        // torchao's generate.py `--kv_cache_quantization`: int8 values with scales per token and
+        // head in its own AffineQuantizedKVCache, which no language type states.
+        cx.gap(Gap::feature(feature::TORCHAO_KV_CACHE, stated));
+        None
     } else {
         cx.unreadable("kv_cache_dtype", &stated);
         None

@@ -137,6 +137,15 @@ pub(super) fn default_parallel(cx: &mut Cx<'_>) -> u64 {
         cx.assume(assume::RUNTIME_DEFAULT, "1 request at a time (OLLAMA_NUM_PARALLEL 1)");
         return 1;
     }
+    if cx.point.all_text().contains("kv_size") {
+        // The runner's log states its cache's cells, every slot's together (llama.cpp's
+        // `kv_size`, Ollama's `num_ctx × parallel`): the stated context is already all of them.
+        cx.assume(
+            assume::RUNTIME_DEFAULT,
+            "1 context of the logged kv_size: llama.cpp's cache cells hold every parallel slot",
+        );
+        return 1;
+    }
     if cx.ollama == Parallel::FourDidNotFit {
         cx.assume(
             assume::RUNTIME_DEFAULT,
@@ -252,6 +261,10 @@ mod tests {
             assert!(assumed.contains("pickBestFitGPUs"), "{assumed}");
         }
         assert_eq!(parallel("0.3.6", "not stated (24 GB class)").0, 1);
+        // A log's kv_size is every slot's cells together: the stated context is all of them.
+        let mut logged = point("0.5.7", "RTX 3060 12GB");
+        logged.other_settings = Some("log: kv_size = 8192, n_layer = 32".to_owned());
+        assert_eq!(default_parallel(&mut Cx::new(&logged)), 1);
     }
 
     /// The four contexts stay when they fit the GPU, and give way to one when they do not: a
