@@ -228,6 +228,15 @@ pub fn read(gpu_type: &str) -> Option<Gpu> {
             ),
         }
     };
+    // A card a "not stated" wording guesses at stands in; its capacity is not the source's.
+    if not_stated && gpu.capacity_stated {
+        let note = gpu.note.clone().unwrap_or_default();
+        return Some(Gpu {
+            capacity_stated: false,
+            note: Some(format!("not stated; {read_as} {note}").trim_end().to_string()),
+            ..gpu
+        });
+    }
     Some(gpu)
 }
 
@@ -476,6 +485,10 @@ mod tests {
         assert_eq!(
             device("not stated (an A100 80GB, going by the speed)"),
             Some(("a100-sxm4-80gb".to_owned(), false))
+        );
+        assert_eq!(
+            device("not stated in this turn (a later turn lists an RTX 3090)"),
+            Some(("rtx-3090".to_owned(), false))
         );
         let gtx = read("GTX 1080 Ti 11GB").and_then(|gpu| gpu.declaration).unwrap_or_default();
         assert!(gtx.contains("pascal") && gtx.contains("compute    6.1"), "{gtx}");
