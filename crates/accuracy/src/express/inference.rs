@@ -549,7 +549,7 @@ fn context(
         // Hugging Face generate() runs the prompt of every sequence in one forward step.
         Runtime::PyTorch | Runtime::Diffusers => Some(prompt.max(1).saturating_mul(sessions)),
         // llama.cpp's physical batch, when the source gives it.
-        Runtime::LlamaCpp => number_after(&settings, "n_ubatch"),
+        Runtime::LlamaCpp => ggml_ubatch(point, &settings),
         // A stated step size (`--max-num-batched-tokens`) is the profile step's, whichever
         // engine; with chunked prefill turned on, V0 no longer steps a whole window.
         Runtime::Vllm => number_after(&settings.replace('-', "_"), "max_num_batched_tokens")
@@ -697,6 +697,19 @@ pub(super) fn settings_kv_type(point: &crate::data::Point) -> Option<String> {
     point
         .setting(&["kv_cache_dtype", "cache_type_k", "ctk", "ollama_kv_cache_type"])
         .filter(|value| !value.is_empty())
+}
+
+/// llama.cpp's physical batch as a run states it: `n_ubatch` (its log), `-ub` /
+/// `--ubatch-size`, koboldcpp's `--blasbatchsize` (which sets both batches), or a logical batch
+/// (`-b`, `--batch-size`, `n_batch`) below the physical batch's default 512, which caps it.
+fn ggml_ubatch(point: &crate::data::Point, settings: &str) -> Option<u64> {
+    number_after(settings, "n_ubatch")
+        .or_else(|| point.setting_count(&["ub", "ubatch_size", "blasbatchsize"]))
+        .or_else(|| {
+            number_after(settings, "n_batch")
+                .or_else(|| point.setting_count(&["b", "batch_size"]))
+                .filter(|batch| *batch < 512)
+        })
 }
 
 /// The context window a llama.cpp or Ollama run states (`n_ctx 4096`, `-c 8192`, `num_ctx`,
@@ -1011,6 +1024,18 @@ mod tests {
         let vllm = "gpu_memory_utilization 0.90; default max_model_len (8192) used";
         assert_eq!(number_after(vllm, "max_model_len"), Some(8192));
         assert_eq!(number_after("n_ctx 512, n_batch 512, n_ubatch 512", "n_ubatch"), Some(512));
+        let ubatch = |settings: &str| {
+            let point = crate::data::Point {
+                framework: "llama.cpp".to_owned(),
+                other_settings: Some(settings.to_owned()),
+                ..crate::data::Point::default()
+            };
+            ggml_ubatch(&point, &settings.to_lowercase())
+        };
+        assert_eq!(ubatch("-c 8192 -ub 1024 -ngl 99"), Some(1024));
+        assert_eq!(ubatch("koboldcpp --contextsize 16384 --blasbatchsize 2048"), Some(2048));
+        assert_eq!(ubatch("-b 256"), Some(256));
+        assert_eq!(ubatch("-b 4096"), None);
     }
 
     #[test]
