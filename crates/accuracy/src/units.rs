@@ -28,9 +28,7 @@ pub fn measured_bytes(value: f64, unit: &str) -> Option<(f64, UnitRule)> {
     };
     // A note may say the base: `GB (=GiB)`, `MB (1e6 bytes)`, `GB (decimal)`; one that makes
     // the figure no measurement (`GB (GPU VRAM class)`) or says both is not understood.
-    let binary = ["gib", "mib", "2^30", "2^20", "1024"].iter().any(|w| note.contains(w));
-    let decimal =
-        ["decimal", "1e6", "1e9", "10^6", "10^9", "1000000", "si"].iter().any(|w| note.contains(w));
+    let (binary, decimal) = names_base(note);
     if (binary && decimal) || note.contains("class") {
         return None;
     }
@@ -61,17 +59,22 @@ pub fn with_note(unit: &str, note: Option<&str>) -> String {
     if !matches!(bare.as_str(), "gb" | "mb" | "g" | "m") || note.contains("notstated") {
         return unit.to_string();
     }
-    let decimal = ["decimal", "1e9", "1e6", "10^9", "10^6", "10**9", "10**6", "1000**3"]
-        .iter()
-        .any(|w| note.contains(w));
-    let binary = ["=gib", "=mib", "1024**3", "1024^3", "2^30", "2**30", "1024**2", "2^20"]
-        .iter()
-        .any(|w| note.contains(w));
-    match (decimal, binary) {
-        (true, false) => format!("{unit} (decimal)"),
-        (false, true) => format!("{unit} (=GiB)").replace("MB (=GiB)", "MB (=MiB)"),
+    match names_base(&note) {
+        (false, true) => format!("{unit} (decimal)"),
+        (true, false) => format!("{unit} (=GiB)").replace("MB (=GiB)", "MB (=MiB)"),
         _ => unit.to_string(),
     }
+}
+
+/// Whether a unit's note (lower case, no spaces) names a binary base and a decimal one:
+/// `=GiB`, `1024**3`, `2^30`; "decimal", `1e9`, `10^6`, `1000**3`, SI.
+fn names_base(note: &str) -> (bool, bool) {
+    let binary = ["gib", "mib", "1024", "2^30", "2**30", "2^20"].iter().any(|w| note.contains(w));
+    let decimal = ["decimal", "1e6", "1e9", "10^6", "10^9", "10**", "1000000", "1000**3"]
+        .iter()
+        .any(|w| note.contains(w))
+        || note.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == "si");
+    (binary, decimal)
 }
 
 /// The same value read with decimal units, for the sensitivity line of the report.

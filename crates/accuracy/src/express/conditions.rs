@@ -836,7 +836,9 @@ impl Cx<'_> {
             gguf_preset(&q)
                 .or_else(|| gguf_preset(&w))
                 .map(|preset| (preset, None))
-                .or_else(|| gguf_float(&q).or_else(|| gguf_float(&w)).map(|float| (float, None)))
+                .or_else(|| {
+                    first_float_named(&q).or_else(|| first_float_named(&w)).map(|f| (f, None))
+                })
                 .ok_or_else(|| unreadable("quantization", quantization))
         } else if runs_ggml(&point.framework.to_lowercase()) && (w == "q8" || q == "q8") {
             // GGUF's only 8-bit file type is Q8_0 (Q8_K is llama.cpp's internal dot-product
@@ -1140,6 +1142,27 @@ pub(crate) fn is_none_word(text: &str) -> bool {
     text.is_empty() || (matches!(first, "none" | "no" | "false" | "disabled" | "off") && qualified)
 }
 
+/// Whether `phrase` appears in `text` turned on: not after "no", "without", "not" or
+/// "disable", nor followed by `=false`, `: false`, "off", "disabled" or "none"
+/// ("no torch.compile", "optimizer_in_bwd=False", "activation offloading: off").
+pub(crate) fn named_on(text: &str, phrase: &str) -> bool {
+    text.match_indices(phrase).any(|(at, _)| {
+        let before = text[..at].trim_end();
+        let negated_before =
+            ["no", "without", "not", "disable", "disabled", "neither", "nor"].iter().any(|word| {
+                before.strip_suffix(word).is_some_and(|rest| {
+                    rest.chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric())
+                })
+            });
+        let after = text[at + phrase.len()..].trim_start_matches([' ', '=', ':', '(', '"']);
+        let zero = after.starts_with('0')
+            && after[1..].chars().next().is_none_or(|c| !(c.is_ascii_digit() || c == '.'));
+        let negated_after =
+            zero || ["false", "off", "disabled", "none"].iter().any(|word| after.starts_with(word));
+        !negated_before && !negated_after
+    })
+}
+
 /// Whether a wording that names an offload has it on: not "no offload", "without CPU offload",
 /// "cpu_offload=False" or "offload_params: none".
 fn offload_named(text: &str) -> bool {
@@ -1276,25 +1299,12 @@ fn first_float_named(text: &str) -> Option<&'static str> {
         .map(|(_, float)| float)
 }
 
-/// A GGUF file that stores its matrices unquantized: `F16`, `BF16` or `F32`.
-fn gguf_float(text: &str) -> Option<&'static str> {
-    [("bf16", "bf16"), ("f16", "fp16"), ("fp16", "fp16"), ("f32", "fp32"), ("fp32", "fp32")]
-        .into_iter()
-        .find(|(word, _)| has_word(text, word))
-        .map(|(_, precision)| precision)
-}
-
 /// torchao's NF4Tensor against bitsandbytes' double-quantized NF4, for the assumption's detail.
 const TORCHAO_NF4: &str = "torchao NF4Tensor (torchtune QLoRA): 4-bit codes, an int8 scaler per \
      64 and a bf16 factor per 256 scalers = 4.1260 bits, written as nf4-dq (fp32 factor: 4.1270 \
      bits); torchtune quantizes only the LoRA-adapted linear layers";
 
-/// Whether `word` appears in `text` between non-word characters (`q4_k_m`, not `q4_k_m_l`).
-fn has_word(text: &str, word: &str) -> bool {
-    first_word_at(text, word).is_some()
-}
-
-/// Where `word` first appears in `text` between non-word characters.
+/// Where `word` first appears in `text` between non-word characters (`q4_k_m`, not `q4_k_m_l`).
 fn first_word_at(text: &str, word: &str) -> Option<usize> {
     text.match_indices(word).map(|(at, _)| at).find(|&at| {
         let before = text[..at].chars().next_back();
@@ -1450,10 +1460,10 @@ mod tests {
 
     #[test]
     fn preset_words() {
-        assert!(has_word("gguf q4_k_m", "q4_k_m"));
-        assert!(has_word("q4_k_m (4.89 bpw; 193 q4_k + 33 q6_k)", "q4_k_m"));
-        assert!(!has_word("q4_k_m_l", "q4_k_m"));
-        assert!(!has_word("iq4_0", "q4_0"));
+        assert!(first_word_at("gguf q4_k_m", "q4_k_m").is_some());
+        assert!(first_word_at("q4_k_m (4.89 bpw; 193 q4_k + 33 q6_k)", "q4_k_m").is_some());
+        assert!(first_word_at("q4_k_m_l", "q4_k_m").is_none());
+        assert!(first_word_at("iq4_0", "q4_0").is_none());
     }
 
     #[test]

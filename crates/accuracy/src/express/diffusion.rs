@@ -240,7 +240,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     }
     let tiling_named = ["vae tiling", "vae_tiling", "enable_tiling"]
         .iter()
-        .any(|word| settings.contains(word) && !settings.contains(&format!("no {word}")));
+        .any(|word| super::conditions::named_on(&settings, word));
     if switches.vae_tiling || script_tiles.is_some() || tiling_named {
         // Wan's tiled decode (AutoencoderKLWan.tiled_decode) is not modelled.
         if pipeline.video.as_ref().is_some_and(|v| !v.tiling_modelled) {
@@ -257,7 +257,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     }
     let slicing_named = ["vae slicing", "vae_slicing", "enable_slicing"]
         .iter()
-        .any(|word| settings.contains(word) && !settings.contains(&format!("no {word}")));
+        .any(|word| super::conditions::named_on(&settings, word));
     if switches.vae_slicing || (slicing_named && batch > 1) {
         out.push_str("    vae_slicing   true\n");
     }

@@ -721,27 +721,6 @@ fn torchtitan_selective(cx: &mut Cx<'_>, checkpointing: Checkpointing) -> Option
     Some(Checkpointing::SelectiveOp)
 }
 
-/// Whether `phrase` appears in `text` turned on: not after "no", "without", "not" or
-/// "disable", nor followed by `=false`, `: false`, "off", "disabled" or "none"
-/// ("no torch.compile", "optimizer_in_bwd=False", "activation offloading: off").
-fn named_on(text: &str, phrase: &str) -> bool {
-    text.match_indices(phrase).any(|(at, _)| {
-        let before = text[..at].trim_end();
-        let negated_before =
-            ["no", "without", "not", "disable", "disabled", "neither", "nor"].iter().any(|word| {
-                before.strip_suffix(word).is_some_and(|rest| {
-                    rest.chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric())
-                })
-            });
-        let after = text[at + phrase.len()..].trim_start_matches([' ', '=', ':', '(', '"']);
-        let zero = after.starts_with('0')
-            && after[1..].chars().next().is_none_or(|c| !(c.is_ascii_digit() || c == '.'));
-        let negated_after =
-            zero || ["false", "off", "disabled", "none"].iter().any(|word| after.starts_with(word));
-        !negated_before && !negated_after
-    })
-}
-
 /// The memory levers a point's settings name (torchtune's recipe flags and their wordings):
 /// `optimizer_in_bwd`, `CEWithChunkedOutputLoss`, activation offloading and `torch.compile`;
 /// and those a framework always pulls: Unsloth's fused loss, Liger's fused linear loss.
@@ -754,7 +733,7 @@ fn levers(cx: &mut Cx<'_>, offloaded: bool) -> String {
         point.optimizer.as_deref().unwrap_or_default()
     )
     .to_lowercase();
-    let says = |words: &[&str]| words.iter().any(|w| named_on(&text, w));
+    let says = |words: &[&str]| words.iter().any(|w| super::conditions::named_on(&text, w));
     let mut out = String::new();
     let accumulates = point.grad_accum.is_some_and(|n| n > 1);
     if says(&["optimizer_in_bwd", "optimizer in backward", "optimizer step into backward"])
@@ -1042,6 +1021,7 @@ mod tests {
 
     #[test]
     fn settings_turned_off_in_their_own_words_are_off() {
+        use super::super::conditions::named_on;
         assert!(named_on("torch.compile enabled", "torch.compile"));
         assert!(named_on("optimizer_in_bwd true, compile", "optimizer_in_bwd"));
         for off in [

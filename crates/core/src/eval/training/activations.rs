@@ -195,40 +195,27 @@ fn decoder_activations(
                 )?;
             total.finish()?
         }
-        Checkpointing::SelectiveOp => {
-            // What the policy saves, in every layer; one layer's rest is recomputed in backward.
-            let saved = Product::new()
+        Checkpointing::Full | Checkpointing::SelectiveOp => {
+            // What every layer keeps: its input alone under full checkpointing, what the
+            // op-level policy saves under it; one layer's rest is recomputed in backward.
+            let (kept, what, named) = if training.checkpointing == Checkpointing::Full {
+                (shape.hidden, "hidden", "checkpoints")
+            } else {
+                (op_saved_elements(shape, placement, training)?, "saved elements", "saved outputs")
+            };
+            let kept = Product::new()
                 .times(layers, which)?
                 .times(in_flight, "micro-batches in flight")?
                 .times(training.sequence, "tokens")?
                 .times_count(batch(training))?
-                .times(op_saved_elements(shape, placement, training)?, "saved elements")?
+                .times(kept, what)?
                 .bytes_each(elem.bytes_per_element(), elem.name())?;
-            let bytes = crate::eval::calc::add(saved.value()?, per_layer_bytes)?;
+            let bytes = crate::eval::calc::add(kept.value()?, per_layer_bytes)?;
             (
                 bytes,
                 formula!(
-                    "saved outputs {} + one recomputed layer {} = {bytes}",
-                    saved.terms(),
-                    per_layer.terms()
-                ),
-            )
-        }
-        Checkpointing::Full => {
-            // Only each layer's input is kept; one layer is recomputed at a time in backward.
-            let inputs = Product::new()
-                .times(layers, which)?
-                .times(in_flight, "micro-batches in flight")?
-                .times(training.sequence, "tokens")?
-                .times_count(batch(training))?
-                .times(shape.hidden, "hidden")?
-                .bytes_each(elem.bytes_per_element(), elem.name())?;
-            let bytes = crate::eval::calc::add(inputs.value()?, per_layer_bytes)?;
-            (
-                bytes,
-                formula!(
-                    "checkpoints {} + one recomputed layer {} = {bytes}",
-                    inputs.terms(),
+                    "{named} {} + one recomputed layer {} = {bytes}",
+                    kept.terms(),
                     per_layer.terms()
                 ),
             )
