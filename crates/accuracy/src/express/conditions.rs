@@ -982,6 +982,22 @@ impl Cx<'_> {
                 // A bare 8-bit beside no toolkit: bitsandbytes' LLM.int8(), transformers' own.
                 "int8" | "8-bit" | "8bit" if runtime_is_transformers(point) => Ok(("int8", None)),
                 "fp32" | "fp32 master weights" | "fp32 master" => Ok(("fp32", None)),
+                _ if (w.is_empty() || w.starts_with("not stated"))
+                    && serves_checkpoint_dtype(&point.framework) =>
+                {
+                    // Serving engines load the checkpoint's own type (`--dtype auto`; an fp32
+                    // checkpoint as fp16): 16-bit for the models such logs serve.
+                    let float = first_float_named(&w).unwrap_or("fp16");
+                    Ok((
+                        float,
+                        Some((
+                            assume::RUNTIME_DEFAULT,
+                            format!(
+                                "{both}: the serving engine's `--dtype auto`, the checkpoint's 16-bit type"
+                            ),
+                        )),
+                    ))
+                }
                 "" => Err(Gap::data(data::PRECISION, both)),
                 _ if w.starts_with("not stated") => Err(Gap::data(data::PRECISION, both)),
                 // Other spellings of the same types (`bfloat16`, `float16`, `half`, `FP8`; ggml's
@@ -1406,6 +1422,16 @@ fn grouped(base: &'static str, group: u16) -> &'static str {
 }
 
 /// Whether the point ran under transformers' own loading (not a serving engine or llama.cpp).
+/// Serving engines whose default `--dtype auto` loads a checkpoint in its own 16-bit type
+/// (vLLM and SGLang: "FP16 for FP32 and FP16 models, BF16 for BF16 models"; TGI, LMDeploy and
+/// TensorRT-LLM's checkpoint conversion likewise keep the checkpoint's `torch_dtype`).
+fn serves_checkpoint_dtype(framework: &str) -> bool {
+    let framework = framework.to_lowercase();
+    ["vllm", "sglang", "text-generation-inference", "tgi", "lmdeploy", "tensorrt"]
+        .iter()
+        .any(|w| framework.contains(w))
+}
+
 fn runtime_is_transformers(point: &crate::data::Point) -> bool {
     let framework = point.framework.to_lowercase();
     framework.contains("transformers")
@@ -1807,6 +1833,11 @@ mod version_tests {
         assert_eq!(word("transformers", "8-bit", Some("bitsandbytes")), Some("int8"));
         assert_eq!(word("transformers", "bf16", Some("none (bf16)")), Some("bf16"));
         assert_eq!(word("transformers", "8-bit", None), Some("int8"));
+        // A serving engine loads the checkpoint's own 16-bit type when no dtype is given;
+        // transformers, whose default has been fp32, does not stand one in.
+        assert_eq!(word("TGI 0.9", "not stated (no --dtype)", Some("none")), Some("fp16"));
+        assert_eq!(word("vLLM 0.6", "not stated (bf16 checkpoint)", Some("none")), Some("bf16"));
+        assert_eq!(word("transformers 4.40", "not stated", Some("none")), None);
         // Unsloth's 4-bit loading is NF4 with double quantization.
         assert_eq!(word("Unsloth 2024.9", "4-bit", Some("load_in_4bit=True")), Some("nf4-dq"));
         assert_eq!(word("Unsloth", "nf4", None), Some("nf4-dq"));
