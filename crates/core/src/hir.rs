@@ -649,6 +649,10 @@ pub enum Method {
         /// DoRA (PEFT `use_dora`): each adapted matrix also trains a magnitude vector of its
         /// output features and rebuilds the adapted weight's column norms in every forward.
         dora: bool,
+        /// q, k and v are one fused projection (litgpt's `attn`, Qwen v1's `c_attn`,
+        /// `query_key_value`): its adapters read the shared input through one dropout, so one
+        /// mask and one dropped-out input are kept for all of them.
+        fused_qkv: bool,
     },
     /// Freeze tuning (LLaMA-Factory `finetuning_type: freeze`): the last `layers` decoder layers,
     /// and the `extra` end modules, train in full; the rest of the model stays frozen.
@@ -754,6 +758,9 @@ pub struct Training {
     /// root of the second moment and the denominator). 0: a per-tensor loop (PyTorch 1.x,
     /// transformers' legacy AdamW) or a fused kernel, whose one-tensor temporaries are left out.
     pub foreach_intermediates: u64,
+    /// A 4-bit bitsandbytes base whose release (before 0.43.2) keeps every 4-bit layer's input
+    /// on the autograd context through the step (`check/bitsandbytes_release.rs`).
+    pub bnb_keeps_inputs: bool,
     /// Precision the cross-entropy's log-softmax runs in: fp32 when the model code upcasts the
     /// logits (transformers' own models) or autocast runs it (its fp32 list); 16-bit when
     /// remote code computes the loss on 16-bit logits and nothing autocasts (DeepSpeed's

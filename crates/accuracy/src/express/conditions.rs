@@ -1057,6 +1057,45 @@ impl Cx<'_> {
         Some(format!("    torch         \"{major}.{minor}\"  # the stated PyTorch\n"))
     }
 
+    /// `bitsandbytes "X.Y.Z"` for a 4-bit base: the release the point names
+    /// (`bitsandbytes 0.41.1`, `bitsandbytes==0.42.0`; a lower bound such as `>=0.43.3` is not
+    /// a release), or, where it names none, a release before 0.43.2 when the point's version
+    /// note dates it before July 2024, when that release came out: older releases keep every
+    /// 4-bit layer's input through the step (bitsandbytes PR #1270).
+    pub(crate) fn bitsandbytes_release_line(&mut self) -> Option<String> {
+        let text = framework_and_version(self.point);
+        let stated = text.match_indices("bitsandbytes").find_map(|(at, name)| {
+            let rest = &text[at + name.len()..];
+            let rest = rest
+                .strip_prefix("==")
+                .or_else(|| rest.strip_prefix(' '))
+                .or_else(|| rest.strip_prefix('='))?;
+            let rest = rest.trim_start_matches('v');
+            let release: String =
+                rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            let release = release.trim_end_matches('.');
+            (release.matches('.').count() >= 1).then(|| release.to_string())
+        });
+        if let Some(release) = stated {
+            return Some(format!("    bitsandbytes  \"{release}\"  # the stated bitsandbytes\n"));
+        }
+        let (year, month) = latest_month(&text)?;
+        if (year, month) >= (2024, 7) {
+            return None;
+        }
+        self.assume(
+            assume::RUNTIME_DEFAULT,
+            format!(
+                "bitsandbytes release not stated: one of its time ({year}-{month:02}), before \
+                 0.43.2 (July 2024), whose MatMul4Bit keeps each 4-bit layer's input"
+            ),
+        );
+        Some(
+            "    bitsandbytes  \"0.43.1\"  # not stated: a release before 0.43.2, by the date\n"
+                .into(),
+        )
+    }
+
     /// The PyTorch release the version note names, major and minor.
     pub(crate) fn pytorch_release(&self) -> Option<(u32, u32)> {
         pytorch_release(&framework_and_version(self.point))

@@ -30,6 +30,16 @@ pub(super) fn rank(lower: &str) -> Option<u64> {
     })
 }
 
+/// A stated LoRA dropout probability (`dropout 0.05`, `lora_dropout=0.1`, `dropout: 0.05`), as
+/// the decimal the source wrote; `None` when none is stated or it is not a number in [0, 1).
+pub(super) fn dropout(lower: &str) -> Option<String> {
+    let start = lower.find("dropout")? + "dropout".len();
+    let rest = lower[start..].trim_start_matches([' ', '=', ':', '_', '\'', '"']);
+    let number: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    let value: f64 = number.trim_end_matches('.').parse().ok()?;
+    (0.0..1.0).contains(&value).then(|| number.trim_end_matches('.').to_string())
+}
+
 /// The module names after ` on `: `on c_attn,c_proj,w1,w2 (no embedding training)`.
 pub(super) fn modules(text: &str) -> Option<Vec<String>> {
     let listed = || {

@@ -241,6 +241,9 @@ pub(super) fn body(
     out.push_str(&objective);
     out.push_str(&cx.gradient_lifetime().unwrap_or_default());
     out.push_str(&cx.pytorch_release_line().unwrap_or_default());
+    if ["nf4", "nf4-dq", "fp4", "fp4-dq"].contains(&weights) {
+        out.push_str(&cx.bitsandbytes_release_line().unwrap_or_default());
+    }
     if cx.eager_attention() {
         out.push_str("    attention     eager\n");
     } else if cx.pytorch_release().is_some_and(|release| release < (2, 0)) {
@@ -402,6 +405,8 @@ fn method(
             ),
         );
     }
+    let fused_qkv = fused_qkv_projection(point, &modules)
+        && targets.iter().any(|t| ["q", "k", "v"].contains(t));
     let targets = if targets.len() == 7 { "all".to_string() } else { targets.join(" ") };
     let mut lines = format!("    method lora {{\n      rank    {rank}\n      targets {targets}\n");
     if saved {
@@ -415,7 +420,11 @@ fn method(
     } else if torchtune && !distribution.deepspeed {
         lines.push_str("      dtype   bf16  # torchtune: the model's dtype\n");
     }
-    if qwen_script {
+    if let Some(p) =
+        super::lora::dropout(&lower).filter(|p| !p.trim_start_matches(['0', '.']).is_empty())
+    {
+        let _ = writeln!(lines, "      dropout {p}  # stated");
+    } else if qwen_script {
         cx.assume(
             assume::SCRIPT_SETTING,
             "LoRA dropout 0.05: LoraArguments.lora_dropout in Qwen's finetune.py \
@@ -423,8 +432,23 @@ fn method(
         );
         lines.push_str("      dropout 0.05  # Qwen finetune.py LoraArguments\n");
     }
+    if fused_qkv {
+        lines.push_str("      fused_qkv true\n");
+    }
     lines.push_str("    }\n");
     Some(MethodLines { lines, lora: true, saved })
+}
+
+/// Whether q, k and v are one projection whose input the adapters share: a fused module named
+/// in the list (Qwen v1's `c_attn`, `query_key_value`, `qkv_proj`, `Wqkv`), or litgpt, whose
+/// `LoRAQKVLinear` adapts its fused `attn` projection for every enabled q, k and v.
+fn fused_qkv_projection(point: &crate::data::Point, modules: &[String]) -> bool {
+    let framework = point.framework.to_lowercase();
+    framework.contains("litgpt")
+        || framework.contains("lit-gpt")
+        || modules.iter().any(|m| {
+            ["c_attn", "query_key_value", "qkv_proj", "wqkv"].contains(&m.to_lowercase().as_str())
+        })
 }
 
 /// What a method's wording says of the methods that train beside a frozen model.
@@ -1059,6 +1083,37 @@ mod tests {
     fn workload(fields: &str) -> String {
         let expressed = super::super::express(&point(fields)).expect("expressible");
         expressed.source.split("workload point").nth(1).expect("a workload").to_string()
+    }
+
+    /// A stated LoRA dropout is read; litgpt's q and v share its fused projection's input; a
+    /// 4-bit base names its bitsandbytes release, stated or implied by the date.
+    #[test]
+    fn lora_dropout_fusion_and_the_bitsandbytes_release() {
+        let litgpt = workload(
+            r#"{"framework": "litgpt finetune lora", "framework_version": "bitsandbytes 0.41.1",
+                "workload": "training_qlora", "weight_precision": "nf4",
+                "quantization": "bitsandbytes NF4", "activation_checkpointing": false,
+                "finetune_method": "LoRA r=8 alpha=16 dropout 0.05 on q_proj,v_proj"}"#,
+        );
+        assert!(litgpt.contains("dropout 0.05  # stated"), "{litgpt}");
+        assert!(litgpt.contains("fused_qkv true"), "{litgpt}");
+        assert!(litgpt.contains("bitsandbytes  \"0.41.1\""), "{litgpt}");
+        // PEFT's separate q_proj and v_proj; a date before July 2024 implies an older release;
+        // `lora_dropout=0.0` is no dropout.
+        let peft = workload(
+            r#"{"framework_version": "transformers 4.38 (March 2024)", "weight_precision": "nf4",
+                "quantization": "bitsandbytes NF4", "workload": "training_qlora",
+                "finetune_method": "LoRA r=8, lora_dropout=0.0 on q_proj,v_proj"}"#,
+        );
+        assert!(!peft.contains("fused_qkv") && !peft.contains("dropout"), "{peft}");
+        assert!(peft.contains("bitsandbytes  \"0.43.1\""), "{peft}");
+        // A later date, or a 16-bit base, names none.
+        let later = workload(
+            r#"{"framework_version": "transformers 4.46 (October 2024)", "weight_precision": "nf4",
+                "quantization": "bitsandbytes NF4", "workload": "training_qlora"}"#,
+        );
+        assert!(!later.contains("bitsandbytes"), "{later}");
+        assert!(!workload(r#"{"framework_version": "2023-10"}"#).contains("bitsandbytes"));
     }
 
     #[test]

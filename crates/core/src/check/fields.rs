@@ -395,6 +395,36 @@ impl<'a> Fields<'a> {
         self.choice(key, &["true", "false"]).map(|(word, _)| word == "true")
     }
 
+    /// A single quoted text that `parse` reads (a library release such as `"2.1"`): `E013` with
+    /// `message` and `help` when it is not one.
+    pub(crate) fn quoted<T>(
+        &self,
+        key: &str,
+        parse: impl Fn(&str) -> Option<T>,
+        message: &str,
+        help: &str,
+    ) -> Option<T> {
+        let field = self.get(key)?;
+        let bad = |span| Diagnostic::error("E013", span, message).with_help(help);
+        match field.values.as_slice() {
+            [Value::Text(text)] => {
+                let parsed = parse(&text.value);
+                if parsed.is_none() {
+                    self.push(bad(text.span));
+                }
+                parsed
+            }
+            [value, ..] => {
+                self.push(bad(value.span()));
+                None
+            }
+            [] => {
+                self.push(bad(field.key.span));
+                None
+            }
+        }
+    }
+
     /// A single word naming another declaration.
     pub(crate) fn name(&self, key: &str) -> Option<&'a Ident> {
         let field = self.get(key)?;

@@ -59,7 +59,8 @@ pub(super) fn method(
     }
 }
 
-/// `method lora { rank …, targets …, dtype …, modules_to_save …, dropout …, dora … }`.
+/// `method lora { rank …, targets …, dtype …, modules_to_save …, dropout …, dora …,
+/// fused_qkv … }`.
 fn lora(
     field: &Field,
     block: &Block,
@@ -73,6 +74,7 @@ fn lora(
         ("modules_to_save", Repeat::Once),
         ("dropout", Repeat::Once),
         ("dora", Repeat::Once),
+        ("fused_qkv", Repeat::Once),
     ];
     let inner = Fields::new("a LoRA method", block, KNOWN);
     let rank = inner.whole("rank", Dim::Count, 1, 65_536, "16");
@@ -142,6 +144,7 @@ fn lora(
             .with_help("drop `dora true` to estimate plain LoRA on the denoiser"),
         );
     }
+    let fused_qkv = inner.boolean("fused_qkv");
     let found = inner.finish();
     let ok = found.is_empty();
     diagnostics.extend(found);
@@ -152,6 +155,7 @@ fn lora(
         save,
         dropout: dropout.unwrap_or(Ratio::ZERO),
         dora: dora.unwrap_or(false),
+        fused_qkv: fused_qkv.unwrap_or(false),
     })
 }
 

@@ -5,6 +5,7 @@
 //! error is left out of the program, and so are the checks that use it, so one mistake is
 //! reported once, not again by everything downstream.
 
+mod bitsandbytes_release;
 mod decls;
 mod diffusion;
 mod fields;

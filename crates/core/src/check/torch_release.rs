@@ -16,8 +16,6 @@
 //!   default (its release notes, "Optimizer: set_to_none=True by default").
 
 use super::fields::Fields;
-use crate::ast::Value;
-use crate::diagnostic::Diagnostic;
 use crate::hir::{Attention, ZeroGrad};
 
 /// A PyTorch release, major and minor.
@@ -44,32 +42,12 @@ impl Release {
 
 /// The `torch` field of a training section, if written and readable.
 pub(super) fn release(fields: &Fields<'_>) -> Option<Release> {
-    let field = fields.get("torch")?;
-    let bad = |span| {
-        Diagnostic::error(
-            "E013",
-            span,
-            "`torch` takes a PyTorch release in quotes, such as \"2.0\"",
-        )
-        .with_help("write the major and minor numbers: `torch \"2.1\"`")
-    };
-    match field.values.as_slice() {
-        [Value::Text(text)] => {
-            let parsed = Release::parse(&text.value);
-            if parsed.is_none() {
-                fields.push(bad(text.span));
-            }
-            parsed
-        }
-        [value, ..] => {
-            fields.push(bad(value.span()));
-            None
-        }
-        [] => {
-            fields.push(bad(field.key.span));
-            None
-        }
-    }
+    fields.quoted(
+        "torch",
+        Release::parse,
+        "`torch` takes a PyTorch release in quotes, such as \"2.0\"",
+        "write the major and minor numbers: `torch \"2.1\"`",
+    )
 }
 
 /// State-sized intermediates the multi-tensor AdamW step holds over every parameter at once:

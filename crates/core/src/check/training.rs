@@ -3,6 +3,7 @@
 //! denoiser: its weights, batch and positions are the pipeline's, so the fields that state them
 //! for a language model are refused.
 
+use super::bitsandbytes_release;
 use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
 use super::torch_release;
@@ -113,6 +114,7 @@ pub(super) fn training(
         ("bucket_elements", Repeat::Once),
         ("foreach", Repeat::Once),
         ("torch", Repeat::Once),
+        ("bitsandbytes", Repeat::Once),
         ("loss", Repeat::Once),
         ("unquantized", Repeat::Once),
         ("step_in_backward", Repeat::Once),
@@ -192,6 +194,7 @@ pub(super) fn training(
     let activations = fields.precision("activations");
     let foreach = fields.boolean("foreach");
     let torch = torch_release::release(&fields);
+    let bnb_keeps_inputs = bitsandbytes_release::keeps_inputs(&fields);
     let unquantized = fields
         .choice("unquantized", &["fp32", "bf16", "fp16"])
         .and_then(|(w, _)| Precision::from_name(w));
@@ -363,6 +366,7 @@ pub(super) fn training(
         bucket_elements: buckets.then(|| bucket_elements.unwrap_or(500_000_000)),
         deepspeed,
         foreach_intermediates: torch_release::foreach_intermediates(foreach, torch),
+        bnb_keeps_inputs: bnb_keeps_inputs && weights.is_bitsandbytes_4bit(),
         loss: loss.flatten().unwrap_or(Precision::Fp32),
         loss_chunks: loss_chunks.unwrap_or(1),
         levers: Levers {

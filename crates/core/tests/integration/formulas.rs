@@ -151,6 +151,9 @@ fn lora_adapters_keep_their_dropout_masks_and_inputs() {
     assert_eq!(kept(&evaluate(&source("; dtype bf16", "none"))), 32 * 1024 * ranks);
     // Full checkpointing: only the recomputed layer's.
     assert_eq!(kept(&evaluate(&source("; dropout 0.1", "full"))), 1024 * (inputs * 3 + ranks));
+    // q and v on one fused projection drop out their shared 4,096-wide input once.
+    let fused = evaluate(&source("; dropout 0.05; fused_qkv true", "none"));
+    assert_eq!(kept(&fused), 32 * 1024 * ((inputs - 4096) * 3 + ranks));
     // Two pipeline stages of 16 layers: the first keeps two micro-batches in flight (1F1B).
     let staged = source("; dropout 0.05", "none")
         .replace("check w on h200-sxm", "check w on 2 x h200-sxm split pipeline 2");
@@ -505,6 +508,35 @@ fn qlora_base_in_nf4_with_double_quantization() {
     let expected = (matrices * (4 * 16384 + 2048 + 32)).div_ceil(16384 * 8);
     assert_eq!(bytes(&checks[0], 0, "frozen base weights: layer matrices"), expected);
     assert_eq!(bytes(&checks[0], 0, "frozen base weights: embedding"), 128_256 * 4096 * 4);
+}
+
+#[test]
+fn bitsandbytes_before_0_43_2_keeps_every_4_bit_layers_input() {
+    let source = |weights: &str, release: &str, checkpointing: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime none; training {{ method lora {{ rank 16; dtype bf16 }}; weights {weights}; activations bf16; unquantized bf16; sequence 1024 tokens; checkpointing {checkpointing}; bitsandbytes \"{release}\" }} }}\ncheck w on h200-sxm"
+        )
+    };
+    let kept = |source: &str| {
+        evaluate(source)[0].devices[0]
+            .components
+            .iter()
+            .filter(|c| c.name == "4-bit layers' kept inputs")
+            .map(|c| c.bytes.0)
+            .sum::<u64>()
+    };
+    // MatMul4Bit's inputs per token and layer: the attention and MLP norms' outputs (4,096
+    // each), the attention output (32 heads × 128) and the MLP product (14,336), in bf16.
+    let per_token = 2 * 4096 + 4096 + 14_336;
+    assert_eq!(kept(&source("nf4", "0.41.1", "none")), 32 * 1024 * per_token * 2);
+    // PR #1270 (0.43.2) keeps `(None, B)`; a 16-bit base has no MatMul4Bit; checkpointing's
+    // first forward builds no graph.
+    assert_eq!(kept(&source("nf4", "0.43.2", "none")), 0);
+    assert_eq!(kept(&source("bf16", "0.41.1", "none")), 0);
+    assert_eq!(kept(&source("nf4-dq", "0.42", "full")), 0);
+    // A release that is not one is an error with a code.
+    let outcome = vram_core::evaluate(&source("nf4", "soon", "none"));
+    assert!(outcome.diagnostics.iter().any(|d| d.is_error() && d.code == "E013"));
 }
 
 #[test]

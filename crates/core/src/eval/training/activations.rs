@@ -225,10 +225,59 @@ fn decoder_activations(
     if let Some(adapters) = adapter_inputs(shape, placement, training)? {
         components.push(adapters);
     }
+    if let Some(kept) = kept_4bit_inputs(shape, placement, training)? {
+        components.push(kept);
+    }
     if training.attention == Attention::Eager {
         components.extend(eager_attention(shape, placement, training)?);
     }
     Ok((components, recomputed))
+}
+
+/// What a bitsandbytes release before 0.43.2 keeps beside the layer's activations: each 4-bit
+/// matrix's input, held on the autograd context (`MatMul4Bit`'s `ctx.tensors = (A, B)`,
+/// bitsandbytes PR #1270) from the forward pass until the graph is freed. Per token and layer
+/// the matrices read four inputs: the attention norm's output (q, k, v), the attention output
+/// (o), the MLP norm's output (gate and up, or a plain MLP's first matrix) and the MLP's
+/// product (down), in the stream's type. A frozen 16-bit matrix keeps none of them, since its
+/// own backward needs only its weight. Every layer holds them without recomputation. Under
+/// checkpointing the first forward runs without a graph, and the one recomputed layer's inputs
+/// are among the tensors its per-layer count already holds.
+fn kept_4bit_inputs(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Option<Component>, Overflow> {
+    if !training.bnb_keeps_inputs {
+        return Ok(None);
+    }
+    let t = placement.tensor;
+    let hidden = shape.hidden;
+    let attention_out = (shape.heads / t) * shape.head_dim;
+    let ffn = div_ceil(shape.ffn, t);
+    let per_token = 2 * hidden + attention_out + ffn;
+    if matches!(training.checkpointing, Checkpointing::Full | Checkpointing::SelectiveOp) {
+        return Ok(None);
+    }
+    let in_flight = placement.stages - placement.stage;
+    let mut product = Product::new().times(kept_layers(placement.layers, training), "layers")?;
+    if in_flight > 1 {
+        product = product.times(in_flight, "micro-batches in flight")?;
+    }
+    let elem = stream(training);
+    let product = product
+        .times_count(batch(training))?
+        .times(training.sequence, "tokens")?
+        .times(
+            per_token,
+            "4-bit matrix inputs per token (2 norm outputs, attention output, MLP product)",
+        )?
+        .bytes_each(elem.bytes_per_element(), elem.name())?;
+    Ok(Some(intermediate(
+        "4-bit layers' kept inputs",
+        product.finish()?,
+        "bitsandbytes before 0.43.2: MatMul4Bit.forward keeps ctx.tensors = (A, B) (PR #1270 drops A)",
+    )))
 }
 
 /// The loss over the last stage's logits, `sequence` tokens (a decoder's target) per sample.
@@ -520,6 +569,9 @@ pub(in crate::eval) fn softmax_gradients(
 ///   stream is fp32 under 16-bit autocast): `c` per input element, else nothing;
 /// - `lora_B` keeps `lora_A`'s rank-wide output: `r × c`.
 ///
+/// Adapters on one fused q/k/v projection (`fused_qkv`: litgpt's `LoRAQKVLinear`, PEFT on
+/// Qwen's `c_attn`) share its input and its dropout: that input counts once.
+///
 /// Every layer keeps them without recomputation or with selective recomputation (which
 /// recomputes the attention core, not the projections); under full checkpointing only the
 /// recomputed layer does.
@@ -563,18 +615,25 @@ pub(super) fn adapter_per_token(
     training: &Training,
     adapts: impl Fn(LoraTarget) -> bool,
 ) -> Result<Option<(Ratio, String)>, Overflow> {
-    let Method::Lora { rank, targets, dtype, dropout, dora, .. } = &training.method else {
+    let Method::Lora { rank, targets, dtype, dropout, dora, fused_qkv, .. } = &training.method
+    else {
         return Ok(None);
     };
     let mut inputs = 0u64;
     let mut outputs = 0u64;
     let mut adapted = 0u64;
+    let mut qkv_input_counted = false;
     for target in targets.iter().filter(|t| adapts(**t)) {
         // Column-parallel projections see the whole input on every rank; row-parallel ones
         // (o, down) a tensor-parallel slice of it.
         let Some((input, output)) = super::device_matrix(shape, placement, *target) else {
             continue;
         };
+        // A fused q/k/v projection's adapters drop out its input once for all of them.
+        let qkv = matches!(target, LoraTarget::Q | LoraTarget::K | LoraTarget::V);
+        let shared = *fused_qkv && qkv && qkv_input_counted;
+        qkv_input_counted |= qkv;
+        let input = if shared { 0 } else { input };
         inputs = inputs.checked_add(input).ok_or(Overflow)?;
         outputs = outputs.checked_add(output).ok_or(Overflow)?;
         adapted += 1;
