@@ -42,8 +42,18 @@ fn no_config(model: &str) -> Gap {
 /// The model for a `model` wording; `Err` lists why it cannot be used, `Ok(None)` means the
 /// wording is not in this table.
 pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
+    // A name the table holds, followed by the source's own note in parentheses ("Qwen/Qwen-7B-Chat
+    // (ms-swift model_type qwen-7b-chat)"), is that name.
+    let head = wording.trim().split(" (").next().unwrap_or_default();
+    declared_model(wording.trim())
+        .or_else(|| (head != wording.trim()).then(|| declared_model(head)).flatten())
+        .or_else(|| recognise(wording).map(Ok))
+}
+
+/// The models this table declares by their exact wording.
+fn declared_model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
     use Family::{Llama, QwenV1, T5};
-    Some(match wording.trim() {
+    Some(match wording {
         "Qwen/Qwen-1_8B-Chat"
         | "Qwen/Qwen-1_8B(-Chat)"
         | "Qwen/Qwen-1_8B (base)"
@@ -88,7 +98,7 @@ pub fn model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
         "bigscience/T0_3B" => Ok(declared("t5-v1.1-xl", T5)),
         "bigscience/mt0-xxl" => Ok(declared("mt5-xxl", T5)),
         "t5-3b" => Ok(declared("t5-3b", T5)),
-        _ => return recognise(wording).map(Ok),
+        _ => return None,
     })
 }
 
@@ -617,7 +627,7 @@ pub fn lora_targets(
             // `Wqkv`); likewise the attention output (`dense`, `out_proj`), a fused gate and up
             // (Phi-3 `gate_up_proj`) and a plain MLP's two matrices (`dense_h_to_4h` and
             // `dense_4h_to_h`, `fc1` and `fc2`, `c_fc`) above.
-            (Family::QwenV1, "c_attn") | (_, "query_key_value" | "qkv_proj" | "wqkv") => {
+            (_, "c_attn" | "query_key_value" | "qkv_proj" | "wqkv") => {
                 fused = true;
                 &["q", "k", "v"]
             }
@@ -884,5 +894,18 @@ mod tests {
         let (targets, fused) = lora_targets(Family::QwenV1, &modules).unwrap();
         assert_eq!(targets, ["q", "k", "v", "o", "gate", "up", "down"]);
         assert!(fused);
+        // GPT-2's `c_attn` is a fused q, k, v too, whatever the family.
+        let gpt2 = lora_targets(Family::Llama, &["c_attn".to_string()]).unwrap();
+        assert_eq!(gpt2, (vec!["q", "k", "v"], true));
+    }
+
+    /// A declared name followed by the source's note in parentheses is that name.
+    #[test]
+    fn a_declared_name_with_a_note() {
+        let named = |wording: &str| model(wording).and_then(Result::ok).map(|m| (m.name, m.family));
+        let qwen = Some(("qwen-7b".to_string(), Family::QwenV1));
+        assert_eq!(named("Qwen/Qwen-7B-Chat (ms-swift model_type qwen-7b-chat)"), qwen);
+        assert_eq!(named("Qwen/Qwen-7B (base)"), qwen);
+        assert_eq!(named("Qwen/Qwen-7B-Chat"), qwen);
     }
 }

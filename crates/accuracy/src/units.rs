@@ -77,6 +77,34 @@ fn names_base(note: &str) -> (bool, bool) {
     (binary, decimal)
 }
 
+/// The unit with its base settled, for a note that names both bases ("`MB` = 10^6 bytes;
+/// value_gib = MB x 1e6 / 2^30"): the base under which the point's own `value_gib` conversion
+/// holds, when it holds under exactly one. Any other unit is [`with_note`]'s.
+pub fn with_note_and_conversion(
+    unit: &str,
+    note: Option<&str>,
+    value: Option<f64>,
+    value_gib: Option<f64>,
+) -> String {
+    let noted = with_note(unit, note);
+    let folded = note.unwrap_or_default().to_lowercase().replace(' ', "");
+    let (Some(value), Some(gib)) = (value, value_gib) else { return noted };
+    if names_base(&folded) != (true, true) || gib <= 0.0 {
+        return noted;
+    }
+    let (binary, decimal) = match unit.trim().to_lowercase().as_str() {
+        "gb" | "g" => (value, value * 1e9 / GIB),
+        "mb" | "m" => (value / 1024.0, value * 1e6 / GIB),
+        _ => return noted,
+    };
+    let holds = |reading: f64| ((reading - gib) / gib).abs() < 2e-3;
+    match (holds(binary), holds(decimal)) {
+        (true, false) => format!("{unit} (=GiB)").replace("MB (=GiB)", "MB (=MiB)"),
+        (false, true) => format!("{unit} (decimal)"),
+        _ => noted,
+    }
+}
+
 /// The same value read with decimal units, for the sensitivity line of the report.
 pub fn decimal_reading(value: f64, unit: &str) -> Option<f64> {
     match unit.trim().to_lowercase().as_str() {
@@ -106,6 +134,17 @@ mod tests {
         assert_eq!(measured_bytes(1.0, "MB (=MiB)"), Some((MIB, UnitRule::Stated)));
         assert_eq!(measured_bytes(1.0, "GB (bytes / 1024^3)"), Some((GIB, UnitRule::Stated)));
         assert_eq!(measured_bytes(1.0, "GB (as printed)"), Some((GIB, UnitRule::GbAsGib)));
+        // A note naming both bases is settled by the point's own conversion.
+        let both = Some("'MB' = 10^6 bytes; value_gib = MB x 1e6 / 2^30");
+        let settled = |gib| with_note_and_conversion("MB", both, Some(32_251.33), Some(gib));
+        assert_eq!(settled(30.0364), "MB (decimal)");
+        assert_eq!(settled(31.4954), "MB (=MiB)");
+        assert_eq!(settled(12.0), "MB");
+        // A note naming one base is read as before, whatever the conversion says.
+        assert_eq!(
+            with_note_and_conversion("GB", Some("1e9"), Some(2.0), Some(2.0)),
+            "GB (decimal)"
+        );
         // A unit's note may say its base.
         assert_eq!(with_note("GB", Some("decimal GB (bytes / 1e9)")), "GB (decimal)");
         assert_eq!(with_note("GB", Some("printed from bytes / 1024**3")), "GB (=GiB)");

@@ -291,7 +291,12 @@ impl Cx<'_> {
         if matches!(target, Target::Component { selector: Selector::KvPoolTokens, .. }) {
             return self.pool_tokens();
         }
-        let unit = units::with_note(&point.unit, point.unit_note.as_deref());
+        let unit = units::with_note_and_conversion(
+            &point.unit,
+            point.unit_note.as_deref(),
+            point.value,
+            point.value_gib,
+        );
         let found = point.value.and_then(|value| units::measured_bytes(value, &unit));
         if found.is_none() {
             let value = point.value.map_or_else(|| "none".to_string(), |v| v.to_string());

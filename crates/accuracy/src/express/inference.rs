@@ -779,9 +779,16 @@ fn prompt_tokens(cx: &mut Cx<'_>) -> Option<u64> {
 
 /// Transformers computed the logits of every prompt position, in fp32, until `generate` passed
 /// `num_logits_to_keep` (v4.45, released in September 2024); the harness says so unless the
-/// source states a later version or, stating none, a date from October 2024 on.
+/// source states a later version or, stating none, a date from October 2024 on. THUDM's own
+/// ChatGLM and GLM-4 code never did: its `prepare_inputs_for_generation` passes
+/// `return_last_logit=True`, and the model keeps the last position's hidden state before the
+/// output layer.
 fn logits_for_every_position(cx: &Cx<'_>, runtime: Runtime) -> bool {
     let point = cx.point;
+    let model = point.model.to_lowercase();
+    if model.contains("chatglm") || model.contains("glm-4") {
+        return false;
+    }
     let transformers = point.framework.to_lowercase().contains("transformers");
     let before = match super::conditions::transformers_version(point) {
         Some(version) => version < (4, 45),
@@ -934,6 +941,31 @@ mod tests {
             |kind: &str| crate::express::express(&point(kind)).expect("expressible").source;
         assert!(source("does not fit").contains("sessions 1"), "{}", source("does not fit"));
         assert!(source("peak").contains("sessions 256"), "{}", source("peak"));
+    }
+
+    /// transformers before 4.45 returns every prompt position's logits; THUDM's ChatGLM and
+    /// GLM-4 code keeps only the last.
+    #[test]
+    fn logits_of_every_position_before_transformers_4_45() {
+        let source = |model: &str| {
+            let point = crate::express::test_point(
+                serde_json::json!({
+                    "id": "H-1", "source_id": "H", "workload": "llm_inference", "model": model,
+                    "param_count": "9.4B",
+                    "layers": 40, "hidden_size": 4096, "attention_heads": 32, "kv_heads": 2,
+                    "vocab_size": 151_552, "framework": "transformers 4.40 generate",
+                    "weight_precision": "bf16", "batch_size": 1, "input_tokens": 1000,
+                    "output_tokens": 100, "num_gpus": 1, "gpu_type": "A100 80GB",
+                    "measurement_method": "torch.cuda.max_memory_allocated()",
+                    "measured_kind": "peak", "value": 20, "unit": "GiB", "quality": "B"
+                }),
+                "{}",
+            );
+            crate::express::express(&point).expect("expressible").source
+        };
+        assert!(source("org/some-9b").contains("logits   all"));
+        assert!(!source("THUDM/glm-4-9b-chat").contains("logits   all"));
+        assert!(!source("THUDM/chatglm3-6b").contains("logits   all"));
     }
 
     #[test]
