@@ -85,6 +85,10 @@ pub mod feature {
     pub const KOHYA_LORA: &str = "kohya's LoRA networks (`network_dim`): adapters on every \
          linear layer of the denoiser's transformer blocks (projections in and out, the \
          feed-forward), beyond the attention projections the language's denoiser LoRA covers";
+    pub const LYCORIS: &str = "LyCORIS adapters other than LoRA (LoKr's Kronecker factors, \
+         LoHa's Hadamard products): their own factor shapes and what they keep for backward";
+    pub const QUANTIZED_TRAINING: &str = "training whose stored weights are integers (Q-GaLore's \
+         int8 linear layers, updated by stochastic rounding)";
     pub const CONTEXT_PARALLEL: &str = "context parallelism (ring attention, Ulysses, \
          torchtitan's and Megatron's context-parallel ranks): the sequence split over GPUs";
     pub const NAIVE_MODEL_PARALLEL: &str = "training one model split over GPUs by a device map \

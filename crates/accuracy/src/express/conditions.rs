@@ -822,7 +822,9 @@ impl Cx<'_> {
         };
         let unreadable =
             |field: &str, value: &str| Gap::data(data::UNREADABLE, format!("{field} = {value:?}"));
-        if q.contains("gptq") || w.contains("gptq") {
+        if q.contains("q-galore") && point.workload.starts_with("training") {
+            Err(Gap::feature(feature::QUANTIZED_TRAINING, both))
+        } else if q.contains("gptq") || w.contains("gptq") {
             gptq(point, &q, &w, &both)
         } else if q.contains("mxfp4") || w.contains("mxfp4") {
             // OCP MX FP4 (gpt-oss's release format, GGUF's MXFP4 type): 4-bit values with an

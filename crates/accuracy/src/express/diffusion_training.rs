@@ -215,6 +215,10 @@ fn method(cx: &mut Cx<'_>, flux: bool) -> Option<String> {
     let point = cx.point;
     let text = point.finetune_method.clone().unwrap_or_default();
     let lower = text.to_lowercase();
+    if ["lokr", "loha", "lycoris"].iter().any(|w| lower.contains(w)) {
+        cx.gap(Gap::feature(feature::LYCORIS, text));
+        return None;
+    }
     if !lower.contains("lora") {
         if lower.contains("full") {
             return Some("    method        full\n".to_string());
