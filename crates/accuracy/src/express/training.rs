@@ -605,6 +605,10 @@ fn states(
              preparation)",
         );
         out.push_str("    unquantized   bf16\n");
+    } else if quantized && states_no_upcast(cx.point) {
+        // Stated: a preparation of its own that leaves the unquantized parts 16-bit
+        // (fms-acceleration's accelerated-peft-bnb plugin).
+        out.push_str("    unquantized   bf16  # stated: no fp32 upcast\n");
     }
     if !method.lora && sixteen_bit && !distribution.deepspeed && is_torchtune(cx.point) {
         cx.assume(
@@ -829,6 +833,20 @@ fn fused_loss(cx: &mut Cx<'_>) -> Option<&'static str> {
 fn quantizes_in_its_own_code(point: &crate::data::Point) -> bool {
     let framework = point.framework.to_lowercase();
     ["litgpt", "lit-gpt"].iter().any(|w| framework.contains(w))
+}
+
+/// Whether the settings state that nothing cast the unquantized parameters of a quantized base
+/// to fp32 ("no fp32 upcast", "no k-bit preparation", "without prepare_model_for_kbit_training").
+fn states_no_upcast(point: &crate::data::Point) -> bool {
+    let text = format!(
+        "{} {}",
+        point.other_settings.as_deref().unwrap_or_default(),
+        point.quantization.as_deref().unwrap_or_default()
+    )
+    .to_lowercase();
+    ["no fp32 upcast", "no k-bit preparation", "without prepare_model_for_kbit_training"]
+        .iter()
+        .any(|w| text.contains(w))
 }
 
 fn is_unsloth(point: &crate::data::Point) -> bool {
@@ -1113,6 +1131,15 @@ mod tests {
                 "quantization": "bitsandbytes NF4", "workload": "training_qlora"}"#,
         );
         assert!(!later.contains("bitsandbytes"), "{later}");
+        // PEFT's k-bit preparation casts the unquantized parts to fp32 unless the source says
+        // its own preparation does not.
+        assert!(!later.contains("unquantized"), "{later}");
+        let own = workload(
+            r#"{"weight_precision": "nf4", "quantization": "bitsandbytes NF4",
+                "workload": "training_qlora",
+                "other_settings": "plugin's own preparation (no fp32 upcast of non-quantized params)"}"#,
+        );
+        assert!(own.contains("unquantized   bf16"), "{own}");
         assert!(!workload(r#"{"framework_version": "2023-10"}"#).contains("bitsandbytes"));
     }
 
