@@ -237,6 +237,7 @@ fn view_of(device: &DeviceBudget, view: View) -> f64 {
         View::Reserved => device.views.reserved,
         View::Device => device.views.device,
         View::AtRest => return at_rest(device),
+        View::BetweenSteps => return at_rest(device) + caches(device),
         View::AllocatedAndOutside => {
             let outside = device.views.device.0.saturating_sub(device.views.reserved.0);
             vram_core::bytes::Bytes(device.views.allocated.0.saturating_add(outside))
@@ -256,6 +257,18 @@ fn pool_in_place_of_sessions(device: &DeviceBudget) -> f64 {
         .map(|c| float(c.bytes))
         .sum();
     float(pool.bytes) - sessions
+}
+
+/// The caches a decoding step leaves allocated for the next: the KV cache (or a pool standing in
+/// for it, see [`pool_in_place_of_sessions`]).
+fn caches(device: &DeviceBudget) -> f64 {
+    let caches: f64 = device
+        .components
+        .iter()
+        .filter(|c| c.category == Category::Cache)
+        .map(|c| float(c.bytes))
+        .sum();
+    caches + pool_in_place_of_sessions(device)
 }
 
 /// What stays allocated between runs: persistent tensors and the workspaces PyTorch's caching

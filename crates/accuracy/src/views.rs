@@ -9,6 +9,7 @@
 //! | `torch.cuda.max_memory_allocated` | allocated |
 //! | `torch.cuda.max_memory_reserved`, ms-swift's `memory(GiB)` | reserved |
 //! | `nvidia-smi`, `pynvml`, NVML, and tools reading the driver (nvitop, DCGM, W&B, ...) | device |
+//! | `torch.cuda.memory_allocated()` after each decoding step | at rest + caches |
 //! | a counter named in words ("peak reserved memory", "memory allocated") | reserved, allocated |
 //! | the allocated peak plus the driver's count less the reserve (optimum's benchmarks) | allocated + outside |
 //! | not stated (starts with "not stated", or names none of the above) | allocated |
@@ -39,6 +40,9 @@ pub enum View {
     /// What stays allocated between runs (`torch.cuda.memory_allocated()` read after a run, not
     /// a peak): persistent tensors and the workspaces PyTorch's allocator keeps (cuBLAS).
     AtRest,
+    /// What is allocated between two decoding steps (`torch.cuda.memory_allocated()` read after
+    /// each step, the cache of every token so far alive): the tensors at rest and the caches.
+    BetweenSteps,
 }
 
 impl View {
@@ -48,6 +52,7 @@ impl View {
             View::Reserved => "reserved",
             View::Device => "device",
             View::AtRest => "at rest",
+            View::BetweenSteps => "between steps (at rest + caches)",
             View::AllocatedAndOutside => "allocated + outside the allocator",
         }
     }
@@ -81,6 +86,15 @@ pub fn view_for(method: &str) -> (View, Basis) {
         || method.contains("tracemalloc")
     {
         (View::Allocated, Basis::Stated)
+    } else if method.contains("memory_allocated")
+        && !method.replace("not peak", "").contains("peak")
+        && !method.contains("max")
+        && ["after each", "after every", "between steps", "per step"]
+            .iter()
+            .any(|w| method.contains(w))
+    {
+        // Read after every decoding step: the cache of the tokens so far is alive.
+        (View::BetweenSteps, Basis::Stated)
     } else if method.contains("memory_allocated")
         && !method.replace("not peak", "").contains("peak")
         && !method.contains("max")
@@ -184,6 +198,11 @@ mod tests {
         assert_eq!(
             v("torch.cuda.memory_allocated() after generate (not peak)"),
             (View::AtRest, Basis::Stated)
+        );
+        // Read after each decoding step: the cache so far is alive.
+        assert_eq!(
+            v("torch.cuda.memory_allocated() logged after each single-token forward"),
+            (View::BetweenSteps, Basis::Stated)
         );
         assert_eq!(
             v("peak of torch.cuda.memory_allocated() sampled every 10 ms"),
