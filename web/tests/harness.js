@@ -3,7 +3,7 @@
 // closed-network flags and a fresh profile.
 
 import { createServer } from "node:http";
-import { mkdtempSync, readFileSync, statSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, extname, normalize, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -51,15 +51,24 @@ export const CHROMIUM_ARGS = [
   "--disable-dev-shm-usage",
 ];
 
-/** Debian's chromium with a fresh profile directory. */
+/** Debian's chromium with a fresh profile directory, removed when the context closes. */
 export async function browser(extra = []) {
   const profile = mkdtempSync(join(tmpdir(), "vram-chromium-"));
-  return chromium.launchPersistentContext(profile, {
+  const context = await chromium.launchPersistentContext(profile, {
     executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
     headless: true,
     args: [...CHROMIUM_ARGS, ...extra],
     viewport: { width: 1280, height: 900 },
   });
+  const close = context.close.bind(context);
+  context.close = async (...args) => {
+    try {
+      await close(...args);
+    } finally {
+      rmSync(profile, { recursive: true, force: true });
+    }
+  };
+  return context;
 }
 
 /** Opens `path` of `origin` in a new page of `context` and waits until the calculator (or the
