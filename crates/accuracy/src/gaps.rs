@@ -99,6 +99,8 @@ pub mod feature {
          IP-Adapter, AnimateDiff's motion modules, SDXL's refiner)";
     pub const TORCHAO_KV_CACHE: &str = "torchao's quantized KV cache (`--kv_cache_quantization`: \
          int8 values with scales per token and head in its own cache class)";
+    pub const VIDEO_ENCODE: &str = "a video encoded by its causal VAE inside the training step \
+        (the encode's transients beside the step; the language encodes images only)";
     pub const LLAMA_CPP_ROW_SPLIT: &str = "llama.cpp's row split (`-sm row`): each matrix's \
          rows over the GPUs, but the KV cache and the compute buffers on the main GPU alone";
     pub const RUNS_WITHOUT_CAPABILITY: &str = "a precision the source ran on a device the core \

@@ -364,14 +364,74 @@ fn denoiser_alone(point: &crate::data::Point) -> bool {
     .any(|phrase| text.contains(phrase))
 }
 
-/// The frames a point's video wording states (`49 frames`).
+/// The frames a point's video wording states.
 fn stated_frames(cx: &Cx<'_>) -> Option<u64> {
-    let text = cx.point.image_or_video.as_deref().unwrap_or_default().to_lowercase();
+    video_frames(cx.point.image_or_video.as_deref().unwrap_or_default())
+}
+
+/// The frames a video wording states: `49 frames`, `49f`, HunyuanVideo's `720px1280px129f`, or
+/// the first of a `frames x height x width` bucket (`49x512x768`: the video training scripts'
+/// `--video_resolution_buckets`).
+pub(super) fn video_frames(text: &str) -> Option<u64> {
+    let text = text.to_lowercase();
     if let Some((_, _, frames)) = px_setting(&text) {
         return Some(frames);
     }
+    if let Some((frames, _, _)) = bucket(&text) {
+        return Some(frames);
+    }
     let words: Vec<&str> = text.split(|c: char| !c.is_ascii_alphanumeric()).collect();
-    words.windows(2).find(|pair| pair[1] == "frames").and_then(|pair| pair[0].parse().ok())
+    words
+        .windows(2)
+        .find(|pair| pair[1] == "frames")
+        .and_then(|pair| pair[0].parse().ok())
+        .or_else(|| words.iter().find_map(|w| w.strip_suffix('f')?.parse().ok()))
+}
+
+/// The numbers of a wording split at `x`, `×`, `*` and `by`, with `x` kept as a word.
+fn dimension_words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .replace(['×', '*'], " x ")
+        .replace(" by ", " x ")
+        .replace('x', " x ")
+        .split(|c: char| !(c.is_ascii_digit() || c == 'x'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A video training bucket, frames × height × width, its three numbers joined by `x`, `×` or
+/// `*` alone: `49x512x768`, `49 x 512 x 768`.
+fn bucket(text: &str) -> Option<(u64, u64, u64)> {
+    let chars: Vec<char> = text.to_lowercase().chars().collect();
+    (0..chars.len()).find_map(|start| {
+        let starts_number = chars[start].is_ascii_digit()
+            && (start == 0 || !chars[start - 1].is_ascii_alphanumeric());
+        if !starts_number {
+            return None;
+        }
+        let mut at = start;
+        let mut numbers = [0u64; 3];
+        for (i, number) in numbers.iter_mut().enumerate() {
+            if i > 0 {
+                while chars.get(at) == Some(&' ') {
+                    at += 1;
+                }
+                if !matches!(chars.get(at), Some('x' | '×' | '*')) {
+                    return None;
+                }
+                at += 1;
+                while chars.get(at) == Some(&' ') {
+                    at += 1;
+                }
+            }
+            let digits: String = chars[at..].iter().take_while(|c| c.is_ascii_digit()).collect();
+            *number = digits.parse().ok()?;
+            at += digits.len();
+        }
+        let ends = chars.get(at).is_none_or(|c| !c.is_ascii_alphanumeric());
+        ends.then_some((numbers[0], numbers[1], numbers[2]))
+    })
 }
 
 /// Whether the point states a size (`720x480`) in its image or video wording.
@@ -385,15 +445,10 @@ pub(super) fn image_size(text: &str) -> Option<(u64, u64)> {
     if let Some((height, width, _)) = px_setting(text) {
         return Some((width, height));
     }
-    let words: Vec<String> = text
-        .to_lowercase()
-        .replace(['×', '*'], " x ")
-        .replace(" by ", " x ")
-        .replace('x', " x ")
-        .split(|c: char| !(c.is_ascii_digit() || c == 'x'))
-        .filter(|w| !w.is_empty())
-        .map(str::to_owned)
-        .collect();
+    if let Some((_, height, width)) = bucket(text) {
+        return Some((width, height));
+    }
+    let words = dimension_words(text);
     words.windows(3).find_map(|w| {
         (w[1] == "x").then(|| Some((w[0].parse().ok()?, w[2].parse().ok()?))).flatten()
     })
@@ -921,7 +976,7 @@ fn images_per_prompt(text: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{image_size, offload_in_settings, px_setting};
+    use super::{image_size, offload_in_settings, px_setting, video_frames};
 
     /// An SDXL point with `offload` as written.
     fn sdxl(offload: &str, batch: u64) -> Result<String, Vec<crate::gaps::Gap>> {
@@ -1497,5 +1552,16 @@ mod tests {
         // HunyuanVideo's README: height, width and frames.
         assert_eq!(image_size("720px1280px129f"), Some((1280, 720)));
         assert_eq!(px_setting("544px960px129f"), Some((544, 960, 129)));
+        // A video training bucket: frames, height, width.
+        assert_eq!(image_size("video 49x512x768 (frames x height x width)"), Some((768, 512)));
+        assert_eq!(video_frames("video 49x512x768 (frames x height x width)"), Some(49));
+        assert_eq!(video_frames("768x512, 49 frames"), Some(49));
+        assert_eq!(video_frames("Resolution: 768x512, 49f"), Some(49));
+        assert_eq!(video_frames("1024x1024 images"), None);
+        // Three numbers only where they are joined: not across words ("text", "T5").
+        assert_eq!(
+            image_size("512x768 images; text embeddings (VAE/T5 not on GPU)"),
+            Some((512, 768))
+        );
     }
 }

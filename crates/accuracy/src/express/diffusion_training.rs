@@ -18,6 +18,9 @@ struct Pipeline {
     vae: &'static str,
     /// The `diffusion` section's structure lines (architecture, sizes, text tokens).
     structure: &'static str,
+    /// A video denoiser's causal VAE: the frames it compresses into each latent frame after the
+    /// first (`None` for an image pipeline).
+    temporal: Option<u64>,
 }
 
 /// The pipeline for a `model` wording, or the gap that stops it.
@@ -37,6 +40,7 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
             structure: "    architecture  unet\n    hidden        320\n    heads         8\n    \
                         channel_mult  1 2 4 4\n    layers_per_block 2\n    \
                         cross_attention_dim 768\n    text_tokens   77 tokens\n",
+            temporal: None,
         })
     } else if has(&["stablediffusionxl", "sdxl"]) && !has(&["refiner"]) {
         // SDXL base 1.0's unet/config.json: block_out_channels 320 640 1280,
@@ -51,6 +55,7 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
                         channel_mult  1 2 4\n    layers_per_block 2\n    \
                         transformer_layers 0 2 10\n    head_dim      64\n    \
                         cross_attention_dim 2048\n    text_tokens   77 tokens\n",
+            temporal: None,
         })
     } else if has(&["flux1dev"]) {
         // FLUX.1-dev: hidden 3072, 24 heads, 19 double and 38 single blocks (DOMAIN.md §7.1);
@@ -62,7 +67,10 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
             structure: "    architecture  dit\n    hidden        3072\n    heads         24\n    \
                         layers        57  # 19 double + 38 single blocks\n    \
                         text_tokens   512 tokens\n",
+            temporal: None,
         })
+    } else if let Some(pipeline) = transformer_pipeline(&has) {
+        Ok(pipeline)
     } else {
         Err(Gap::feature(
             feature::PIPELINE,
@@ -71,6 +79,102 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
             ),
         ))
     }
+}
+
+/// The transformer denoisers whose blocks the language writes as uniform DiT blocks over the
+/// latent patches and the text tokens: SD3 and SD 3.5 (MMDiT), CogVideoX, HunyuanVideo and
+/// LTX-Video's 2 B transformer. Each block's joint or dual-stream attention and its MLPs store
+/// per token what a DiT block does; MMDiT-X's second attention in SD 3.5 Medium's first 13
+/// blocks and the fp32 rotary embeddings of the video models are not counted.
+fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
+    if has(&["stablediffusion3", "sd3"]) {
+        // transformer/config.json (models.vram): 64-wide heads; 3.5 Large 38 layers of 38
+        // heads, 3.5 Medium and SD3 Medium 24 of 24. The diffusers SD3 training scripts encode
+        // 77 CLIP tokens and `--max_sequence_length` 77 T5 tokens, joined in one sequence.
+        let large = has(&["35large", "sd35l"]);
+        let medium35 = has(&["35medium", "sd35m"]);
+        let (denoiser, structure) = if large {
+            (
+                "sd35-large-transformer",
+                "    architecture  dit\n    hidden        2432\n    heads         38\n    \
+                 layers        38\n    text_tokens   154 tokens  # 77 CLIP + 77 T5\n",
+            )
+        } else {
+            (
+                if medium35 { "sd35-medium-transformer" } else { "sd3-medium-transformer" },
+                "    architecture  dit\n    hidden        1536\n    heads         24\n    \
+                 layers        24\n    text_tokens   154 tokens  # 77 CLIP + 77 T5\n",
+            )
+        };
+        return Some(Pipeline {
+            denoiser,
+            encoders: &["clip-l-text", "clip-g-text", "t5-xxl-encoder"],
+            vae: "sd3-vae",
+            structure,
+            temporal: None,
+        });
+    }
+    if has(&["cogvideox"]) && !has(&["cogvideox15"]) {
+        // CogVideoX transformer/config.json: 2b 30 layers of 30 heads of 64, 5b 42 of 48;
+        // 226 T5 tokens (max_text_seq_length); 2 × 2 patches of 8× latents, 4 frames each.
+        let five = has(&["5b"]);
+        return Some(Pipeline {
+            denoiser: if five { "cogvideox-5b-transformer" } else { "cogvideox-2b-transformer" },
+            encoders: &["t5-xxl-encoder"],
+            vae: "cogvideox-vae",
+            structure: if five {
+                "    architecture  dit\n    hidden        3072\n    heads         48\n    \
+                 layers        42\n    text_tokens   226 tokens\n"
+            } else {
+                "    architecture  dit\n    hidden        1920\n    heads         30\n    \
+                 layers        30\n    text_tokens   226 tokens\n"
+            },
+            temporal: Some(4),
+        });
+    }
+    if has(&["hunyuanvideo"]) && !has(&["i2v"]) {
+        // HunyuanVideoTransformer3DModel (models.vram): 24 heads of 128, 20 double-stream and 40
+        // single-stream blocks; its pipeline's 256 LLaVA tokens (max_sequence_length).
+        return Some(Pipeline {
+            denoiser: "hunyuan-video-transformer",
+            encoders: &["llava-llama3-8b-text", "clip-l-text"],
+            vae: "hunyuan-video-vae",
+            structure: "    architecture  dit\n    hidden        3072\n    heads         24\n    \
+                        layers        60  # 20 double + 40 single blocks\n    \
+                        text_tokens   256 tokens\n",
+            temporal: Some(4),
+        });
+    }
+    if has(&["ltxvideo", "ltxv"]) && !has(&["13b", "097", "098"]) {
+        // LTX-Video 0.9.0 to 0.9.5 (models.vram): 28 layers of 32 heads of 64; 128 T5 tokens
+        // (max_sequence_length); its VAE compresses 32 × 32 pixels and 8 frames into each
+        // latent, which the transformer takes unpatched.
+        return Some(Pipeline {
+            denoiser: "ltxv-2b-transformer",
+            encoders: &["t5-xxl-encoder"],
+            vae: "",
+            structure: "    architecture  dit\n    hidden        2048\n    heads         32\n    \
+                        layers        28\n    text_tokens   128 tokens\n    \
+                        patch_pixels  32  # 32 x 32 pixels per latent, no patching\n",
+            temporal: Some(8),
+        });
+    }
+    None
+}
+
+/// The latent frames a video denoiser trains on: the point's frames through the causal VAE
+/// (the first frame alone, then `temporal` frames per latent frame).
+fn latent_frames(cx: &mut Cx<'_>, temporal: u64) -> Option<u64> {
+    let text = cx.point.image_or_video.clone().unwrap_or_default();
+    let Some(frames) = super::diffusion::video_frames(&text) else {
+        cx.gap(Gap::data(data::UNREADABLE, format!("image_or_video frames = {text:?}")));
+        return None;
+    };
+    if frames == 0 || (frames - 1) % temporal != 0 {
+        cx.unreadable("image_or_video frames", &frames.to_string());
+        return None;
+    }
+    Some((frames - 1) / temporal + 1)
 }
 
 /// The section's lines, or `None` when a gap stops it.
@@ -85,7 +189,8 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let resolution = super::diffusion::resolution(cx);
     let batch = batch(cx);
     let precision = precision(cx);
-    let method = method(cx, pipeline.denoiser == "flux1-dev-transformer");
+    let pure = trains_loaded_type(cx);
+    let method = method(cx, pipeline.denoiser == "flux1-dev-transformer", pure);
     let checkpointing = checkpointing(cx);
     let optimizer = optimizer(cx);
     let ((width, height), batch, (weights, denoiser, activations), method, checkpointing) =
@@ -106,6 +211,17 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     }
     let image = point.image_or_video.clone().unwrap_or_default().to_lowercase();
     let precomputed = image.contains("pre-cached") || image.contains("not on gpu");
+    let frames = match pipeline.temporal {
+        Some(_) if !precomputed => {
+            cx.gap(Gap::feature(
+                feature::VIDEO_ENCODE,
+                "a video encoded by the causal VAE during training",
+            ));
+            return None;
+        }
+        Some(temporal) => Some(latent_frames(cx, temporal)?),
+        None => None,
+    };
 
     let mut out = String::from("  diffusion {\n");
     let _ = writeln!(out, "    denoiser      {}", pipeline.denoiser);
@@ -123,6 +239,12 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     }
     out.push_str(pipeline.structure);
     let _ = writeln!(out, "    resolution    {width} x {height}");
+    if let (Some(latent), Some(temporal)) = (frames, pipeline.temporal) {
+        let _ = writeln!(
+            out,
+            "    frames        {latent}  # latent frames: the first alone, then {temporal} per latent"
+        );
+    }
     let _ = writeln!(out, "    batch         {batch}");
     out.push_str("  }\n  training {\n");
     out.push_str(&method);
@@ -130,6 +252,10 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         let _ = writeln!(out, "    activations   {activations}  # mixed precision (autocast)");
     }
     let _ = writeln!(out, "    optimizer     {optimizer}");
+    if let Some(kind) = pure.filter(|_| full) {
+        let _ = writeln!(out, "    master        none  # trained in its loaded {kind}");
+        let _ = writeln!(out, "    gradients     {kind}");
+    }
     let _ = writeln!(out, "    checkpointing {}", if checkpointing { "full" } else { "none" });
     if cx.before_pytorch_2() {
         cx.assume(
@@ -211,7 +337,7 @@ fn precision(cx: &mut Cx<'_>) -> Option<(&'static str, &'static str, Option<&'st
 
 /// `method full`, or `method lora { ... }` with the rank and the attention projections adapted.
 /// `flux`: the denoiser is FLUX's, whose single blocks have no output projection.
-fn method(cx: &mut Cx<'_>, flux: bool) -> Option<String> {
+fn method(cx: &mut Cx<'_>, flux: bool, pure: Option<&str>) -> Option<String> {
     let point = cx.point;
     let text = point.finetune_method.clone().unwrap_or_default();
     let lower = text.to_lowercase();
@@ -264,11 +390,50 @@ fn method(cx: &mut Cx<'_>, flux: bool) -> Option<String> {
         cx.gap(Gap::data(data::LORA_SETUP, text));
         return None;
     };
-    cx.assume(assume::LORA_DTYPE, "denoiser adapters");
+    let dtype = if let Some(kind) = pure {
+        format!("\n      dtype   {kind}")
+    } else {
+        cx.assume(assume::LORA_DTYPE, "denoiser adapters");
+        String::new()
+    };
     Some(format!(
-        "    method lora {{\n      rank    {rank}\n      targets {}\n    }}\n",
+        "    method lora {{\n      rank    {rank}\n      targets {}{dtype}\n    }}\n",
         targets.join(" ")
     ))
+}
+
+/// The 16-bit type a trainer that keeps the denoiser in its loaded type trains in: finetrainers
+/// (`--transformer_dtype`, bf16 by default, with no fp32 copy and no upcast of the adapters) and
+/// SimpleTuner's `adamw_bf16` (bf16 weights and states). Their parameters, adapters, gradients
+/// and AdamW moments are then all that type. `None` for the diffusers example scripts, which
+/// keep what they train in fp32.
+fn trains_loaded_type(cx: &mut Cx<'_>) -> Option<&'static str> {
+    let point = cx.point;
+    let text = format!(
+        "{} {}",
+        point.framework.to_lowercase(),
+        point.optimizer.as_deref().unwrap_or_default().to_lowercase()
+    );
+    let weights = point.weight_precision.as_deref().unwrap_or_default().to_lowercase();
+    if !weights.starts_with("bf16") {
+        return None;
+    }
+    if text.contains("finetrainers") {
+        cx.assume(
+            assume::SCRIPT_SETTING,
+            "finetrainers trains the transformer in --transformer_dtype (bf16): no fp32 copy, \
+             adapters, gradients and AdamW moments in bf16",
+        );
+        return Some("bf16");
+    }
+    if text.contains("adamw_bf16") {
+        cx.assume(
+            assume::SCRIPT_SETTING,
+            "SimpleTuner's adamw_bf16: bf16 weights, adapters, gradients and moments",
+        );
+        return Some("bf16");
+    }
+    None
 }
 
 /// Full checkpointing, none, or the source's table label when the point leaves it open.
@@ -300,7 +465,7 @@ fn checkpointing(cx: &mut Cx<'_>) -> Option<bool> {
 fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
     let stated = cx.point.optimizer.clone().unwrap_or_default().to_lowercase();
     // The scripts' `--use_8bit_adam` swaps their AdamW for bitsandbytes' 8-bit one.
-    if cx.point.all_text().contains("use_8bit_adam")
+    if super::training::without_negated(&cx.point.all_text()).contains("use_8bit_adam")
         && (stated.is_empty() || stated.contains("adam"))
     {
         return Some("adamw-8bit");
@@ -414,6 +579,53 @@ mod tests {
         ))
         .expect("expressible");
         assert!(eight_bit.source.contains("optimizer     adamw-8bit"), "{}", eight_bit.source);
+    }
+
+    /// A video transformer trained on cached latents: its frames through the causal VAE, and
+    /// finetrainers' pure bf16 (no master copy, bf16 adapters and moments).
+    #[test]
+    fn video_transformers_train_on_latent_frames() {
+        let cogvideox = express(&point(
+            r#"{"model": "THUDM/CogVideoX-5b", "framework": "finetrainers train.py",
+                "weight_precision": "bf16", "compute_dtype": "bf16",
+                "optimizer": "AdamW (example command --optimizer adamw without --use_8bit_bnb)",
+                "finetune_method": "full fine-tune of the transformer",
+                "image_or_video": "video 49x480x720 (frames x height x width); latents pre-cached",
+                "activation_checkpointing": true}"#,
+        ))
+        .expect("expressible");
+        let source = cogvideox.source.split("workload point").nth(1).expect("a workload");
+        assert!(source.contains("denoiser      cogvideox-5b-transformer"), "{source}");
+        assert!(source.contains("resolution    720 x 480"), "{source}");
+        // 49 frames: the first alone, then 48 in latents of 4.
+        assert!(source.contains("frames        13"), "{source}");
+        assert!(source.contains("optimizer     adamw\n"), "{source}");
+        assert!(source.contains("master        none") && source.contains("gradients     bf16"));
+        let ltx = express(&point(
+            r#"{"model": "Lightricks/LTX-Video", "framework": "finetrainers train.py",
+                "weight_precision": "bf16", "optimizer": "AdamW",
+                "finetune_method": "LoRA rank 128 on to_q,to_k,to_v,to_out.0",
+                "image_or_video": "video 49x512x768; conditions and latents pre-cached",
+                "activation_checkpointing": true}"#,
+        ))
+        .expect("expressible");
+        let source = ltx.source.split("workload point").nth(1).expect("a workload");
+        assert!(source.contains("denoiser      ltxv-2b-transformer"), "{source}");
+        assert!(source.contains("patch_pixels  32") && source.contains("frames        7"));
+        assert!(source.contains("dtype   bf16") && !source.contains("master"), "{source}");
+        // Encoding the video inside the step is not modelled.
+        let on_the_fly = express(&point(
+            r#"{"model": "Lightricks/LTX-Video", "framework": "finetrainers train.py",
+                "weight_precision": "bf16", "optimizer": "AdamW",
+                "finetune_method": "LoRA rank 128 on to_q,to_k,to_v,to_out.0",
+                "image_or_video": "video 49x512x768, encoded on the fly each step",
+                "activation_checkpointing": true}"#,
+        ))
+        .expect_err("a video encode in the step");
+        assert!(
+            on_the_fly.iter().any(|g| g.label == crate::gaps::feature::VIDEO_ENCODE),
+            "{on_the_fly:?}"
+        );
     }
 
     #[test]

@@ -926,7 +926,7 @@ pub(super) fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
         cx.gap(Gap::data(data::OPTIMIZER, "optimizer: none"));
         return None;
     };
-    let lower = text.to_lowercase();
+    let lower = without_negated(&text.to_lowercase());
     // bitsandbytes' paged optimizers keep their states in unified memory, outside the allocator.
     let paged = lower.contains("paged");
     let eight_bit = lower.contains("8bit") || lower.contains("8-bit");
@@ -1049,6 +1049,24 @@ fn trains_loaded_type(point: &crate::data::Point) -> bool {
             .iter()
             .any(|w| framework.contains(w));
     pure || trainer
+}
+
+/// `text` without the words a `without`, `no` or `not` denies: "adamw without --use_8bit_bnb"
+/// names AdamW, not its 8-bit form.
+pub(super) fn without_negated(text: &str) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    let mut denied = false;
+    for word in text.split_whitespace() {
+        if denied {
+            denied = false;
+            continue;
+        }
+        denied = matches!(word, "without" | "no" | "not");
+        if !denied {
+            kept.push(word);
+        }
+    }
+    kept.join(" ")
 }
 
 fn hf_trainer(point: &crate::data::Point) -> bool {
@@ -1346,6 +1364,9 @@ mod tests {
     fn an_optimizer_not_stated_is_the_one_its_note_names_or_the_default() {
         let guessed = workload(r#"{"optimizer": "not stated (TrainingArguments default)"}"#);
         assert!(guessed.contains("optimizer     adamw\n"), "{guessed}");
+        let denied =
+            workload(r#"{"optimizer": "AdamW (--optimizer adamw without --use_8bit_bnb)"}"#);
+        assert!(denied.contains("optimizer     adamw\n"), "{denied}");
         let noted = workload(r#"{"optimizer": "not stated (the notebooks use adamw_8bit)"}"#);
         assert!(noted.contains("optimizer     adamw-8bit"), "{noted}");
         let elsewhere = super::super::express(&point(
