@@ -21,7 +21,7 @@ const EXAMPLES = [
   "diffusion-flux.vram", "sdxl-inference.vram", "cogvideox-video.vram", "wan-video.vram",
   "hunyuan-video.vram",
   "video-transformer-alone.vram",
-  "diffusion-training.vram",
+  "diffusion-training.vram", "video-training.vram",
   "sdxl-lora.vram", "render-scene.vram",
 ];
 /** The fit map's axes: 60 context lengths (512 to 128 Ki tokens, geometric) by 1–56 sessions. */

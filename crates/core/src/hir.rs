@@ -1194,8 +1194,12 @@ impl Heads {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BlockLayout {
-    /// `layers` transformer blocks over every token (latent patches and text).
-    Transformer { layers: u64 },
+    /// `layers` transformer blocks. Without `cross_attention` each attends jointly over every
+    /// token (latent patches and text: DiT, MMDiT, FLUX, CogVideoX, HunyuanVideo). With it, the
+    /// self-attention runs over the latent patches alone and a cross-attention follows, its
+    /// queries from the patches and its keys and values projected from text embeddings of that
+    /// width (PixArt, LTX-Video, Wan: diffusers' `attn2`).
+    Transformer { layers: u64, cross_attention: Option<u64> },
     /// A UNet (diffusers `UNet2DConditionModel`): level `i` has `hidden × channel_mult[i]`
     /// channels at the latent resolution halved `i` times, `layers_per_block` ResNet blocks
     /// going down and one more coming up, each followed by an attention block of

@@ -59,6 +59,7 @@ const EXAMPLES: &[(&str, &str)] = &[
         "video-transformer-alone.vram",
         include_str!("../../../examples/video-transformer-alone.vram"),
     ),
+    ("video-training.vram", include_str!("../../../examples/video-training.vram")),
     ("what-would-fit.vram", include_str!("../../../examples/what-would-fit.vram")),
 ];
 

@@ -81,11 +81,12 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
     }
 }
 
-/// The transformer denoisers whose blocks the language writes as uniform DiT blocks over the
-/// latent patches and the text tokens: SD3 and SD 3.5 (MMDiT), CogVideoX, HunyuanVideo and
-/// LTX-Video's 2 B transformer. Each block's joint or dual-stream attention and its MLPs store
-/// per token what a DiT block does; MMDiT-X's second attention in SD 3.5 Medium's first 13
-/// blocks and the fp32 rotary embeddings of the video models are not counted.
+/// The transformer denoisers whose blocks the language writes as uniform DiT blocks: SD3 and
+/// SD 3.5 (MMDiT), CogVideoX and HunyuanVideo attending jointly over the latent patches and the
+/// text, LTX-Video's 2 B transformer over the patches with a cross-attention to the text. Each
+/// block's attention and MLP store per token what a DiT block does; MMDiT-X's second attention
+/// in SD 3.5 Medium's first 13 blocks and the fp32 rotary embeddings of the video models are
+/// not counted.
 fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
     if has(&["stablediffusion3", "sd3"]) {
         // transformer/config.json (models.vram): 64-wide heads; 3.5 Large 38 layers of 38
@@ -146,15 +147,17 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
         });
     }
     if has(&["ltxvideo", "ltxv"]) && !has(&["13b", "097", "098"]) {
-        // LTX-Video 0.9.0 to 0.9.5 (models.vram): 28 layers of 32 heads of 64; 128 T5 tokens
-        // (max_sequence_length); its VAE compresses 32 × 32 pixels and 8 frames into each
-        // latent, which the transformer takes unpatched.
+        // LTX-Video 0.9.0 to 0.9.5 (models.vram): 28 layers of 32 heads of 64, each with a
+        // cross-attention over the T5 embeddings projected to 2048 (cross_attention_dim); 128
+        // T5 tokens (max_sequence_length); its VAE compresses 32 × 32 pixels and 8 frames into
+        // each latent, which the transformer takes unpatched.
         return Some(Pipeline {
             denoiser: "ltxv-2b-transformer",
             encoders: &["t5-xxl-encoder"],
             vae: "",
             structure: "    architecture  dit\n    hidden        2048\n    heads         32\n    \
-                        layers        28\n    text_tokens   128 tokens\n    \
+                        layers        28\n    cross_attention_dim 2048\n    \
+                        text_tokens   128 tokens\n    \
                         patch_pixels  32  # 32 x 32 pixels per latent, no patching\n",
             temporal: Some(8),
         });

@@ -212,11 +212,10 @@ fn video(fields: &Fields<'_>, block: &Block, training: bool) -> Result<Option<Vi
     Ok(Some(Video { frames, temporal, caches, decoder }))
 }
 
-/// The fields that describe only a UNet's blocks.
+/// The fields that describe only a UNet's blocks (`cross_attention_dim` describes both).
 const UNET_FIELDS: &[&str] = &[
     "channel_mult",
     "layers_per_block",
-    "cross_attention_dim",
     "transformer_layers",
     "mid_transformer_layers",
     "head_dim",
@@ -259,12 +258,28 @@ fn blocks(
     let head_dim = head_dim_field.and_then(|field| count_of(field, "64"));
     let layers = fields.whole("layers", Dim::Count, 1, 4096, "57");
     let layers_per_block = fields.whole("layers_per_block", Dim::Count, 1, 64, "2");
-    let cross = fields.whole("cross_attention_dim", Dim::Count, 1, 1 << 16, "768");
+    let cross_field = fields.get("cross_attention_dim");
+    let cross = cross_field.and_then(|field| {
+        let (value, span) = fields.quantity(field, Dim::Count, "768")?;
+        fields.check_whole(&field.key.name, value, span, 1, 1 << 16)
+    });
     let mult = fields.get("channel_mult").and_then(|field| per_level(fields, field, 1));
     let transformer_layers =
         fields.get("transformer_layers").map(|field| (field, per_level(fields, field, 0)));
     let mid_layers = fields.whole("mid_transformer_layers", Dim::Count, 0, 64, "10");
     if !needed {
+        if let (false, Some(field)) = (unet, cross_field) {
+            // Sampling sizes a transformer's step by its width alone.
+            fields.push(
+                Diagnostic::warning(
+                    "W005",
+                    field.key.span,
+                    "`cross_attention_dim` sizes a trained transformer's blocks; sampling does \
+                     not read it",
+                )
+                .with_help("remove it, or train the pipeline"),
+            );
+        }
         return None;
     }
     let examples = [
@@ -324,7 +339,8 @@ fn blocks(
             mid_transformer_layers,
         }
     } else {
-        BlockLayout::Transformer { layers: layers? }
+        let cross_attention = if fields.has("cross_attention_dim") { Some(cross?) } else { None };
+        BlockLayout::Transformer { layers: layers?, cross_attention }
     };
     Some(DenoiserBlocks { heads, layout })
 }
@@ -736,7 +752,8 @@ pub(super) fn diffusion(
     let unfused = !matches!(attention, Some(DiffusionAttention::Fused));
     let blocks = blocks(&fields, architecture, hidden, training || unfused);
     let found = fields.finish();
-    let ok = found.is_empty();
+    // A warning (W005) leaves the pipeline evaluated.
+    let ok = !found.iter().any(Diagnostic::is_error);
     diagnostics.extend(found);
     let (width, height) = resolution?;
     let text_encoder_weights = text_encoder_weights?;

@@ -252,8 +252,23 @@ fn adapters(
 ) -> Result<Adapters, Overflow> {
     let hidden = diffusion.denoiser.hidden;
     let per_rank = match &blocks.layout {
-        BlockLayout::Transformer { layers } => {
-            let per_block = (targets.len() as u64).checked_mul(2 * hidden).ok_or(Overflow)?;
+        BlockLayout::Transformer { layers, cross_attention } => {
+            let mut per_block = (targets.len() as u64).checked_mul(2 * hidden).ok_or(Overflow)?;
+            if let Some(text_width) = cross_attention {
+                // PEFT's `to_q` … `to_out.0` match the cross-attention's projections too; its
+                // keys and values read the text embeddings' width.
+                for target in targets {
+                    let input = if matches!(target, LoraTarget::K | LoraTarget::V) {
+                        *text_width
+                    } else {
+                        hidden
+                    };
+                    per_block = input
+                        .checked_add(hidden)
+                        .and_then(|n| per_block.checked_add(n))
+                        .ok_or(Overflow)?;
+                }
+            }
             layers.checked_mul(per_block).ok_or(Overflow)?
         }
         BlockLayout::Unet { cross_attention_dim, .. } => {
@@ -385,8 +400,13 @@ fn activations(
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
     match &blocks.layout {
-        BlockLayout::Transformer { layers } => {
-            transformer_activations(diffusion, blocks, *layers, training)
+        BlockLayout::Transformer { layers, cross_attention } => {
+            let mut out =
+                transformer_activations(diffusion, blocks, *layers, *cross_attention, training)?;
+            if cross_attention.is_some() {
+                out.push(cross_attention_activations(diffusion, *layers, training)?);
+            }
+            Ok(out)
         }
         BlockLayout::Unet { .. } => {
             let levels = unet_levels(diffusion, blocks)?;
@@ -398,11 +418,13 @@ fn activations(
 }
 
 /// A transformer denoiser's blocks as the layers of a language model without a vocabulary,
-/// through the language model's own activation formula.
+/// through the language model's own activation formula: over every token when the blocks
+/// attend jointly, over the latent patches alone when a cross-attention reads the text.
 fn transformer_activations(
     diffusion: &Diffusion,
     blocks: &DenoiserBlocks,
     layers: u64,
+    cross_attention: Option<u64>,
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
     let hidden = diffusion.denoiser.hidden;
@@ -428,19 +450,66 @@ fn transformer_activations(
         encoder: None,
         keep_in_fp32: 0,
     };
-    let tokens = diffusion.tokens().ok_or(Overflow)?;
+    let tokens =
+        if cross_attention.is_some() { diffusion.image_tokens() } else { diffusion.tokens() }
+            .ok_or(Overflow)?;
     let placement =
         Placement { tensor: 1, stage: 0, stages: 1, first_layer: 0, layers, host_experts: 0 };
     let step = Training { sequence: tokens, micro_batch: diffusion.batch, ..training.clone() };
     let mut out = llm_training::activations(&shape, &placement, &step)?;
+    let tokens_are = if cross_attention.is_some() {
+        "tokens = latent patches (W/16 × H/16), the text read by a cross-attention"
+    } else {
+        "tokens = latent patches (W/16 × H/16) + text tokens"
+    };
     for component in &mut out {
         component.name = format!("denoiser {}", component.name).into();
-        component.source = Some(format!(
-            "{}; tokens = latent patches (W/16 × H/16) + text tokens; a DiT block as a layer with a 4h GELU MLP",
-            component.source.as_deref().unwrap_or_default()
-        ).into());
+        component.source = Some(
+            format!(
+                "{}; {tokens_are}; a DiT block as a layer with a 4h GELU MLP",
+                component.source.as_deref().unwrap_or_default()
+            )
+            .into(),
+        );
     }
     Ok(out)
+}
+
+/// What a block's cross-attention keeps for the backward pass beside its self-attention: per
+/// latent patch the projections' input (the residual stream after the self-attention), the
+/// queries and the attention's output (to_out's input); per text token the keys and values.
+/// Every block keeps them, or only the recomputed one under full checkpointing.
+fn cross_attention_activations(
+    diffusion: &Diffusion,
+    layers: u64,
+    training: &Training,
+) -> Result<Component, Overflow> {
+    let stored_layers = if training.checkpointing == Checkpointing::Full { 1 } else { layers };
+    let patches = diffusion.image_tokens().ok_or(Overflow)?;
+    let per_sample = patches
+        .checked_mul(3)
+        .and_then(|n| n.checked_add(diffusion.text_tokens.checked_mul(2)?))
+        .ok_or(Overflow)?;
+    let (bytes, terms) = Product::new()
+        .times(stored_layers, if stored_layers == 1 { "recomputed layer" } else { "layers" })?
+        .times(diffusion.batch, "batch")?
+        .times(per_sample, "(3 × patches + 2 × text tokens)")?
+        .times(diffusion.denoiser.hidden, "hidden")?
+        .bytes_each(training.activations.bytes_per_element(), training.activations.name())?
+        .finish()?;
+    Ok(Component {
+        held_by: HeldBy::Tensors,
+        name: "denoiser cross-attention".into(),
+        category: Category::Intermediate,
+        bytes,
+        provenance: Provenance::Formula,
+        formula: terms,
+        source: Some(
+            "derived: autograd keeps each matmul's input and SDPA its queries, keys, values and \
+             output (diffusers attn2: to_q over the patches, to_k and to_v over the text)"
+                .into(),
+        ),
+    })
 }
 
 /// A UNet's stored activations over its levels; with full checkpointing, every ResNet's and

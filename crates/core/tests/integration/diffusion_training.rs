@@ -248,6 +248,34 @@ fn transformer_denoiser_blocks_are_language_model_layers_over_patches_and_text()
 }
 
 #[test]
+fn a_cross_attention_reads_the_text_beside_self_attention_over_the_patches() {
+    // The same blocks with a cross-attention over a 4096-wide text: the self-attention sequence
+    // is the 1536 patches alone, and each stored block adds 3 × 1536 + 2 × 512 = 5632 values of
+    // 3072 in bf16.
+    let cross = "; cross_attention_dim 4096";
+    let stored = evaluate(&flux(cross, "method lora { rank 4 }"));
+    assert_eq!(component(&stored[0], "denoiser activations"), 57 * 1536 * 49_200 * 2);
+    assert_eq!(component(&stored[0], "denoiser cross-attention"), 57 * 5632 * 3072 * 2);
+    // Under full checkpointing only the recomputed block keeps them.
+    let full = evaluate(&flux(cross, "method lora { rank 4 }; checkpointing full"));
+    assert_eq!(component(&full[0], "denoiser cross-attention"), 5632 * 3072 * 2);
+    // Rank 4 on q, k, v and o of both attentions: the self-attention's 4 × 6144 per rank, the
+    // cross-attention's q and o 6144 each, k and v 4096 + 3072 each: 51,200 per rank and block.
+    assert_eq!(component(&full[0], "LoRA adapters"), 57 * 4 * 51_200 * 4);
+    let qv = evaluate(&flux(cross, "method lora { rank 4; targets q v }"));
+    assert_eq!(component(&qv[0], "LoRA adapters"), 57 * 4 * (2 * 6144 + 6144 + 7168) * 4);
+    // Sampling does not read it: a warning, no error.
+    let trained = flux(cross, "method lora { rank 4 }");
+    let sampled =
+        trained.lines().filter(|l| !l.contains("training")).collect::<Vec<_>>().join("\n");
+    let outcome = vram_core::evaluate(&sampled);
+    let found: Vec<&str> = outcome.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(found, ["W005"], "{sampled}");
+    // A UNet's level fields still do not describe a transformer.
+    assert!(codes(&flux("; channel_mult 1 2", "method lora { rank 4 }")).contains(&"E013".into()));
+}
+
+#[test]
 fn full_denoiser_fine_tuning_keeps_the_language_model_states() {
     // bf16 weights: fp32 master, fp32 gradients and two fp32 AdamW moments (DOMAIN.md §5.1).
     let checks = evaluate(&sd("", "method full; zero_grad zeros"));
