@@ -83,7 +83,8 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
 
 /// The transformer denoisers whose blocks the language writes as uniform DiT blocks: SD3 and
 /// SD 3.5 (MMDiT), CogVideoX and HunyuanVideo attending jointly over the latent patches and the
-/// text, LTX-Video's 2 B transformer over the patches with a cross-attention to the text. Each
+/// text; Wan 2.1, PixArt and LTX-Video's 2 B transformer over the patches with a
+/// cross-attention to the text. Each
 /// block's attention and MLP store per token what a DiT block does; MMDiT-X's second attention
 /// in SD 3.5 Medium's first 13 blocks and the fp32 rotary embeddings of the video models are
 /// not counted.
@@ -144,6 +145,54 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
                         layers        60  # 20 double + 40 single blocks\n    \
                         text_tokens   256 tokens\n",
             temporal: Some(4),
+        });
+    }
+    if has(&["wan21"]) && !has(&["i2v", "vace", "flf2v"]) {
+        // Wan 2.1 T2V transformer/config.json (models.vram): 1.3B 30 layers of 12 heads of 128
+        // (1536), ffn_dim 8960; 14B 40 layers of 40 heads (5120), ffn_dim 13824. Each block's
+        // cross-attention reads the umT5 embeddings after the condition embedder projects them
+        // to the model's width; 512 tokens (max_sequence_length); 2 × 2 patches of 8× latents
+        // of 4 frames each.
+        let small = has(&["13b"]) && !has(&["14b"]);
+        return Some(Pipeline {
+            denoiser: if small {
+                "wan21-t2v-1.3b-transformer"
+            } else {
+                "wan21-t2v-14b-transformer"
+            },
+            encoders: &["umt5-xxl-encoder"],
+            vae: "wan-vae",
+            structure: if small {
+                "    architecture  dit\n    hidden        1536\n    heads         12\n    \
+                 layers        30\n    ffn           8960\n    \
+                 cross_attention_dim 1536\n    text_tokens   512 tokens\n"
+            } else {
+                "    architecture  dit\n    hidden        5120\n    heads         40\n    \
+                 layers        40\n    ffn           13824\n    \
+                 cross_attention_dim 5120\n    text_tokens   512 tokens\n"
+            },
+            temporal: Some(4),
+        });
+    }
+    if has(&["pixart"]) {
+        // PixArt XL/2 (models.vram): 28 layers of 16 heads of 72 (1152), a cross-attention over
+        // the T5 embeddings projected to 1152; 120 T5 tokens for alpha, 300 for Sigma
+        // (max_sequence_length).
+        let sigma = has(&["sigma"]);
+        return Some(Pipeline {
+            denoiser: if sigma { "pixart-sigma-xl-2" } else { "pixart-alpha-xl-2" },
+            encoders: &["t5-xxl-encoder"],
+            vae: if sigma { "sdxl-vae" } else { "sd-vae" },
+            structure: if sigma {
+                "    architecture  dit\n    hidden        1152\n    heads         16\n    \
+                 layers        28\n    cross_attention_dim 1152\n    \
+                 text_tokens   300 tokens\n"
+            } else {
+                "    architecture  dit\n    hidden        1152\n    heads         16\n    \
+                 layers        28\n    cross_attention_dim 1152\n    \
+                 text_tokens   120 tokens\n"
+            },
+            temporal: None,
         });
     }
     if has(&["ltxvideo", "ltxv"]) && !has(&["13b", "097", "098"]) {
@@ -616,6 +665,20 @@ mod tests {
         assert!(source.contains("denoiser      ltxv-2b-transformer"), "{source}");
         assert!(source.contains("patch_pixels  32") && source.contains("frames        7"));
         assert!(source.contains("dtype   bf16") && !source.contains("master"), "{source}");
+        let wan = express(&point(
+            r#"{"model": "Wan-AI/Wan2.1-T2V-14B", "compute_dtype": "bf16",
+                "weight_precision": "bf16", "optimizer": "AdamW",
+                "finetune_method": "LoRA rank 32 on to_q,to_k,to_v,to_out.0",
+                "image_or_video": "832x480, 81 frames; latents and text embeddings pre-cached",
+                "activation_checkpointing": true}"#,
+        ))
+        .expect("expressible");
+        let source = wan.source.split("workload point").nth(1).expect("a workload");
+        assert!(source.contains("denoiser      wan21-t2v-14b-transformer"), "{source}");
+        assert!(
+            source.contains("cross_attention_dim 5120") && source.contains("ffn           13824")
+        );
+        assert!(source.contains("frames        21"), "{source}");
         // Encoding the video inside the step is not modelled.
         let on_the_fly = express(&point(
             r#"{"model": "Lightricks/LTX-Video", "framework": "finetrainers train.py",
