@@ -447,12 +447,16 @@ pub fn from_fields(wording: &str, fields: &Fields) -> Result<Model, String> {
     let name_words = wording.to_lowercase();
     let plain = PLAIN_MLP.iter().any(|family| name_words.contains(family));
     let tied = TIED_EMBEDDINGS.iter().any(|family| name_words.contains(family));
-    let moe = match fields.notes.as_deref().map(str::to_lowercase) {
-        Some(notes) if notes.contains("moe") || notes.contains("expert") => {
-            Some(mixture(&notes, &name_words)?)
-        }
-        _ => None,
+    let notes = fields.notes.as_deref().map(str::to_lowercase).unwrap_or_default();
+    let moe = if notes.contains("moe") || notes.contains("expert") {
+        Some(mixture(&notes, &name_words)?)
+    } else {
+        None
     };
+    let fused = !plain
+        && moe.is_none()
+        && (FUSED_GATE_UP.iter().any(|family| name_words.contains(family))
+            || ["gate_up_proj", "dense_h_to_4h"].iter().any(|m| notes.contains(m)));
     let attention = 2 * hidden * hidden + 2 * hidden * kv_heads * head_dim;
     let embeddings = if tied { 1 } else { 2 } * vocab * hidden;
     // A mixture's router: one row of `hidden` weights per expert in every layer.
@@ -484,7 +488,13 @@ pub fn from_fields(wording: &str, fields: &Fields) -> Result<Model, String> {
          model {name} {{\n  layers   {layers}\n  hidden   {hidden}\n  ffn      {ffn}\n  \
          heads    {heads}\n  kv_heads {kv_heads}\n  head_dim {head_dim}\n  vocab    {vocab}\n{}{}{}}}\n",
         if moe.is_some() { ", experts from arch_notes" } else { "" },
-        if plain { "  mlp      plain\n" } else { "" },
+        if plain {
+            "  mlp      plain\n"
+        } else if fused {
+            "  mlp      gated_fused\n"
+        } else {
+            ""
+        },
         if tied { "  tied_embeddings true\n" } else { "" },
         experts_lines,
     );
@@ -553,6 +563,10 @@ const PLAIN_MLP: [&str; 8] =
 /// Families whose output head shares the embedding matrix (`tie_word_embeddings`): GPT-2,
 /// BLOOM, OPT, Gemma.
 const TIED_EMBEDDINGS: [&str; 4] = ["gpt2", "bloom", "opt-", "gemma"];
+
+/// Families whose gate and up projections are one fused matrix (`mlp gated_fused`): ChatGLM and
+/// GLM-4 (`dense_h_to_4h`, `gate_up_proj`), Phi-3 and Phi-4 (`gate_up_proj`).
+const FUSED_GATE_UP: [&str; 5] = ["glm", "phi-3", "phi3", "phi-4", "phi4"];
 
 /// A parameter count as the data writes it: the first number followed by `B` (billions) or `M`
 /// (millions), `~` and spaces allowed. `None` for a mixture written `8x7B`, whose total the
@@ -820,6 +834,21 @@ mod tests {
         assert!(declaration.contains("mlp      plain") && declaration.contains("tied_embeddings"));
         let outcome = vram_core::evaluate(&declaration);
         assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:?}", outcome.diagnostics);
+        // GLM-4's fused dense_h_to_4h, named by the family or by the notes.
+        let glm = Fields {
+            layers: Some(40),
+            kv_heads: Some(2),
+            vocab: Some(151_552),
+            params: Some("9.40B".to_owned()),
+            ..fields.clone()
+        };
+        let by_name = from_fields("THUDM/glm-4-9b-chat", &glm).expect("a full shape");
+        assert!(by_name.declaration.expect("declared").contains("mlp      gated_fused"));
+        let noted = Fields { notes: Some("dense_h_to_4h 27392 wide".to_owned()), ..glm.clone() };
+        let by_notes = from_fields("some/fork", &noted).expect("a full shape");
+        assert!(by_notes.declaration.expect("declared").contains("mlp      gated_fused"));
+        let llama = from_fields("some/fork", &glm).expect("a full shape");
+        assert!(!llama.declaration.expect("declared").contains("mlp "));
     }
 
     /// Mixtral 8x7B's shape (config.json: 32 layers, 4096 hidden, 32 heads, 8 for keys and

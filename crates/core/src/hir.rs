@@ -173,12 +173,24 @@ pub struct Machine {
     pub span: Span,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mlp {
     /// Gate, up and down projections (SwiGLU and friends).
     Gated,
+    /// Gate and up as one fused projection whose `2 × ffn` output is split in two (Phi-3's
+    /// `gate_up_proj`, ChatGLM's and GLM-4's `dense_h_to_4h`): the weights and stored
+    /// activations of [`Mlp::Gated`], but a forward step holds the fused output beside the
+    /// activation and the product, `4 × ffn` per token where separate projections hold 3.
+    GatedFused,
     /// Up and down projections only (GPT-2, OPT).
     Plain,
+}
+
+impl Mlp {
+    /// Whether a gate projection multiplies the up projection (three matrices of weights).
+    pub fn is_gated(self) -> bool {
+        !matches!(self, Mlp::Plain)
+    }
 }
 
 /// The shape of a transformer: decoder-only, or an encoder-decoder ([`EncoderDecoder`]).

@@ -178,8 +178,9 @@ fn shape(decl: &BlockDeclaration, fields: &Fields<'_>) -> Option<Shape> {
         _ => Output::Lm,
     };
     let dropout = fields.boolean("dropout").unwrap_or(false);
-    let mlp = match fields.choice("mlp", &["gated", "plain"]) {
+    let mlp = match fields.choice("mlp", &["gated", "gated_fused", "plain"]) {
         Some(("plain", _)) => Mlp::Plain,
+        Some(("gated_fused", _)) => Mlp::GatedFused,
         _ => Mlp::Gated,
     };
     let layers_missing = if encoder.is_none() { layers } else { Some(0) };

@@ -557,12 +557,16 @@ pub(crate) fn forward_step(
         attention_bytes = super::calc::add(attention_bytes, scores.value()?)?;
         attention_formula = formula!("{attention_formula} + {}", scores.terms());
     }
-    let mlp_tensors = match shape.mlp {
-        Mlp::Gated => 3,
-        Mlp::Plain => 2,
+    // What a token's MLP holds at once: the activated gate, the up projection and their
+    // product; a fused gate and up projection keeps its whole output (both halves) while the
+    // activation and the product are made; a plain MLP its up projection and the activation.
+    let (mlp_tensors, mlp_what) = match shape.mlp {
+        Mlp::Gated => (3, "(gate, up, product)"),
+        Mlp::GatedFused => (4, "(fused gate and up, activation, product)"),
+        Mlp::Plain => (2, "(up, activation)"),
     };
     let mlp = Product::new()
-        .times(mlp_tensors, "(gate, up, product)")?
+        .times(mlp_tensors, mlp_what)?
         .times(step.tokens, "tokens")?
         .times(div_ceil(mlp_width(shape), t), "ffn (per token)")?
         .bytes_each(elem, name.clone())?;

@@ -12,7 +12,7 @@
 
 use super::Placement;
 use super::calc::div_ceil;
-use crate::hir::{AttentionKind, Biases, Mlp, Norm, Output, Saved, Shape};
+use crate::hir::{AttentionKind, Biases, Norm, Output, Saved, Shape};
 use crate::quant::Matrix;
 
 /// The matrices of layer `layer` on a device of tensor degree `tensor`, with their parameters.
@@ -55,7 +55,7 @@ pub(crate) fn layer_matrices(shape: &Shape, layer: u64, tensor: u64) -> Vec<(Mat
     }
     let mlp = |matrices: &mut Vec<(Matrix, u64)>, ffn: u64, copies: u64| {
         let width = div_ceil(ffn, tensor) * h * copies;
-        if shape.mlp == Mlp::Gated {
+        if shape.mlp.is_gated() {
             matrices.push((Matrix::Gate, width));
         }
         matrices.push((Matrix::Up, width));
@@ -83,7 +83,7 @@ pub(crate) fn expert_matrices(shape: &Shape, layer: u64, tensor: u64) -> Vec<(Ma
     };
     let width = div_ceil(moe.expert_ffn, tensor) * shape.hidden * moe.experts;
     let mut matrices = Vec::with_capacity(3);
-    if shape.mlp == Mlp::Gated {
+    if shape.mlp.is_gated() {
         matrices.push((Matrix::Gate, width));
     }
     matrices.push((Matrix::Up, width));
@@ -122,7 +122,7 @@ pub(crate) fn layer_small(shape: &Shape, layer: u64, tensor: u64) -> u64 {
     let bias = if shape.biases == Biases::All {
         // q/k/v (sharded), the output projection's (added once), the MLP's.
         let ffn = div_ceil(shape.ffn, tensor);
-        let mlp = if shape.mlp == Mlp::Gated { 2 * ffn } else { ffn };
+        let mlp = if shape.mlp.is_gated() { 2 * ffn } else { ffn };
         let cross_attention = if cross { qkv + shape.hidden } else { 0 };
         qkv + shape.hidden + mlp + shape.hidden + cross_attention
     } else if shape.biases == Biases::Qkv {
@@ -243,7 +243,7 @@ pub(crate) fn factored_state_values(shape: &Shape, placement: &Placement) -> Opt
     let heads = shape.heads / t;
     let matrix = |rows: u64, cols: u64, copies: u64| copies * (rows + cols);
     let mlp = |width: u64, copies: u64| {
-        let count = if shape.mlp == Mlp::Gated { 3 } else { 2 };
+        let count = if shape.mlp.is_gated() { 3 } else { 2 };
         count * matrix(h, div_ceil(width, t), copies)
     };
     let mut total = 0u64;

@@ -39,6 +39,10 @@ const T5_TYPES: &[&str] = &["t5", "mt5"];
 const PLAIN_MLP: &[&str] =
     &["gpt2", "gpt_neox", "gptj", "phi", "opt", "falcon", "starcoder2", "bloom", "gpt_bigcode"];
 
+/// Model types whose gate and up projections are one fused matrix, split after it: Phi-3 and
+/// Phi-4 (`Phi3MLP.gate_up_proj`), GLM and GLM-4 (`gate_up_proj`), ChatGLM (`dense_h_to_4h`).
+const FUSED_GATE_UP: &[&str] = &["phi3", "glm", "glm4", "chatglm"];
+
 /// Reads `config.json`. Errors: `I102` (over [`super::MAX_JSON_BYTES`]), `I103` (not JSON),
 /// `I111` (a shape key missing or of the wrong type).
 pub fn parse(bytes: &[u8]) -> Result<ImportedModel, Vec<Diagnostic>> {
@@ -156,6 +160,8 @@ impl<'a> Reader<'a> {
             self.t5_mlp(cfg)
         } else if PLAIN_MLP.contains(&model_type.as_str()) {
             Mlp::Plain
+        } else if FUSED_GATE_UP.contains(&model_type.as_str()) {
+            Mlp::GatedFused
         } else {
             Mlp::Gated
         };

@@ -73,6 +73,9 @@ pub enum Mlp {
     /// Gate, up and down projections (SwiGLU, GeGLU).
     #[default]
     Gated,
+    /// Gate and up fused in one projection (Phi-3's `gate_up_proj`, GLM's `dense_h_to_4h`).
+    #[serde(rename = "gated_fused")]
+    GatedFused,
     /// Two matrices (GPT-2 style).
     Plain,
 }
@@ -257,8 +260,10 @@ impl ImportedModel {
         if self.tied_embeddings {
             shape.push(("tied_embeddings", "true".to_string()));
         }
-        if self.mlp == Mlp::Plain {
-            shape.push(("mlp", "plain".to_string()));
+        match self.mlp {
+            Mlp::Plain => shape.push(("mlp", "plain".to_string())),
+            Mlp::GatedFused => shape.push(("mlp", "gated_fused".to_string())),
+            Mlp::Gated => {}
         }
         if self.qkv_bias {
             shape.push(("qkv_bias", "true".to_string()));

@@ -267,6 +267,27 @@ fn bitsandbytes_4_bit_prefill_holds_the_widest_matrix_dequantized() {
 }
 
 #[test]
+fn a_fused_gate_and_up_projection_holds_four_mlp_widths_in_a_step() {
+    // Phi-3 mini's shape (3,072 wide, ffn 8,192, 32,064 tokens of vocabulary) over a 4,096-token
+    // prompt in bf16: the MLP is the step's largest intermediate. Separate gate and up hold the
+    // activated gate, the up projection and the product; a fused gate_up_proj keeps its whole
+    // 2 × 8,192 output while the activation and the product are made.
+    let source = |mlp: &str| {
+        format!(
+            "model phi {{ layers 32; hidden 3072; ffn 8192; heads 32; vocab 32064; mlp {mlp} }}\n\
+             workload w {{ model phi; runtime pytorch; inference {{ weights bf16; context 4096 tokens }} }}\n\
+             check w on a100-sxm4-80gb"
+        )
+    };
+    let peak = |mlp: &str| bytes(&evaluate(&source(mlp))[0], 0, "forward-step peak");
+    assert_eq!(peak("gated"), 3 * 4096 * 8192 * 2);
+    assert_eq!(peak("gated_fused"), 4 * 4096 * 8192 * 2);
+    // The weights and a training step's stored activations are the gated MLP's.
+    let weights = |mlp: &str| bytes(&evaluate(&source(mlp))[0], 0, "weights: layer matrices");
+    assert_eq!(weights("gated"), weights("gated_fused"));
+}
+
+#[test]
 fn a_k_bit_base_keeps_its_unquantized_parameters_and_stream_in_fp32() {
     let source = |extra: &str| {
         format!(

@@ -487,6 +487,9 @@ fn config_numbers_checked_by_hand() {
 
     let phi3 = config("microsoft-Phi-3-mini-4k-instruct");
     assert_eq!((phi3.heads, phi3.kv_heads, phi3.sliding_window), (Some(32), Some(32), Some(2047)));
+    // Phi3MLP's gate_up_proj: one fused matrix, written `mlp gated_fused`.
+    assert_eq!(phi3.mlp, vram_core::import::Mlp::GatedFused);
+    assert!(assert_valid_block(&phi3, "phi3").contains("mlp      gated_fused"));
 }
 
 #[test]

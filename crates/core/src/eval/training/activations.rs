@@ -44,7 +44,7 @@ pub(super) fn layer_elements_per_token(
     let heads = shape.heads / t;
     let kv_heads = div_ceil(shape.kv_heads, t);
     let ffn_tensors = match shape.mlp {
-        Mlp::Gated => 4,
+        Mlp::Gated | Mlp::GatedFused => 4,
         Mlp::Plain => 2,
     };
     // Sequence parallelism splits the h-sized tensors (norms, residuals) over the tensor ranks too.
@@ -78,7 +78,7 @@ pub(super) fn op_saved_elements(
     let ffn = div_ceil(shape.ffn, t);
     let hidden = if training.sequence_parallel { div_ceil(shape.hidden, t) } else { shape.hidden };
     let products: Vec<u64> = match shape.mlp {
-        Mlp::Gated => vec![q, kv, kv, hidden, ffn, ffn, hidden],
+        Mlp::Gated | Mlp::GatedFused => vec![q, kv, kv, hidden, ffn, ffn, hidden],
         Mlp::Plain => vec![q, kv, kv, hidden, ffn, hidden],
     };
     let saved_products: u64 = products.iter().step_by(2).sum();
