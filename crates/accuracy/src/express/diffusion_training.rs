@@ -633,47 +633,48 @@ mod tests {
         assert!(eight_bit.source.contains("optimizer     adamw-8bit"), "{}", eight_bit.source);
     }
 
+    /// The workload written for a point with `fields`, after the models it declares.
+    fn trained(fields: &str) -> String {
+        let expressed = express(&point(fields)).expect("expressible");
+        let source = expressed.source.split("workload point").nth(1).expect("a workload");
+        source.to_string()
+    }
+
     /// A video transformer trained on cached latents: its frames through the causal VAE, and
     /// finetrainers' pure bf16 (no master copy, bf16 adapters and moments).
     #[test]
     fn video_transformers_train_on_latent_frames() {
-        let cogvideox = express(&point(
+        let source = trained(
             r#"{"model": "THUDM/CogVideoX-5b", "framework": "finetrainers train.py",
                 "weight_precision": "bf16", "compute_dtype": "bf16",
                 "optimizer": "AdamW (example command --optimizer adamw without --use_8bit_bnb)",
                 "finetune_method": "full fine-tune of the transformer",
                 "image_or_video": "video 49x480x720 (frames x height x width); latents pre-cached",
                 "activation_checkpointing": true}"#,
-        ))
-        .expect("expressible");
-        let source = cogvideox.source.split("workload point").nth(1).expect("a workload");
+        );
         assert!(source.contains("denoiser      cogvideox-5b-transformer"), "{source}");
         assert!(source.contains("resolution    720 x 480"), "{source}");
         // 49 frames: the first alone, then 48 in latents of 4.
         assert!(source.contains("frames        13"), "{source}");
         assert!(source.contains("optimizer     adamw\n"), "{source}");
         assert!(source.contains("master        none") && source.contains("gradients     bf16"));
-        let ltx = express(&point(
+        let source = trained(
             r#"{"model": "Lightricks/LTX-Video", "framework": "finetrainers train.py",
                 "weight_precision": "bf16", "optimizer": "AdamW",
                 "finetune_method": "LoRA rank 128 on to_q,to_k,to_v,to_out.0",
                 "image_or_video": "video 49x512x768; conditions and latents pre-cached",
                 "activation_checkpointing": true}"#,
-        ))
-        .expect("expressible");
-        let source = ltx.source.split("workload point").nth(1).expect("a workload");
+        );
         assert!(source.contains("denoiser      ltxv-2b-transformer"), "{source}");
         assert!(source.contains("patch_pixels  32") && source.contains("frames        7"));
         assert!(source.contains("dtype   bf16") && !source.contains("master"), "{source}");
-        let wan = express(&point(
+        let source = trained(
             r#"{"model": "Wan-AI/Wan2.1-T2V-14B", "compute_dtype": "bf16",
                 "weight_precision": "bf16", "optimizer": "AdamW",
                 "finetune_method": "LoRA rank 32 on to_q,to_k,to_v,to_out.0",
                 "image_or_video": "832x480, 81 frames; latents and text embeddings pre-cached",
                 "activation_checkpointing": true}"#,
-        ))
-        .expect("expressible");
-        let source = wan.source.split("workload point").nth(1).expect("a workload");
+        );
         assert!(source.contains("denoiser      wan21-t2v-14b-transformer"), "{source}");
         assert!(
             source.contains("cross_attention_dim 5120") && source.contains("ffn           13824")
