@@ -242,7 +242,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let batch = batch(cx);
     let precision = precision(cx);
     let pure = trains_loaded_type(cx);
-    let method = method(cx, pipeline.denoiser == "flux1-dev-transformer", pure);
+    let method = method(cx, uneven_blocks(pipeline.denoiser), pure);
     let checkpointing = checkpointing(cx);
     let optimizer = optimizer(cx);
     let ((width, height), batch, (weights, denoiser, activations), method, checkpointing) =
@@ -388,8 +388,9 @@ fn precision(cx: &mut Cx<'_>) -> Option<(&'static str, &'static str, Option<&'st
 }
 
 /// `method full`, or `method lora { ... }` with the rank and the attention projections adapted.
-/// `flux`: the denoiser is FLUX's, whose single blocks have no output projection.
-fn method(cx: &mut Cx<'_>, flux: bool, pure: Option<&str>) -> Option<String> {
+/// `uneven`: what the uniform blocks add to a denoiser whose blocks differ (FLUX's and
+/// HunyuanVideo's single blocks have no output projection).
+fn method(cx: &mut Cx<'_>, uneven: Option<&str>, pure: Option<&str>) -> Option<String> {
     let point = cx.point;
     let text = point.finetune_method.clone().unwrap_or_default();
     let lower = text.to_lowercase();
@@ -435,8 +436,8 @@ fn method(cx: &mut Cx<'_>, flux: bool, pure: Option<&str>) -> Option<String> {
         );
         vec!["q", "k", "v", "o"]
     };
-    if flux && targets.contains(&"o") {
-        cx.assume(assume::UNIFORM_BLOCKS, "to_out.0 adapted in all 57 blocks");
+    if let Some(detail) = uneven.filter(|_| targets.contains(&"o")) {
+        cx.assume(assume::UNIFORM_BLOCKS, detail);
     }
     let Some(rank) = rank.filter(|_| !targets.is_empty()) else {
         cx.gap(Gap::data(data::LORA_SETUP, text));
@@ -452,6 +453,24 @@ fn method(cx: &mut Cx<'_>, flux: bool, pure: Option<&str>) -> Option<String> {
         "    method lora {{\n      rank    {rank}\n      targets {}{dtype}\n    }}\n",
         targets.join(" ")
     ))
+}
+
+/// For a denoiser whose blocks are not all alike, what writing them as uniform blocks counts
+/// that it does not have.
+fn uneven_blocks(denoiser: &str) -> Option<&'static str> {
+    match denoiser {
+        "flux1-dev-transformer" => {
+            Some("to_out.0 adapted in all 57 blocks (the 38 single blocks have none)")
+        }
+        // 20 double blocks with to_out.0, 40 single blocks without, and two token-refiner
+        // blocks (q, k, v and out: PEFT adapts them too) the layers leave out: rank × 6,144
+        // × (80 + 120 + 8) against the uniform rank × 6,144 × 240, 13 % more.
+        "hunyuan-video-transformer" => Some(
+            "to_out.0 adapted in all 60 blocks (the 40 single blocks have none) and the two \
+             token-refiner blocks left out: about 13 % more adapter parameters",
+        ),
+        _ => None,
+    }
 }
 
 /// The 16-bit type a trainer that keeps the denoiser in its loaded type trains in: finetrainers
