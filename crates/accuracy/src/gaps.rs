@@ -101,6 +101,16 @@ pub mod feature {
          int8 values with scales per token and head in its own cache class)";
     pub const VIDEO_ENCODE: &str = "a video encoded by its causal VAE inside the training step \
         (the encode's transients beside the step; the language encodes images only)";
+    pub const SHARDED_DENOISER: &str = "a denoiser trained with sharded or offloaded states \
+         (DeepSpeed ZeRO, FSDP, an optimizer on the host): the language trains a denoiser with \
+         every state on each GPU";
+    pub const TWO_BIT_WEIGHTS: &str = "2-bit weights (optimum-quanto's int2): the language has no \
+         2-bit weight type";
+    pub const ONE_STATE_8BIT: &str = "bitsandbytes' one-state 8-bit optimizers (Lion8bit, \
+         RMSprop8bit, Adagrad8bit): no language optimizer keeps one 8-bit state";
+    pub const BLOCK_SWAP: &str = "block swapping (kohya's and musubi-tuner's `blocks_to_swap`, \
+         diffusion-pipe's): some of the denoiser's blocks kept on the host during training and \
+         moved in for their turn";
     pub const LLAMA_CPP_ROW_SPLIT: &str = "llama.cpp's row split (`-sm row`): each matrix's \
          rows over the GPUs, but the KV cache and the compute buffers on the main GPU alone";
     pub const RUNS_WITHOUT_CAPABILITY: &str = "a precision the source ran on a device the core \
@@ -113,6 +123,7 @@ pub mod data {
     pub const PROMPT_LENGTH: &str = "prompt length not stated (a long prompt)";
     pub const CONTEXT: &str = "context length not stated";
     pub const BATCH: &str = "batch size not stated";
+    pub const IMAGE_SIZE: &str = "image size or video frames not stated";
     pub const SEQUENCE: &str = "sequence length not stated";
     pub const PRECISION: &str = "weight precision or format not stated";
     pub const KV_TYPE: &str = "KV cache type not stated";

@@ -424,7 +424,7 @@ impl Cx<'_> {
             // accelerate's device_map="auto" places consecutive layers on each GPU: a pipeline;
             // so does llama.cpp's layer split (`--tensor-split` only sets its proportions).
             Split::Pipeline(count)
-        } else if any(&["data parallel", "data-parallel", "fsdp", "ddp", "zero"]) {
+        } else if any(&["data parallel", "data-parallel", "fsdp", "ddp", "zero", "deepspeed"]) {
             // FSDP is data parallelism whose model states are sharded (see `distribution`).
             Split::Data(count)
         } else if is_none_word(&lower) || lower.contains("single gpu") {
@@ -582,6 +582,21 @@ impl Cx<'_> {
                 } else if lower.contains("enable_model_cpu_offload") {
                     self.gap(Gap::feature(feature::MODEL_OFFLOAD, stated.clone()));
                     Offload::None
+                } else if point.workload == "diffusion_training"
+                    && lower.contains("text encoder")
+                    && !["optimizer", "param", "block", "transformer", "unet"]
+                        .iter()
+                        .any(|w| lower.contains(w))
+                {
+                    // The prompts' embeddings made, the encoders leave the GPU before the
+                    // denoiser trains (read by the diffusion training section).
+                    Offload::None
+                } else if lower.contains("block swap")
+                    || lower.contains("blocks_to_swap")
+                    || lower.contains("block swapping")
+                {
+                    self.gap(Gap::feature(feature::BLOCK_SWAP, stated.clone()));
+                    Offload::None
                 } else if lower.contains("param")
                     || (fsdp && (lower.contains("cpu offload") || lower.contains("cpu_offload")))
                 {
@@ -684,6 +699,14 @@ impl Cx<'_> {
             "simpletuner",
             "ai-toolkit",
             "onetrainer",
+            // Diffusion trainers on PyTorch (and DeepSpeed or FSDP).
+            "finetrainers",
+            "cogvideox-factory",
+            "diffusion-pipe",
+            "musubi",
+            "x-flux",
+            "fastvideo",
+            "ltx-video-trainer",
         ]
         .iter()
         .any(|w| framework.contains(w))

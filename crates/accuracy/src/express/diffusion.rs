@@ -388,22 +388,11 @@ pub(super) fn video_frames(text: &str) -> Option<u64> {
         .or_else(|| words.iter().find_map(|w| w.strip_suffix('f')?.parse().ok()))
 }
 
-/// The numbers of a wording split at `x`, `×`, `*` and `by`, with `x` kept as a word.
-fn dimension_words(text: &str) -> Vec<String> {
-    text.to_lowercase()
-        .replace(['×', '*'], " x ")
-        .replace(" by ", " x ")
-        .replace('x', " x ")
-        .split(|c: char| !(c.is_ascii_digit() || c == 'x'))
-        .filter(|w| !w.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-/// A video training bucket, frames × height × width, its three numbers joined by `x`, `×` or
-/// `*` alone: `49x512x768`, `49 x 512 x 768`.
-fn bucket(text: &str) -> Option<(u64, u64, u64)> {
-    let chars: Vec<char> = text.to_lowercase().chars().collect();
+/// The first `count` numbers a wording joins by `x`, `×`, `*` or `by` alone (spaces allowed
+/// around it), each a whole word: `49x512x768`, `1024 x 1024`, `512 by 768`, never the `x` of
+/// a word (`text`, `megapixel`).
+fn joined(text: &str, count: usize) -> Option<Vec<u64>> {
+    let chars: Vec<char> = text.to_lowercase().replace(" by ", " x ").chars().collect();
     (0..chars.len()).find_map(|start| {
         let starts_number = chars[start].is_ascii_digit()
             && (start == 0 || !chars[start - 1].is_ascii_alphanumeric());
@@ -411,8 +400,8 @@ fn bucket(text: &str) -> Option<(u64, u64, u64)> {
             return None;
         }
         let mut at = start;
-        let mut numbers = [0u64; 3];
-        for (i, number) in numbers.iter_mut().enumerate() {
+        let mut numbers = Vec::with_capacity(count);
+        for i in 0..count {
             if i > 0 {
                 while chars.get(at) == Some(&' ') {
                     at += 1;
@@ -426,12 +415,17 @@ fn bucket(text: &str) -> Option<(u64, u64, u64)> {
                 }
             }
             let digits: String = chars[at..].iter().take_while(|c| c.is_ascii_digit()).collect();
-            *number = digits.parse().ok()?;
+            numbers.push(digits.parse().ok()?);
             at += digits.len();
         }
         let ends = chars.get(at).is_none_or(|c| !c.is_ascii_alphanumeric());
-        ends.then_some((numbers[0], numbers[1], numbers[2]))
+        ends.then_some(numbers)
     })
+}
+
+/// A video training bucket, frames × height × width: `49x512x768`.
+fn bucket(text: &str) -> Option<(u64, u64, u64)> {
+    joined(text, 3).map(|n| (n[0], n[1], n[2]))
 }
 
 /// Whether the point states a size (`720x480`) in its image or video wording.
@@ -448,10 +442,32 @@ pub(super) fn image_size(text: &str) -> Option<(u64, u64)> {
     if let Some((_, height, width)) = bucket(text) {
         return Some((width, height));
     }
-    let words = dimension_words(text);
-    words.windows(3).find_map(|w| {
-        (w[1] == "x").then(|| Some((w[0].parse().ok()?, w[2].parse().ok()?))).flatten()
+    let pair = joined(text, 2).map(|n| (n[0], n[1]));
+    // One side for a square: `512px`, `1024^2`.
+    pair.or_else(|| {
+        text.to_lowercase().split(|c: char| !(c.is_ascii_alphanumeric() || c == '^')).find_map(
+            |word| {
+                let side = word.strip_suffix("px").or_else(|| word.strip_suffix("^2"))?;
+                let side: u64 = side.parse().ok()?;
+                Some((side, side))
+            },
+        )
     })
+}
+
+/// Latent frames a wording states as such: `32 latent frames`, `--num_latent_t 32`.
+pub(super) fn latent_frames_stated(text: &str) -> Option<u64> {
+    let lower = text.to_lowercase();
+    let words: Vec<&str> =
+        lower.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).collect();
+    words
+        .windows(3)
+        .find_map(|w| (w[1] == "latent" && w[2] == "frames").then(|| w[0].parse().ok()).flatten())
+        .or_else(|| {
+            words
+                .windows(2)
+                .find_map(|w| (w[0] == "num_latent_t").then(|| w[1].parse().ok()).flatten())
+        })
 }
 
 /// HunyuanVideo's spelling of a setting, height, width and frames: `720px1280px129f`.
@@ -469,7 +485,11 @@ pub(super) fn resolution(cx: &mut Cx<'_>) -> Option<(u64, u64)> {
     let text = cx.point.image_or_video.clone().unwrap_or_default();
     let found = image_size(&text);
     if found.is_none() {
-        cx.gap(Gap::data(data::UNREADABLE, format!("image_or_video = {text:?}")));
+        let lower = text.trim().to_lowercase();
+        let unstated =
+            lower.is_empty() || lower.starts_with("not stated") || lower.starts_with("not in");
+        let label = if unstated { data::IMAGE_SIZE } else { data::UNREADABLE };
+        cx.gap(Gap::data(label, format!("image_or_video = {text:?}")));
     }
     found
 }
@@ -976,7 +996,7 @@ fn images_per_prompt(text: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{image_size, offload_in_settings, px_setting, video_frames};
+    use super::{image_size, latent_frames_stated, offload_in_settings, px_setting, video_frames};
 
     /// An SDXL point with `offload` as written.
     fn sdxl(offload: &str, batch: u64) -> Result<String, Vec<crate::gaps::Gap>> {
@@ -1558,6 +1578,11 @@ mod tests {
         assert_eq!(video_frames("768x512, 49 frames"), Some(49));
         assert_eq!(video_frames("Resolution: 768x512, 49f"), Some(49));
         assert_eq!(video_frames("1024x1024 images"), None);
+        // One side of a square.
+        assert_eq!(image_size("512px images; latents pre-cached"), Some((512, 512)));
+        assert_eq!(image_size("1 megapixel (1024^2 pixel area) images"), Some((1024, 1024)));
+        assert_eq!(latent_frames_stated("video, --num_latent_t 32 (32 latent frames)"), Some(32));
+        assert_eq!(latent_frames_stated("video 49x512x768"), None);
         // Three numbers only where they are joined: not across words ("text", "T5").
         assert_eq!(
             image_size("512x768 images; text embeddings (VAE/T5 not on GPU)"),

@@ -9,6 +9,7 @@
 use std::fmt::Write as _;
 
 use super::Cx;
+use super::conditions::{Distribution, Offload};
 use crate::gaps::{Gap, assume, data, feature};
 
 /// The fixed settings of a trained pipeline.
@@ -218,8 +219,11 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
 /// (the first frame alone, then `temporal` frames per latent frame).
 fn latent_frames(cx: &mut Cx<'_>, temporal: u64) -> Option<u64> {
     let text = cx.point.image_or_video.clone().unwrap_or_default();
+    if let Some(latent) = super::diffusion::latent_frames_stated(&text) {
+        return Some(latent);
+    }
     let Some(frames) = super::diffusion::video_frames(&text) else {
-        cx.gap(Gap::data(data::UNREADABLE, format!("image_or_video frames = {text:?}")));
+        cx.gap(Gap::data(data::IMAGE_SIZE, format!("image_or_video = {text:?}: no frames")));
         return None;
     };
     if frames == 0 || (frames - 1) % temporal != 0 {
@@ -230,7 +234,22 @@ fn latent_frames(cx: &mut Cx<'_>, temporal: u64) -> Option<u64> {
 }
 
 /// The section's lines, or `None` when a gap stops it.
-pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
+pub(super) fn body(cx: &mut Cx<'_>, distribution: &Distribution) -> Option<String> {
+    // Only the point's own parallelism and offload fields say how the measured run was
+    // distributed (its other settings may quote an example configuration it did not use).
+    // Read on, so that the point's other gaps are listed too.
+    let stated = [&cx.point.parallelism, &cx.point.offload]
+        .into_iter()
+        .flatten()
+        .filter(|text| !super::conditions::is_none_word(&text.to_lowercase()))
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    let sharded = !stated.is_empty()
+        && (distribution.sharding.is_some() || distribution.offload != Offload::None);
+    if sharded {
+        cx.gap(Gap::feature(feature::SHARDED_DENOISER, stated));
+    }
     let pipeline = match pipeline(&cx.point.model) {
         Ok(pipeline) => pipeline,
         Err(gap) => {
@@ -277,10 +296,15 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
 
     let mut out = String::from("  diffusion {\n");
     let _ = writeln!(out, "    denoiser      {}", pipeline.denoiser);
+    let offload = point.offload.clone().unwrap_or_default().to_lowercase();
     if precomputed {
         out.push_str(
             "    # latents and text embeddings computed beforehand: no encoders, no VAE\n",
         );
+    } else if offload.contains("text encoder") {
+        // The embeddings made, the encoders leave the GPU; the VAE encodes each batch.
+        out.push_str("    # text encoders offloaded after the embeddings are made\n");
+        let _ = writeln!(out, "    vae           {}", pipeline.vae);
     } else {
         let _ = writeln!(out, "    text_encoders {}", pipeline.encoders.join(" "));
         let _ = writeln!(out, "    vae           {}", pipeline.vae);
@@ -322,7 +346,7 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     }
     out.push_str(&cx.gradient_lifetime().unwrap_or_default());
     out.push_str("  }\n");
-    Some(out)
+    (!sharded).then_some(out)
 }
 
 /// The denoiser's batch: the stated one, doubled by DreamBooth's prior preservation (each step
@@ -347,9 +371,19 @@ fn batch(cx: &mut Cx<'_>) -> Option<u64> {
 /// The pipeline's precision, the denoiser's, and autocast's 16-bit type under mixed precision.
 fn precision(cx: &mut Cx<'_>) -> Option<(&'static str, &'static str, Option<&'static str>)> {
     let point = cx.point;
-    let compute = point.compute_dtype.clone().unwrap_or_default().to_lowercase();
-    let quantization = point.quantization.clone().unwrap_or_default().to_lowercase();
-    let base = if compute.is_empty() && point.weight_precision.is_none() {
+    // "not stated (no --mixed_precision in command)" states nothing.
+    let stated = |text: &Option<String>| {
+        let lower = text.clone().unwrap_or_default().to_lowercase();
+        if lower.starts_with("not stated") || lower.starts_with("not in") {
+            String::new()
+        } else {
+            lower
+        }
+    };
+    let compute = stated(&point.compute_dtype);
+    let quantization = stated(&point.quantization);
+    let weights = stated(&point.weight_precision);
+    let base = if compute.is_empty() && weights.is_empty() {
         cx.assume(
             assume::SCRIPT_SETTING,
             "precision not stated: fp32, as the example command sets no --mixed_precision \
@@ -359,11 +393,7 @@ fn precision(cx: &mut Cx<'_>) -> Option<(&'static str, &'static str, Option<&'st
     } else {
         // The compute type, else the weights' stated precision (a data set that gives only
         // `weight_precision`: the script's --mixed_precision casts the frozen parts to it).
-        let stated = if compute.is_empty() {
-            point.weight_precision.clone().unwrap_or_default().to_lowercase()
-        } else {
-            compute.clone()
-        };
+        let stated = if compute.is_empty() { weights.clone() } else { compute.clone() };
         match stated.replace("float", "fp").replace("bfp", "bf") {
             s if s.starts_with("bf16") => "bf16",
             s if s.starts_with("fp16") => "fp16",
@@ -379,6 +409,22 @@ fn precision(cx: &mut Cx<'_>) -> Option<(&'static str, &'static str, Option<&'st
         "nf4"
     } else if quantization.is_empty() || quantization == "none" {
         base
+    } else if quantization.contains("layerwise") {
+        // diffusers' enable_layerwise_casting (finetrainers --layerwise_upcasting_modules):
+        // fp8 storage, each layer cast to the compute type for its turn.
+        "fp8-layerwise"
+    } else if quantization.contains("int2") {
+        cx.gap(Gap::feature(feature::TWO_BIT_WEIGHTS, quantization.clone()));
+        return None;
+    } else if quantization.contains("int8") {
+        // optimum-quanto's qint8 (SimpleTuner int8-quanto): one byte a weight and a scale per
+        // output row.
+        "int8"
+    } else if quantization.contains("int4") {
+        "int4"
+    } else if quantization.contains("fp8") {
+        // kohya's --fp8_base, optimum-quanto's qfloat8: weights stored in float8.
+        "fp8"
     } else {
         cx.unreadable("quantization", &quantization);
         return None;
@@ -394,6 +440,10 @@ fn method(cx: &mut Cx<'_>, uneven: Option<&str>, pure: Option<&str>) -> Option<S
     let point = cx.point;
     let text = point.finetune_method.clone().unwrap_or_default();
     let lower = text.to_lowercase();
+    if ["controlnet", "t2i-adapter", "ip-adapter"].iter().any(|w| lower.contains(w)) {
+        cx.gap(Gap::feature(feature::SIDE_NETWORK, text));
+        return None;
+    }
     if ["lokr", "loha", "lycoris"].iter().any(|w| lower.contains(w)) {
         cx.gap(Gap::feature(feature::LYCORIS, text));
         return None;

@@ -140,7 +140,10 @@ fn express_with(point: &Point, ollama: ollama::Parallel) -> Expression {
     let mut model = None;
     let body = match kind {
         "diffusion_inference" => diffusion::body(&mut cx),
-        "diffusion_training" => diffusion_training::body(&mut cx),
+        "diffusion_training" => {
+            let distribution = distribution.unwrap_or_else(|| cx.distribution());
+            diffusion_training::body(&mut cx, &distribution)
+        }
         "runtime_overhead" => Some(runtime_only_body()),
         "llm_inference" | "llm_weights_load" => {
             model = cx.model();

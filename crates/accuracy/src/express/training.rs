@@ -912,7 +912,10 @@ pub(super) fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
     };
     let stated = cx.point.optimizer.clone().filter(|text| {
         let lower = text.trim().to_lowercase();
-        let unstated = lower.starts_with("not stated") || lower == "unknown" || lower.is_empty();
+        let unstated = lower.starts_with("not stated")
+            || lower.starts_with("not in")
+            || lower == "unknown"
+            || lower.is_empty();
         !unstated || names_one(&lower)
     });
     let Some(text) = stated else {
@@ -937,9 +940,12 @@ pub(super) fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
     // Adam-mini keeps one second moment per block.
     let adam_relative =
         ["badam", "adam-mini", "adam_mini", "adammini"].iter().any(|word| lower.contains(word));
-    if adam_relative || (eight_bit && !(lower.contains("adam") || lamb)) {
+    if eight_bit && !(lower.contains("adam") || lamb) {
         // One 8-bit state (bitsandbytes Lion8bit, RMSprop8bit, Adagrad8bit): no language
         // optimizer keeps those bytes.
+        cx.gap(Gap::feature(feature::ONE_STATE_8BIT, text));
+        None
+    } else if adam_relative {
         cx.unreadable("optimizer", &text);
         None
     } else if eight_bit {
