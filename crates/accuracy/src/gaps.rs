@@ -101,9 +101,9 @@ pub mod feature {
          int8 values with scales per token and head in its own cache class)";
     pub const VIDEO_ENCODE: &str = "a video encoded by its causal VAE inside the training step \
         (the encode's transients beside the step; the language encodes images only)";
-    pub const SHARDED_DENOISER: &str = "a denoiser trained with sharded or offloaded states \
-         (DeepSpeed ZeRO, FSDP, an optimizer on the host): the language trains a denoiser with \
-         every state on each GPU";
+    pub const SHARDED_DENOISER: &str = "a denoiser trained with its blocks gathered one at a \
+         time (ZeRO-3, FSDP's full sharding, parameter offload): the language divides a \
+         denoiser's training states (ZeRO-1/2, optimizer offload), not its weights";
     pub const TWO_BIT_WEIGHTS: &str = "2-bit weights (optimum-quanto's int2): the language has no \
          2-bit weight type";
     pub const ONE_STATE_8BIT: &str = "bitsandbytes' one-state 8-bit optimizers (Lion8bit, \

@@ -245,10 +245,13 @@ pub(super) fn body(cx: &mut Cx<'_>, distribution: &Distribution) -> Option<Strin
         .cloned()
         .collect::<Vec<_>>()
         .join("; ");
-    let sharded = !stated.is_empty()
-        && (distribution.sharding.is_some() || distribution.offload != Offload::None);
-    if sharded {
-        cx.gap(Gap::feature(feature::SHARDED_DENOISER, stated));
+    let own = |sharding| if stated.is_empty() { None } else { sharding };
+    let sharding = own(distribution.sharding);
+    let offload = if stated.is_empty() { &Offload::None } else { &distribution.offload };
+    let gathered = matches!(sharding, Some("zero3" | "fsdp-full"))
+        || matches!(offload, Offload::Parameters(_));
+    if gathered {
+        cx.gap(Gap::feature(feature::SHARDED_DENOISER, stated.clone()));
     }
     let pipeline = match pipeline(&cx.point.model) {
         Ok(pipeline) => pipeline,
@@ -296,12 +299,12 @@ pub(super) fn body(cx: &mut Cx<'_>, distribution: &Distribution) -> Option<Strin
 
     let mut out = String::from("  diffusion {\n");
     let _ = writeln!(out, "    denoiser      {}", pipeline.denoiser);
-    let offload = point.offload.clone().unwrap_or_default().to_lowercase();
+    let offload_text = point.offload.clone().unwrap_or_default().to_lowercase();
     if precomputed {
         out.push_str(
             "    # latents and text embeddings computed beforehand: no encoders, no VAE\n",
         );
-    } else if offload.contains("text encoder") {
+    } else if offload_text.contains("text encoder") {
         // The embeddings made, the encoders leave the GPU; the VAE encodes each batch.
         out.push_str("    # text encoders offloaded after the embeddings are made\n");
         let _ = writeln!(out, "    vae           {}", pipeline.vae);
@@ -333,6 +336,12 @@ pub(super) fn body(cx: &mut Cx<'_>, distribution: &Distribution) -> Option<Strin
         let _ = writeln!(out, "    gradients     {kind}");
     }
     let _ = writeln!(out, "    checkpointing {}", if checkpointing { "full" } else { "none" });
+    if let Some(sharding) = sharding {
+        let _ = writeln!(out, "    sharding      {sharding}");
+    }
+    if matches!(offload, Offload::Optimizer(_)) {
+        out.push_str("    offload       optimizer\n");
+    }
     if cx.before_pytorch_2() {
         cx.assume(
             assume::SCRIPT_SETTING,
@@ -346,7 +355,7 @@ pub(super) fn body(cx: &mut Cx<'_>, distribution: &Distribution) -> Option<Strin
     }
     out.push_str(&cx.gradient_lifetime().unwrap_or_default());
     out.push_str("  }\n");
-    (!sharded).then_some(out)
+    (!gathered).then_some(out)
 }
 
 /// The denoiser's batch: the stated one, doubled by DreamBooth's prior preservation (each step
@@ -762,6 +771,30 @@ mod tests {
             on_the_fly.iter().any(|g| g.label == crate::gaps::feature::VIDEO_ENCODE),
             "{on_the_fly:?}"
         );
+    }
+
+    /// DeepSpeed's ZeRO-2 and optimizer offload as the point states them; its parameter offload
+    /// (the blocks gathered one at a time) is a missing feature.
+    #[test]
+    fn a_denoiser_s_states_sharded_and_offloaded_as_stated() {
+        let source = trained(
+            r#"{"model": "stabilityai/stable-diffusion-xl-base-1.0", "weight_precision": "bf16",
+                "finetune_method": "full fine-tune of the U-net", "optimizer": "AdamW",
+                "image_or_video": "1024x1024 images", "activation_checkpointing": true,
+                "num_gpus": 2, "parallelism": "DeepSpeed ZeRO stage 2, 2 GPUs",
+                "offload": "optimizer states to CPU"}"#,
+        );
+        assert!(source.contains("sharding      zero2"), "{source}");
+        assert!(source.contains("offload       optimizer"), "{source}");
+        let gathered = express(&point(
+            r#"{"model": "stabilityai/stable-diffusion-xl-base-1.0", "weight_precision": "bf16",
+                "finetune_method": "full fine-tune of the U-net", "optimizer": "AdamW",
+                "image_or_video": "1024x1024 images", "activation_checkpointing": true,
+                "num_gpus": 2, "parallelism": "DeepSpeed ZeRO stage 3, 2 GPUs",
+                "offload": "parameters and optimizer to CPU"}"#,
+        ))
+        .expect_err("blocks gathered one at a time");
+        assert!(gathered.iter().any(|g| g.label == crate::gaps::feature::SHARDED_DENOISER));
     }
 
     #[test]

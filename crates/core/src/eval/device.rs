@@ -248,7 +248,7 @@ pub(super) fn device_components_reusing(
     }
     match (&workload.diffusion, &workload.training) {
         (Some(pipeline), Some(training)) => {
-            components.extend(diffusion_training::components(program, pipeline, training)?);
+            components.extend(diffusion_training::components(program, pipeline, training, d)?);
         }
         (Some(pipeline), None) => components.extend(diffusion::components(program, pipeline)?),
         (None, _) => {}

@@ -63,10 +63,12 @@ const ATTENTION_BLOCK_TENSORS: u64 = 3;
 /// 1.x attention block of one layer stores 3 + 28 = 31.
 const TRANSFORMER_LAYER_TENSORS: u64 = 28;
 
+/// `data`: the data-parallel ranks, over which `sharding` divides the trained states.
 pub(crate) fn components(
     program: &crate::hir::Layered<'_>,
     diffusion: &Diffusion,
     training: &Training,
+    data: u64,
 ) -> Result<Vec<Component>, Overflow> {
     let mut components = Vec::new();
     let trained = training.text_encoders == crate::hir::TextEncoders::Trained;
@@ -99,7 +101,7 @@ pub(crate) fn components(
     };
     components.extend(llm_training::autocast_copies(params, training)?);
     let mut phase = llm_training::StepPhase::default();
-    match &training.method {
+    let trained = match &training.method {
         Method::Full => {
             components.extend(llm_training::trained_states(
                 "",
@@ -107,22 +109,28 @@ pub(crate) fn components(
                 params,
                 "params",
                 training,
-                1,
+                data,
                 training.weights,
                 None,
                 // Refused for a denoiser by the checker: every gradient is held.
                 params,
                 &mut phase,
             )?);
+            params
         }
         Method::Lora { rank, targets, dtype, .. } => {
             let adapters = adapters(diffusion, blocks, *rank, targets, *dtype)?;
-            components.extend(llm_training::adapter_states(&adapters, training, 1, &mut phase)?);
+            components.extend(llm_training::adapter_states(&adapters, training, data, &mut phase)?);
+            adapters.params
         }
         // The checker refuses freeze, prefix and prompt tuning for a denoiser (E013).
-        Method::Freeze { .. } | Method::Prefix { .. } | Method::Prompt { .. } => {}
-    }
-    components.extend(text_encoder_states(program, diffusion, training, &mut phase)?);
+        Method::Freeze { .. } | Method::Prefix { .. } | Method::Prompt { .. } => 0,
+    };
+    // DeepSpeed's reduce buckets and, while gradients accumulate, the next micro-batch's
+    // partition, as for a language model.
+    components.extend(llm_training::buckets(training, data)?);
+    components.extend(llm_training::accumulating_partition(trained, training, data)?);
+    components.extend(text_encoder_states(program, diffusion, training, data, &mut phase)?);
     components.extend(activations(diffusion, blocks, training)?);
     components.extend(llm_training::optimizer_step(&components, &phase)?);
     components.extend(vae_encode(diffusion, &components)?);
@@ -137,6 +145,7 @@ fn text_encoder_states(
     program: &crate::hir::Layered<'_>,
     diffusion: &Diffusion,
     training: &Training,
+    data: u64,
     phase: &mut llm_training::StepPhase,
 ) -> Result<Vec<Component>, Overflow> {
     if training.text_encoders == crate::hir::TextEncoders::Frozen {
@@ -161,7 +170,7 @@ fn text_encoder_states(
         params,
         "text encoder params",
         training,
-        1,
+        data,
         updated,
         None,
         params,

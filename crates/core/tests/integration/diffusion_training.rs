@@ -276,6 +276,33 @@ fn a_cross_attention_reads_the_text_beside_self_attention_over_the_patches() {
 }
 
 #[test]
+fn a_denoiser_s_states_divide_over_the_data_ranks_and_its_optimizer_may_live_on_the_host() {
+    // FLUX's 11,901.41 M parameters trained in full on two GPUs in bf16 with an fp32 master copy
+    // and AdamW: ZeRO-2 divides the master copy, the moments and the gradients over the two
+    // data ranks, and DeepSpeed's two reduce buckets of 5e8 bf16 elements sit beside them.
+    let params: u64 = 11_901_410_000;
+    let source = |training: &str| {
+        format!(
+            "model flux {{ params 11_901.41 million }}\n\
+             workload w {{\n runtime none\n diffusion {{ denoiser flux; weights bf16; architecture dit; hidden 3072; heads 24; layers 57; resolution 512 x 768; text_tokens 512 tokens }}\n training {{ method full; checkpointing full; {training} }}\n}}\n\
+             check w on 2 x h100-sxm-80gb split data 2"
+        )
+    };
+    let whole = evaluate(&source(""));
+    let sharded = evaluate(&source("sharding zero2"));
+    assert_eq!(component(&whole[0], "master weights"), params * 4);
+    assert_eq!(component(&sharded[0], "master weights"), params * 4 / 2);
+    assert_eq!(component(&sharded[0], "optimizer state"), params * 8 / 2);
+    assert_eq!(component(&sharded[0], "ZeRO gradient buckets (DeepSpeed)"), 2 * 500_000_000 * 2);
+    // The optimizer on the host: no master copy and no moments on the device.
+    let offloaded = evaluate(&source("sharding zero2; offload optimizer"));
+    assert!(names(&offloaded[0]).iter().all(|n| n != "master weights" && n != "optimizer state"));
+    // Gathering the denoiser's blocks one at a time is not modelled.
+    assert!(codes(&source("sharding zero3")).contains(&"E013".to_string()));
+    assert!(codes(&source("offload parameters")).contains(&"E013".to_string()));
+}
+
+#[test]
 fn full_denoiser_fine_tuning_keeps_the_language_model_states() {
     // bf16 weights: fp32 master, fp32 gradients and two fp32 AdamW moments (DOMAIN.md §5.1).
     let checks = evaluate(&sd("", "method full; zero_grad zeros"));

@@ -11,7 +11,10 @@ use crate::hir::{Sharding, Training};
 /// Gradients reduce through a bucket of `reduce_bucket_size` elements, double-buffered to
 /// overlap with the backward pass (`overlap_comm`): two buckets of 16-bit gradients, allocated
 /// at every backward pass.
-pub(super) fn buckets(training: &Training, data: u64) -> Result<Option<Component>, Overflow> {
+pub(in crate::eval) fn buckets(
+    training: &Training,
+    data: u64,
+) -> Result<Option<Component>, Overflow> {
     let Some(elements) =
         training.bucket_elements.filter(|_| data > 1 || training.sharding != Sharding::None)
     else {
@@ -39,7 +42,7 @@ pub(super) fn buckets(training: &Training, data: u64) -> Result<Option<Component
 /// accumulated gradients at its own epilogue. So through that backward pass this rank holds a
 /// second copy of its partition of `trained` parameters' gradients. ZeRO-3 accumulates in place
 /// into one flat buffer; offloaded gradients go to the host.
-pub(super) fn accumulating_partition(
+pub(in crate::eval) fn accumulating_partition(
     trained: u64,
     training: &Training,
     data: u64,

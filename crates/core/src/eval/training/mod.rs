@@ -25,6 +25,7 @@ mod seq2seq;
 mod states;
 
 pub(super) use activations::{activations, softmax_gradients};
+pub(super) use deepspeed::{accumulating_partition, buckets};
 pub(super) use states::{
     AdapterKind, Adapters, StepPhase, adapter_states, optimizer_step, sharded, state,
     trained_states,
