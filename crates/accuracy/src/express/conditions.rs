@@ -273,7 +273,10 @@ impl Cx<'_> {
         } else if lower.contains("activation") || lower.contains("compute buffer") {
             // llama.cpp's compute buffer holds the graph's intermediate tensors.
             Selector::Intermediates
-        } else if lower.contains("non-pytorch") || lower.starts_with("cuda context") {
+        } else if ["non-pytorch", "non-torch", "non_torch"].iter().any(|w| lower.contains(w))
+            || lower.starts_with("cuda context")
+        {
+            // vLLM's profiler log: `non_torch_memory takes 0.16GiB`.
             Selector::OutsideAllocator
         } else {
             self.unreadable("components_included", &text);
@@ -1808,6 +1811,22 @@ mod version_tests {
             })
         );
         assert_eq!(target("average", "nvidia-smi"), None);
+        // A runtime log's component, in the log's own words.
+        let logged = |included: &str| {
+            let point = crate::data::Point {
+                measured_kind: "component".to_owned(),
+                measurement_method: "vLLM startup memory profiler log".to_owned(),
+                components_included: Some(included.to_owned()),
+                ..crate::data::Point::default()
+            };
+            super::super::Cx::new(&point).target()
+        };
+        assert_eq!(logged("non-torch memory"), component(Selector::OutsideAllocator));
+        assert_eq!(logged("non_torch_memory"), component(Selector::OutsideAllocator));
+        assert_eq!(
+            logged("non-PyTorch memory (CUDA context)"),
+            component(Selector::OutsideAllocator)
+        );
     }
 
     /// A point that leaves the scope out may state it with its method.
