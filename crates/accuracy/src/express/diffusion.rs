@@ -418,7 +418,9 @@ fn joined(text: &str, count: usize) -> Option<Vec<u64>> {
             numbers.push(digits.parse().ok()?);
             at += digits.len();
         }
-        let ends = chars.get(at).is_none_or(|c| !c.is_ascii_alphanumeric());
+        // A unit may follow (`1024x1024px`), another dimension may not.
+        let ends =
+            chars.get(at).is_none_or(|c| !c.is_ascii_digit() && !matches!(c, 'x' | '×' | '*'));
         ends.then_some(numbers)
     })
 }
@@ -1578,6 +1580,7 @@ mod tests {
         assert_eq!(video_frames("768x512, 49 frames"), Some(49));
         assert_eq!(video_frames("Resolution: 768x512, 49f"), Some(49));
         assert_eq!(video_frames("1024x1024 images"), None);
+        assert_eq!(image_size("1024x1024px, 30 steps"), Some((1024, 1024)));
         // One side of a square.
         assert_eq!(image_size("512px images; latents pre-cached"), Some((512, 512)));
         assert_eq!(image_size("1 megapixel (1024^2 pixel area) images"), Some((1024, 1024)));
