@@ -1215,6 +1215,11 @@ impl Cx<'_> {
     }
 }
 
+/// A condition the source says it does not state: "not stated (...)", "not in the excerpt".
+pub(crate) fn says_unstated(lower: &str) -> bool {
+    lower.starts_with("not stated") || lower.starts_with("not in")
+}
+
 /// A condition stated as absent: `none`, `no`, `false`, `disabled`, `off`.
 pub(crate) fn is_none_word(text: &str) -> bool {
     let text = text.trim().to_lowercase();

@@ -488,8 +488,7 @@ pub(super) fn resolution(cx: &mut Cx<'_>) -> Option<(u64, u64)> {
     let found = image_size(&text);
     if found.is_none() {
         let lower = text.trim().to_lowercase();
-        let unstated =
-            lower.is_empty() || lower.starts_with("not stated") || lower.starts_with("not in");
+        let unstated = lower.is_empty() || super::conditions::says_unstated(&lower);
         let label = if unstated { data::IMAGE_SIZE } else { data::UNREADABLE };
         cx.gap(Gap::data(label, format!("image_or_video = {text:?}")));
     }

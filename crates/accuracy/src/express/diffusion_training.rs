@@ -245,9 +245,11 @@ pub(super) fn body(cx: &mut Cx<'_>, distribution: &Distribution) -> Option<Strin
         .cloned()
         .collect::<Vec<_>>()
         .join("; ");
-    let own = |sharding| if stated.is_empty() { None } else { sharding };
-    let sharding = own(distribution.sharding);
-    let offload = if stated.is_empty() { &Offload::None } else { &distribution.offload };
+    let (sharding, offload) = if stated.is_empty() {
+        (None, &Offload::None)
+    } else {
+        (distribution.sharding, &distribution.offload)
+    };
     let gathered = matches!(sharding, Some("zero3" | "fsdp-full"))
         || matches!(offload, Offload::Parameters(_));
     if gathered {
@@ -383,11 +385,7 @@ fn precision(cx: &mut Cx<'_>) -> Option<(&'static str, &'static str, Option<&'st
     // "not stated (no --mixed_precision in command)" states nothing.
     let stated = |text: &Option<String>| {
         let lower = text.clone().unwrap_or_default().to_lowercase();
-        if lower.starts_with("not stated") || lower.starts_with("not in") {
-            String::new()
-        } else {
-            lower
-        }
+        if super::conditions::says_unstated(&lower) { String::new() } else { lower }
     };
     let compute = stated(&point.compute_dtype);
     let quantization = stated(&point.quantization);

@@ -912,10 +912,8 @@ pub(super) fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
     };
     let stated = cx.point.optimizer.clone().filter(|text| {
         let lower = text.trim().to_lowercase();
-        let unstated = lower.starts_with("not stated")
-            || lower.starts_with("not in")
-            || lower == "unknown"
-            || lower.is_empty();
+        let unstated =
+            super::conditions::says_unstated(&lower) || lower == "unknown" || lower.is_empty();
         !unstated || names_one(&lower)
     });
     let Some(text) = stated else {

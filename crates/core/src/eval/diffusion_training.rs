@@ -262,37 +262,14 @@ fn adapters(
     let hidden = diffusion.denoiser.hidden;
     let per_rank = match &blocks.layout {
         BlockLayout::Transformer { layers, cross_attention } => {
-            let mut per_block = (targets.len() as u64).checked_mul(2 * hidden).ok_or(Overflow)?;
-            if let Some(text_width) = cross_attention {
-                // PEFT's `to_q` … `to_out.0` match the cross-attention's projections too; its
-                // keys and values read the text embeddings' width.
-                for target in targets {
-                    let input = if matches!(target, LoraTarget::K | LoraTarget::V) {
-                        *text_width
-                    } else {
-                        hidden
-                    };
-                    per_block = input
-                        .checked_add(hidden)
-                        .and_then(|n| per_block.checked_add(n))
-                        .ok_or(Overflow)?;
-                }
-            }
+            let per_block = attention_per_rank(targets, hidden, *cross_attention)?;
             layers.checked_mul(per_block).ok_or(Overflow)?
         }
         BlockLayout::Unet { cross_attention_dim, .. } => {
             let mut sum = 0u64;
             for level in unet_levels(diffusion, blocks)? {
-                let c = level.channels;
-                let mut per_block = 0u64;
-                for target in targets {
-                    let cross_input = if matches!(target, LoraTarget::K | LoraTarget::V) {
-                        *cross_attention_dim
-                    } else {
-                        c
-                    };
-                    per_block += 2 * c + cross_input + c;
-                }
+                let per_block =
+                    attention_per_rank(targets, level.channels, Some(*cross_attention_dim))?;
                 sum = per_block
                     .checked_mul(level.layers)
                     .and_then(|n| sum.checked_add(n))
@@ -316,6 +293,28 @@ fn adapters(
         // A step in the backward pass is refused for a denoiser: every gradient is held.
         largest: params,
     })
+}
+
+/// LoRA parameters per rank on one block's attention projections of `width` channels: each
+/// target of the self-attention reads and writes `width` (lora_A `in × r`, lora_B `r × out`);
+/// with a cross-attention over text embeddings of `text_width`, PEFT's `to_q` … `to_out.0`
+/// match its projections too, its keys and values reading the text's width.
+fn attention_per_rank(
+    targets: &[LoraTarget],
+    width: u64,
+    text_width: Option<u64>,
+) -> Result<u64, Overflow> {
+    let mut sum = 0u64;
+    for target in targets {
+        let mut per_target = width.checked_mul(2).ok_or(Overflow)?;
+        if let Some(text) = text_width {
+            let input = if matches!(target, LoraTarget::K | LoraTarget::V) { text } else { width };
+            per_target =
+                input.checked_add(width).and_then(|n| per_target.checked_add(n)).ok_or(Overflow)?;
+        }
+        sum = sum.checked_add(per_target).ok_or(Overflow)?;
+    }
+    Ok(sum)
 }
 
 /// `99,648` for 99648, as formulas write numbers.
