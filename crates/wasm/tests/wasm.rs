@@ -51,6 +51,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("qwen2.5-7b-lora.vram", include_str!("../../../examples/qwen2.5-7b-lora.vram")),
     ("render-scene.vram", include_str!("../../../examples/render-scene.vram")),
     ("sdxl-inference.vram", include_str!("../../../examples/sdxl-inference.vram")),
+    ("sd15-on-a-laptop.vram", include_str!("../../../examples/sd15-on-a-laptop.vram")),
     ("serving-engines.vram", include_str!("../../../examples/serving-engines.vram")),
     ("sdxl-lora.vram", include_str!("../../../examples/sdxl-lora.vram")),
     ("sliding-window.vram", include_str!("../../../examples/sliding-window.vram")),

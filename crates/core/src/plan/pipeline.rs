@@ -1,114 +1,200 @@
 //! A diffusion pipeline's memory options as a suggestion: what diffusers offers a pipeline that
 //! does not fit before anything changes the model or the image.
 //!
-//! Tried cheapest first, each by a full evaluation of the changed workload: the VAE decode tiled
-//! (`vae_tiling true`: `enable_tiling()`, which bounds the decode by a tile and costs a little
-//! time and, where tiles meet, blending), whole models moved to the device in turn (`offload
-//! model`: `enable_model_cpu_offload()`, which costs a transfer per phase), then both; then the
-//! denoiser a block at a time (`offload blocks`: `enable_group_offload` at block level, a
-//! transfer per block and step, offered when the denoiser declares its blocks); last, one
-//! module at a time (`offload sequential`: `enable_sequential_cpu_offload()`, a transfer per
-//! module and step, much slower), with tiling when the image is larger than a tile. Sequential
-//! offload is offered only when every model of the pipeline has a largest module to size it by.
+//! First the options that move nothing between host and device, tried cumulatively, cheapest
+//! first: the batch decoded one image at a time (`vae_slicing true`: `enable_vae_slicing()`,
+//! the same work in smaller pieces), unfused attention's scores over half of a layer's heads
+//! at a time, then one (`attention sliced`, `attention_slice max`:
+//! `enable_attention_slicing()`, a little slower each), the decode tiled (`vae_tiling true`:
+//! `enable_tiling()`, which bounds the decode by a tile and costs a little time and, where
+//! tiles meet, blending). Then the offloads, each alone and then beside those options: whole
+//! models moved to the device in turn (`offload model`: `enable_model_cpu_offload()`, a
+//! transfer per phase); the denoiser a block at a time (`offload blocks`:
+//! `enable_group_offload` at block level, a transfer per block and step, offered when the
+//! denoiser declares its blocks); last, one module at a time (`offload sequential`:
+//! `enable_sequential_cpu_offload()`, a transfer per module and step, much slower, offered
+//! only when every model of the pipeline has a largest module to size it by). Each candidate
+//! is a full evaluation of the changed workload; of a set that fits, an option the others fit
+//! without is dropped.
 
 use super::{Planner, Stop};
 use crate::budget::Verdict;
-use crate::hir::{DEFAULT_VAE_TILE, DiffusionOffload};
+use crate::hir::{
+    AttentionSlice, DEFAULT_VAE_TILE, Diffusion, DiffusionAttention, DiffusionOffload,
+};
 
 /// The first memory option that makes the check fit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PipelineAnswer {
-    /// The change as the file would say it: `vae_tiling true`, `offload model`, `offload blocks`
-    /// or `offload sequential`, or an offload and tiling.
+    /// The change as the file would say it, options joined by ", ": `vae_tiling true`,
+    /// `offload model`, `vae_slicing true, attention sliced`, ...
     pub change: String,
     pub at: Verdict,
 }
 
-#[derive(Clone, Copy)]
-struct MemoryOption {
-    tile: bool,
-    offload: Option<DiffusionOffload>,
+/// One option that keeps every weight where it is: how the file says it (given the declared
+/// pipeline), whether the declared pipeline can take it, and taking it.
+struct InPlace {
+    says: fn(&Diffusion) -> &'static str,
+    applies: fn(&Diffusion) -> bool,
+    take: fn(&mut Diffusion),
 }
 
-const MODEL: Option<DiffusionOffload> = Some(DiffusionOffload::Model { loaded_on_device: false });
-const SEQUENTIAL: Option<DiffusionOffload> =
-    Some(DiffusionOffload::Sequential { loaded_on_device: false });
-const BLOCKS: Option<DiffusionOffload> =
-    Some(DiffusionOffload::Group { per_group: 1, stream: false, loaded_on_device: false });
+const IN_PLACE: [InPlace; 4] = [
+    InPlace {
+        says: |_| "vae_slicing true",
+        applies: |d| d.vae.is_some() && d.batch > 1 && !d.vae_slicing,
+        take: |d| d.vae_slicing = true,
+    },
+    InPlace {
+        says: |_| "attention sliced",
+        applies: |d| d.attention == DiffusionAttention::Eager,
+        take: |d| d.attention = DiffusionAttention::Sliced(AttentionSlice::Auto),
+    },
+    InPlace {
+        // Taken alone from eager attention, it is the slicing as well.
+        says: |declared| match declared.attention {
+            DiffusionAttention::Eager => "attention sliced, attention_slice max",
+            _ => "attention_slice max",
+        },
+        applies: |d| {
+            matches!(d.attention, DiffusionAttention::Eager)
+                || matches!(
+                    d.attention,
+                    DiffusionAttention::Sliced(AttentionSlice::Auto | AttentionSlice::Heads(2..))
+                )
+        },
+        take: |d| d.attention = DiffusionAttention::Sliced(AttentionSlice::Max),
+    },
+    InPlace {
+        says: |_| "vae_tiling true",
+        applies: can_tile,
+        take: |d| {
+            d.vae_tile =
+                Some(crate::hir::default_vae_tile(d.video.as_ref()).unwrap_or(DEFAULT_VAE_TILE));
+        },
+    },
+];
+
+/// A tile decodes a smaller image only when the image is larger than the tile; Wan's tiled
+/// decode is not modelled.
+fn can_tile(d: &Diffusion) -> bool {
+    d.vae.is_some()
+        && d.vae_tile.is_none()
+        && crate::hir::default_vae_tile(d.video.as_ref())
+            .is_some_and(|(tile_w, tile_h)| d.width > tile_w || d.height > tile_h)
+}
+
+const MODEL: DiffusionOffload = DiffusionOffload::Model { loaded_on_device: false };
+const BLOCKS: DiffusionOffload =
+    DiffusionOffload::Group { per_group: 1, stream: false, loaded_on_device: false };
+const SEQUENTIAL: DiffusionOffload = DiffusionOffload::Sequential { loaded_on_device: false };
+
+fn offload_says(offload: DiffusionOffload) -> &'static str {
+    match offload {
+        DiffusionOffload::Sequential { .. } => "offload sequential",
+        DiffusionOffload::Group { .. } => "offload blocks",
+        _ => "offload model",
+    }
+}
 
 impl Planner<'_> {
     /// The cheapest of diffusers' memory options the workload does not use yet that makes it
     /// fit; `None` for a workload that is not a diffusion inference, or when none fits.
     pub fn find_pipeline_option(&mut self) -> Result<Option<PipelineAnswer>, Stop> {
-        let Some(diffusion) = &self.original.diffusion else { return Ok(None) };
+        let Some(declared) = self.original.diffusion.clone() else { return Ok(None) };
         if self.original.training.is_some() {
             return Ok(None);
         }
-        // A tile decodes a smaller image only when the image is larger than the tile; Wan's
-        // tiled decode is not modelled.
-        let tile = crate::hir::default_vae_tile(diffusion.video.as_ref());
-        let can_tile = diffusion.vae.is_some()
-            && diffusion.vae_tile.is_none()
-            && tile.is_some_and(|(tile_w, tile_h)| {
-                diffusion.width > tile_w || diffusion.height > tile_h
-            });
-        let tile = tile.unwrap_or(DEFAULT_VAE_TILE);
-        let can_offload = diffusion.offload == DiffusionOffload::None;
-        let sized = |model: &String| {
-            self.work.model(model).is_some_and(crate::hir::Model::sizes_its_largest_module)
-        };
-        let can_sequence = can_offload
-            && sized(&diffusion.denoiser.model)
-            && diffusion.text_encoders.iter().all(sized)
-            && diffusion.vae.iter().all(sized);
-        let can_block = can_offload
-            && self.work.model(&diffusion.denoiser.model).is_some_and(|m| m.blocks.is_some());
-        let options = [
-            MemoryOption { tile: true, offload: None },
-            MemoryOption { tile: false, offload: MODEL },
-            MemoryOption { tile: true, offload: MODEL },
-            MemoryOption { tile: false, offload: BLOCKS },
-            MemoryOption { tile: true, offload: BLOCKS },
-            MemoryOption { tile: false, offload: SEQUENTIAL },
-            MemoryOption { tile: true, offload: SEQUENTIAL },
-        ];
-        let spec = self.spec.clone();
-        for option in options {
-            let allowed = match option.offload {
-                None => true,
-                Some(DiffusionOffload::Sequential { .. }) => can_sequence,
-                Some(DiffusionOffload::Group { .. }) => can_block,
-                Some(_) => can_offload,
-            };
-            if (option.tile && !can_tile) || !allowed {
+        let mut taken: Vec<&InPlace> = Vec::new();
+        let mut diffusion = declared.clone();
+        for option in &IN_PLACE {
+            if !(option.applies)(&diffusion) {
                 continue;
             }
-            if let Some(diffusion) = self.workload_mut().diffusion.as_mut() {
-                if option.tile {
-                    diffusion.vae_tile = Some(tile);
-                }
-                if let Some(offload) = option.offload {
-                    diffusion.offload = offload;
-                }
-            }
-            let verdict = self.verdict();
-            self.reset(&spec);
-            let verdict = verdict?;
+            (option.take)(&mut diffusion);
+            taken.push(option);
+            let verdict = self.verdict_with_pipeline(&diffusion)?;
             if verdict.fits() {
-                let offload = match option.offload {
-                    Some(DiffusionOffload::Sequential { .. }) => Some("offload sequential"),
-                    Some(DiffusionOffload::Group { .. }) => Some("offload blocks"),
-                    Some(_) => Some("offload model"),
-                    None => None,
-                };
-                let change = match (offload, option.tile) {
-                    (Some(offload), true) => format!("{offload}, vae_tiling true"),
-                    (Some(offload), false) => offload.to_string(),
-                    (None, _) => "vae_tiling true".to_string(),
-                };
-                return Ok(Some(PipelineAnswer { change, at: verdict }));
+                return self.fewest_options(&declared, taken, None, verdict).map(Some);
+            }
+        }
+        for offload in self.offloads(&declared) {
+            for with_options in [false, true] {
+                if with_options && taken.is_empty() {
+                    continue;
+                }
+                let mut changed = if with_options { diffusion.clone() } else { declared.clone() };
+                changed.offload = offload;
+                let verdict = self.verdict_with_pipeline(&changed)?;
+                if verdict.fits() {
+                    let options = if with_options { taken } else { Vec::new() };
+                    return self
+                        .fewest_options(&declared, options, Some(offload), verdict)
+                        .map(Some);
+                }
             }
         }
         Ok(None)
+    }
+
+    /// The offloads the declared pipeline can take, cheapest first.
+    fn offloads(&self, declared: &Diffusion) -> Vec<DiffusionOffload> {
+        if declared.offload != DiffusionOffload::None {
+            return Vec::new();
+        }
+        let sized = |model: &String| {
+            self.work.model(model).is_some_and(crate::hir::Model::sizes_its_largest_module)
+        };
+        let can_sequence = sized(&declared.denoiser.model)
+            && declared.text_encoders.iter().all(sized)
+            && declared.vae.iter().all(sized);
+        let can_block =
+            self.work.model(&declared.denoiser.model).is_some_and(|m| m.blocks.is_some());
+        let mut offloads = vec![MODEL];
+        offloads.extend(can_block.then_some(BLOCKS));
+        offloads.extend(can_sequence.then_some(SEQUENTIAL));
+        offloads
+    }
+
+    /// The check's verdict with `diffusion` in place of the workload's own.
+    fn verdict_with_pipeline(&mut self, diffusion: &Diffusion) -> Result<Verdict, Stop> {
+        let spec = self.spec.clone();
+        self.workload_mut().diffusion = Some(diffusion.clone());
+        let verdict = self.verdict();
+        self.reset(&spec);
+        verdict
+    }
+
+    /// Drops each in-place option of a fitting set, last first, that the rest fit without.
+    fn fewest_options(
+        &mut self,
+        declared: &Diffusion,
+        mut taken: Vec<&InPlace>,
+        offload: Option<DiffusionOffload>,
+        mut at: Verdict,
+    ) -> Result<PipelineAnswer, Stop> {
+        for index in (0..taken.len()).rev() {
+            if taken.len() == 1 && offload.is_none() {
+                break;
+            }
+            let mut without = declared.clone();
+            for (i, option) in taken.iter().enumerate() {
+                if i != index {
+                    (option.take)(&mut without);
+                }
+            }
+            if let Some(offload) = offload {
+                without.offload = offload;
+            }
+            let verdict = self.verdict_with_pipeline(&without)?;
+            if verdict.fits() {
+                taken.remove(index);
+                at = verdict;
+            }
+        }
+        let mut says: Vec<&str> = offload.map(offload_says).into_iter().collect();
+        says.extend(taken.iter().map(|option| (option.says)(declared)));
+        Ok(PipelineAnswer { change: says.join(", "), at })
     }
 }

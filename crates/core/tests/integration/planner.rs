@@ -187,6 +187,63 @@ fn a_pipeline_already_tiled_and_offloaded_is_offered_neither_again() {
     assert_eq!(pipeline_change(llm), None);
 }
 
+/// `examples/sd15-on-a-laptop.vram`'s workload `name` alone, with each `(from, to)` replaced,
+/// checked on a laptop card of `memory`.
+fn sd15(name: &str, edits: &[(&str, &str)], memory: &str) -> String {
+    let example = include_str!("../../../../examples/sd15-on-a-laptop.vram");
+    let models = &example[..example.find("workload ").expect("the example has workloads")];
+    let start = example.find(&format!("workload {name} ")).expect("the workload is in the example");
+    let end = start + example[start..].find("\n}\n").expect("the workload's block ends") + 3;
+    let mut workload = example[start..end].to_string();
+    for (from, to) in edits {
+        assert!(workload.contains(from), "{from:?} is not in {name}");
+        workload = workload.replace(from, to);
+    }
+    format!(
+        "{models}{workload}device card \"laptop\" {{ memory {memory} marketed; arch ampere; \
+         precisions fp32 tf32 fp16 bf16 int8 }}\ncheck {name} on card\n"
+    )
+}
+
+/// The pipeline's diffusion lines that say `change` (`attention sliced, vae_slicing true`).
+fn written(change: &str) -> String {
+    change.split(", ").fold(String::new(), |lines, option| lines + "    " + option + "\n")
+}
+
+#[test]
+fn a_pipeline_is_offered_slicing_before_any_offload_and_the_fewest_options_that_fit() {
+    // Four images at once: the decode is the peak, and decoding one at a time is enough.
+    let over = &checks(&sd15("sd15", &[], "6 GB"))[0];
+    assert!(!over.verdict.fits());
+    assert_eq!(pipeline_change(over), Some("vae_slicing true"));
+
+    // Eager attention's scores are the peak: sliced attention (half of a layer's heads at a
+    // time) and the sliced decode together fit; one head at a time is not needed.
+    let eager = &checks(&sd15("sd15-eager", &[], "6 GB"))[0];
+    let change = pipeline_change(eager).expect("an option that fits");
+    assert_eq!(change, "vae_slicing true, attention sliced");
+    let lines = written(change);
+    let taken = sd15("sd15-eager", &[("    attention              eager\n", &lines)], "6 GB");
+    assert!(checks(&taken)[0].verdict.fits(), "{taken}");
+
+    // At 768 x 768 half of the heads' scores are still over, one head's are not.
+    let at_768 =
+        [("512 x 512", "768 x 768"), ("attention_slice        max", "attention_slice auto")];
+    let sliced = &checks(&sd15("sd15-sliced", &at_768, "6 GB"))[0];
+    assert_eq!(pipeline_change(sliced), Some("attention_slice max"));
+    let max = [("512 x 512", "768 x 768")];
+    assert!(checks(&sd15("sd15-sliced", &max, "6 GB"))[0].verdict.fits());
+
+    // On a 5 GB card nothing in place is enough: whole models take turns on the device, beside
+    // the in-place options the offload still needs.
+    let small = &checks(&sd15("sd15-eager", &[], "5 GB"))[0];
+    let change = pipeline_change(small).expect("an offload that fits");
+    assert_eq!(change, "offload model, vae_slicing true, attention sliced");
+    let lines = written(change);
+    let taken = sd15("sd15-eager", &[("    attention              eager\n", &lines)], "5 GB");
+    assert!(checks(&taken)[0].verdict.fits(), "{taken}");
+}
+
 fn training_change(check: &CheckBudget) -> Option<&str> {
     check.suggestions.iter().find(|s| s.kind == SuggestionKind::Training).map(|s| s.change.as_str())
 }
