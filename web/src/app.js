@@ -23,7 +23,7 @@ const EXAMPLES = [
   "hunyuan-video.vram",
   "video-transformer-alone.vram",
   "diffusion-training.vram", "video-training.vram",
-  "sdxl-lora.vram", "render-scene.vram",
+  "sdxl-lora.vram", "render-scene.vram", "qlora-then-and-now.vram", "training-across-gpus.vram",
 ];
 /** The fit map's axes: 60 context lengths (512 to 128 Ki tokens, geometric) by 1–56 sessions. */
 export const CONTEXTS = Array.from({ length: 60 }, (_, i) =>

@@ -49,6 +49,8 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("partial-offload.vram", include_str!("../../../examples/partial-offload.vram")),
     ("qlora-on-24gb.vram", include_str!("../../../examples/qlora-on-24gb.vram")),
     ("qwen2.5-7b-lora.vram", include_str!("../../../examples/qwen2.5-7b-lora.vram")),
+    ("qlora-then-and-now.vram", include_str!("../../../examples/qlora-then-and-now.vram")),
+    ("training-across-gpus.vram", include_str!("../../../examples/training-across-gpus.vram")),
     ("render-scene.vram", include_str!("../../../examples/render-scene.vram")),
     ("sdxl-inference.vram", include_str!("../../../examples/sdxl-inference.vram")),
     ("sd15-on-a-laptop.vram", include_str!("../../../examples/sd15-on-a-laptop.vram")),
