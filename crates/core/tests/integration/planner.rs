@@ -166,8 +166,9 @@ fn a_diffusion_pipeline_that_does_not_fit_is_told_the_cheapest_memory_option_tha
         .replace("check cogvideox on a100-sxm4-80gb", "check cogvideox on rtx-4090");
     let over = &checks(&video)[0];
     assert_eq!(pipeline_change(over), Some("offload model"));
+    // The first workload's frames line is the first.
     let offloaded =
-        video.replace("    video_frames  49\n", "    video_frames  49\n    offload model\n");
+        video.replacen("    video_frames  49\n", "    video_frames  49\n    offload model\n", 1);
     assert_ne!(offloaded, video);
     assert!(checks(&offloaded)[0].verdict.fits());
 }
