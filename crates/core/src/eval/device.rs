@@ -78,25 +78,33 @@ pub(super) fn device_components_reusing(
             Runtime::PyTorch | Runtime::Diffusers => crate::hir::CacheLayout::Concatenated,
             _ => crate::hir::CacheLayout::Preallocated,
         });
-        if let crate::hir::CacheLayout::Quantized { residual } = layout {
-            components.extend(kv_quantized::components(
-                shape,
-                placement,
-                inference.kv_cache,
-                inference.activations,
-                inference.context,
-                sessions,
-                residual,
-            )?);
-        } else {
-            components.push(llm::kv_cache(
+        // An encoder without a vocabulary output (`output none`: BERT-style embedders and
+        // classifiers) attends both ways over its whole input in one pass and caches nothing:
+        // transformers' BERT returns keys and values only when configured as a decoder. A
+        // pooling server still sizes its pool by its own rule.
+        let encoder_only =
+            shape.output == crate::hir::Output::None && shape.encoder.is_none() && rule.is_none();
+        match layout {
+            _ if encoder_only => {}
+            crate::hir::CacheLayout::Quantized { residual } => {
+                components.extend(kv_quantized::components(
+                    shape,
+                    placement,
+                    inference.kv_cache,
+                    inference.activations,
+                    inference.context,
+                    sessions,
+                    residual,
+                )?);
+            }
+            _ => components.push(llm::kv_cache(
                 shape,
                 placement,
                 inference.kv_cache,
                 inference.context,
                 sessions,
                 block,
-            )?);
+            )?),
         }
         // An encoder-decoder model's encoder input; `context` is then the decoder's tokens.
         let source = inference.source.filter(|_| shape.encoder.is_some());

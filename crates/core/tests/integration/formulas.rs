@@ -69,6 +69,28 @@ fn kv_cache_is_128_kib_per_token_and_halves_under_tensor_parallel() {
 }
 
 #[test]
+fn an_encoder_without_a_vocabulary_output_caches_nothing() {
+    // BERT-large's shape (one-card-three-workloads.vram): 24 layers of 1024, 16 heads.
+    let model = |output: &str| {
+        format!(
+            "model enc {{ layers 24; hidden 1024; ffn 4096; heads 16; vocab 30522; mlp plain; \
+             biases true; norm layernorm; positions 512; output {output} }}\n\
+             workload w {{ model enc; runtime pytorch; inference {{ weights fp16; \
+             context 512 tokens; sessions 32 }} }}\ncheck w on l4\n"
+        )
+    };
+    let encoder = &evaluate(&model("none"))[0];
+    let names: Vec<String> =
+        encoder.devices[0].components.iter().map(|c| c.name.to_string()).collect();
+    assert!(names.iter().all(|n| !n.starts_with("KV cache")), "{names:?}");
+    // With a language-model head it generates, and its cache is 2 × 24 layers × 1024 × 2 B per
+    // token, for 512 tokens of 32 sessions.
+    let decoder = &evaluate(&model("lm"))[0];
+    let cache = decoder.devices[0].components.iter().find(|c| c.name == "KV cache");
+    assert_eq!(cache.map(|c| c.bytes.0), Some(2 * 24 * 1024 * 2 * 512 * 32));
+}
+
+#[test]
 fn tensor_parallel_never_pools_and_never_loses_weights() {
     let checks = evaluate(LLAMA_8B_CHAT);
     let single = bytes(&checks[0], 0, "weights");
