@@ -106,8 +106,6 @@ pub mod feature {
          denoiser's training states (ZeRO-1/2, optimizer offload), not its weights";
     pub const TWO_BIT_WEIGHTS: &str = "2-bit weights (optimum-quanto's int2): the language has no \
          2-bit weight type";
-    pub const ONE_STATE_8BIT: &str = "bitsandbytes' one-state 8-bit optimizers (Lion8bit, \
-         RMSprop8bit, Adagrad8bit): no language optimizer keeps one 8-bit state";
     pub const BLOCK_SWAP: &str = "block swapping (kohya's and musubi-tuner's `blocks_to_swap`, \
          diffusion-pipe's): some of the denoiser's blocks kept on the host during training and \
          moved in for their turn";

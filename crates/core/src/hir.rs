@@ -529,11 +529,17 @@ pub enum Optimizer {
     Prodigy,
     /// Schedule-free AdamW (Defazio et al. 2024, `AdamWScheduleFree`): `z` and `exp_avg_sq`.
     AdamWScheduleFree,
+    /// bitsandbytes' one-state 8-bit optimizers (`Lion8bit`, `RMSprop8bit`, `Adagrad8bit`,
+    /// `SGD8bit` with momentum): one uint8 state plus an fp32 absmax per 256 values.
+    Lion8bit,
+    Rmsprop8bit,
+    Adagrad8bit,
+    SgdMomentum8bit,
 }
 
 impl Optimizer {
     /// Every optimizer, in the order the language lists them.
-    pub const ALL: [Optimizer; 13] = [
+    pub const ALL: [Optimizer; 17] = [
         Optimizer::AdamW,
         Optimizer::AdamW8bit,
         Optimizer::Adafactor,
@@ -547,6 +553,10 @@ impl Optimizer {
         Optimizer::Adan,
         Optimizer::Prodigy,
         Optimizer::AdamWScheduleFree,
+        Optimizer::Lion8bit,
+        Optimizer::Rmsprop8bit,
+        Optimizer::Adagrad8bit,
+        Optimizer::SgdMomentum8bit,
     ];
 
     pub fn name(self) -> &'static str {
@@ -564,6 +574,10 @@ impl Optimizer {
             Optimizer::Adan => "adan",
             Optimizer::Prodigy => "prodigy",
             Optimizer::AdamWScheduleFree => "adamw-schedule-free",
+            Optimizer::Lion8bit => "lion-8bit",
+            Optimizer::Rmsprop8bit => "rmsprop-8bit",
+            Optimizer::Adagrad8bit => "adagrad-8bit",
+            Optimizer::SgdMomentum8bit => "sgd-momentum-8bit",
         }
     }
 
@@ -580,7 +594,11 @@ impl Optimizer {
             | Optimizer::Adafactor
             | Optimizer::Lion
             | Optimizer::Rmsprop
-            | Optimizer::Adagrad => 1,
+            | Optimizer::Adagrad
+            | Optimizer::Lion8bit
+            | Optimizer::Rmsprop8bit
+            | Optimizer::Adagrad8bit
+            | Optimizer::SgdMomentum8bit => 1,
             Optimizer::Sgd => 0,
         }
     }
@@ -588,10 +606,24 @@ impl Optimizer {
     /// Bytes per state value: fp32, or 8-bit with an fp32 absmax per 256-value block
     /// (bitsandbytes `optimizer.py`, blocksize 256): 1 + 4/256.
     pub fn bytes_per_state(self) -> Ratio {
-        match self {
-            Optimizer::AdamW8bit => Ratio::new(256 + 4, 256).unwrap_or(Ratio::ONE),
-            _ => Ratio::int(4),
+        if self.is_eight_bit() {
+            Ratio::new(256 + 4, 256).unwrap_or(Ratio::ONE)
+        } else {
+            Ratio::int(4)
         }
+    }
+
+    /// A bitsandbytes 8-bit optimizer: its states keep their own format, whatever the trained
+    /// parameters' type, and its step is one fused kernel per tensor.
+    pub fn is_eight_bit(self) -> bool {
+        matches!(
+            self,
+            Optimizer::AdamW8bit
+                | Optimizer::Lion8bit
+                | Optimizer::Rmsprop8bit
+                | Optimizer::Adagrad8bit
+                | Optimizer::SgdMomentum8bit
+        )
     }
 }
 

@@ -938,11 +938,28 @@ pub(super) fn optimizer(cx: &mut Cx<'_>) -> Option<&'static str> {
     // Adam-mini keeps one second moment per block.
     let adam_relative =
         ["badam", "adam-mini", "adam_mini", "adammini"].iter().any(|word| lower.contains(word));
+    // bitsandbytes' one-state 8-bit optimizers (Lion8bit, RMSprop8bit, Adagrad8bit, SGD8bit).
+    let one_state = [
+        ("lion", "lion-8bit"),
+        ("rmsprop", "rmsprop-8bit"),
+        ("adagrad", "adagrad-8bit"),
+        ("sgd", "sgd-momentum-8bit"),
+    ]
+    .into_iter()
+    .find(|(word, _)| lower.contains(word))
+    .map(|(_, name)| name);
     if eight_bit && !(lower.contains("adam") || lamb) {
-        // One 8-bit state (bitsandbytes Lion8bit, RMSprop8bit, Adagrad8bit): no language
-        // optimizer keeps those bytes.
-        cx.gap(Gap::feature(feature::ONE_STATE_8BIT, text));
-        None
+        match (one_state, paged) {
+            (Some(name), false) => Some(name),
+            (Some("lion-8bit"), true) => {
+                Some("lion-8bit\n    paged_optimizer true  # bitsandbytes paged: unified memory")
+            }
+            // bitsandbytes pages only its AdamW, Adam, Lion and their 8-bit forms.
+            _ => {
+                cx.unreadable("optimizer", &text);
+                None
+            }
+        }
     } else if adam_relative {
         cx.unreadable("optimizer", &text);
         None
@@ -1503,8 +1520,20 @@ mod tests {
             let text = workload(&format!(r#"{{"optimizer": "{wording}"}}"#));
             assert!(text.contains(&format!("optimizer     {optimizer}\n")), "{wording}: {text}");
         }
-        // bitsandbytes' one-state 8-bit optimizers have no language counterpart.
-        assert!(super::super::express(&point(r#"{"optimizer": "Lion8bit"}"#)).is_err());
+        // bitsandbytes' one-state 8-bit optimizers, paged Lion among them.
+        for (wording, optimizer) in [
+            ("Lion8bit", "lion-8bit"),
+            ("bnb.optim.RMSprop8bit", "rmsprop-8bit"),
+            ("Adagrad8bit", "adagrad-8bit"),
+            ("SGD8bit (momentum 0.9)", "sgd-momentum-8bit"),
+        ] {
+            let text = workload(&format!(r#"{{"optimizer": "{wording}"}}"#));
+            assert!(text.contains(&format!("optimizer     {optimizer}\n")), "{wording}: {text}");
+        }
+        let paged = workload(r#"{"optimizer": "PagedLion8bit"}"#);
+        assert!(paged.contains("optimizer     lion-8bit\n    paged_optimizer true"), "{paged}");
+        // bitsandbytes pages no 8-bit RMSprop.
+        assert!(super::super::express(&point(r#"{"optimizer": "paged RMSprop8bit"}"#)).is_err());
         let plain = workload(r#"{"optimizer": "adamw_torch", "framework_version": "PyTorch 2.4"}"#);
         assert!(!plain.contains("paged_optimizer") && !plain.contains("foreach"), "{plain}");
     }

@@ -53,3 +53,16 @@ fn an_unknown_optimizer_is_a_diagnostic_that_names_the_known_ones() {
     let error = outcome.diagnostics.iter().find(|d| d.is_error()).expect("an error");
     assert!(error.message.contains("adamax"), "{}", error.message);
 }
+
+#[test]
+fn bitsandbytes_one_state_optimizers_keep_one_byte_and_a_block_scale_whatever_the_master() {
+    // One uint8 state per parameter and an fp32 absmax per 256 values (bitsandbytes
+    // Optimizer1State): 8,030,261,248 × (1 + 4/256) B; Llama 3.1 8B's tensors all divide by 256.
+    let expected = PARAMS + PARAMS / 256 * 4;
+    for name in ["lion-8bit", "rmsprop-8bit", "adagrad-8bit", "sgd-momentum-8bit"] {
+        assert_eq!(optimizer_state(&check(name, "none")), expected, "{name}");
+        assert_eq!(optimizer_state(&check(name, "fp32")), expected, "{name}");
+    }
+    // Two states for 8-bit AdamW, the same format.
+    assert_eq!(optimizer_state(&check("adamw-8bit", "fp32")), 2 * expected);
+}

@@ -94,9 +94,10 @@ fn optimizer_state(
     // PyTorch's optimizers create their state like the parameter they update (`zeros_like`):
     // the fp32 master when there is one, else the trained parameter itself (bf16 moments in
     // pure bf16 training). 8-bit AdamW keeps its own 8-bit format.
-    let per_state = match training.optimizer {
-        crate::hir::Optimizer::AdamW8bit => training.optimizer.bytes_per_state(),
-        _ => training.master.unwrap_or(updated).bytes_per_element(),
+    let per_state = if training.optimizer.is_eight_bit() {
+        training.optimizer.bytes_per_state()
+    } else {
+        training.master.unwrap_or(updated).bytes_per_element()
     };
     let per_param = per_state.checked_mul(Ratio::int(i128::from(states))).ok_or(Overflow)?;
     let label_states = formula!("{states} {} states", training.optimizer.name());
@@ -136,6 +137,9 @@ fn states_source(optimizer: crate::hir::Optimizer) -> &'static str {
         O::Prodigy => "Prodigy (konstmish/prodigy): exp_avg, exp_avg_sq, s, p0 (slice_p 1)",
         O::AdamWScheduleFree => {
             "Schedule-free AdamW (facebookresearch/schedule_free AdamWScheduleFree): z, exp_avg_sq"
+        }
+        O::Lion8bit | O::Rmsprop8bit | O::Adagrad8bit | O::SgdMomentum8bit => {
+            "bitsandbytes Optimizer1State (Lion8bit, RMSprop8bit, Adagrad8bit, SGD8bit): one uint8 state1 and an fp32 absmax1 per 256-value block"
         }
     }
 }
