@@ -82,9 +82,6 @@ pub mod feature {
     pub const PARTIAL_GROUP_OFFLOAD: &str = "group offloading applied to one of the pipeline's \
          models (`apply_group_offloading(pipe.transformer, ...)`), the others left where the \
          script put them: the language offloads every model's blocks (`offload blocks`)";
-    pub const KOHYA_LORA: &str = "kohya's LoRA networks (`network_dim`): adapters on every \
-         linear layer of the denoiser's transformer blocks (projections in and out, the \
-         feed-forward), beyond the attention projections the language's denoiser LoRA covers";
     pub const LYCORIS: &str = "LyCORIS adapters other than LoRA (LoKr's Kronecker factors, \
          LoHa's Hadamard products): their own factor shapes and what they keep for backward";
     pub const QUANTIZED_TRAINING: &str = "training whose stored weights are integers (Q-GaLore's \
@@ -176,6 +173,11 @@ pub mod assume {
          optimizer state over the data-parallel ranks and keeps every gradient, as ZeRO-1 does)";
     pub const NAMED_FORMAT: &str = "weight format not in the fields but in the model's name \
          (a quantized upload's suffix, an Ollama tag)";
+    pub const KOHYA_TARGETS: &str = "kohya's LoRA networks (`network_dim`) adapt every linear \
+         layer of the denoiser's transformer blocks: written as the attention projections and \
+         the feed-forward (`targets q k v o up down`); a UNet block's 1 × 1 projections in and \
+         out, FLUX's modulations, its text stream's own projections and its single blocks' \
+         fused layers are counted as those (rank-wide adapters: well under 1 % of the peak)";
     pub const SCRIPT_SETTING: &str =
         "a setting not in the data but read from the source's own script or configuration";
     pub const EQUIVALENT_FORMAT: &str =

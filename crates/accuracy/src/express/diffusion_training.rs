@@ -463,21 +463,26 @@ fn method(cx: &mut Cx<'_>, uneven: Option<&str>, pure: Option<&str>) -> Option<S
         return None;
     }
     let settings = point.other_settings.clone().unwrap_or_default().to_lowercase();
-    if lower.contains("network_dim") || settings.contains("network_dim") {
-        // kohya sd-scripts' networks.lora adapts every Linear (and 1 × 1 convolution) inside
-        // the UNet's Transformer2DModel blocks (its UNET_TARGET_REPLACE_MODULE).
-        cx.gap(Gap::feature(feature::KOHYA_LORA, text));
-        return None;
-    }
-    let stated = super::lora::rank(&lower);
-    let rank = stated.or_else(|| super::lora::rank(&settings));
+    // kohya sd-scripts' networks (networks.lora, lora_flux) adapt every Linear (and 1 × 1
+    // convolution) inside the denoiser's transformer blocks (UNET_TARGET_REPLACE_MODULE), with
+    // `--network_dim` as the rank.
+    let kohya = lower.contains("network_dim") || settings.contains("network_dim");
+    let network_dim = |text: &str| {
+        let start = text.find("network_dim")? + "network_dim".len();
+        crate::data::leading_number(text[start..].trim_start_matches([' ', '=', ':', '_']))
+    };
+    let stated = super::lora::rank(&lower).or_else(|| network_dim(&lower));
+    let rank = stated.or_else(|| super::lora::rank(&settings)).or_else(|| network_dim(&settings));
     let named: Vec<&str> = ["to_q", "to_k", "to_v", "to_out"]
         .into_iter()
         .zip(["q", "k", "v", "o"])
         .filter(|(module, _)| lower.contains(module))
         .map(|(_, target)| target)
         .collect();
-    let targets = if !named.is_empty() {
+    let targets = if kohya {
+        cx.assume(assume::KOHYA_TARGETS, text.clone());
+        vec!["q", "k", "v", "o", "up", "down"]
+    } else if !named.is_empty() {
         named
     } else if point.framework.contains("PEFT") && settings.contains("dreambooth") {
         cx.assume(
@@ -796,16 +801,17 @@ mod tests {
     }
 
     #[test]
-    fn kohya_networks_are_a_missing_feature() {
-        let gaps = express(&point(
+    fn kohya_networks_adapt_the_attention_and_the_feed_forward() {
+        let source = express(&point(
             r#"{"model": "stabilityai/stable-diffusion-xl-base-1.0",
                 "finetune_method": "LoRA network_dim 32", "weight_precision": "fp16",
                 "image_or_video": "1024x1024", "optimizer": "AdamW8bit",
                 "activation_checkpointing": true,
                 "other_settings": "sdxl_train_network.py --network_train_unet_only"}"#,
         ))
-        .expect_err("kohya's targets are not modelled");
-        assert!(gaps.iter().any(|g| g.label == crate::gaps::feature::KOHYA_LORA), "{gaps:?}");
+        .expect("kohya's networks are expressed")
+        .source;
+        assert!(source.contains("rank    32\n      targets q k v o up down"), "{source}");
     }
 
     #[test]

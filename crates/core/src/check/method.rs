@@ -9,10 +9,16 @@ use crate::hir::{LoraTarget, Method, Saved};
 use crate::precision::Precision;
 use crate::ratio::Ratio;
 
-/// The LoRA targets a denoiser has: the attention projections (diffusers' `to_q`, `to_k`,
-/// `to_v`, `to_out.0`).
+/// The LoRA targets diffusers' training scripts give a denoiser: the attention projections
+/// (`to_q`, `to_k`, `to_v`, `to_out.0`).
 const DENOISER_TARGETS: [LoraTarget; 4] =
     [LoraTarget::Q, LoraTarget::K, LoraTarget::V, LoraTarget::O];
+
+/// What a denoiser's LoRA can adapt: the attention projections and each block's feed-forward
+/// (`up`: `ff.net.0.proj`, `down`: `ff.net.2`), as kohya's networks and diffusers' longer
+/// `--lora_layers` lists do.
+const DENOISER_ADAPTABLE: [LoraTarget; 6] =
+    [LoraTarget::Q, LoraTarget::K, LoraTarget::V, LoraTarget::O, LoraTarget::Up, LoraTarget::Down];
 
 /// The `method` field: `full`, `lora { … }`, `freeze { … }`, `prefix { … }` or `prompt { … }`.
 pub(super) fn method(
@@ -85,8 +91,8 @@ fn lora(
         );
     }
     let mut targets = Vec::new();
-    let adaptable: &[LoraTarget] = if denoiser { &DENOISER_TARGETS } else { &LoraTarget::ALL };
-    // A denoiser has no MLP targets; a language model also takes T5's module names.
+    let adaptable: &[LoraTarget] = if denoiser { &DENOISER_ADAPTABLE } else { &LoraTarget::ALL };
+    // A denoiser's feed-forward has no gate; a language model also takes T5's module names.
     let t5: &[(&str, LoraTarget)] = if denoiser { &[] } else { &LoraTarget::T5_NAMES };
     let names: Vec<&str> = adaptable
         .iter()

@@ -39,6 +39,8 @@ use crate::ratio::Ratio;
 /// A DiT block's MLP width over its hidden size (DiT, Peebles and Xie 2023, `mlp_ratio=4.0`;
 /// FLUX.1 `mlp_ratio` 4.0 in its published configuration).
 const DIT_MLP_RATIO: u64 = 4;
+/// diffusers' `BasicTransformerBlock` feed-forward: `FeedForward(dim, mult=4)`, GEGLU.
+const UNET_FF_MULT: u64 = 4;
 
 /// Tensors of `c` channels a UNet ResNet block stores per position (diffusers `ResnetBlock2D`):
 /// GroupNorm 1's input, SiLU's input, conv 1's input, GroupNorm 2's input, SiLU's input and
@@ -262,14 +264,25 @@ fn adapters(
     let hidden = diffusion.denoiser.hidden;
     let per_rank = match &blocks.layout {
         BlockLayout::Transformer { layers, cross_attention } => {
-            let per_block = attention_per_rank(targets, hidden, *cross_attention)?;
+            // A DiT block's feed-forward: hidden -> ffn -> hidden (GELU).
+            let ffn = diffusion.denoiser.ffn.unwrap_or(DIT_MLP_RATIO * hidden);
+            let per_block = attention_per_rank(targets, hidden, *cross_attention)?
+                .checked_add(feed_forward_per_rank(targets, hidden, ffn, ffn)?)
+                .ok_or(Overflow)?;
             layers.checked_mul(per_block).ok_or(Overflow)?
         }
         BlockLayout::Unet { cross_attention_dim, .. } => {
             let mut sum = 0u64;
             for level in unet_levels(diffusion, blocks)? {
+                // A BasicTransformerBlock's GEGLU feed-forward: `ff.net.0.proj` makes the value
+                // and its gate (c -> 2 × 4c), `ff.net.2` reads 4c.
+                let c = level.channels;
+                let inner = UNET_FF_MULT.checked_mul(c).ok_or(Overflow)?;
+                let up_out = inner.checked_mul(2).ok_or(Overflow)?;
                 let per_block =
-                    attention_per_rank(targets, level.channels, Some(*cross_attention_dim))?;
+                    attention_per_rank(targets, level.channels, Some(*cross_attention_dim))?
+                        .checked_add(feed_forward_per_rank(targets, c, up_out, inner)?)
+                        .ok_or(Overflow)?;
                 sum = per_block
                     .checked_mul(level.layers)
                     .and_then(|n| sum.checked_add(n))
@@ -305,7 +318,7 @@ fn attention_per_rank(
     text_width: Option<u64>,
 ) -> Result<u64, Overflow> {
     let mut sum = 0u64;
-    for target in targets {
+    for target in targets.iter().filter(|t| t.is_attention()) {
         let mut per_target = width.checked_mul(2).ok_or(Overflow)?;
         if let Some(text) = text_width {
             let input = if matches!(target, LoraTarget::K | LoraTarget::V) { text } else { width };
@@ -313,6 +326,27 @@ fn attention_per_rank(
                 input.checked_add(width).and_then(|n| per_target.checked_add(n)).ok_or(Overflow)?;
         }
         sum = sum.checked_add(per_target).ok_or(Overflow)?;
+    }
+    Ok(sum)
+}
+
+/// LoRA parameters per rank on one block's feed-forward of `width` channels: `up` (diffusers'
+/// `ff.net.0.proj`) reads `width` and writes `up_out`, `down` (`ff.net.2`) reads `down_in`
+/// and writes `width`.
+fn feed_forward_per_rank(
+    targets: &[LoraTarget],
+    width: u64,
+    up_out: u64,
+    down_in: u64,
+) -> Result<u64, Overflow> {
+    let mut sum = 0u64;
+    for target in targets {
+        let matrix = match target {
+            LoraTarget::Up => width.checked_add(up_out),
+            LoraTarget::Down => down_in.checked_add(width),
+            _ => Some(0),
+        };
+        sum = matrix.and_then(|n| sum.checked_add(n)).ok_or(Overflow)?;
     }
     Ok(sum)
 }

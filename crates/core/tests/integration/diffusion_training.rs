@@ -233,6 +233,24 @@ fn the_per_level_structure_is_checked_against_channel_mult() {
 }
 
 #[test]
+fn lora_on_the_feed_forward_adds_its_two_projections_per_transformer_layer() {
+    // A UNet transformer layer's GEGLU feed-forward: up c -> 8c (value and gate) and down
+    // 4c -> c, (c + 8c) + (4c + c) = 14c per rank; over the layers above,
+    // 14 × (5 × 320 + 5 × 640 + 6 × 1280) = 174,720 per rank beside the attention's 199,296.
+    let all = evaluate(&sd("", "method lora { rank 4; targets all }"));
+    assert_eq!(component(&all[0], "LoRA adapters"), (199_296 + 174_720) * 4 * 4);
+    let ff = evaluate(&sd("", "method lora { rank 4; targets up down }"));
+    assert_eq!(component(&ff[0], "LoRA adapters"), 174_720 * 4 * 4);
+    // A DiT block's GELU feed-forward of 4 × 3072: (3072 + 12288) × 2 per rank.
+    let dit = evaluate(&flux("", "method lora { rank 4; targets q k v o up down }"));
+    let per_block = 4 * 6144 + 2 * (3072 + 12_288);
+    assert_eq!(component(&dit[0], "LoRA adapters"), 57 * 4 * per_block * 4);
+    // A denoiser's feed-forward has no gate projection of its own.
+    let gate = vram_core::evaluate(&sd("", "method lora { rank 4; targets gate }"));
+    assert!(gate.diagnostics.iter().any(|d| d.is_error()), "{:#?}", gate.diagnostics);
+}
+
+#[test]
 fn transformer_denoiser_blocks_are_language_model_layers_over_patches_and_text() {
     // 512 × 768 pixels: 64 × 96 latents, 32 × 48 = 1536 patches of 2 × 2, and 512 text tokens.
     // Per token per block: 4h (norms, residual) + 4h (q, k, v, attention output) + 2 × 4h
@@ -435,7 +453,7 @@ fn settings_a_trained_pipeline_cannot_have_are_diagnostics() {
         ("", "method lora { rank 4 }; sequence 77 tokens", "E013"),
         ("", "method lora { rank 4 }; weights bf16", "E013"),
         ("", "method lora { rank 4 }; loss bf16", "E013"),
-        ("", "method lora { rank 4; targets down }", "E015"),
+        ("", "method lora { rank 4; targets gate }", "E015"),
         ("; layers 12", "method lora { rank 4 }", "E013"),
         ("", "method lora { rank 4; modules_to_save head }", "E013"),
     ] {
