@@ -247,7 +247,11 @@ fn lora_on_the_feed_forward_adds_its_two_projections_per_transformer_layer() {
     assert_eq!(component(&dit[0], "LoRA adapters"), 57 * 4 * per_block * 4);
     // A denoiser's feed-forward has no gate projection of its own.
     let gate = vram_core::evaluate(&sd("", "method lora { rank 4; targets gate }"));
-    assert!(gate.diagnostics.iter().any(|d| d.is_error()), "{:#?}", gate.diagnostics);
+    assert!(
+        gate.diagnostics.iter().any(vram_core::diagnostic::Diagnostic::is_error),
+        "{:#?}",
+        gate.diagnostics
+    );
 }
 
 #[test]
