@@ -256,6 +256,16 @@ impl<'p> Planner<'p> {
         }
     }
 
+    /// The check's verdict with the workload as `change` leaves it; the declared one is
+    /// restored after.
+    fn verdict_changed(&mut self, change: impl FnOnce(&mut Workload)) -> Result<Verdict, Stop> {
+        let spec = self.spec.clone();
+        change(self.workload_mut());
+        let verdict = self.verdict();
+        self.reset(&spec);
+        verdict
+    }
+
     /// The verdict of the check as declared.
     pub fn declared_verdict(&mut self) -> Result<Verdict, Stop> {
         self.verdict()

@@ -159,11 +159,7 @@ impl Planner<'_> {
 
     /// The check's verdict with `diffusion` in place of the workload's own.
     fn verdict_with_pipeline(&mut self, diffusion: &Diffusion) -> Result<Verdict, Stop> {
-        let spec = self.spec.clone();
-        self.workload_mut().diffusion = Some(diffusion.clone());
-        let verdict = self.verdict();
-        self.reset(&spec);
-        verdict
+        self.verdict_changed(|w| w.diffusion = Some(diffusion.clone()))
     }
 
     /// Drops each in-place option of a fitting set, last first, that the rest fit without.

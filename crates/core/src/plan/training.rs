@@ -92,11 +92,7 @@ impl Planner<'_> {
 
     /// The check's verdict with `training` in place of the workload's own.
     fn verdict_with(&mut self, training: &Training) -> Result<Verdict, Stop> {
-        let spec = self.spec.clone();
-        self.workload_mut().training = Some(training.clone());
-        let verdict = self.verdict();
-        self.reset(&spec);
-        verdict
+        self.verdict_changed(|w| w.training = Some(training.clone()))
     }
 
     /// Drops each lever of a fitting set, last first, that the others fit without: a lever
