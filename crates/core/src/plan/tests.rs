@@ -218,3 +218,70 @@ fn the_precision_found_fits_and_the_larger_candidate_does_not() {
     assert!(answers >= 4, "only {answers} answers");
     assert!(kv_answers >= 1, "no answer needed an FP8 KV cache: the generator is too narrow");
 }
+
+/// An SD 1.x pipeline (the UNet's structure from its configuration, so unfused attention can be
+/// modelled) with `extra` diffusion lines, checked on a card of `mib` MiB.
+fn sd_source(resolution: u64, batch: u64, extra: &str, mib: u64) -> String {
+    format!(
+        "model unet {{ params 860 million; largest_module 14_746_880 }}\n\
+         model te {{ params 123_060_480; largest_module 37_945_344 }}\n\
+         model ae {{ params 83_653_863; largest_module 2_359_808 }}\n\
+         device card {{ memory {mib} MiB; arch ampere; precisions fp32 tf32 fp16 bf16 }}\n\
+         workload w {{\n  runtime diffusers\n  diffusion {{\n    denoiser unet\n    text_encoders te\n    \
+         vae ae\n    weights fp16\n    architecture unet\n    hidden 320\n    heads 8\n    \
+         channel_mult 1 2 4 4\n    layers_per_block 2\n    cross_attention_dim 768\n    \
+         resolution {resolution} x {resolution}\n    batch {batch}\n{extra}  }}\n}}\ncheck w on card\n"
+    )
+}
+
+#[test]
+fn pipeline_options_fit_as_written_and_none_of_them_is_spare() {
+    let mut rng = Rng(29);
+    let mut answers = 0;
+    let mut several = 0;
+    for _ in 0..40 {
+        let resolution = *rng.pick(&[512, 768, 1024, 1536]);
+        let batch = rng.range(1, 6);
+        let attention = *rng.pick(&["", "    attention eager\n"]);
+        let mib = rng.range(3_000, 24_000);
+        let source = sd_source(resolution, batch, attention, mib);
+        let program = checked(&source);
+        let spec = program.checks().first().expect("one check").clone();
+        let mut planner = Planner::new(&program, &spec).expect("planner");
+        if planner.declared_verdict().is_ok_and(|v| v.fits()) {
+            continue;
+        }
+        let Ok(Some(answer)) = planner.find_pipeline_option() else { continue };
+        // The change as lines of the diffusion section: `attention sliced` replaces the eager
+        // line, `attention_slice max` joins it.
+        let options: Vec<&str> = answer.change.split(", ").collect();
+        let with = |options: &[&str]| {
+            let mut extra = attention.to_string();
+            for option in options {
+                if option.starts_with("attention ") {
+                    extra = extra.replace("    attention eager\n", "");
+                }
+                extra.push_str(&format!("    {option}\n"));
+            }
+            sd_source(resolution, batch, &extra, mib)
+        };
+        assert!(fits(&with(&options)), "`{}` should fit:\n{source}", answer.change);
+        // Every option but the offload is needed: the others alone are over (`attention_slice
+        // max` without `attention sliced` slices nothing).
+        for (i, option) in options.iter().enumerate() {
+            if option.starts_with("offload") {
+                continue;
+            }
+            let rest: Vec<&str> =
+                options.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, o)| *o).collect();
+            assert!(!fits(&with(&rest)), "`{option}` is spare in `{}`:\n{source}", answer.change);
+        }
+        answers += 1;
+        several += usize::from(options.len() > 1);
+    }
+    assert!(answers >= 8, "only {answers} answers");
+    assert!(
+        several >= 2,
+        "only {several} answers with several options: the generator is too narrow"
+    );
+}
