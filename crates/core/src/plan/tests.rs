@@ -261,7 +261,7 @@ fn pipeline_options_fit_as_written_and_none_of_them_is_spare() {
                 if option.starts_with("attention ") {
                     extra = extra.replace("    attention eager\n", "");
                 }
-                extra.push_str(&format!("    {option}\n"));
+                extra = extra + "    " + option + "\n";
             }
             sd_source(resolution, batch, &extra, mib)
         };
