@@ -467,12 +467,8 @@ fn method(cx: &mut Cx<'_>, uneven: Option<&str>, pure: Option<&str>) -> Option<S
     // convolution) inside the denoiser's transformer blocks (UNET_TARGET_REPLACE_MODULE), with
     // `--network_dim` as the rank.
     let kohya = lower.contains("network_dim") || settings.contains("network_dim");
-    let network_dim = |text: &str| {
-        let start = text.find("network_dim")? + "network_dim".len();
-        crate::data::leading_number(text[start..].trim_start_matches([' ', '=', ':', '_']))
-    };
-    let stated = super::lora::rank(&lower).or_else(|| network_dim(&lower));
-    let rank = stated.or_else(|| super::lora::rank(&settings)).or_else(|| network_dim(&settings));
+    let stated = super::lora::rank(&lower);
+    let rank = stated.or_else(|| super::lora::rank(&settings));
     let named: Vec<&str> = ["to_q", "to_k", "to_v", "to_out"]
         .into_iter()
         .zip(["q", "k", "v", "o"])

@@ -6,9 +6,11 @@ use super::Cx;
 use crate::gaps::assume;
 use crate::models::Family;
 
-/// `r=64` or `rank 4`.
+/// `r=64`, `rank 4`, or kohya's `network_dim 32`.
 pub(super) fn rank(lower: &str) -> Option<u64> {
-    let stated = ["r=", "rank ", "rank=", "r = ", "rank: ", "r: "].iter().find_map(|key| {
+    let keys = ["r=", "rank ", "rank=", "r = ", "rank: ", "r: "];
+    let kohya = ["network_dim ", "network_dim=", "network_dim: ", "network_dim_"];
+    let stated = keys.iter().chain(&kohya).find_map(|key| {
         let start = lower.find(key)? + key.len();
         crate::data::leading_number(&lower[start..])
     });

@@ -39,6 +39,11 @@ use crate::ratio::Ratio;
 /// A DiT block's MLP width over its hidden size (DiT, Peebles and Xie 2023, `mlp_ratio=4.0`;
 /// FLUX.1 `mlp_ratio` 4.0 in its published configuration).
 const DIT_MLP_RATIO: u64 = 4;
+/// A DiT block's feed-forward width: as declared, else `DIT_MLP_RATIO` × hidden.
+fn dit_ffn(diffusion: &Diffusion) -> u64 {
+    diffusion.denoiser.ffn.unwrap_or(DIT_MLP_RATIO * diffusion.denoiser.hidden)
+}
+
 /// diffusers' `BasicTransformerBlock` feed-forward: `FeedForward(dim, mult=4)`, GEGLU.
 const UNET_FF_MULT: u64 = 4;
 
@@ -265,7 +270,7 @@ fn adapters(
     let per_rank = match &blocks.layout {
         BlockLayout::Transformer { layers, cross_attention } => {
             // A DiT block's feed-forward: hidden -> ffn -> hidden (GELU).
-            let ffn = diffusion.denoiser.ffn.unwrap_or(DIT_MLP_RATIO * hidden);
+            let ffn = dit_ffn(diffusion);
             let per_block = attention_per_rank(targets, hidden, *cross_attention)?
                 .checked_add(feed_forward_per_rank(targets, hidden, ffn, ffn)?)
                 .ok_or(Overflow)?;
@@ -474,7 +479,7 @@ fn transformer_activations(
     let shape = Shape {
         layers,
         hidden,
-        ffn: diffusion.denoiser.ffn.unwrap_or(DIT_MLP_RATIO * hidden),
+        ffn: dit_ffn(diffusion),
         heads,
         kv_heads: heads,
         head_dim: hidden / heads,

@@ -58,11 +58,11 @@ const IN_PLACE: [InPlace; 4] = [
             _ => "attention_slice max",
         },
         applies: |d| {
-            matches!(d.attention, DiffusionAttention::Eager)
-                || matches!(
-                    d.attention,
-                    DiffusionAttention::Sliced(AttentionSlice::Auto | AttentionSlice::Heads(2..))
-                )
+            matches!(
+                d.attention,
+                DiffusionAttention::Eager
+                    | DiffusionAttention::Sliced(AttentionSlice::Auto | AttentionSlice::Heads(2..))
+            )
         },
         take: |d| d.attention = DiffusionAttention::Sliced(AttentionSlice::Max),
     },
