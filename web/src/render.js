@@ -79,8 +79,12 @@ export function bar(device) {
       title: `Headroom: ${bytes(device.headroom.bytes)}`,
     }),
   );
+  // Cache the allocator returns before it runs out of memory: in `used`, not in `required`.
+  const releasable = device.releasable ?? 0;
+  const returned =
+    releasable > 0 ? ` (${bytes(releasable)} of it releasable cache, returned when memory runs short)` : "";
   const summary =
-    `${device.device_title}: ${bytes(device.used)} used + ${bytes(device.headroom.bytes)} ` +
+    `${device.device_title}: ${bytes(device.used)} used${returned} + ${bytes(device.headroom.bytes)} ` +
     `headroom of ${bytes(usable)} usable; ${verdictText(device.verdict)}`;
   return h(
     "div",
@@ -100,9 +104,10 @@ export function bar(device) {
     h(
       "div",
       { class: "gpu-foot" },
-      reserved > 0
+      (reserved > 0
         ? `${bytes(device.required)} required of ${bytes(usable)} usable (${bytes(device.capacity.bytes)}, ${device.capacity.provenance}; the driver keeps ${bytes(reserved)})`
-        : `${bytes(device.required)} required of ${bytes(device.capacity.bytes)} (${device.capacity.provenance})`,
+        : `${bytes(device.required)} required of ${bytes(device.capacity.bytes)} (${device.capacity.provenance})`) +
+        (releasable > 0 ? `; ${bytes(releasable)} of releasable cache not required` : ""),
     ),
   );
 }

@@ -80,6 +80,14 @@ fn explain(check: &CheckBudget) -> String {
             device.band.low.human(),
             device.band.high.human()
         );
+        if device.releasable.0 > 0 {
+            let _ = writeln!(
+                out,
+                "  less     {} of releasable cache (unused segments the allocator returns before \
+                 it reports out of memory)",
+                device.releasable.human()
+            );
+        }
         let _ = writeln!(
             out,
             "  headroom {} = {}",

@@ -219,7 +219,11 @@ pub struct DeviceBudget {
     /// Where the measured peak is expected to fall, from how each component was obtained.
     pub band: Band,
     pub headroom: HeadroomReport,
-    /// `used + headroom.bytes`.
+    /// Of `used`, the cache the allocator gives back before running out of memory (components
+    /// held as [`HeldBy::ReleasableCache`]); omitted when zero.
+    #[serde(skip_serializing_if = "Bytes::is_zero")]
+    pub releasable: Bytes,
+    /// `used − releasable + headroom.bytes`: what the verdict compares with the usable memory.
     pub required: Bytes,
     /// For runtimes that pre-allocate a KV pool (vLLM): how many tokens it holds.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -334,6 +338,11 @@ pub enum HeldBy {
     /// Memory the caching allocator holds beyond live tensors (fragmentation, graph pools):
     /// counted in the reserved and device views.
     AllocatorCache,
+    /// Cached segments no live tensor uses at the peak. A device with room keeps them, so the
+    /// reserved and device views count them; a device without room gets them back, because the
+    /// allocator returns unused segments to the driver before it reports out of memory
+    /// (`release_cached_blocks` on a failed `cudaMalloc`), so `required` leaves them out.
+    ReleasableCache,
     /// Memory outside the framework's allocator (CUDA context and kernels, NCCL, bitsandbytes'
     /// paged optimizer states in unified memory): device view only.
     Runtime,

@@ -30,6 +30,14 @@ pub const TIB: u64 = 1 << 40;
 impl Bytes {
     pub const ZERO: Bytes = Bytes(0);
 
+    #[allow(
+        clippy::trivially_copy_pass_by_ref,
+        reason = "serde's skip_serializing_if passes a reference"
+    )]
+    pub fn is_zero(&self) -> bool {
+        self.0 == 0
+    }
+
     pub fn checked_add(self, other: Bytes) -> Option<Bytes> {
         self.0.checked_add(other.0).map(Bytes)
     }

@@ -168,6 +168,11 @@ pub struct DeviceBudget {
     pub views: Views,
     pub band: Band,
     pub headroom: HeadroomReport,
+    /// Of `used`, the cache returned before out of memory; absent when zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[tsify(optional)]
+    pub releasable: Option<Bytes>,
+    /// `used − releasable + headroom`.
     pub required: Bytes,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[tsify(optional)]
@@ -248,6 +253,7 @@ pub enum BandBasis {
 pub enum HeldBy {
     Tensors,
     AllocatorCache,
+    ReleasableCache,
     Runtime,
 }
 

@@ -50,6 +50,13 @@ pub(crate) fn file(name: &str, budget: &Budget) -> String {
                 device.band.low.human(),
                 device.band.high.human()
             );
+            if device.releasable.0 > 0 {
+                let _ = writeln!(
+                    out,
+                    "| | less the releasable cache | −{} | | returned before out of memory |",
+                    device.releasable.human()
+                );
+            }
             let _ = writeln!(
                 out,
                 "| | headroom | {} | | {} |",

@@ -76,6 +76,10 @@ pub(crate) fn file(name: &str, budget: &Budget, color: Color) -> String {
                 device.band.high.human()
             );
             let _ = writeln!(out, "      {band:<58} {:>12}", device.used.human());
+            if device.releasable.0 > 0 {
+                let label = "less the releasable cache (returned before out of memory)";
+                let _ = writeln!(out, "      {label:<58} {:>12}", device.releasable.human());
+            }
             let _ = writeln!(out, "      {:<58} {:>12}", "headroom", device.headroom.bytes.human());
             let _ = writeln!(out, "      {:<58} {:>12}", "required", device.required.human());
             let _ = writeln!(out, "      {:<58} {:>12}", "capacity", device.capacity.bytes.human());

@@ -12,8 +12,12 @@
 //!   `max_split_size` unset any larger block may serve), and the block is split when what
 //!   remains exceeds 1 MiB (large pool) or is at least 512 B (small pool);
 //! - a freed block merges with free neighbours of its own segment, never across segments, and
-//!   segments are never returned (no `empty_cache`; the out-of-memory retry that frees cached
-//!   segments does not happen on a device with room).
+//!   segments are never returned on a device with room (no `empty_cache`);
+//! - on a device without room a failed `cudaMalloc` makes the allocator return every cached
+//!   segment no live tensor uses (`release_cached_blocks`) and try again. The
+//!   [`CachingAllocator::pressed`] replay does that before every new segment, as on a device
+//!   with no memory to spare: its reserved peak is the least the sequence needs, and what a
+//!   device with room shows beyond it is cache a tight device gets back.
 //!
 //! One stream: the pipelines replayed here run on the default stream.
 
@@ -44,6 +48,8 @@ struct Segment {
 
 #[derive(Default)]
 pub(crate) struct CachingAllocator {
+    /// Return the unused cached segments before growing (a device without room).
+    pressed: bool,
     segments: Vec<Segment>,
     next_id: u64,
     allocated: u64,
@@ -72,6 +78,12 @@ impl CachingAllocator {
         Self::default()
     }
 
+    /// An allocator on a device without room: every request no cached block holds first
+    /// returns the cached segments no live tensor uses (the module's documentation).
+    pub(crate) fn pressed() -> Self {
+        Self { pressed: true, ..Self::default() }
+    }
+
     /// The sum of live blocks now (`memory_allocated`).
     #[cfg(test)]
     pub(crate) fn allocated(&self) -> Bytes {
@@ -94,6 +106,9 @@ impl CachingAllocator {
         let (segment, index) = if let Some(found) = self.best_fit(small, size) {
             found
         } else {
+            if self.pressed {
+                self.release_unused_segments();
+            }
             let grown = segment_size(size)?;
             self.reserved = self.reserved.checked_add(grown).ok_or(Overflow)?;
             self.peak_reserved = self.peak_reserved.max(self.reserved);
@@ -137,6 +152,19 @@ impl CachingAllocator {
             }
             return;
         }
+    }
+
+    /// `release_cached_blocks`: every segment whose blocks are all free goes back to the driver.
+    fn release_unused_segments(&mut self) {
+        let mut released = 0;
+        self.segments.retain(|segment| {
+            let unused = segment.blocks.iter().all(|b| !b.live);
+            if unused {
+                released += segment.blocks.iter().map(|b| b.size).sum::<u64>();
+            }
+            !unused
+        });
+        self.reserved -= released;
     }
 
     fn fresh_id(&mut self) -> u64 {
@@ -219,6 +247,30 @@ mod tests {
         let _twelve = cache.alloc(mib(12)).unwrap();
         let _sixty = cache.alloc(mib(60)).unwrap();
         assert_eq!(cache.peak_reserved(), mib(80));
+    }
+
+    #[test]
+    fn a_pressed_allocator_returns_unused_segments_before_growing() {
+        // A 256 MiB tensor, freed, then a 512 MiB one: with room the 256 MiB segment stays
+        // cached beside the new one (768 MiB reserved); pressed, it goes back first (512 MiB).
+        // A segment with a live block stays either way.
+        for (mut cache, reserved) in
+            [(CachingAllocator::new(), 768 + 64), (CachingAllocator::pressed(), 512 + 64)]
+        {
+            let kept = cache.alloc(mib(64)).unwrap();
+            let first = cache.alloc(mib(256)).unwrap();
+            cache.free(first);
+            let _second = cache.alloc(mib(512)).unwrap();
+            assert_eq!(cache.peak_reserved(), mib(reserved));
+            assert_eq!(cache.peak_allocated(), mib(512 + 64));
+            cache.free(kept);
+        }
+        // Cached blocks still serve what they hold: nothing is returned when no segment grows.
+        let mut cache = CachingAllocator::pressed();
+        let first = cache.alloc(mib(256)).unwrap();
+        cache.free(first);
+        let _smaller = cache.alloc(mib(200)).unwrap();
+        assert_eq!(cache.peak_reserved(), mib(256));
     }
 
     #[test]

@@ -52,8 +52,8 @@ const INFERENCE_BELOW: u64 = 110;
 const INFERENCE_ABOVE: u64 = 200;
 const TRAINING_BELOW: u64 = 50;
 const TRAINING_ABOVE: u64 = 490;
-const DIFFUSION_BELOW: u64 = 40;
-const DIFFUSION_ABOVE: u64 = 210;
+const DIFFUSION_BELOW: u64 = 50;
+const DIFFUSION_ABOVE: u64 = 200;
 
 /// The band around `used`: on each side, the wider of the components' own uncertainty and the
 /// measured spread of the workload kind.

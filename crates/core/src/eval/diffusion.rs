@@ -12,9 +12,10 @@
 //!   rotation adds a rotated copy and three fp32 tensors of the key's size ([`rope_fp32`]);
 //! - UNet denoiser: at the latent resolution with its base channels, the same 10 per position
 //!   (a ResNet block's input, norms and convolution outputs, the attention block's projections);
-//! - VAE decoder: the first ResNet block at full resolution holds its 2c-channel input, its
-//!   GroupNorm output and its SiLU output at once: 6c per pixel (`vae_decode.rs` replays every
-//!   tensor of the decoder and finds no larger moment); a tiled decode holds one tile's
+//! - VAE decoder: the convolution of the last upsample holds its 2c-channel input at half
+//!   resolution, the nearest copy, its output and cuDNN's NHWC copies of those two: 8.5c per
+//!   pixel (`vae_decode.rs` replays every tensor of the decoder and finds no larger moment); a
+//!   tiled decode holds one tile's
 //!   (diffusers' `tile_sample_min_size`, the VAE config's `sample_size`: 1024 for the SDXL, SD3
 //!   and FLUX autoencoders, 512 for SD 1.x's); with `vae_upcast` (SDXL's `force_upcast`) the
 //!   decoder computes in fp32 and its weights are fp32 during the decode ([`vae_upcast`]).
@@ -573,30 +574,38 @@ fn vae_upcast(program: &Layered<'_>, diffusion: &Diffusion) -> Result<Option<Com
 /// `CpuOffload` hook calls `torch.cuda.empty_cache()` right after it offloads the previous model
 /// (`clear_device_cache`, since accelerate 0.34), so under model offload the decode starts from
 /// an empty cache.
+///
+/// Beside the component, what of the reserved peak a device without room gets back: the same
+/// sequence replayed by a pressed allocator (`allocator.rs`) reserves less, because the segments
+/// of the step and of the earlier stages go back to the driver when a later stage needs room.
 fn decode_cache(
     diffusion: &Diffusion,
     allocated_peak: Bytes,
     upcast: Bytes,
     step_cached: bool,
-) -> Result<Option<Component>, Overflow> {
+) -> Result<Option<(Component, Bytes)>, Overflow> {
     if diffusion.vae.is_none() {
         return Ok(None);
     }
-    let mut alloc = CachingAllocator::new();
     let step = if diffusion.denoiser.unet || !step_cached {
         None
     } else {
         Some(transformer_step_tensors(diffusion)?)
     };
-    if let Some(step) = &step {
-        let held: Vec<_> =
-            step.iter().map(|bytes| alloc.alloc(*bytes)).collect::<Result<_, _>>()?;
-        for tensor in held {
-            alloc.free(tensor);
+    let replayed = |mut alloc: CachingAllocator| -> Result<(Bytes, (u64, u64)), Overflow> {
+        if let Some(step) = &step {
+            let held: Vec<_> =
+                step.iter().map(|bytes| alloc.alloc(*bytes)).collect::<Result<_, _>>()?;
+            for tensor in held {
+                alloc.free(tensor);
+            }
         }
-    }
-    let (height, width) = replay_decode(&mut alloc, diffusion)?;
-    let reserved = alloc.peak_reserved();
+        let plane = replay_decode(&mut alloc, diffusion)?;
+        Ok((alloc.peak_reserved(), plane))
+    };
+    let (reserved, (height, width)) = replayed(CachingAllocator::new())?;
+    let (pressed, _) = replayed(CachingAllocator::pressed())?;
+    let releasable = Bytes(reserved.0.saturating_sub(pressed.0));
     let at_decode = calc::sum([reserved, upcast])?;
     let Some(extra) = at_decode.0.checked_sub(allocated_peak.0).filter(|extra| *extra > 0) else {
         return Ok(None);
@@ -613,7 +622,7 @@ fn decode_cache(
         ),
         None => String::new(),
     };
-    Ok(Some(Component {
+    let component = Component {
         held_by: HeldBy::AllocatorCache,
         name: if step.is_some() {
             "allocator cache (denoising step and VAE decode stages)"
@@ -649,7 +658,44 @@ fn decode_cache(
             }
             .into(),
         ),
-    }))
+    };
+    Ok(Some((component, releasable)))
+}
+
+/// The decode's cache said as two components: what a device without room still holds, and the
+/// `releasable` segments it gets back ([`HeldBy::ReleasableCache`]), at most the whole cache.
+fn split_releasable((cache, releasable): (Component, Bytes)) -> Vec<Component> {
+    let released = releasable.min(cache.bytes);
+    let kept = Bytes(cache.bytes.0 - released.0);
+    let mut out = Vec::new();
+    if kept > Bytes::ZERO {
+        let formula = if released > Bytes::ZERO {
+            formula!("{}, less the {released} releasable (below) = {kept}", cache.formula)
+        } else {
+            cache.formula.clone()
+        };
+        out.push(Component { bytes: kept, formula, ..cache.clone() });
+    }
+    if released > Bytes::ZERO {
+        out.push(Component {
+            held_by: HeldBy::ReleasableCache,
+            name: cache.name.replacen("allocator cache", "releasable cache", 1).into(),
+            bytes: released,
+            formula: formula!(
+                "of the {} cached, the {released} a pressed replay (unused segments returned \
+                 before each new one, as PyTorch does before it reports out of memory) does not \
+                 reserve",
+                cache.bytes
+            ),
+            source: Some(
+                "PyTorch CUDACachingAllocator: a failed cudaMalloc calls release_cached_blocks \
+                 and retries (allocator.rs)"
+                    .into(),
+            ),
+            ..cache
+        });
+    }
+    out
 }
 
 /// The causal 3D decoder's allocated peak: its chunks replayed (`vae_video.rs`, `vae_wan.rs`).
@@ -870,15 +916,21 @@ pub(crate) fn components(
                     pixels,
                     if diffusion.vae_tile.is_some() { "pixels of a tile" } else { "pixels" },
                 )?
-                .times(3, "tensors (input, GroupNorm, SiLU)")?
+                .times(
+                    vae_decode::PEAK_QUARTERS,
+                    "quarter-tensors (the last upsample's input 1, its nearest copy 4, its \
+                     convolution's output 4, cuDNN's NHWC copies of those two 8)",
+                )?
                 .times(2 * diffusion.vae_channels, "(2 × base channels)")?
-                .bytes_each(vae_elem.bytes_per_element(), vae_elem.name())?;
+                .bytes_each(vae_elem.bytes_per_element(), vae_elem.name())?
+                .divided(4, "quarters")?;
             decode.push(formula(
-            "VAE decode peak",
-            Category::Intermediate,
-            product,
-            "diffusers AutoencoderKL Decoder: the first full-resolution ResnetBlock2D (vae_decode.rs)",
-        )?);
+                "VAE decode peak",
+                Category::Intermediate,
+                product,
+                "diffusers AutoencoderKL Decoder: the convolution of the Upsample2D into full \
+                 resolution, with cuDNN's NCHW-to-NHWC workspace (vae_decode.rs, vae_blocks.rs)",
+            )?);
         }
         decode.extend(sliced_outputs(diffusion)?);
     }
@@ -915,7 +967,11 @@ pub(crate) fn components(
                     winner_peak
                 }
             };
-            out.extend(decode_cache(diffusion, allocated_peak, upcast_bytes, true)?);
+            out.extend(
+                decode_cache(diffusion, allocated_peak, upcast_bytes, true)?
+                    .map(split_releasable)
+                    .unwrap_or_default(),
+            );
             out
         }
         DiffusionOffload::Model { loaded_on_device } => offloaded(
@@ -1071,12 +1127,12 @@ fn offloaded(
     let cache = decode_cache(diffusion, decode_peak, upcast, false)?;
     let decode_total = total(decode)?;
     let mut out = phases.into_iter().nth(best).unwrap_or_default();
-    if let Some(mut cache) = cache {
+    if let Some((mut cache, releasable)) = cache {
         // The reserved view's peak is the decode's reserved bytes when they exceed the largest
         // phase's allocated bytes; the component carries the difference.
         let reserved = calc::sum([decode_total, cache.bytes])?;
         if best == 2 {
-            out.push(cache);
+            out.extend(split_releasable((cache, releasable)));
         } else if let Some(extra) = reserved.0.checked_sub(best_bytes.0).filter(|e| *e > 0) {
             let cached = cache.bytes;
             cache.bytes = Bytes(extra);
@@ -1084,7 +1140,7 @@ fn offloaded(
                 "{reserved} reserved at the decode ({decode_total} allocated + {cached} cached), \
                  less the {best_bytes} the largest phase holds"
             );
-            out.push(cache);
+            out.extend(split_releasable((cache, releasable)));
         }
     }
     Ok(out)
@@ -1214,7 +1270,11 @@ fn parts(
     if let Some(weights) = loaded_whole(phases, loaded_on_device, best_bytes)? {
         return Ok(weights);
     }
-    best.extend(decode_cache(diffusion, peak_transient, Bytes::ZERO, true)?);
+    best.extend(
+        decode_cache(diffusion, peak_transient, Bytes::ZERO, true)?
+            .map(split_releasable)
+            .unwrap_or_default(),
+    );
     Ok(best)
 }
 

@@ -224,9 +224,10 @@ fn vae_encode(diffusion: &Diffusion, step: &[Component]) -> Result<Vec<Component
             bytes: beyond,
             provenance: Provenance::Formula,
             formula: formula!(
-                "{encode} live encoding {} image(s) of {} × {} pixels in {} (the first \
-                 full-resolution ResNet block's end: 4 × {} channels, beside the pixels), less \
-                 the step's other intermediates ({others}), freed before it = {beyond}",
+                "{encode} live encoding {} image(s) of {} × {} pixels in {} (a \
+                 full-resolution ResNet block's convolution with cuDNN's copies: 5 × {} \
+                 channels, beside the pixels), less the step's other intermediates ({others}), \
+                 freed before it = {beyond}",
                 shape.images,
                 shape.width,
                 shape.height,

@@ -117,7 +117,17 @@ pub(crate) fn evaluate_check(
         last_use[ranked.held] = i;
     }
     for (i, ranked) in ranks.into_iter().enumerate() {
-        let Ranked { rank, stage, device, held: index, used, headroom, required, verdict } = ranked;
+        let Ranked {
+            rank,
+            stage,
+            device,
+            held: index,
+            used,
+            releasable,
+            headroom,
+            required,
+            verdict,
+        } = ranked;
         let (components, kv_pool) = if last_use[index] == i {
             std::mem::take(&mut held[index])
         } else {
@@ -151,6 +161,7 @@ pub(crate) fn evaluate_check(
             views,
             band,
             headroom: HeadroomReport { bytes: headroom.0, rule: headroom.1 },
+            releasable,
             required,
             kv_pool,
             verdict,
@@ -189,6 +200,8 @@ struct Ranked<'p> {
     /// What it holds: an index into [`Ranks::held`].
     held: usize,
     used: Bytes,
+    /// Of `used`, the cache a device without room gets back ([`HeldBy::ReleasableCache`]).
+    releasable: Bytes,
     headroom: (Bytes, String),
     required: Bytes,
     verdict: Verdict,
@@ -273,8 +286,12 @@ fn rank_devices<'p>(
         };
         let (components, kv_pool) = &held[index];
         let used = calc::sum(components.iter().map(|c| c.bytes))?;
+        let releasable = calc::sum(
+            components.iter().filter(|c| c.held_by == HeldBy::ReleasableCache).map(|c| c.bytes),
+        )?;
         let headroom = reuse.headroom(program, headroom_name, device)?;
-        let required = calc::add(used, headroom.0)?;
+        // The releasable cache is part of `used`, so the subtraction cannot underflow.
+        let required = calc::add(Bytes(used.0 - releasable.0), headroom.0)?;
         let missing = std::iter::once(workload)
             .chain(others.iter().copied())
             .find_map(|w| first_missing_feature(w, device));
@@ -298,7 +315,17 @@ fn rank_devices<'p>(
         } else {
             Verdict::Over { over: Bytes(required.0 - device.usable().0) }
         };
-        ranks.push(Ranked { rank, stage, device, held: index, used, headroom, required, verdict });
+        ranks.push(Ranked {
+            rank,
+            stage,
+            device,
+            held: index,
+            used,
+            releasable,
+            headroom,
+            required,
+            verdict,
+        });
     }
     Ok(Some(Ranks { devices: ranks, held, notes }))
 }
@@ -361,7 +388,8 @@ fn views(components: &[Component]) -> Result<Views, Overflow> {
     let held =
         |who: HeldBy| calc::sum(components.iter().filter(|c| c.held_by == who).map(|c| c.bytes));
     let allocated = held(HeldBy::Tensors)?;
-    let reserved = calc::add(allocated, held(HeldBy::AllocatorCache)?)?;
+    let cache = calc::add(held(HeldBy::AllocatorCache)?, held(HeldBy::ReleasableCache)?)?;
+    let reserved = calc::add(allocated, cache)?;
     let device = calc::add(reserved, held(HeldBy::Runtime)?)?;
     Ok(Views { allocated, reserved, device })
 }

@@ -34,7 +34,9 @@ pub(crate) fn fill(
                 .iter()
                 .enumerate()
                 .filter(|(i, c)| {
-                    Some(*i) != kv_index && c.held_by != HeldBy::AllocatorCache && keep(c)
+                    Some(*i) != kv_index
+                        && !matches!(c.held_by, HeldBy::AllocatorCache | HeldBy::ReleasableCache)
+                        && keep(c)
                 })
                 .map(|(_, c)| c.bytes),
         )

@@ -13,6 +13,19 @@
 //!   channels as the head size, which PyTorch's SDPA runs with the memory-efficient kernel (any
 //!   head size that is a multiple of 8, `sdp_utils.cpp` `check_head_dim_size_mem_efficient`;
 //!   flash stops at 256), so the scores are never materialised.
+//!
+//! A convolution ([`Replay::conv`]) also holds cuDNN's workspace while it runs. PyTorch keeps
+//! these activations in NCHW (`contiguous`) layout, and cuDNN's Tensor Core convolutions work
+//! in NHWC: the library transposes the input to NHWC before the convolution and the result
+//! back to NCHW after it (cuDNN developer guide, legacy API: "the cuDNN library may use
+//! padding, folding, and NCHW-to-NHWC transformations to call the Tensor Core operations";
+//! NVIDIA's channels-last guidance, as quoted in MosaicML Composer's "Channels Last" method
+//! card: "the NCHW tensor must be transposed to NHWC before the convolution and transposed back
+//! to NCHW after"). The replay gives each convolution a workspace of one copy of its input and
+//! one of its output, allocated after the output (`Conv_v8.cpp` `run_conv_plan` allocates the
+//! plan's workspace from the caching allocator once the output exists) and freed when the
+//! convolution returns. cuDNN may choose an engine with a larger workspace; the copies are the
+//! least a transposing engine needs.
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
@@ -90,14 +103,37 @@ impl Replay<'_> {
         plane: Plane,
         each: Ratio,
     ) -> Result<Tensor, Overflow> {
-        let count = self
-            .images
+        let count = self.count(channels, plane)?;
+        let bytes = Bytes::for_elements(count, each).ok_or(Overflow)?;
+        self.alloc.alloc(bytes)
+    }
+
+    /// Elements of a tensor of the images at `channels` and `plane`.
+    fn count(&self, channels: u64, plane: Plane) -> Result<u64, Overflow> {
+        self.images
             .checked_mul(channels)
             .and_then(|n| n.checked_mul(plane.height))
             .and_then(|n| n.checked_mul(plane.width))
-            .ok_or(Overflow)?;
-        let bytes = Bytes::for_elements(count, each).ok_or(Overflow)?;
-        self.alloc.alloc(bytes)
+            .ok_or(Overflow)
+    }
+
+    /// A convolution from `from` channels at `input` to `to` channels at `output`: its output,
+    /// and while it runs cuDNN's workspace holding NHWC copies of its input and output (see the
+    /// module's documentation).
+    pub(super) fn conv(
+        &mut self,
+        from: u64,
+        input: Plane,
+        to: u64,
+        output: Plane,
+    ) -> Result<Tensor, Overflow> {
+        let result = self.tensor(to, output)?;
+        let copies =
+            self.count(from, input)?.checked_add(self.count(to, output)?).ok_or(Overflow)?;
+        let workspace =
+            self.alloc.alloc(Bytes::for_elements(copies, self.element).ok_or(Overflow)?)?;
+        self.alloc.free(workspace);
+        Ok(result)
     }
 
     /// `ResnetBlock2D.forward`, consuming its input (the caller rebinds it).
@@ -111,15 +147,15 @@ impl Replay<'_> {
         let norm1 = self.tensor(from, at)?;
         let act1 = self.tensor(from, at)?;
         self.alloc.free(norm1);
-        let conv1 = self.tensor(to, at)?;
+        let conv1 = self.conv(from, at, to, at)?;
         self.alloc.free(act1);
         let norm2 = self.tensor(to, at)?;
         self.alloc.free(conv1);
         let act2 = self.tensor(to, at)?;
         self.alloc.free(norm2);
-        let conv2 = self.tensor(to, at)?;
+        let conv2 = self.conv(to, at, to, at)?;
         self.alloc.free(act2);
-        let shortcut = if from == to { None } else { Some(self.tensor(to, at)?) };
+        let shortcut = if from == to { None } else { Some(self.conv(from, at, to, at)?) };
         let sum = self.tensor(to, at)?;
         let output = self.tensor(to, at)?;
         self.alloc.free(sum);

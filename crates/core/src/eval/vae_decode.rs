@@ -17,10 +17,12 @@
 //! - `conv_norm_out` (GroupNorm), SiLU and `conv_out` to 3 channels.
 //!
 //! A ResNet block (`vae_blocks.rs`) holds its input for the residual while its norm, SiLU and
-//! convolution outputs come and go. At the first full-resolution block the input has 2c
-//! channels and its norm and SiLU outputs are alive together: 3 × 2c per pixel, the
-//! decoder's allocated peak. cuDNN's convolution workspaces are not replayed (their sizes are
-//! the library's choice, not in a source read here).
+//! convolution outputs come and go, and each convolution holds cuDNN's NHWC copies of its input
+//! and output while it runs (`vae_blocks.rs`). The decoder's allocated peak is the convolution
+//! of the last upsample: its 2c-channel input at half resolution (2c/4 per output pixel), the
+//! nearest copy and the convolution's output (2c each) and the two NHWC copies (4c): 8.5c per
+//! pixel, above the first full-resolution ResNet block's conv1 (2c input, 2c SiLU, c output
+//! and a 3c workspace, 8c).
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
@@ -33,6 +35,10 @@ const CHANNEL_MULTIPLIERS: [u64; 4] = [1, 2, 4, 4];
 const RESNETS_PER_UP_BLOCK: u64 = 3;
 /// The VAE's spatial factor: three 2× upsamples.
 pub(crate) const SPATIAL_FACTOR: u64 = 8;
+/// The allocated peak in quarters of a 2c-channel tensor at the output resolution: the last
+/// upsample's input 1, its nearest copy 4, its convolution's output 4 and cuDNN's copies of
+/// those two 8 (the module's documentation). `diffusion.rs` states the peak with it.
+pub(crate) const PEAK_QUARTERS: u64 = 17;
 
 pub(crate) struct DecoderShape {
     /// Images decoded together (batch × frames).
@@ -54,7 +60,7 @@ fn upsample(
     to: Plane,
 ) -> Result<Tensor, Overflow> {
     let nearest = replay.tensor(channels, to)?;
-    let output = replay.tensor(channels, to)?;
+    let output = replay.conv(channels, to, channels, to)?;
     replay.alloc.free(nearest);
     replay.alloc.free(input);
     Ok(output)
@@ -70,6 +76,8 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &DecoderShape) -> Resu
         Plane { height: shape.height / SPATIAL_FACTOR, width: shape.width / SPATIAL_FACTOR };
     let base = shape.base_channels;
     let top = base * CHANNEL_MULTIPLIERS[3];
+    // `conv_in` reads latents of 4 or 16 channels at 1/64 of the pixels: its workspace is a
+    // copy of them and of its output, far below the full-resolution stage, and is left out.
     let mut x = replay.tensor(top, plane)?;
     x = replay.resnet(x, top, top, plane)?;
     x = replay.attention(x, top, plane)?;
@@ -90,7 +98,7 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &DecoderShape) -> Resu
     let act = replay.tensor(channels, plane)?;
     replay.alloc.free(norm);
     replay.alloc.free(x);
-    let image = replay.tensor(3, plane)?;
+    let image = replay.conv(channels, plane, 3, plane)?;
     replay.alloc.free(act);
     replay.alloc.free(image);
     Ok(())
@@ -111,26 +119,34 @@ mod tests {
         }
     }
 
+    /// The FLUX decode at 1024² in bf16 leaves 4208 MiB reserved (`flux_decode_at_1024_by_hand`).
+    const FLUX_1024_RESERVED: u64 = 112 + 384 + 1408 + 2304;
+
     #[test]
     fn flux_decode_at_1024_by_hand() {
         let mut alloc = CachingAllocator::new();
         replay(&mut alloc, &flux(1024)).unwrap();
-        // Allocated: the first full-resolution ResNet block's input, GroupNorm and SiLU outputs,
-        // 256 channels × 1024² × 2 B = 512 MiB each: 6 × 128 channels per pixel.
-        assert_eq!(alloc.peak_allocated().0, 3 * 512 * MIB);
-        // Reserved: each stage's tensors are 2× or 4× the previous stage's largest, so no freed
-        // block of an earlier stage serves them, and every stage's peak stays in the cache:
-        // - 1024², 256 channels (512 MiB): the upsample's nearest and conv outputs, then the
-        //   first block's norm beside its input: 3 × 512 MiB (its 128-channel tensors, 256 MiB,
-        //   fit the blocks left by 512²);
-        // - 512², 512 channels (256 MiB): input, norm and SiLU: 3 × 256 MiB, whose freed blocks
-        //   then hold the 256-channel tensors two to a block;
-        // - 256², 512 channels (64 MiB): a ResNet block's end, input, conv2 output, sum and
-        //   quotient: 4 × 64 MiB;
-        // - 128², 512 channels (16 MiB): the attention's input, norm, q, k and v, 5 × 16 MiB, then
-        //   its fp32 output accumulator, 32 MiB, which no 16 MiB block holds.
-        let stages = 3 * 512 + 3 * 256 + 4 * 64 + 5 * 16 + 32;
-        assert_eq!(alloc.peak_reserved().0, stages * MIB);
+        // Allocated: the convolution of the last upsample, 512² → 1024² at 256 channels. A
+        // 256-channel tensor at 1024² in bf16 is 512 MiB; its input at 512² 128 MiB, the
+        // nearest copy and the convolution's output 512 MiB each, cuDNN's NHWC copies of those
+        // two 1024 MiB: 128 + 512 + 512 + 1024 = 2176 MiB (17 quarters of 512 MiB).
+        assert_eq!(alloc.peak_allocated().0, 2176 * MIB);
+        // Reserved: each stage's tensors are 4× the previous stage's, so its peak takes
+        // segments of its own that stay in the cache:
+        // - 128², 512 channels (16 MiB): the first ResNet block's input, norm and SiLU, 3 × 16,
+        //   and conv1's workspace (two copies), 32; the attention's input, norm, q, k and v fit
+        //   those blocks, its fp32 output accumulator (32) does not: 3 × 16 + 2 × 32 = 112;
+        // - 256², 512 channels (64 MiB): the upsample's nearest copy and output, 2 × 64, its
+        //   workspace 128; the first block's conv1 finds its 128 MiB workspace block split by
+        //   the SiLU and the output and takes another: 2 × 64 + 2 × 128 = 384;
+        // - 512² (256 MiB at 512 channels): the upsample's nearest copy and output 2 × 256, its
+        //   workspace 512; the first block (512 → 256 channels) has conv1's workspace hold a
+        //   copy of its SiLU output (256) and of its 128 MiB output, 384, which no free block
+        //   holds: 2 × 256 + 512 + 384 = 1408;
+        // - 1024² (512 MiB at 256 channels): the nearest copy takes 512²'s 512 MiB block, the
+        //   output 512 and the workspace 1024 are new, and the first block's conv1 workspace,
+        //   512 + 256 = 768, is new too: 512 + 1024 + 768 = 2304.
+        assert_eq!(alloc.peak_reserved().0, FLUX_1024_RESERVED * MIB);
     }
 
     #[test]
@@ -138,13 +154,13 @@ mod tests {
         // diffusers' SDXL pipelines decode in fp32 with `force_upcast` (eval/diffusion.rs).
         let mut alloc = CachingAllocator::new();
         replay(&mut alloc, &DecoderShape { element: Ratio::int(4), ..flux(1024) }).unwrap();
-        // 256 channels × 1024² × 4 B = 1 GiB each: input, GroupNorm and SiLU outputs.
-        assert_eq!(alloc.peak_allocated().0, 3 * 1024 * MIB);
-        // Every stage's tensors double, so each stage still needs segments of its own; at 128²
-        // the attention's fp32 output is its own accumulator, and its five 32 MiB tensors
-        // (input, norm, q, k, v; the output takes the norm's block) are the stage's peak.
-        let stages = 3 * 1024 + 3 * 512 + 4 * 128 + 5 * 32;
-        assert_eq!(alloc.peak_reserved().0, stages * MIB);
+        // Every tensor doubles: 256 + 1024 + 1024 + 2048 MiB at the last upsample's
+        // convolution.
+        assert_eq!(alloc.peak_allocated().0, 2 * 2176 * MIB);
+        // The segments double with them. At 128² the attention's output is its own fp32
+        // accumulator, and the second 64 MiB segment is the second ResNet block's conv1
+        // workspace instead (the accumulator's in bf16): 3 × 32 + 2 × 64 = 2 × 112 MiB.
+        assert_eq!(alloc.peak_reserved().0, 2 * FLUX_1024_RESERVED * MIB);
     }
 
     #[test]
@@ -154,22 +170,62 @@ mod tests {
         let mut four = CachingAllocator::new();
         replay(&mut four, &DecoderShape { images: 4, element: Ratio::int(4), ..flux(512) })
             .unwrap();
-        // 3 × 256 × 512² × 2 B = 384 MiB for one bf16 image; 8 times that for four fp32 ones.
-        assert_eq!(one.peak_allocated().0, 384 * MIB);
-        assert_eq!(four.peak_allocated().0, 8 * 384 * MIB);
+        // 17 quarters of 256 × 512² × 2 B (128 MiB) = 544 MiB for one bf16 image; 8 times
+        // that for four fp32 ones.
+        assert_eq!(one.peak_allocated().0, 544 * MIB);
+        assert_eq!(four.peak_allocated().0, 8 * 544 * MIB);
+    }
+
+    #[test]
+    fn the_stated_peak_is_the_replayed_one() {
+        // `diffusion.rs` states 17 quarters of 2c channels per pixel; the replay must agree
+        // across shapes, channel counts, batches and elements.
+        for (images, height, width, base_channels, element) in [
+            (1, 1024, 1024, 128, 2_u64),
+            (2, 768, 1344, 128, 4),
+            (3, 512, 512, 64, 2),
+            (1, 2048, 1024, 128, 2),
+        ] {
+            let shape = DecoderShape {
+                images,
+                height,
+                width,
+                base_channels,
+                element: Ratio::int(i128::from(element)),
+            };
+            let mut alloc = CachingAllocator::new();
+            replay(&mut alloc, &shape).unwrap();
+            let stated = images * height * width * PEAK_QUARTERS * 2 * base_channels * element / 4;
+            assert_eq!(alloc.peak_allocated().0, stated, "{height} × {width}, c = {base_channels}");
+        }
     }
 
     #[test]
     fn blocks_already_cached_serve_the_early_stages() {
         // A cache holding two freed 108 MiB blocks (a transformer step's MLP tensors) serves the
-        // 16 and 64 MiB tensors of the latent-resolution stages, which then add no segment.
+        // 16, 32 and 64 MiB tensors of the latent-resolution stages, which then add no segment;
+        // the 128 MiB workspaces at 256² still do.
         let mut alloc = CachingAllocator::new();
         let a = alloc.alloc(Bytes(108 * MIB)).unwrap();
         let b = alloc.alloc(Bytes(108 * MIB)).unwrap();
         alloc.free(a);
         alloc.free(b);
         replay(&mut alloc, &flux(1024)).unwrap();
-        assert!(alloc.peak_reserved().0 < (216 + 3 * 512 + 3 * 256 + 3 * 64 + 5 * 16 + 2) * MIB);
+        let saved = 3 * 16 + 2 * 32 + 2 * 64;
+        assert_eq!(alloc.peak_reserved().0, (2 * 108 + FLUX_1024_RESERVED - saved) * MIB);
+    }
+
+    #[test]
+    fn a_device_without_room_gets_back_the_earlier_stages() {
+        // Pressed (unused segments returned before each new one), the peak reserve is the first
+        // full-resolution block's conv1 workspace (768 MiB), beside the segments its live
+        // tensors sit in: the block's input in the upsample output's 512 MiB segment, its SiLU in
+        // the upsample workspace's 1,024 MiB one, its 256 MiB output in the 384 MiB segment of
+        // 512². Every other segment went back: 4,208 − 2,688 = 1,520 MiB are releasable.
+        let mut alloc = CachingAllocator::pressed();
+        replay(&mut alloc, &flux(1024)).unwrap();
+        assert_eq!(alloc.peak_reserved().0, (512 + 1024 + 384 + 768) * MIB);
+        assert_eq!(alloc.peak_allocated().0, 2176 * MIB);
     }
 
     #[test]

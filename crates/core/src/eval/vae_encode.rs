@@ -24,9 +24,11 @@
 //! dataloader's fp32 pixels to the device and cast them to the VAE's type
 //! (`batch["pixel_values"].to(dtype=...)`): both are live through the encode.
 //!
-//! At the first full-resolution ResNet block's end its input, `conv2`'s output, their sum and
-//! the quotient by `output_scale_factor` are alive together: 4c per pixel beside the pixels, the
-//! encoder's allocated peak. cuDNN's convolution workspaces are not replayed (as for the decode).
+//! Each convolution holds cuDNN's NHWC copies of its input and output while it runs
+//! (`vae_blocks.rs`). In a full-resolution ResNet block's conv1 or conv2 the block's input, the
+//! SiLU output, the convolution's output and the two copies are alive together: 5c per pixel
+//! beside the pixels, the encoder's allocated peak (the block's end, with its input, conv2's
+//! output, their sum and the quotient by `output_scale_factor`, holds 4c).
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
@@ -62,7 +64,7 @@ fn downsample(
     from: Plane,
 ) -> Result<Tensor, Overflow> {
     let padded = replay.tensor(channels, from.padded())?;
-    let output = replay.tensor(channels, from.halved())?;
+    let output = replay.conv(channels, from.padded(), channels, from.halved())?;
     replay.alloc.free(padded);
     replay.alloc.free(input);
     Ok(output)
@@ -80,7 +82,7 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &EncoderShape) -> Resu
         Some(replay.tensor(PIXEL_CHANNELS, plane)?)
     };
     let base = shape.base_channels;
-    let mut x = replay.tensor(base, plane)?;
+    let mut x = replay.conv(PIXEL_CHANNELS, plane, base, plane)?;
     let mut channels = base;
     for (stage, multiplier) in CHANNEL_MULTIPLIERS.iter().enumerate() {
         let out = base.checked_mul(*multiplier).ok_or(Overflow)?;
@@ -100,7 +102,7 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &EncoderShape) -> Resu
     let act = replay.tensor(channels, plane)?;
     replay.alloc.free(norm);
     replay.alloc.free(x);
-    let moments = replay.tensor(2 * shape.latent_channels, plane)?;
+    let moments = replay.conv(channels, plane, 2 * shape.latent_channels, plane)?;
     replay.alloc.free(act);
     replay.alloc.free(moments);
     if let Some(cast) = cast {
@@ -137,46 +139,50 @@ mod tests {
     fn sd_at_512_in_fp32_by_hand() {
         // A full-resolution tensor of 128 channels: 512² × 128 × 4 B = 128 MiB per image; the
         // fp32 pixels 512² × 3 × 4 B = 3 MiB.
-        // Allocated: the first ResNet block's end, input, conv2, sum and quotient: 4 × 128 MiB
+        // Allocated: a full-resolution ResNet block's conv1 (or conv2), its input, the SiLU
+        // output, the convolution's output and cuDNN's copies of the last two: 5 × 128 MiB
         // beside the pixels.
-        // Reserved: the pixels take a 20 MiB segment (under kMinLargeAlloc); conv_in's output and
-        // the block's norm1, SiLU and quotient four 128 MiB segments; the downsample's padded copy,
-        // 128 × 513² × 4 B = 128.5 MiB, holds in none of them and takes 130 MiB (rounded to
-        // 2 MiB); every later stage's tensors (a quarter the size or less) fit the cached blocks;
-        // conv_out's moments (8 × 64² × 4 B = 128 KiB) open a 2 MiB small-pool segment.
+        // Reserved: the pixels take a 20 MiB segment (under kMinLargeAlloc); conv_in's output
+        // 128 MiB and its workspace, copies of the pixels and the output, 131 MiB in 132 (rounded
+        // to 2 MiB); the first ResNet block's norm1 takes that block, its SiLU a new 128 MiB
+        // segment and conv1's workspace a new 256; the second block's conv1 finds the 256 MiB
+        // block split by the first block's sum and output and takes another 256. Every later
+        // tensor, the padded copy of the downsample (128 × 513² × 4 B, 128.5 MiB) included, fits
+        // the cached blocks; conv_out's moments (8 × 64² × 4 B = 128 KiB) open a 2 MiB small-pool
+        // segment.
         assert_eq!(
             peaks(&sd_vae(1, 512, 4)),
-            ((3 + 4 * 128) * MIB, (20 + 4 * 128 + 130 + 2) * MIB)
+            ((3 + 5 * 128) * MIB, (20 + 128 + 132 + 128 + 2 * 256 + 2) * MIB)
         );
-        // Two images: 256 MiB tensors; 6 MiB of pixels in a 20 MiB segment; the padded copy,
-        // 2 × 134,742,528 B, just over 257 MiB, takes 258 MiB; the moments (256 KiB) 2 MiB.
+        // Two images: 256 MiB tensors; 6 MiB of pixels in a 20 MiB segment; conv_in's workspace
+        // 6 + 256 = 262 MiB; the moments (256 KiB) 2 MiB.
         assert_eq!(
             peaks(&sd_vae(2, 512, 4)),
-            ((6 + 4 * 256) * MIB, (20 + 4 * 256 + 258 + 2) * MIB)
+            ((6 + 5 * 256) * MIB, (20 + 256 + 262 + 256 + 2 * 512 + 2) * MIB)
         );
     }
 
     #[test]
     fn sdxl_at_1024_in_fp32_by_hand() {
         // 1024² × 128 × 4 B = 512 MiB per image; 12 MiB of pixels, a segment of their own
-        // (above kMinLargeAlloc, rounded to 2 MiB); the padded copy 128 × 1025² × 4 B =
-        // 537,920,000 B takes 514 MiB; the moments (8 × 128² × 4 B = 512 KiB) 2 MiB.
+        // (above kMinLargeAlloc, rounded to 2 MiB); conv_in's workspace 12 + 512 MiB; the
+        // moments (8 × 128² × 4 B = 512 KiB) 2 MiB; the rest as at 512².
         assert_eq!(
             peaks(&sd_vae(1, 1024, 4)),
-            ((12 + 4 * 512) * MIB, (12 + 4 * 512 + 514 + 2) * MIB)
+            ((12 + 5 * 512) * MIB, (12 + 512 + 524 + 512 + 2 * 1024 + 2) * MIB)
         );
-        // Two images: 1 GiB tensors, 24 MiB of pixels, the padded copy 1,075,840,000 B in
-        // 1,028 MiB, the moments (exactly 1 MiB, still the small pool) 2 MiB.
+        // Two images: 1 GiB tensors, 24 MiB of pixels, the moments (exactly 1 MiB, still the
+        // small pool) 2 MiB.
         assert_eq!(
             peaks(&sd_vae(2, 1024, 4)),
-            ((24 + 4 * 1024) * MIB, (24 + 4 * 1024 + 1028 + 2) * MIB)
+            ((24 + 5 * 1024) * MIB, (24 + 1024 + 1048 + 1024 + 2 * 2048 + 2) * MIB)
         );
     }
 
     #[test]
     fn a_16_bit_encoder_holds_the_cast_pixels_too() {
         // fp16 at 512²: 64 MiB tensors, the fp32 pixels (3 MiB) and their fp16 copy (1.5 MiB).
-        assert_eq!(peaks(&sd_vae(1, 512, 2)).0, 3 * MIB + 3 * MIB / 2 + 4 * 64 * MIB);
+        assert_eq!(peaks(&sd_vae(1, 512, 2)).0, 3 * MIB + 3 * MIB / 2 + 5 * 64 * MIB);
     }
 
     #[test]
