@@ -481,6 +481,10 @@ pub struct Inference {
     /// llama.cpp's `--n-cpu-moe`: the model's first this many layers keep their routed experts
     /// in host memory; 0 keeps every expert with its layer.
     pub cpu_moe_layers: u64,
+    /// Positions of the cos and sin tables the model's code builds in every attention layer at
+    /// load (transformers' Llama, Mistral and Qwen2 modelling before rotary embeddings were
+    /// computed per step: `max_position_embeddings`); `None`: no such tables.
+    pub rope_tables: Option<u64>,
 }
 
 /// How a runtime grows its KV cache from one generated token to the next.

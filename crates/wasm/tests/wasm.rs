@@ -50,6 +50,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("qlora-on-24gb.vram", include_str!("../../../examples/qlora-on-24gb.vram")),
     ("qwen2.5-7b-lora.vram", include_str!("../../../examples/qwen2.5-7b-lora.vram")),
     ("qlora-then-and-now.vram", include_str!("../../../examples/qlora-then-and-now.vram")),
+    ("qwen2-then-and-now.vram", include_str!("../../../examples/qwen2-then-and-now.vram")),
     ("training-across-gpus.vram", include_str!("../../../examples/training-across-gpus.vram")),
     ("render-scene.vram", include_str!("../../../examples/render-scene.vram")),
     ("sdxl-inference.vram", include_str!("../../../examples/sdxl-inference.vram")),

@@ -111,6 +111,12 @@ pub(super) fn body(
     if cx.eager_attention() {
         out.push_str("    attention eager\n");
     }
+    if let Some(positions) = rope_tables(cx, runtime) {
+        let _ = writeln!(
+            out,
+            "    rope_tables {positions} tokens  # transformers before 4.40: per-layer tables"
+        );
+    }
     // transformers' BitsAndBytesConfig default; serving engines compute in the model's type.
     let transformers = runtime == Runtime::PyTorch;
     if let Some(compute) = bnb_4bit_compute(cx, weights).filter(|_| transformers) {
@@ -135,6 +141,39 @@ pub(super) fn body(
     }
     out.push_str("  }\n");
     Some(out)
+}
+
+/// `max_position_embeddings` of the Qwen2 releases (0.5B, 1.5B, 7B, 57B-A14B and 72B, base and
+/// instruct, and their GPTQ and AWQ uploads): 32768 in every config.json (Girafboy/pytorchKQI,
+/// llms/Qwen/Qwen2-*/config.json @ 4adb1daa).
+const QWEN2_POSITIONS: u64 = 32_768;
+
+/// The rotary tables transformers' modelling code kept in every attention layer, for a run on a
+/// stated transformers before 4.40: `Qwen2RotaryEmbedding` (copied from Mistral's) built cos and
+/// sin for `max_position_embeddings` positions in each `Qwen2Attention`
+/// (`_set_cos_sin_cache`); Mistral's still did in April 2024 (transformers issue #30043, on the
+/// rotary classes of Mistral and Llama diverging). Only models whose config.json the harness has
+/// read carry the count: the Qwen2 releases.
+fn rope_tables(cx: &mut Cx<'_>, runtime: Runtime) -> Option<u64> {
+    if runtime != Runtime::PyTorch {
+        return None;
+    }
+    let version = super::conditions::transformers_version(cx.point)?;
+    let name = cx.point.model.rsplit('/').next().unwrap_or_default().to_lowercase();
+    let qwen2 = name.starts_with("qwen2-") && !name.starts_with("qwen2-vl");
+    if version >= (4, 40) || !qwen2 {
+        return None;
+    }
+    cx.assume(
+        assume::RUNTIME_DEFAULT,
+        format!(
+            "rope_tables {QWEN2_POSITIONS} tokens: transformers {}.{} builds Qwen2's rotary cos \
+             and sin tables for max_position_embeddings ({QWEN2_POSITIONS}, its config.json) in \
+             every attention layer, in the load dtype",
+            version.0, version.1
+        ),
+    );
+    Some(QWEN2_POSITIONS)
 }
 
 /// Whether transformers' `generate` kept the legacy tuple cache: a stated version before 4.36,
@@ -966,6 +1005,35 @@ mod tests {
         assert!(source("org/some-9b").contains("logits   all"));
         assert!(!source("THUDM/glm-4-9b-chat").contains("logits   all"));
         assert!(!source("THUDM/chatglm3-6b").contains("logits   all"));
+    }
+
+    /// transformers before 4.40 built Qwen2's rotary tables in every layer; later versions and
+    /// other families (whose config the harness has not read for it) get none.
+    #[test]
+    fn qwen2_rotary_tables_before_transformers_4_40() {
+        let source = |model: &str, framework: &str| {
+            let point = crate::express::test_point(
+                serde_json::json!({
+                    "id": "Q-1", "source_id": "Q", "workload": "llm_inference", "model": model,
+                    "framework": framework, "weight_precision": "bf16", "batch_size": 1,
+                    "input_tokens": 1, "output_tokens": 2048, "num_gpus": 1,
+                    "gpu_type": "A100 80GB",
+                    "measurement_method": "torch.cuda.max_memory_allocated()",
+                    "measured_kind": "peak", "value": 3.4, "unit": "GiB", "quality": "B"
+                }),
+                "{}",
+            );
+            crate::express::express(&point).expect("expressible").source
+        };
+        let tables = "rope_tables 32768 tokens";
+        assert!(
+            source("Qwen/Qwen2-1.5B-Instruct", "transformers 4.38.2 generate").contains(tables)
+        );
+        assert!(
+            !source("Qwen/Qwen2-1.5B-Instruct", "transformers 4.45.0 generate").contains(tables)
+        );
+        assert!(!source("Qwen/Qwen2.5-1.5B-Instruct", "transformers 4.38.2").contains(tables));
+        assert!(!source("Qwen/Qwen2-1.5B-Instruct", "vLLM 0.4.3").contains(tables));
     }
 
     #[test]

@@ -394,6 +394,7 @@ fn inference(
         ("unquantized_layers", Repeat::Once),
         ("gpu_layers", Repeat::Once),
         ("cpu_moe_layers", Repeat::Once),
+        ("rope_tables", Repeat::Once),
     ];
     let fields = Fields::new("an inference section", block, KNOWN);
     let weights = fields.weight_format("weights");
@@ -441,16 +442,22 @@ fn inference(
     let gpu_layers = llama_cpp_only(&fields, block, runtime, "gpu_layers", "33", "-ngl");
     let cpu_moe_layers =
         llama_cpp_only(&fields, block, runtime, "cpu_moe_layers", "24", "--n-cpu-moe");
+    let rope_tables = fields.whole("rope_tables", Dim::Tokens, 1, MAX_TOKENS, "32768 tokens");
     // Settings only a pooling server reads: said to do nothing elsewhere, not ignored silently.
     let pooling = runtime.is_some_and(Runtime::sizes_a_pool);
-    for key in ["memory_fraction", "max_sequences"] {
-        let only_vllm = key == "max_sequences";
-        let reads = if only_vllm { runtime == Some(&Runtime::Vllm) } else { pooling };
+    // The tables are transformers' modelling code's; other runtimes build their own, once.
+    let transformers = runtime.is_none_or(|r| matches!(r, Runtime::PyTorch | Runtime::Diffusers));
+    for key in ["memory_fraction", "max_sequences", "rope_tables"] {
+        let reads = match key {
+            "max_sequences" => runtime == Some(&Runtime::Vllm),
+            "rope_tables" => transformers,
+            _ => pooling,
+        };
         if let (false, Some(field)) = (reads, block.fields.iter().find(|f| f.key.name == key)) {
-            let needs = if only_vllm {
-                "`runtime vllm`"
-            } else {
-                "a pooling runtime (`vllm`, `sglang`, `tgi`, `tensorrt-llm`, `lmdeploy`)"
+            let needs = match key {
+                "max_sequences" => "`runtime vllm`",
+                "rope_tables" => "`runtime pytorch` (transformers' modelling code)",
+                _ => "a pooling runtime (`vllm`, `sglang`, `tgi`, `tensorrt-llm`, `lmdeploy`)",
             };
             diagnostics.push(
                 Diagnostic::warning(
@@ -483,6 +490,7 @@ fn inference(
         cache_layout,
         gpu_layers,
         cpu_moe_layers: cpu_moe_layers.unwrap_or(0),
+        rope_tables: rope_tables.filter(|_| transformers),
     })
 }
 

@@ -70,6 +70,9 @@ pub(super) fn device_components_reusing(
             &mut components,
             || weight_components(shape, stored, placement, inference.weights, &workload.runtime),
         )?;
+        if let Some(positions) = inference.rope_tables {
+            components.push(llm::rope_tables(shape, placement, positions, inference.activations)?);
+        }
         let sessions = div_ceil(inference.sessions, d);
         let rule = serving::pool_rule(&workload.runtime, inference, placement, device);
         // vLLM pages the cache in blocks of 16 tokens (`CacheConfig.DEFAULT_BLOCK_SIZE`).

@@ -121,6 +121,37 @@ pub(crate) fn weights_keeping(
     Ok(components)
 }
 
+/// The cos and sin tables of rotary position embeddings that transformers' modelling code built
+/// in every attention layer at load, `positions` rows (the config's `max_position_embeddings`)
+/// of `head_dim` each, in the type the model loads in (`torch.get_default_dtype()` while
+/// `from_pretrained` builds it): `LlamaRotaryEmbedding` from 4.31 (4.38-4.39 as `_cos_cached`
+/// kept for compatibility) and `MistralRotaryEmbedding`, `Qwen2RotaryEmbedding` and their copies
+/// `_set_cos_sin_cache`, registered as buffers that move to the device with their layer. Later
+/// versions compute cos and sin for the step's positions only (one rotary module per model).
+pub(crate) fn rope_tables(
+    shape: &Shape,
+    placement: &Placement,
+    positions: u64,
+    precision: Precision,
+) -> Result<Component, Overflow> {
+    let (bytes, formula) = Product::new()
+        .times(placement.layers, "layers")?
+        .times(2, "tables (cos, sin)")?
+        .times(positions, "positions")?
+        .times(shape.head_dim, "head_dim")?
+        .bytes_each(precision.bytes_per_element(), precision.name())?
+        .finish()?;
+    Ok(Component {
+        source: Some(
+            "transformers `LlamaRotaryEmbedding` (4.31-4.39), `MistralRotaryEmbedding` and \
+             `Qwen2RotaryEmbedding` `_set_cos_sin_cache(max_position_embeddings)`: one per \
+             attention layer, buffers of the load dtype"
+                .into(),
+        ),
+        ..component("rotary tables (per layer)".to_string(), Category::Persistent, bytes, formula)
+    })
+}
+
 /// The parameters of `matrices` (each layer's, with its index) per precision under `format`, in
 /// the order the precisions first appear.
 pub(crate) fn by_precision(

@@ -81,6 +81,32 @@ fn kv_cache_is_128_kib_per_token_and_halves_under_tensor_parallel() {
 }
 
 #[test]
+fn old_transformers_rotary_tables_are_per_layer_and_per_position() {
+    let source = |runtime: &str, extra: &str| {
+        format!(
+            "workload w {{ model qwen2.5-1.5b; runtime {runtime}; inference {{ weights bf16; \
+             context 2049 tokens; prefill_chunk 1 tokens{extra} }} }}\ncheck w on a100-sxm4-80gb"
+        )
+    };
+    // Qwen2 1.5B under transformers 4.38: 28 layers × cos and sin × 32,768 positions × 128
+    // head_dim × 2 B (bf16) = 448 MiB, beside the weights.
+    let then = evaluate(&source("pytorch", "; rope_tables 32768 tokens"));
+    assert_eq!(bytes(&then[0], 0, "rotary tables"), 28 * 2 * 32_768 * 128 * 2);
+    let now = evaluate(&source("pytorch", ""));
+    assert!(now[0].devices[0].components.iter().all(|c| !c.name.starts_with("rotary")));
+    assert_eq!(
+        then[0].devices[0].views.allocated.0 - now[0].devices[0].views.allocated.0,
+        448 * 1024 * 1024
+    );
+    // A serving engine builds its own table once: the setting says it does nothing there.
+    let outcome = vram_core::evaluate(&source("vllm", "; rope_tables 32768 tokens"));
+    let warnings: Vec<_> = outcome.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(warnings, ["W005"], "{:?}", outcome.diagnostics);
+    let served = &outcome.budget.checks[0].devices[0].components;
+    assert!(served.iter().all(|c| !c.name.starts_with("rotary")));
+}
+
+#[test]
 fn an_encoder_without_a_vocabulary_output_caches_nothing() {
     // BERT-large's shape (one-card-three-workloads.vram): 24 layers of 1024, 16 heads.
     let model = |output: &str| {
