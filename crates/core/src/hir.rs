@@ -837,6 +837,9 @@ pub struct Training {
     pub galore_rank: Option<u64>,
     /// What one sample of the loss runs: one sequence, or a preference pair.
     pub objective: Objective,
+    /// Positions of the rotary tables older transformers modelling built in every attention
+    /// layer ([`Inference::rope_tables`]); `None`: no such tables.
+    pub rope_tables: Option<u64>,
 }
 
 /// What one sample of a training step's loss runs through the model.

@@ -33,6 +33,7 @@ const NOT_FOR_A_DENOISER: &[(&str, &str)] = &[
     ("compile", "a compiled loss is modelled for logits, not for a denoiser's latents"),
     ("offload_activations", "activation offloading is not modelled for a denoiser"),
     ("fused_loss", "a denoiser's loss is on its latents, not on logits"),
+    ("rope_tables", "a denoiser's rotary embeddings are its pipeline's, not transformers' tables"),
     ("objective", "preference objectives are modelled for language models"),
     ("reference", "preference objectives are modelled for language models"),
 ];
@@ -125,6 +126,7 @@ pub(super) fn training(
         ("galore_rank", Repeat::Once),
         ("objective", Repeat::Once),
         ("reference", Repeat::Once),
+        ("rope_tables", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
     if denoiser.is_some() {
@@ -302,6 +304,7 @@ pub(super) fn training(
         );
     }
     let galore_rank = fields.whole("galore_rank", Dim::Count, 1, 65_536, "128");
+    let rope_tables = fields.whole("rope_tables", Dim::Tokens, 1, MAX_TOKENS, "32768 tokens");
     let galore_field = block.fields.iter().find(|f| f.key.name == "galore_rank");
     if let (Some(field), Some(_)) = (galore_field, galore_rank) {
         // galore_torch projects a full model's gradients, keeps AdamW (or 8-bit Adam) moments,
@@ -410,6 +413,7 @@ pub(super) fn training(
         },
         galore_rank,
         objective,
+        rope_tables,
         // A denoiser is counted by its parameters alone: nothing of it is left unquantized.
         unquantized: unquantized.unwrap_or_else(|| {
             if denoiser.is_some() { weights.companion() } else { default_unquantized(weights) }

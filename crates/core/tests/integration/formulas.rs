@@ -104,6 +104,17 @@ fn old_transformers_rotary_tables_are_per_layer_and_per_position() {
     assert_eq!(warnings, ["W005"], "{:?}", outcome.diagnostics);
     let served = &outcome.budget.checks[0].devices[0].components;
     assert!(served.iter().all(|c| !c.name.starts_with("rotary")));
+    // Training loads the tables in the weights' own type: fp32 weights, 4 B a value (Llama 3.1
+    // 8B: 32 layers × 2 × 8,192 positions × 128 head_dim); a 4-bit load, the activations' type.
+    let trained = |weights: &str| {
+        let source = format!(
+            "workload w {{ model llama3.1-8b; runtime pytorch; training {{ method lora {{ rank 8 }}; weights {weights}; \
+             sequence 512 tokens; rope_tables 8192 tokens }} }}\ncheck w on h200-sxm"
+        );
+        bytes(&evaluate(&source)[0], 0, "rotary tables")
+    };
+    assert_eq!(trained("fp32"), 32 * 2 * 8192 * 128 * 4);
+    assert_eq!(trained("nf4"), 32 * 2 * 8192 * 128 * 2);
 }
 
 #[test]

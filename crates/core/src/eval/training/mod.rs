@@ -237,6 +237,16 @@ pub(crate) fn components(
         base_label,
         "DOMAIN.md §5.2: ZeRO-3 / FSDP full sharding",
     )?);
+    if let Some(positions) = training.rope_tables {
+        // Built in the type the model loads in: the weights' own float type, else (a quantized
+        // load) the activations' `torch_dtype`.
+        let load = if training.weights.is_float_compute() {
+            training.weights
+        } else {
+            training.activations
+        };
+        components.push(crate::eval::llm::rope_tables(shape, placement, positions, load)?);
+    }
     if training.offload == Offload::Parameters || divisor(training, Sharding::Zero3, data) > 1 {
         // Parameters offloaded (DeepSpeed `offload_param`) or sharded arrive a layer at a time.
         components.push(gathered_layer(shape, placement, training)?);
