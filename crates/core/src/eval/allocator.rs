@@ -21,7 +21,8 @@
 //!
 //! One stream: the pipelines replayed here run on the default stream.
 
-use super::calc::Overflow;
+use super::calc::{Overflow, formula};
+use crate::budget::{Component, HeldBy};
 use crate::bytes::{Bytes, MIB};
 
 const MIN_BLOCK: u64 = 512;
@@ -188,6 +189,42 @@ impl CachingAllocator {
         }
         best.map(|(_, s, b)| (s, b))
     }
+}
+
+/// The decode's cache said as two components: what a device without room still holds, and the
+/// `releasable` segments it gets back ([`HeldBy::ReleasableCache`]), at most the whole cache.
+pub(in crate::eval) fn split_releasable((cache, releasable): (Component, Bytes)) -> Vec<Component> {
+    let released = releasable.min(cache.bytes);
+    let kept = Bytes(cache.bytes.0 - released.0);
+    let mut out = Vec::new();
+    if kept > Bytes::ZERO {
+        let formula = if released > Bytes::ZERO {
+            formula!("{}, less the {released} releasable (below) = {kept}", cache.formula)
+        } else {
+            cache.formula.clone()
+        };
+        out.push(Component { bytes: kept, formula, ..cache.clone() });
+    }
+    if released > Bytes::ZERO {
+        out.push(Component {
+            held_by: HeldBy::ReleasableCache,
+            name: cache.name.replacen("allocator cache", "releasable cache", 1).into(),
+            bytes: released,
+            formula: formula!(
+                "of the {} cached, the {released} a pressed replay (unused segments returned \
+                 before each new one, as PyTorch does before it reports out of memory) does not \
+                 reserve",
+                cache.bytes
+            ),
+            source: Some(
+                "PyTorch CUDACachingAllocator: a failed cudaMalloc calls release_cached_blocks \
+                 and retries (allocator.rs)"
+                    .into(),
+            ),
+            ..cache
+        });
+    }
+    out
 }
 
 #[cfg(test)]

@@ -267,6 +267,9 @@ pub(super) fn device_components_reusing(
     if let (Some(training), Some(shape), None) = (&workload.training, shape, &workload.diffusion) {
         peers *= d;
         components.extend(training::components(shape, placement, training, d)?);
+        if workload.runtime == Runtime::PyTorch {
+            components.extend(training::allocator_cache(shape, placement, training)?);
+        }
     }
     let key = RuntimeKey {
         runtime: workload.runtime.clone(),

@@ -662,42 +662,6 @@ fn decode_cache(
     Ok(Some((component, releasable)))
 }
 
-/// The decode's cache said as two components: what a device without room still holds, and the
-/// `releasable` segments it gets back ([`HeldBy::ReleasableCache`]), at most the whole cache.
-fn split_releasable((cache, releasable): (Component, Bytes)) -> Vec<Component> {
-    let released = releasable.min(cache.bytes);
-    let kept = Bytes(cache.bytes.0 - released.0);
-    let mut out = Vec::new();
-    if kept > Bytes::ZERO {
-        let formula = if released > Bytes::ZERO {
-            formula!("{}, less the {released} releasable (below) = {kept}", cache.formula)
-        } else {
-            cache.formula.clone()
-        };
-        out.push(Component { bytes: kept, formula, ..cache.clone() });
-    }
-    if released > Bytes::ZERO {
-        out.push(Component {
-            held_by: HeldBy::ReleasableCache,
-            name: cache.name.replacen("allocator cache", "releasable cache", 1).into(),
-            bytes: released,
-            formula: formula!(
-                "of the {} cached, the {released} a pressed replay (unused segments returned \
-                 before each new one, as PyTorch does before it reports out of memory) does not \
-                 reserve",
-                cache.bytes
-            ),
-            source: Some(
-                "PyTorch CUDACachingAllocator: a failed cudaMalloc calls release_cached_blocks \
-                 and retries (allocator.rs)"
-                    .into(),
-            ),
-            ..cache
-        });
-    }
-    out
-}
-
 /// The causal 3D decoder's allocated peak: its chunks replayed (`vae_video.rs`, `vae_wan.rs`).
 fn video_decode_peak(decode: &VideoDecode) -> Result<Component, Overflow> {
     let shape = match decode {
@@ -969,7 +933,7 @@ pub(crate) fn components(
             };
             out.extend(
                 decode_cache(diffusion, allocated_peak, upcast_bytes, true)?
-                    .map(split_releasable)
+                    .map(super::allocator::split_releasable)
                     .unwrap_or_default(),
             );
             out
@@ -1132,7 +1096,7 @@ fn offloaded(
         // phase's allocated bytes; the component carries the difference.
         let reserved = calc::sum([decode_total, cache.bytes])?;
         if best == 2 {
-            out.extend(split_releasable((cache, releasable)));
+            out.extend(super::allocator::split_releasable((cache, releasable)));
         } else if let Some(extra) = reserved.0.checked_sub(best_bytes.0).filter(|e| *e > 0) {
             let cached = cache.bytes;
             cache.bytes = Bytes(extra);
@@ -1140,7 +1104,7 @@ fn offloaded(
                 "{reserved} reserved at the decode ({decode_total} allocated + {cached} cached), \
                  less the {best_bytes} the largest phase holds"
             );
-            out.extend(split_releasable((cache, releasable)));
+            out.extend(super::allocator::split_releasable((cache, releasable)));
         }
     }
     Ok(out)
@@ -1272,7 +1236,7 @@ fn parts(
     }
     best.extend(
         decode_cache(diffusion, peak_transient, Bytes::ZERO, true)?
-            .map(split_releasable)
+            .map(super::allocator::split_releasable)
             .unwrap_or_default(),
     );
     Ok(best)

@@ -139,7 +139,7 @@ pub(crate) fn evaluate_check(
             stage + 1,
             rank / (t * p) + 1
         );
-        let views = views(&components)?;
+        let views = views(&components, device.usable())?;
         let band = band::band(&components, used, band_basis(workload))?;
         devices.push(DeviceBudget {
             index: u32::try_from(rank).unwrap_or(u32::MAX),
@@ -383,14 +383,20 @@ fn band_basis(workload: &crate::hir::Workload) -> BandBasis {
 }
 
 /// The views of a device's components: live tensors, plus the allocator's cache, plus memory
-/// outside the allocator.
-fn views(components: &[Component]) -> Result<Views, Overflow> {
+/// outside the allocator. The allocator gives its releasable segments back only when a
+/// `cudaMalloc` fails, so on a device whose `usable` memory (less what is held outside the
+/// allocator) cannot hold them all the reserved peak stops where the device is full, and never
+/// below what the cache a device without room still needs takes.
+fn views(components: &[Component], usable: Bytes) -> Result<Views, Overflow> {
     let held =
         |who: HeldBy| calc::sum(components.iter().filter(|c| c.held_by == who).map(|c| c.bytes));
     let allocated = held(HeldBy::Tensors)?;
-    let cache = calc::add(held(HeldBy::AllocatorCache)?, held(HeldBy::ReleasableCache)?)?;
-    let reserved = calc::add(allocated, cache)?;
-    let device = calc::add(reserved, held(HeldBy::Runtime)?)?;
+    let needed = calc::add(allocated, held(HeldBy::AllocatorCache)?)?;
+    let cached = calc::add(needed, held(HeldBy::ReleasableCache)?)?;
+    let outside = held(HeldBy::Runtime)?;
+    let room = Bytes(usable.0.saturating_sub(outside.0));
+    let reserved = cached.min(room.max(needed));
+    let device = calc::add(reserved, outside)?;
     Ok(Views { allocated, reserved, device })
 }
 

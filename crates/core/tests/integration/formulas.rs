@@ -118,6 +118,59 @@ fn old_transformers_rotary_tables_are_per_layer_and_per_position() {
 }
 
 #[test]
+fn a_checkpointed_lora_step_leaves_segments_reserved_beyond_its_tensors() {
+    let source = |device: &str, extra: &str| {
+        format!(
+            "workload w {{ model mistral-7b; runtime pytorch; training {{ method lora {{ rank 16; \
+             targets q k v o; dropout 0.1 }}; weights bf16; micro_batch 4; sequence 4096 tokens; \
+             checkpointing full{extra} }} }}\ncheck w on {device}"
+        )
+    };
+    let checks = evaluate(&source("a100-sxm4-80gb", ""));
+    let device = &checks[0].devices[0];
+    let cache = cached(&checks[0], 0);
+    assert_eq!(device.views.reserved.0, device.views.allocated.0 + cache);
+    // fms-hf-tuning's benchmark of this step (Mistral 7B, LoRA r=16 on q k v o, 4 × 4,096 packed
+    // tokens, FlashAttention-2, gradient checkpointing; one A100 80GB) reads 29,576 MiB from the
+    // driver beside a 24.87 GiB allocated peak: 3.5 GiB above the tensors and a 0.5 GiB context.
+    // The replay, not fitted to it, lands within 5 % of the driver's reading; without it the
+    // device view is 14 % short.
+    let measured = 29_576.0 * 1024.0 * 1024.0;
+    let device_view = device.views.device.0 as f64;
+    assert!((device_view / measured - 1.0).abs() < 0.05, "{device_view} vs {measured}");
+    assert!((device_view - cache as f64) / measured < 0.9);
+    // The cache a device without room still needs is what the pressed replay reserves; the rest
+    // goes back to the driver before PyTorch reports out of memory, so `required` leaves it out.
+    assert_eq!(
+        device.releasable.0 + bytes(&checks[0], 0, "allocator cache (training step)"),
+        cache
+    );
+    assert!(device.releasable.0 > 0);
+    // Steps the replay does not cover state no reserve: a sharded one, an eager attention's.
+    for other in ["; sharding zero2", "; attention eager"] {
+        let checks = evaluate(&source("a100-sxm4-80gb", other));
+        assert_eq!(cached(&checks[0], 0), 0, "{other}");
+    }
+}
+
+#[test]
+fn the_reserved_view_stops_where_the_device_is_full() {
+    // A step whose whole replayed cache does not fit beside its tensors on a 48 GB card: the
+    // allocator gives its unused segments back before it fails, so the reserved view is the
+    // device's room less the context, never more, and never less than the cache it still needs.
+    let source = "workload w { model mistral-7b; runtime pytorch; training { method lora { rank 16; \
+                  targets q k v o }; weights bf16; micro_batch 9; sequence 4096 tokens; \
+                  checkpointing full } }\ncheck w on l40s";
+    let checks = evaluate(source);
+    let device = &checks[0].devices[0];
+    let outside = device.views.device.0 - device.views.reserved.0;
+    let room = device.capacity.usable.0 - outside;
+    assert!(device.views.allocated.0 + cached(&checks[0], 0) > room);
+    assert_eq!(device.views.reserved.0, room);
+    assert!(device.views.reserved.0 >= device.used.0 - device.releasable.0 - outside);
+}
+
+#[test]
 fn an_encoder_without_a_vocabulary_output_caches_nothing() {
     // BERT-large's shape (one-card-three-workloads.vram): 24 layers of 1024, 16 heads.
     let model = |output: &str| {

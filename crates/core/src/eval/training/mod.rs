@@ -21,8 +21,11 @@ mod freeze;
 mod galore;
 mod prompt_learning;
 mod reference;
+mod reserve;
 mod seq2seq;
 mod states;
+
+pub(in crate::eval) use reserve::allocator_cache;
 
 pub(super) use activations::{activations, softmax_gradients};
 pub(super) use deepspeed::{accumulating_partition, buckets};

@@ -1,0 +1,390 @@
+//! What PyTorch's caching allocator keeps reserved beyond the live tensors of an adapter-training
+//! step: the step's tensors replayed, in the order a transformer layer makes and frees them,
+//! through [`CachingAllocator`] for two steps.
+//!
+//! Why there is anything to keep: the forward pass of a checkpointed model frees each layer's
+//! intermediates as it goes, and the allocator caches their segments (a segment per request of
+//! 10 MiB or more). The layer inputs that checkpointing keeps are then cut out of those cached
+//! segments (best fit), so the loss's tensors, the step's largest (tokens × vocabulary, in the
+//! compute type and in fp32), find no free block that holds them and take new segments; what
+//! the layer inputs leave of the old ones stays cached and too small for them. From the second
+//! step on, the pattern repeats in the segments the first step left. The replay counts that
+//! reserve; the tensors' own bytes are the budget's other components.
+//!
+//! Replayed: a decoder layer's forward (input norm, q, k, v and their rotated copies, the fused
+//! attention's output and log-sum-exp, the output projection, the residual sums, the MLP's
+//! projections and product; a bitsandbytes 4-bit layer's dequantized weight beside each of its
+//! matrix products), the head's logits with the loss's upcast and log-softmax, and the backward
+//! pass (each checkpointed layer recomputed, then its gradients made and its tensors freed).
+//! Adapters, their gradients and optimizer state are under 1 MiB a tensor at the ranks people
+//! use and come from the small pool, apart from these segments. Only the plain case is
+//! replayed (one device's whole model, fused attention, full or no checkpointing, the loss on
+//! every position): for other steps the budget states no reserve beyond the tensors.
+
+use super::states::intermediate;
+use crate::budget::{Category, Component, HeldBy};
+use crate::bytes::Bytes;
+use crate::eval::Placement;
+use crate::eval::allocator::{CachingAllocator, Tensor};
+use crate::eval::calc::{Overflow, formula};
+use crate::hir::{
+    Attention, Checkpointing, FusedLoss, Method, Mlp, Objective, Offload, Shape, Sharding, Training,
+};
+use crate::precision::Precision;
+
+/// The replayed reserve of an adapter-training step, split into what a device without room still
+/// needs and the releasable rest; empty when the step is not one the replay covers.
+pub(in crate::eval) fn allocator_cache(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+) -> Result<Vec<Component>, Overflow> {
+    let Some(step) = Step::of(shape, placement, training)? else {
+        return Ok(Vec::new());
+    };
+    let (peak, reserved) = replay(&step, CachingAllocator::new())?;
+    let (_, pressed) = replay(&step, CachingAllocator::pressed())?;
+    let Some(extra) = reserved.0.checked_sub(peak.0).filter(|e| *e > 0) else {
+        return Ok(Vec::new());
+    };
+    let cache = Component {
+        held_by: HeldBy::AllocatorCache,
+        category: Category::Workspace,
+        ..intermediate(
+            "allocator cache (training step)",
+            (
+                Bytes(extra),
+                formula!(
+                    "{reserved} reserved by replaying two steps' tensors through the caching \
+                     allocator, less the {peak} they hold live at their peak = {}",
+                    Bytes(extra)
+                ),
+            ),
+            "PyTorch CUDACachingAllocator replayed over the step's tensors (allocator.rs, \
+             training/reserve.rs)",
+        )
+    };
+    let releasable = Bytes(reserved.0.saturating_sub(pressed.0));
+    Ok(crate::eval::allocator::split_releasable((cache, releasable)))
+}
+
+/// The sizes, in bytes, of one step's tensors.
+struct Step {
+    layers: u64,
+    hidden: u64,
+    query: u64,
+    key: u64,
+    ffn: u64,
+    gated: bool,
+    /// The fused attention's log-sum-exp: fp32, one per token and head.
+    lse: u64,
+    logits: u64,
+    /// The loss's tensors over the logits (fp32, or the compute type when the loss runs in it).
+    loss: u64,
+    upcast: bool,
+    /// Each layer matrix's bytes in the compute type, for a 4-bit layer's dequantized weight.
+    dequantized: Option<[u64; 7]>,
+    checkpointed: bool,
+}
+
+impl Step {
+    fn of(
+        shape: &Shape,
+        placement: &Placement,
+        training: &Training,
+    ) -> Result<Option<Step>, Overflow> {
+        let plain = matches!(training.method, Method::Lora { .. })
+            && training.objective == Objective::Sft
+            && training.sharding == Sharding::None
+            && training.offload == Offload::None
+            && training.attention == Attention::Fused
+            && matches!(training.checkpointing, Checkpointing::Full | Checkpointing::None)
+            && training.loss_chunks == 1
+            && training.levers.fused_loss == FusedLoss::None
+            && !training.levers.step_in_backward
+            && !training.levers.compile
+            && !training.levers.offload_activations
+            && shape.encoder.is_none()
+            && shape.moe.is_none()
+            && placement.tensor == 1
+            && placement.stages == 1;
+        let element = match training.activations {
+            Precision::Bf16 | Precision::Fp16 => 2,
+            Precision::Fp32 => 4,
+            _ => return Ok(None),
+        };
+        let loss_element = match training.loss {
+            Precision::Fp32 => 4,
+            Precision::Bf16 | Precision::Fp16 => 2,
+            _ => return Ok(None),
+        };
+        if !plain {
+            return Ok(None);
+        }
+        let tokens = training.micro_batch.checked_mul(training.sequence).ok_or(Overflow)?;
+        let per_token = |width: u64, bytes: u64| {
+            tokens.checked_mul(width).and_then(|v| v.checked_mul(bytes)).ok_or(Overflow)
+        };
+        let (h, q, kv) = (
+            shape.hidden,
+            shape.heads.checked_mul(shape.head_dim).ok_or(Overflow)?,
+            shape.kv_heads.checked_mul(shape.head_dim).ok_or(Overflow)?,
+        );
+        let matrix = |rows: u64, cols: u64| {
+            rows.checked_mul(cols).and_then(|v| v.checked_mul(element)).ok_or(Overflow)
+        };
+        let dequantized = if training.weights.is_bitsandbytes_4bit() {
+            Some([
+                matrix(h, q)?,
+                matrix(h, kv)?,
+                matrix(h, kv)?,
+                matrix(q, h)?,
+                matrix(h, shape.ffn)?,
+                matrix(h, shape.ffn)?,
+                matrix(shape.ffn, h)?,
+            ])
+        } else {
+            None
+        };
+        Ok(Some(Step {
+            layers: placement.layers,
+            hidden: per_token(h, element)?,
+            query: per_token(q, element)?,
+            key: per_token(kv, element)?,
+            ffn: per_token(shape.ffn, element)?,
+            gated: shape.mlp != Mlp::Plain,
+            lse: per_token(shape.heads, 4)?,
+            logits: per_token(shape.vocab, element)?,
+            loss: per_token(shape.vocab, loss_element)?,
+            upcast: loss_element != element,
+            dequantized,
+            checkpointed: training.checkpointing == Checkpointing::Full,
+        }))
+    }
+}
+
+/// One layer's tensors that its backward pass reads; all `None` after a pass under `no_grad`,
+/// which frees each intermediate once the next one exists.
+#[derive(Default)]
+struct Saved {
+    norm: Option<Tensor>,
+    query: Option<Tensor>,
+    key: Option<Tensor>,
+    value: Option<Tensor>,
+    query_rotated: Option<Tensor>,
+    key_rotated: Option<Tensor>,
+    attention: Option<Tensor>,
+    lse: Option<Tensor>,
+    projected: Option<Tensor>,
+    residual: Option<Tensor>,
+    norm2: Option<Tensor>,
+    gate: Option<Tensor>,
+    up: Option<Tensor>,
+    act: Option<Tensor>,
+    product: Option<Tensor>,
+    down: Option<Tensor>,
+}
+
+/// The allocator and the step's sizes.
+struct Run<'s> {
+    alloc: CachingAllocator,
+    step: &'s Step,
+}
+
+impl Run<'_> {
+    fn a(&mut self, bytes: u64) -> Result<Tensor, Overflow> {
+        self.alloc.alloc(Bytes(bytes))
+    }
+
+    fn f(&mut self, tensor: Option<Tensor>) {
+        if let Some(tensor) = tensor {
+            self.alloc.free(tensor);
+        }
+    }
+
+    /// `tensor` when autograd records the pass (`keep`), else freed now.
+    fn kept(&mut self, keep: bool, tensor: Tensor) -> Option<Tensor> {
+        if keep {
+            return Some(tensor);
+        }
+        self.alloc.free(tensor);
+        None
+    }
+
+    /// A matrix product's output; a 4-bit layer first dequantizes matrix `m` (q k v o gate up
+    /// down) into a transient of the compute type.
+    fn product(&mut self, m: usize, bytes: u64) -> Result<Tensor, Overflow> {
+        let weight = match self.step.dequantized {
+            Some(sizes) => Some(self.a(sizes[m])?),
+            None => None,
+        };
+        let out = self.a(bytes)?;
+        self.f(weight);
+        Ok(out)
+    }
+
+    /// One layer's forward pass over its input: its output, and the tensors its backward pass
+    /// reads when autograd records it (`keep`).
+    fn layer(&mut self, keep: bool) -> Result<(Tensor, Saved), Overflow> {
+        let sizes = self.step;
+        let norm = self.a(sizes.hidden)?;
+        let query = self.product(0, sizes.query)?;
+        let key = self.product(1, sizes.key)?;
+        let value = self.product(2, sizes.key)?;
+        let query_rotated = self.a(sizes.query)?;
+        let key_rotated = self.a(sizes.key)?;
+        let (query, key) = (self.kept(keep, query), self.kept(keep, key));
+        let attention = self.a(sizes.query)?;
+        let lse = self.a(sizes.lse)?;
+        let (query_rotated, key_rotated) =
+            (self.kept(keep, query_rotated), self.kept(keep, key_rotated));
+        let (value, lse) = (self.kept(keep, value), self.kept(keep, lse));
+        let projected = self.product(3, sizes.hidden)?;
+        let attention = self.kept(keep, attention);
+        let residual = self.a(sizes.hidden)?;
+        let (projected, norm) = (self.kept(keep, projected), self.kept(keep, norm));
+        let norm2 = self.a(sizes.hidden)?;
+        let gate = if sizes.gated { Some(self.product(4, sizes.ffn)?) } else { None };
+        let up = self.product(5, sizes.ffn)?;
+        let act = if sizes.gated { Some(self.a(sizes.ffn)?) } else { None };
+        let product = self.a(sizes.ffn)?;
+        let gate = match gate {
+            Some(tensor) => self.kept(keep, tensor),
+            None => None,
+        };
+        let act = match act {
+            Some(tensor) => self.kept(keep, tensor),
+            None => None,
+        };
+        let up = self.kept(keep, up);
+        let down = self.product(6, sizes.hidden)?;
+        let (product, norm2) = (self.kept(keep, product), self.kept(keep, norm2));
+        let out = self.a(sizes.hidden)?;
+        let (down, residual) = (self.kept(keep, down), self.kept(keep, residual));
+        let saved = Saved {
+            norm,
+            query,
+            key,
+            value,
+            query_rotated,
+            key_rotated,
+            attention,
+            lse,
+            projected,
+            residual,
+            norm2,
+            gate,
+            up,
+            act,
+            product,
+            down,
+        };
+        Ok((out, saved))
+    }
+
+    /// A layer's backward pass over its saved tensors, given the gradient of its output:
+    /// returns the gradient of its input.
+    fn backward(&mut self, saved: Saved, grad: Tensor) -> Result<Tensor, Overflow> {
+        let s = self.step;
+        let g_product = self.a(s.ffn)?;
+        self.f(saved.down);
+        self.f(saved.product);
+        let g_up = self.a(s.ffn)?;
+        let g_gate = if s.gated { Some(self.a(s.ffn)?) } else { None };
+        self.f(Some(g_product));
+        self.f(saved.act);
+        self.f(saved.gate);
+        self.f(saved.up);
+        let g_norm2 = self.a(s.hidden)?;
+        self.f(Some(g_up));
+        self.f(g_gate);
+        self.f(saved.norm2);
+        let g_residual = self.a(s.hidden)?;
+        self.f(Some(g_norm2));
+        self.f(saved.residual);
+        let g_attention = self.a(s.query)?;
+        self.f(saved.projected);
+        let g_query = self.a(s.query)?;
+        let g_key = self.a(s.key)?;
+        let g_value = self.a(s.key)?;
+        self.f(Some(g_attention));
+        for t in [saved.attention, saved.lse, saved.query_rotated, saved.key_rotated, saved.value] {
+            self.f(t);
+        }
+        let g_query_rotated = self.a(s.query)?;
+        let g_key_rotated = self.a(s.key)?;
+        self.f(Some(g_query));
+        self.f(Some(g_key));
+        self.f(saved.query);
+        self.f(saved.key);
+        let g_normed = self.a(s.hidden)?;
+        for t in [Some(g_query_rotated), Some(g_key_rotated), Some(g_value), saved.norm] {
+            self.f(t);
+        }
+        let g_input = self.a(s.hidden)?;
+        self.f(Some(g_normed));
+        self.f(Some(g_residual));
+        self.f(Some(grad));
+        Ok(g_input)
+    }
+
+    /// One training step: forward, loss, backward.
+    fn step(&mut self) -> Result<(), Overflow> {
+        let s = self.step;
+        let mut hidden = self.a(s.hidden)?;
+        let mut inputs = Vec::new();
+        let mut saved = Vec::new();
+        for _ in 0..s.layers {
+            let (out, kept) = self.layer(!s.checkpointed)?;
+            inputs.push(hidden);
+            saved.push(kept);
+            hidden = out;
+        }
+        // The final norm, the head's logits and the loss over them: an upcast copy when the
+        // loss runs in fp32 and its log-softmax (kept for backward). The upcast copy is freed
+        // when the loss returns, the 16-bit logits when the model's outputs are dropped.
+        let final_norm = self.a(s.hidden)?;
+        let logits = self.a(s.logits)?;
+        let upcast = if s.upcast { Some(self.a(s.loss)?) } else { None };
+        let log_softmax = self.a(s.loss)?;
+        self.f(upcast);
+        self.f(Some(logits));
+        let g_log_softmax = self.a(s.loss)?;
+        let g_logits = self.a(s.loss)?;
+        self.f(Some(g_log_softmax));
+        self.f(Some(log_softmax));
+        let into_head = if s.upcast {
+            let cast = self.a(s.logits)?;
+            self.f(Some(g_logits));
+            cast
+        } else {
+            g_logits
+        };
+        let mut grad = self.a(s.hidden)?;
+        for t in [into_head, final_norm, hidden] {
+            self.f(Some(t));
+        }
+        for (input, kept) in inputs.into_iter().zip(saved).rev() {
+            let kept = if s.checkpointed {
+                // The layer runs again from its input, recorded this time.
+                let (out, kept) = self.layer(true)?;
+                self.f(Some(out));
+                kept
+            } else {
+                kept
+            };
+            grad = self.backward(kept, grad)?;
+            self.f(Some(input));
+        }
+        self.f(Some(grad));
+        Ok(())
+    }
+}
+
+/// The replay's allocated and reserved peaks over two steps.
+fn replay(step: &Step, alloc: CachingAllocator) -> Result<(Bytes, Bytes), Overflow> {
+    let mut run = Run { alloc, step };
+    run.step()?;
+    run.step()?;
+    Ok((run.alloc.peak_allocated(), run.alloc.peak_reserved()))
+}
