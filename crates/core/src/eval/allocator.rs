@@ -32,9 +32,13 @@ const LARGE_BUFFER: u64 = 20 * MIB;
 const MIN_LARGE_ALLOC: u64 = 10 * MIB;
 const ROUND_LARGE: u64 = 2 * MIB;
 
-/// A live tensor's block; given back to [`CachingAllocator::free`] exactly once.
+/// A live tensor's block, and the segment that holds it; given back to
+/// [`CachingAllocator::free`] exactly once.
 #[must_use]
-pub(crate) struct Tensor(u64);
+pub(crate) struct Tensor {
+    block: u64,
+    segment: u64,
+}
 
 struct Block {
     id: u64,
@@ -43,8 +47,20 @@ struct Block {
 }
 
 struct Segment {
+    /// Ids increase with creation, so the segments, kept in creation order, are sorted by id.
+    id: u64,
     small: bool,
     blocks: Vec<Block>,
+    /// The largest free block's size: a segment without room for a request is passed over
+    /// without reading its blocks.
+    largest_free: u64,
+}
+
+impl Segment {
+    fn refresh(&mut self) {
+        self.largest_free =
+            self.blocks.iter().filter(|b| !b.live).map(|b| b.size).max().unwrap_or(0);
+    }
 }
 
 #[derive(Default)]
@@ -113,9 +129,13 @@ impl CachingAllocator {
             let grown = segment_size(size)?;
             self.reserved = self.reserved.checked_add(grown).ok_or(Overflow)?;
             self.peak_reserved = self.peak_reserved.max(self.reserved);
-            let id = self.fresh_id();
-            self.segments
-                .push(Segment { small, blocks: vec![Block { id, size: grown, live: false }] });
+            let (id, segment) = (self.fresh_id(), self.fresh_id());
+            self.segments.push(Segment {
+                id: segment,
+                small,
+                blocks: vec![Block { id, size: grown, live: false }],
+                largest_free: grown,
+            });
             (self.segments.len() - 1, 0)
         };
         let remaining = self.segments[segment].blocks[index].size - size;
@@ -126,19 +146,24 @@ impl CachingAllocator {
             blocks[index].size = size;
             blocks.insert(index + 1, Block { id, size: remaining, live: false });
         }
+        let held_by = self.segments[segment].id;
         let block = &mut self.segments[segment].blocks[index];
         block.live = true;
-        self.allocated = self.allocated.checked_add(block.size).ok_or(Overflow)?;
+        let (id, size) = (block.id, block.size);
+        self.segments[segment].refresh();
+        self.allocated = self.allocated.checked_add(size).ok_or(Overflow)?;
         self.peak_allocated = self.peak_allocated.max(self.allocated);
-        Ok(Tensor(block.id))
+        Ok(Tensor { block: id, segment: held_by })
     }
 
     #[allow(clippy::needless_pass_by_value, reason = "taking the handle ends it: no double free")]
     pub(crate) fn free(&mut self, tensor: Tensor) {
-        let Tensor(id) = tensor;
-        for segment in &mut self.segments {
+        let Tensor { block: id, segment } = tensor;
+        // A live block's segment is never released, so it is still there.
+        if let Ok(at) = self.segments.binary_search_by_key(&segment, |s| s.id) {
+            let segment = &mut self.segments[at];
             let Some(index) = segment.blocks.iter().position(|b| b.id == id) else {
-                continue;
+                return;
             };
             segment.blocks[index].live = false;
             self.allocated -= segment.blocks[index].size;
@@ -151,7 +176,7 @@ impl CachingAllocator {
                 let this = blocks.remove(index);
                 blocks[index - 1].size += this.size;
             }
-            return;
+            segment.refresh();
         }
     }
 
@@ -177,7 +202,8 @@ impl CachingAllocator {
     /// (the allocator's tie-break is the address, which creation order stands in for).
     fn best_fit(&self, small: bool, size: u64) -> Option<(usize, usize)> {
         let mut best: Option<(u64, usize, usize)> = None;
-        for (s, segment) in self.segments.iter().enumerate().filter(|(_, s)| s.small == small) {
+        let room = |s: &Segment| s.small == small && s.largest_free >= size;
+        for (s, segment) in self.segments.iter().enumerate().filter(|(_, s)| room(s)) {
             for (b, block) in segment.blocks.iter().enumerate() {
                 if !block.live
                     && block.size >= size
