@@ -18,8 +18,9 @@
 //! pass (each checkpointed layer recomputed, then its gradients made and its tensors freed).
 //! Adapters, their gradients and optimizer state are under 1 MiB a tensor at the ranks people
 //! use and come from the small pool, apart from these segments. Only the plain case is
-//! replayed (one device's whole model, fused attention, full or no checkpointing, the loss on
-//! every position): for other steps the budget states no reserve beyond the tensors.
+//! replayed (one device's whole decoder, with standard attention and no experts; fused
+//! attention; full or no checkpointing; the loss over the vocabulary on every position): for
+//! other steps the budget states no reserve beyond the tensors.
 
 use super::states::intermediate;
 use crate::budget::{Category, Component, HeldBy};
@@ -28,7 +29,8 @@ use crate::eval::Placement;
 use crate::eval::allocator::{CachingAllocator, Tensor};
 use crate::eval::calc::{Overflow, formula};
 use crate::hir::{
-    Attention, Checkpointing, FusedLoss, Method, Mlp, Objective, Offload, Shape, Sharding, Training,
+    Attention, AttentionKind, Checkpointing, FusedLoss, Method, Mlp, Objective, Offload, Output,
+    Shape, Sharding, Training,
 };
 use crate::precision::Precision;
 
@@ -106,6 +108,8 @@ impl Step {
             && !training.levers.offload_activations
             && shape.encoder.is_none()
             && shape.moe.is_none()
+            && shape.output == Output::Lm
+            && shape.attention == AttentionKind::Standard
             && placement.tensor == 1
             && placement.stages == 1;
         let element = match training.activations {
