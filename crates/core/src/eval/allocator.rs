@@ -217,8 +217,9 @@ impl CachingAllocator {
     }
 }
 
-/// The decode's cache said as two components: what a device without room still holds, and the
+/// A replay's cache said as two components: what a device without room still holds, and the
 /// `releasable` segments it gets back ([`HeldBy::ReleasableCache`]), at most the whole cache.
+/// Used by the VAE decode's replays and the adapter-training step's.
 pub(in crate::eval) fn split_releasable((cache, releasable): (Component, Bytes)) -> Vec<Component> {
     let released = releasable.min(cache.bytes);
     let kept = Bytes(cache.bytes.0 - released.0);

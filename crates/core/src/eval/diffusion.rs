@@ -32,7 +32,7 @@
 
 use std::borrow::Cow;
 
-use super::allocator::CachingAllocator;
+use super::allocator::{CachingAllocator, split_releasable};
 use super::calc::{self, Overflow, Product, formula};
 use super::vae_decode::{self, DecoderShape};
 use super::vae_hunyuan::{self, HunyuanShape};
@@ -933,7 +933,7 @@ pub(crate) fn components(
             };
             out.extend(
                 decode_cache(diffusion, allocated_peak, upcast_bytes, true)?
-                    .map(super::allocator::split_releasable)
+                    .map(split_releasable)
                     .unwrap_or_default(),
             );
             out
@@ -1096,7 +1096,7 @@ fn offloaded(
         // phase's allocated bytes; the component carries the difference.
         let reserved = calc::sum([decode_total, cache.bytes])?;
         if best == 2 {
-            out.extend(super::allocator::split_releasable((cache, releasable)));
+            out.extend(split_releasable((cache, releasable)));
         } else if let Some(extra) = reserved.0.checked_sub(best_bytes.0).filter(|e| *e > 0) {
             let cached = cache.bytes;
             cache.bytes = Bytes(extra);
@@ -1104,7 +1104,7 @@ fn offloaded(
                 "{reserved} reserved at the decode ({decode_total} allocated + {cached} cached), \
                  less the {best_bytes} the largest phase holds"
             );
-            out.extend(super::allocator::split_releasable((cache, releasable)));
+            out.extend(split_releasable((cache, releasable)));
         }
     }
     Ok(out)
@@ -1236,7 +1236,7 @@ fn parts(
     }
     best.extend(
         decode_cache(diffusion, peak_transient, Bytes::ZERO, true)?
-            .map(super::allocator::split_releasable)
+            .map(split_releasable)
             .unwrap_or_default(),
     );
     Ok(best)

@@ -26,7 +26,7 @@ use super::states::intermediate;
 use crate::budget::{Category, Component, HeldBy};
 use crate::bytes::Bytes;
 use crate::eval::Placement;
-use crate::eval::allocator::{CachingAllocator, Tensor};
+use crate::eval::allocator::{CachingAllocator, Tensor, split_releasable};
 use crate::eval::calc::{Overflow, formula};
 use crate::hir::{
     Attention, AttentionKind, Checkpointing, FusedLoss, Method, Mlp, Objective, Offload, Output,
@@ -67,7 +67,7 @@ pub(in crate::eval) fn allocator_cache(
         )
     };
     let releasable = Bytes(reserved.0.saturating_sub(pressed.0));
-    Ok(crate::eval::allocator::split_releasable((cache, releasable)))
+    Ok(split_releasable((cache, releasable)))
 }
 
 /// The sizes, in bytes, of one step's tensors.
@@ -112,6 +112,9 @@ impl Step {
             && shape.attention == AttentionKind::Standard
             && placement.tensor == 1
             && placement.stages == 1;
+        if !plain {
+            return Ok(None);
+        }
         let element = match training.activations {
             Precision::Bf16 | Precision::Fp16 => 2,
             Precision::Fp32 => 4,
@@ -122,9 +125,6 @@ impl Step {
             Precision::Bf16 | Precision::Fp16 => 2,
             _ => return Ok(None),
         };
-        if !plain {
-            return Ok(None);
-        }
         let tokens = training.micro_batch.checked_mul(training.sequence).ok_or(Overflow)?;
         let per_token = |width: u64, bytes: u64| {
             tokens.checked_mul(width).and_then(|v| v.checked_mul(bytes)).ok_or(Overflow)
