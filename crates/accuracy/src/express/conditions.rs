@@ -218,7 +218,8 @@ impl Cx<'_> {
             let (view, basis) = match basis {
                 Basis::NotStated if kind.contains("reserved") => (View::Reserved, Basis::Stated),
                 Basis::NotStated if kind.contains("allocated") => (View::Allocated, Basis::Stated),
-                _ => (view, basis),
+                Basis::NotStated => (views::unstated_view(&point.workload), basis),
+                Basis::Stated => (view, basis),
             };
             Some(Target::Peak { view, basis, scope })
         } else if ["after load", "loaded", "model loaded", "after loading", "load"].contains(&kind)
@@ -1816,6 +1817,22 @@ mod version_tests {
             })
         );
         assert_eq!(target("average", "nvidia-smi"), None);
+        // An unstated method: the view the workload kind's unstated peaks fit.
+        let unstated = |workload: &str| {
+            let point = crate::data::Point {
+                measured_kind: "peak".to_owned(),
+                measurement_method: "not stated".to_owned(),
+                workload: workload.to_owned(),
+                ..crate::data::Point::default()
+            };
+            super::super::Cx::new(&point).target()
+        };
+        let peak =
+            |view| Some(Target::Peak { view, basis: Basis::NotStated, scope: Scope::EachDevice });
+        assert_eq!(unstated("training_lora"), peak(View::Device));
+        assert_eq!(unstated("diffusion_training"), peak(View::Device));
+        assert_eq!(unstated("llm_inference"), peak(View::Allocated));
+        assert_eq!(unstated("diffusion_inference"), peak(View::Allocated));
         // A runtime log's component, in the log's own words.
         let logged = |included: &str| {
             let point = crate::data::Point {
