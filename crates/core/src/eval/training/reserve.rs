@@ -20,7 +20,11 @@
 //! use and come from the small pool, apart from these segments. Only the plain case is
 //! replayed (one device's whole decoder, with standard attention and no experts; fused
 //! attention; full or no checkpointing; the loss over the vocabulary on every position): for
-//! other steps the budget states no reserve beyond the tensors.
+//! other steps the budget states no reserve beyond the tensors. ZeRO-1 and ZeRO-2 are replayed
+//! like an unsharded step: they partition optimizer state and gradients, which for adapters are
+//! small-pool tensors, and their reduce buckets are allocated once, before the first step, in
+//! segments of their own; ZeRO-3 and FSDP's full sharding gather each layer's weights between
+//! the step's tensors and are not.
 
 use super::states::intermediate;
 use crate::budget::{Category, Component, HeldBy};
@@ -97,7 +101,7 @@ impl Step {
     ) -> Result<Option<Step>, Overflow> {
         let plain = matches!(training.method, Method::Lora { .. })
             && training.objective == Objective::Sft
-            && training.sharding == Sharding::None
+            && training.sharding != Sharding::Zero3
             && training.offload == Offload::None
             && training.attention == Attention::Fused
             && matches!(training.checkpointing, Checkpointing::Full | Checkpointing::None)
