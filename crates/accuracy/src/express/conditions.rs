@@ -218,7 +218,10 @@ impl Cx<'_> {
             let (view, basis) = match basis {
                 Basis::NotStated if kind.contains("reserved") => (View::Reserved, Basis::Stated),
                 Basis::NotStated if kind.contains("allocated") => (View::Allocated, Basis::Stated),
-                Basis::NotStated => (views::unstated_view(&point.workload), basis),
+                Basis::NotStated => {
+                    let outside_pytorch = runs_ggml(&point.framework.to_lowercase());
+                    (views::unstated_view(&point.workload, outside_pytorch), basis)
+                }
                 Basis::Stated => (view, basis),
             };
             Some(Target::Peak { view, basis, scope })
@@ -1833,6 +1836,14 @@ mod version_tests {
         assert_eq!(unstated("diffusion_training"), peak(View::Device));
         assert_eq!(unstated("llm_inference"), peak(View::Allocated));
         assert_eq!(unstated("diffusion_inference"), peak(View::Allocated));
+        let on_llama_cpp = crate::data::Point {
+            measured_kind: "peak".to_owned(),
+            measurement_method: "not stated ('VRAM usage')".to_owned(),
+            workload: "llm_inference".to_owned(),
+            framework: "koboldcpp 1.70 (CUDA)".to_owned(),
+            ..crate::data::Point::default()
+        };
+        assert_eq!(super::super::Cx::new(&on_llama_cpp).target(), peak(View::Device));
         // A runtime log's component, in the log's own words.
         let logged = |included: &str| {
             let point = crate::data::Point {
