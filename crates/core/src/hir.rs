@@ -1040,6 +1040,10 @@ pub struct Diffusion {
     /// times the patch size (16 for FLUX, SD3 and CogVideoX: 8 × 2; 32 for LTX-Video: 32 × 1).
     /// A multiple of 8.
     pub patch_pixels: u64,
+    /// Latent frames one transformer token spans (1; CogVideoX 1.5's `patch_size_t` 2). The
+    /// pipeline pads the latent frames up to a multiple of it (the padding is dropped before
+    /// the decode).
+    pub patch_frames: u64,
     /// The VAE decoder's base channel count (128 for the SD, SDXL, SD3 and FLUX autoencoders).
     pub vae_channels: u64,
     /// The tile's width and height in pixels when the decode is tiled (`enable_tiling`), else
@@ -1294,10 +1298,12 @@ pub enum DiffusionOffload {
 
 impl Diffusion {
     /// A transformer denoiser's image (or video) tokens per sample: the latent positions
-    /// (`width / 8 × height / 8 × frames`) over the patch, `patch_pixels / 8` on each side.
-    /// `None` if the count overflows `u64`.
+    /// (`width / 8 × height / 8 × frames`) over the patch, `patch_pixels / 8` on each side and
+    /// `patch_frames` latent frames deep (the frames padded up to a whole patch, as CogVideoX
+    /// 1.5's pipeline pads them). `None` if the count overflows `u64`.
     pub fn image_tokens(&self) -> Option<u64> {
-        let latent = (self.width / 8).checked_mul(self.height / 8)?.checked_mul(self.frames)?;
+        let frames = self.frames.div_ceil(self.patch_frames.max(1));
+        let latent = (self.width / 8).checked_mul(self.height / 8)?.checked_mul(frames)?;
         let side = (self.patch_pixels / 8).max(1);
         Some(latent / side.checked_mul(side)?)
     }

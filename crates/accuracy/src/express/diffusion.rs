@@ -1084,6 +1084,20 @@ mod tests {
         assert!(
             qwen.contains("resolution    1328 x 1328") && qwen.contains("cfg           separate")
         );
+        // CogVideoX1.5-5B patches two latent frames deep; its defaults are 81 frames of 1360 x 768.
+        let cogvideox_1_5 = super::super::express(&super::super::test_point(
+            defaults.clone(),
+            r#"{"model": "THUDM/CogVideoX1.5-5B", "framework": "diffusers CogVideoXPipeline", "image_or_video": null}"#,
+        ))
+        .expect("expressible")
+        .source;
+        assert!(cogvideox_1_5.contains("denoiser      cogvideox1.5-5b-transformer"));
+        assert!(cogvideox_1_5.contains("patch_frames  2"), "{cogvideox_1_5}");
+        assert!(
+            cogvideox_1_5.contains("resolution    1360 x 768")
+                && cogvideox_1_5.contains("video_frames  81"),
+            "{cogvideox_1_5}"
+        );
         // Its editing checkpoint encodes a reference image too: not this pipeline.
         let edit = super::super::express(&super::super::test_point(
             defaults.clone(),

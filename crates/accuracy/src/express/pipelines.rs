@@ -134,6 +134,28 @@ fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
     }
 }
 
+/// CogVideoXPipeline with CogVideoX1.5-5B's transformer: the 5b's blocks (48 heads of 64), patches
+/// two latent frames deep (`patch_size_t` 2: `patch_frames 2`, the latent frames padded to a
+/// whole patch), and the same VAE. Its transformer config (`sample_frames` 81, `sample_height`
+/// 96 and `sample_width` 170 latents, as transcribed for CogVideoX1.5-5B in a public copy, code
+/// index id 11998145745) makes the pipeline's defaults 81 frames of 1360 × 768.
+fn cogvideox_1_5() -> Pipeline {
+    let base = cogvideox("cogvideox1.5-5b-transformer", 3072, true);
+    Pipeline {
+        video: Some(VideoDefaults {
+            frames: 81,
+            width: 1360,
+            height: 768,
+            size_note: "1360 x 768 (CogVideoXPipeline default: CogVideoX1.5-5B's sample_width \
+                        and sample_height, 170 and 96 latents)",
+            frames_note: "81 frames (CogVideoXPipeline default: the transformer's sample_frames)",
+            ..base.video.expect("CogVideoX pipelines make videos")
+        }),
+        extra: "    patch_frames  2  # CogVideoX 1.5's patch_size_t\n",
+        ..base
+    }
+}
+
 /// CompVis v1 UNet (configs/stable-diffusion/v1-inference.yaml, diffusers unet/config.json):
 /// model_channels 320, channel_mult [1, 2, 4, 4], num_res_blocks 2, attention at the three upper
 /// levels, 8 heads, context_dim 768 (CLIP-L).
@@ -526,6 +548,9 @@ fn recognised(model: &str) -> Option<Pipeline> {
         })
     } else if has(&["stablediffusion35medium", "sd35medium"]) {
         pipeline("stabilityai/stable-diffusion-3.5-medium").ok()
+    } else if has(&["cogvideox155b"]) && !has(&["i2v"]) {
+        // CogVideoX1.5-5B, text to video (its I2V checkpoint takes the image's latents too).
+        Some(cogvideox_1_5())
     } else if has(&["cogvideox5b"]) {
         pipeline("THUDM/CogVideoX-5b").ok()
     } else if has(&["cogvideox2b"]) {

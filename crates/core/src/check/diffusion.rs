@@ -480,6 +480,7 @@ pub(super) fn diffusion(
         ("text_tokens", Repeat::Once),
         ("vae_channels", Repeat::Once),
         ("patch_pixels", Repeat::Once),
+        ("patch_frames", Repeat::Once),
         ("vae_tiling", Repeat::Once),
         ("vae_tile", Repeat::Once),
         ("vae_upcast", Repeat::Once),
@@ -589,6 +590,9 @@ pub(super) fn diffusion(
     let text_tokens =
         fields.whole("text_tokens", Dim::Tokens, 0, 100_000, "512 tokens").unwrap_or(77);
     let patch_pixels = patch_pixels(&fields, block);
+    // Latent frames per token: 1 unless the transformer patches time too (CogVideoX 1.5's
+    // `patch_size_t` 2).
+    let patch_frames = fields.whole("patch_frames", Dim::Count, 1, 16, "2").unwrap_or(1);
     // The decoders' base channels: 128 for the AutoencoderKL family and CogVideoX's, 96 for
     // Wan 2.1's (`base_dim`).
     let wan = matches!(&video, Ok(Some(v)) if v.decoder == VideoDecoder::Wan);
@@ -723,6 +727,7 @@ pub(super) fn diffusion(
             ("vae_tile", "vae_tiling true", vae_tiling),
             ("vae_slicing", "batch 2` or more (one image decodes alone anyway", batch > 1),
             ("patch_pixels", "architecture dit", architecture == Some(false)),
+            ("patch_frames", "architecture dit", architecture == Some(false)),
             ("vae_temporal", "video_frames", fields.has("video_frames")),
             ("vae_cache", "video_frames", fields.has("video_frames")),
             ("video_vae", "video_frames", fields.has("video_frames")),
@@ -785,6 +790,7 @@ pub(super) fn diffusion(
         text_tokens,
         vae_channels,
         patch_pixels,
+        patch_frames,
         vae_tile: vae_tiling.then_some(vae_tile),
         vae_upcast: vae_upcast && vae_fp16 && !training,
         vae_slicing: vae_slicing && !training,

@@ -1,4 +1,5 @@
-//! A transformer denoiser's tokens per latent patch (`patch_pixels`), pinned by hand.
+//! A transformer denoiser's tokens per latent patch (`patch_pixels`, `patch_frames`), pinned by
+//! hand.
 
 use vram_core::budget::CheckBudget;
 
@@ -35,4 +36,17 @@ fn tokens_cover_patch_pixels_on_a_side() {
     let codes: Vec<String> =
         outcome.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.code.to_string()).collect();
     assert_eq!(codes, ["E007"]);
+}
+
+#[test]
+fn temporal_patches_span_latent_frames_padded_to_a_whole_patch() {
+    // CogVideoX 1.5 patches two latent frames deep: the 21 latent frames pad to 22, 11 deep,
+    // each 44 × 32 on a side: 44 × 32 × 11 tokens, + 256 text tokens.
+    assert_eq!(step(&check("; patch_frames 2")), (44 * 32 * 11 + 256) * 4096 * 2 * 10);
+    // A UNet has no patches: the setting says it does nothing there.
+    let outcome = vram_core::evaluate(
+        "model unet { params 1 billion }\nworkload w { runtime none; diffusion { denoiser unet; weights fp16; architecture unet; hidden 320; resolution 512 x 512; patch_frames 2 } }\ncheck w on h100-sxm-80gb",
+    );
+    let codes: Vec<String> = outcome.diagnostics.iter().map(|d| d.code.to_string()).collect();
+    assert_eq!(codes, ["W005"]);
 }
