@@ -41,9 +41,9 @@ The estimate is then read in the same terms as the measurement:
   far more often than anything else, and every script in this data set that is shown calls it or
   `max_memory_reserved()`. Training is a fit, not a reading: over the 88 single-device training
   peaks with no stated method (11 sources), every source's median error is nearer zero in the
-  device view than in the allocated one (median |error| 13.2 % allocated, 10.9 % reserved, 8.7 %
+  device view than in the allocated one (median |error| 13.2 % allocated, 10.7 % reserved, 8.3 %
   device), while the unstated inference and diffusion peaks fit the allocated view (2.6 % against
-  5.8 %, 2.3 % against 15.0 %); `views::unstated_view` names them. llama.cpp and the
+  5.8 %, 2.3 % against 15.3 %); `views::unstated_view` names them. llama.cpp and the
   applications built on it have no PyTorch counter to print, so an unstated reading of them is
   the driver's (the device view). A method that starts with \"not stated\" stays not stated
   even when it guesses at a call. A source that publishes the script
