@@ -157,9 +157,10 @@ pub fn view_for(method: &str) -> (View, Basis) {
 /// unstated inference and diffusion peaks go the other way (median |error| 2.6 % allocated
 /// against 5.8 % device over 182 inference peaks; 2.3 % against 15.3 % over 26 diffusion
 /// peaks), so they keep the allocated view. Per source the inference ones split (five of eight
-/// sit nearer the device, llama.cpp's among them, below), but Qwen's two speed benchmarks, whose
-/// published script reads `max_memory_allocated()`, hold 138 of the 182 peaks and match the
-/// allocated view within 2.4 %.
+/// sit nearer the device, llama.cpp's among them, below), but Qwen's speed benchmarks of Qwen2
+/// and Qwen3 (the same benchmark of Qwen2.5 publishes its script, which reads
+/// `max_memory_allocated()`) hold 138 of the 182 peaks and match the allocated view within
+/// 2.4 %.
 ///
 /// A runtime outside PyTorch (llama.cpp and the applications built on it, `outside_pytorch`)
 /// has no allocator counter for a script to print: an unstated reading of it is the driver's, as
