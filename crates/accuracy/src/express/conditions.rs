@@ -205,7 +205,7 @@ impl Cx<'_> {
             if summed_over_devices(scope_text) { Scope::SumOfDevices } else { Scope::EachDevice };
         let kind = point.measured_kind.trim().to_lowercase();
         let kind = kind.as_str();
-        if kind.starts_with("peak") || kind.ends_with(" peak") {
+        if kind.starts_with("peak") || kind.ends_with(" peak") || running_reading(kind) {
             if let Some(method) = views::script_method(&point.source_id) {
                 self.assume(
                     assume::SCRIPT_METHOD,
@@ -1553,6 +1553,25 @@ fn bnb_bits(q: &str, w: &str) -> Option<u32> {
 
 /// Whether a `measured_kind` reports a failure to fit: `oom`, `OOM error`, `CUDA out of memory`,
 /// `out_of_memory`, `does not fit`.
+/// A reading taken while the workload runs, in words other than "peak" ("maximum", "steady
+/// state", "usage", "in use during training"): compared as the run's peak, since what a tool
+/// reads during a run is what the caching allocator keeps from its peak (PyTorch returns no
+/// segment to the driver while the device has room). An average is not a peak and stays
+/// unreadable; a reading after loading or at idle is the loaded model's; a largest run that
+/// fitted is a verdict.
+fn running_reading(kind: &str) -> bool {
+    let words = kind.replace(['_', '-'], " ");
+    let not_a_run = ["fit", "average", "mean", "load", "idle", "at rest"];
+    if not_a_run.iter().any(|w| words.contains(w)) {
+        return false;
+    }
+    let first: &[&str] = &["max", "maximum", "highest", "usage", "used", "in use", "steady state"];
+    let inside: &[&str] =
+        &["while running", "during training", "during inference", "during generation"];
+    first.iter().any(|w| words == *w || words.starts_with(&format!("{w} ")))
+        || inside.iter().any(|w| words.contains(w))
+}
+
 fn out_of_memory_kind(kind: &str) -> bool {
     let words = kind.replace(['_', '-'], " ");
     kind.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w == "oom")
@@ -1757,6 +1776,30 @@ mod version_tests {
         assert_eq!(super::transformers_minor("~v4.16-4.2x (nvidia-smi capture)"), Some(16));
         assert_eq!(super::transformers_minor("transformers v4.2.0 (jan 2021)"), Some(2));
         assert_eq!(super::transformers_minor("pytorch 2.0, cuda 11.8"), None);
+    }
+
+    #[test]
+    fn readings_during_a_run_are_its_peak() {
+        for kind in [
+            "maximum",
+            "max",
+            "steady state",
+            "steady-state (nvidia-smi)",
+            "usage",
+            "in use during training",
+        ] {
+            assert!(super::running_reading(kind), "{kind}");
+        }
+        for kind in [
+            "average",
+            "mean usage",
+            "max_fit_boundary",
+            "used after load",
+            "idle usage",
+            "component",
+        ] {
+            assert!(!super::running_reading(kind), "{kind}");
+        }
     }
 
     #[test]
