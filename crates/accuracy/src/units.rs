@@ -28,6 +28,15 @@ pub fn measured_bytes(value: f64, unit: &str) -> Option<(f64, UnitRule)> {
     };
     // A note may say the base: `GB (=GiB)`, `MB (1e6 bytes)`, `GB (decimal)`; one that makes
     // the figure no measurement (`GB (GPU VRAM class)`) or says both is not understood.
+    // The units spelled out.
+    let base = match base {
+        "gigabytes" | "gigabyte" | "gbytes" => "gb",
+        "megabytes" | "megabyte" | "mbytes" => "mb",
+        "gibibytes" | "gibibyte" => "gib",
+        "mebibytes" | "mebibyte" => "mib",
+        "byte" => "bytes",
+        other => other,
+    };
     let (binary, decimal) = names_base(note);
     if (binary && decimal) || note.contains("class") {
         return None;
@@ -134,6 +143,10 @@ mod tests {
         assert_eq!(measured_bytes(1.0, "MB (=MiB)"), Some((MIB, UnitRule::Stated)));
         assert_eq!(measured_bytes(1.0, "GB (bytes / 1024^3)"), Some((GIB, UnitRule::Stated)));
         assert_eq!(measured_bytes(1.0, "GB (as printed)"), Some((GIB, UnitRule::GbAsGib)));
+        // Spelled out.
+        assert_eq!(measured_bytes(2.0, "gigabytes"), Some((2.0 * GIB, UnitRule::GbAsGib)));
+        assert_eq!(measured_bytes(5.0, "MiB "), Some((5.0 * MIB, UnitRule::Stated)));
+        assert_eq!(measured_bytes(5.0, "mebibytes"), Some((5.0 * MIB, UnitRule::Stated)));
         // A note naming both bases is settled by the point's own conversion.
         let both = Some("'MB' = 10^6 bytes; value_gib = MB x 1e6 / 2^30");
         let settled = |gib| with_note_and_conversion("MB", both, Some(32_251.33), Some(gib));
