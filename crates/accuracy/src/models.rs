@@ -110,7 +110,7 @@ fn declared_model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
 ///
 /// The first spelling a wording contains wins, so a name that contains another's comes first
 /// (`codellama7b` before `llama7b`, the R1 distills before `deepseekr1`).
-const SPELLINGS: [(&str, &str); 128] = [
+const SPELLINGS: [(&str, &str); 132] = [
     // DeepSeek-R1's distills keep their base models' shapes: Llama 3.1 8B (its config.json,
     // ahmedghosaini/crag-meta, models/DeepSeek-R1-Distill-Llama-8B/config.json @ 07bf4be7),
     // Llama 3.3 70B (= 3.1 70B's), Qwen2.5-Math 7B (= Qwen2.5 7B's: 28 layers, 3584, 18944,
@@ -222,6 +222,14 @@ const SPELLINGS: [(&str, &str); 128] = [
     // 152064, untied; a public model report quoting the file and its 771 tensors,
     // 32,763,876,352 parameters; code index id 63012281180).
     ("qwq32b", "qwen2.5-32b"),
+    // Qwen2.5-Math 7B has Qwen2.5 7B's shape (the config quoted above, for R1's 7B distill);
+    // the 1.5B is the shape its R1 distill keeps.
+    ("qwen2.5math7b", "qwen2.5-7b"),
+    ("qwen2.5math1.5b", "r1-distill-qwen-1.5b"),
+    // Vicuna v1.5 "is fine-tuned from Llama 2" (its model card, as vendored in public
+    // repositories: code index id 879603434), at 7B and 13B.
+    ("vicuna7bv1.5", "llama2-7b"),
+    ("vicuna13bv1.5", "llama2-13b"),
     ("llama3.18b", "llama3.1-8b"),
     ("llama3.170b", "llama3.1-70b"),
     ("llama3.1405b", "llama3.1-405b"),
@@ -727,6 +735,8 @@ mod tests {
         assert_eq!(name("deepseek-ai/DeepSeek-R1-Distill-Qwen-3B"), None);
         assert_eq!(name("codellama/CodeLlama-7b-hf").as_deref(), Some("llama2-7b"));
         assert_eq!(name("huggyllama/llama-13b").as_deref(), Some("llama2-13b"));
+        assert_eq!(name("lmsys/vicuna-13b-v1.5").as_deref(), Some("llama2-13b"));
+        assert_eq!(name("Qwen/Qwen2.5-Math-7B-Instruct").as_deref(), Some("qwen2.5-7b"));
         assert_eq!(name("Qwen/Qwen2-72B-Instruct").as_deref(), Some("qwen2.5-72b"));
         assert_eq!(name("Qwen/Qwen2-7B").as_deref(), Some("qwen2.5-7b"));
         assert_eq!(name("meta-llama/Llama-3.3-70B-Instruct").as_deref(), Some("llama3.1-70b"));
