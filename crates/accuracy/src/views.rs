@@ -12,7 +12,7 @@
 //! | `torch.cuda.memory_allocated()` after each decoding step | at rest + caches |
 //! | a counter named in words ("peak reserved memory", "memory allocated") | reserved, allocated |
 //! | the allocated peak plus the driver's count less the reserve (optimum's benchmarks) | allocated + outside |
-//! | not stated (starts with "not stated", or names none of the above) | allocated; device for training and for runtimes outside PyTorch |
+//! | not stated (starts with "not stated", or names none of the above) | allocated; device for training, llama.cpp and the serving engines |
 //!
 //! A source that does not state its method in the data but publishes the script that measured is
 //! read from that script (`script_method`): a reading taken at rest, after the runs, is compared
@@ -162,11 +162,13 @@ pub fn view_for(method: &str) -> (View, Basis) {
 /// `max_memory_allocated()`) hold 138 of the 182 peaks and match the allocated view within
 /// 2.4 %.
 ///
-/// A runtime outside PyTorch (llama.cpp and the applications built on it, `outside_pytorch`)
-/// has no allocator counter for a script to print: an unstated reading of it is the driver's, as
-/// nvidia-smi or the system's monitor shows it, whatever the workload.
-pub fn unstated_view(workload: &str, outside_pytorch: bool) -> View {
-    if outside_pytorch || workload.starts_with("training") || workload == "diffusion_training" {
+/// Some runtimes are read from the driver whatever the workload (`read_by_driver`): llama.cpp
+/// and the applications built on it allocate outside PyTorch, with no allocator counter for a
+/// script to print, and the serving engines (vLLM, SGLang, TensorRT-LLM, LMDeploy, TGI) take
+/// their share of the device up front and print no allocator peak; what their users quote is
+/// nvidia-smi's or the system monitor's.
+pub fn unstated_view(workload: &str, read_by_driver: bool) -> View {
+    if read_by_driver || workload.starts_with("training") || workload == "diffusion_training" {
         View::Device
     } else {
         View::Allocated
@@ -278,7 +280,8 @@ mod tests {
         assert_eq!(unstated_view("diffusion_training", false), View::Device);
         assert_eq!(unstated_view("llm_inference", false), View::Allocated);
         assert_eq!(unstated_view("diffusion_inference", false), View::Allocated);
-        // llama.cpp has no PyTorch counter to print: the driver's reading.
+        // llama.cpp has no PyTorch counter to print, a serving engine prints none: the driver's
+        // reading.
         assert_eq!(unstated_view("llm_inference", true), View::Device);
     }
 

@@ -219,8 +219,10 @@ impl Cx<'_> {
                 Basis::NotStated if kind.contains("reserved") => (View::Reserved, Basis::Stated),
                 Basis::NotStated if kind.contains("allocated") => (View::Allocated, Basis::Stated),
                 Basis::NotStated => {
-                    let outside_pytorch = runs_ggml(&point.framework.to_lowercase());
-                    (views::unstated_view(&point.workload, outside_pytorch), basis)
+                    let framework = point.framework.to_lowercase();
+                    let read_by_driver =
+                        runs_ggml(&framework) || serving_engine(&framework).is_some();
+                    (views::unstated_view(&point.workload, read_by_driver), basis)
                 }
                 Basis::Stated => (view, basis),
             };
@@ -629,26 +631,8 @@ impl Cx<'_> {
     /// The runtime profile for the framework.
     pub(crate) fn runtime(&mut self) -> Option<Runtime> {
         let framework = self.point.framework.to_lowercase();
-        let words: Vec<&str> =
-            framework.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).collect();
-        if framework.contains("vllm") {
-            Some(Runtime::Vllm)
-        } else if framework.contains("sglang") {
-            Some(Runtime::Sglang)
-        } else if ["tensorrt-llm", "tensorrt llm", "trt-llm", "trtllm"]
-            .iter()
-            .any(|w| framework.contains(w))
-        {
-            Some(Runtime::TensorrtLlm)
-        } else if framework.contains("lmdeploy") || framework.contains("turbomind") {
-            // LMDeploy's PyTorch engine sizes its cache by the same `cache_max_entry_count` of
-            // the free memory, in blocks of 64 tokens too: both are written as TurboMind.
-            Some(Runtime::Lmdeploy)
-        } else if framework.contains("text-generation-inference")
-            || framework.contains("text generation inference")
-            || words.contains(&"tgi")
-        {
-            Some(Runtime::Tgi)
+        if let Some(engine) = serving_engine(&framework) {
+            Some(engine)
         } else if runs_ggml(&framework) {
             Some(Runtime::LlamaCpp)
         } else if framework.contains("diffusers")
@@ -1345,6 +1329,33 @@ fn ggml_flash_attention(point: &crate::data::Point) -> bool {
     stated || quantized_cache || build
 }
 
+/// The serving engine a framework names (vLLM, SGLang, TensorRT-LLM, LMDeploy, TGI), if any.
+fn serving_engine(framework: &str) -> Option<Runtime> {
+    let words: Vec<&str> =
+        framework.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).collect();
+    if framework.contains("vllm") {
+        Some(Runtime::Vllm)
+    } else if framework.contains("sglang") {
+        Some(Runtime::Sglang)
+    } else if ["tensorrt-llm", "tensorrt llm", "trt-llm", "trtllm"]
+        .iter()
+        .any(|w| framework.contains(w))
+    {
+        Some(Runtime::TensorrtLlm)
+    } else if framework.contains("lmdeploy") || framework.contains("turbomind") {
+        // LMDeploy's PyTorch engine sizes its cache by the same `cache_max_entry_count` of the
+        // free memory, in blocks of 64 tokens too: both are written as TurboMind.
+        Some(Runtime::Lmdeploy)
+    } else if framework.contains("text-generation-inference")
+        || framework.contains("text generation inference")
+        || words.contains(&"tgi")
+    {
+        Some(Runtime::Tgi)
+    } else {
+        None
+    }
+}
+
 /// Whether a framework runs GGUF models on llama.cpp: llama.cpp itself (or one of its tools by
 /// name), its Python binding, and the applications built on it (Ollama, LM Studio, koboldcpp,
 /// llamafile, GPT4All).
@@ -1887,6 +1898,9 @@ mod version_tests {
             ..crate::data::Point::default()
         };
         assert_eq!(super::super::Cx::new(&on_llama_cpp).target(), peak(View::Device));
+        let served =
+            crate::data::Point { framework: "vLLM 0.6.3 (vllm serve)".to_owned(), ..on_llama_cpp };
+        assert_eq!(super::super::Cx::new(&served).target(), peak(View::Device));
         // A runtime log's component, in the log's own words.
         let logged = |included: &str| {
             let point = crate::data::Point {

@@ -29,7 +29,7 @@ The estimate is then read in the same terms as the measurement:
 | `torch.cuda.max_memory_allocated()` | the budget's `allocated` view |
 | `torch.cuda.max_memory_reserved()` (`max_memory_cached()` before PyTorch 1.4) | the `reserved` view |
 | `nvidia-smi`, `pynvml`, NVML, and the tools that read the driver's count (nvitop, gpustat, DCGM, rocm-smi, W&B system metrics, Task Manager) | the `device` view |
-| a peak whose method is not stated | the `allocated` view; for training, and for llama.cpp and the applications built on it, the `device` view (below) |
+| a peak whose method is not stated | the `allocated` view; for training, for llama.cpp and the applications built on it, and for the serving engines, the `device` view (below) |
 | `torch.cuda.memory_allocated()` read after the runs, where the data leaves the method out but the source publishes its script (S17) | the `at rest` view: what stays allocated, persistent tensors and the allocator-held cuBLAS workspace |
 | a runtime log's component (vLLM profiler, llama.cpp buffers) | the matching components: weights = persistent, KV = cache, activations = intermediate, non-PyTorch memory = held by the runtime, the vLLM KV pool = the budget's `kv_pool` |
 | an out-of-memory report | the check must say *does not fit* |
@@ -44,8 +44,9 @@ The estimate is then read in the same terms as the measurement:
   device view than in the allocated one (median |error| 13.2 % allocated, 10.7 % reserved, 8.3 %
   device), while the unstated inference and diffusion peaks fit the allocated view (2.6 % against
   5.8 %, 2.3 % against 15.3 %); `views::unstated_view` names them. llama.cpp and the
-  applications built on it have no PyTorch counter to print, so an unstated reading of them is
-  the driver's (the device view). A method that starts with \"not stated\" stays not stated
+  applications built on it have no PyTorch counter to print, and the serving engines (vLLM,
+  SGLang, TensorRT-LLM, LMDeploy, TGI) print no allocator peak, so an unstated reading of them
+  is the driver's (the device view). A method that starts with \"not stated\" stays not stated
   even when it guesses at a call. A source that publishes the script
   it measured with is read from the script instead (`crates/accuracy/src/views.rs`,
   `script_method`): S17's benchmark.py prints `torch.cuda.memory_allocated()` after its timed
