@@ -88,8 +88,6 @@ pub mod feature {
          int8 linear layers, updated by stochastic rounding)";
     pub const CONTEXT_PARALLEL: &str = "context parallelism (ring attention, Ulysses, \
          torchtitan's and Megatron's context-parallel ranks): the sequence split over GPUs";
-    pub const NAIVE_MODEL_PARALLEL: &str = "training one model split over GPUs by a device map \
-         (naive model parallelism)";
     pub const HELD_ON_HOST: &str = "part of the model kept in host memory by a serving engine \
          (llama.cpp's --no-kv-offload for its KV cache, vLLM's --cpu-offload-gb for weights)";
     pub const SIDE_NETWORK: &str = "a network run beside the denoiser (ControlNet, T2I-Adapter, \

@@ -840,6 +840,21 @@ pub struct Training {
     /// Positions of the rotary tables older transformers modelling built in every attention
     /// layer ([`Inference::rope_tables`]); `None`: no such tables.
     pub rope_tables: Option<u64>,
+    /// How the stages of a `split pipeline` step take their micro-batches.
+    pub pipeline_schedule: PipelineSchedule,
+}
+
+/// How a pipeline-split training step runs its micro-batches through the stages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PipelineSchedule {
+    /// One forward, one backward (Megatron, DeepSpeed's pipeline engine, torchtitan): stage `s`
+    /// of `n` keeps `n - s` micro-batches' activations in flight, and the stages exchange
+    /// activations over NCCL.
+    OneForwardOneBackward,
+    /// One micro-batch at a time through every stage, in one process (accelerate's `device_map`
+    /// over several GPUs, "naive model parallelism"): each stage keeps one micro-batch's
+    /// activations, and tensors move between GPUs by copies, with no process group.
+    Sequential,
 }
 
 /// What one sample of a training step's loss runs through the model.

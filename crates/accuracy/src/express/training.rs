@@ -15,10 +15,7 @@ const QWEN_FINETUNE_TARGETS: [&str; 4] = ["c_attn", "c_proj", "w1", "w2"];
 
 /// A training setup the language does not model, if the point names one: FP8 training
 /// (Transformer Engine's or torchao's float8 linear layers keep FP8 copies and scales beside the
-/// 16-bit weights), context parallelism (the sequence split over GPUs), or one model split over
-/// GPUs by a device map (naive model parallelism:
-/// each GPU holds its layers' states and the whole micro-batch's activations of them, one GPU
-/// at work at a time), which the data-parallel default would misread.
+/// 16-bit weights) or context parallelism (the sequence split over GPUs).
 fn unmodelled_setup(point: &crate::data::Point) -> Option<(&'static str, String)> {
     let text = crate::data::lower_joined([
         Some(point.framework.as_str()),
@@ -52,10 +49,20 @@ fn unmodelled_setup(point: &crate::data::Point) -> Option<(&'static str, String)
     {
         return Some((feature::CONTEXT_PARALLEL, text));
     }
-    if point.num_gpus.is_some_and(|n| n > 1) && text.contains("device_map") {
-        return Some((feature::NAIVE_MODEL_PARALLEL, text));
-    }
     None
+}
+
+/// Whether the point splits one model's layers over its GPUs with accelerate's `device_map` in
+/// one process ("naive model parallelism"): a pipeline of one micro-batch at a time
+/// (`pipeline_schedule sequential`), not 1F1B.
+fn device_map_split(point: &crate::data::Point) -> bool {
+    let text = crate::data::lower_joined([
+        Some(point.framework.as_str()),
+        point.other_settings.as_deref(),
+        point.parallelism.as_deref(),
+    ]);
+    point.num_gpus.is_some_and(|n| n > 1)
+        && ["device_map", "device map", "naive model parallel"].iter().any(|w| text.contains(w))
 }
 
 /// Whether `text` calls into Transformer Engine's PyTorch module by its usual alias (`te.Linear`,
@@ -232,6 +239,11 @@ pub(super) fn body(
         Checkpointing::SelectiveOp => "selective-op",
     };
     let _ = writeln!(out, "    checkpointing {checkpointing}");
+    if device_map_split(cx.point) {
+        out.push_str(
+            "    pipeline_schedule sequential  # accelerate's device_map: one micro-batch at a time\n",
+        );
+    }
     if sequence_parallel(cx.point) {
         // Megatron's `--sequence-parallel` (and NeMo's): norms and residuals split over the
         // tensor ranks too.
@@ -1250,10 +1262,11 @@ mod tests {
             r#"{"other_settings": "kv cache fp8 in eval only; constant learning rate. warmup 10"}"#,
         );
         assert!(unrelated.contains("training {"), "{unrelated}");
-        assert_eq!(
-            gap(r#"{"num_gpus": 2, "other_settings": "device_map='auto' across both GPUs"}"#),
-            crate::gaps::feature::NAIVE_MODEL_PARALLEL
+        // One model's layers over two GPUs by accelerate's device_map: a sequential pipeline.
+        let naive = workload(
+            r#"{"num_gpus": 2, "parallelism": "naive model parallel: device_map='auto' splits the layers over 2 GPUs"}"#,
         );
+        assert!(naive.contains("pipeline_schedule sequential"), "{naive}");
         assert_eq!(
             gap(r#"{"num_gpus": 8, "parallelism": "FSDP 2, context parallel 4"}"#),
             crate::gaps::feature::CONTEXT_PARALLEL

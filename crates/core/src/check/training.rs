@@ -10,8 +10,8 @@ use super::torch_release;
 use crate::ast::{Block, Value};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
-    Checkpointing, FusedLoss, Levers, Method, Objective, Offload, Optimizer, Reference, Sharding,
-    StatesMemory, TextEncoders, Training, ZeroGrad,
+    Checkpointing, FusedLoss, Levers, Method, Objective, Offload, Optimizer, PipelineSchedule,
+    Reference, Sharding, StatesMemory, TextEncoders, Training, ZeroGrad,
 };
 use crate::precision::Precision;
 
@@ -127,6 +127,7 @@ pub(super) fn training(
         ("objective", Repeat::Once),
         ("reference", Repeat::Once),
         ("rope_tables", Repeat::Once),
+        ("pipeline_schedule", Repeat::Once),
     ];
     let fields = Fields::new("a training section", block, KNOWN);
     if denoiser.is_some() {
@@ -353,6 +354,14 @@ pub(super) fn training(
             _ => Checkpointing::None,
         });
     let attention = super::workload::attention(&fields);
+    let pipeline_schedule =
+        fields.choice("pipeline_schedule", &["1f1b", "sequential"]).map(|(w, _)| {
+            if w == "sequential" {
+                PipelineSchedule::Sequential
+            } else {
+                PipelineSchedule::OneForwardOneBackward
+            }
+        });
     let found = fields.finish();
     let ok = found.is_empty();
     diagnostics.extend(found);
@@ -414,6 +423,7 @@ pub(super) fn training(
         galore_rank,
         objective,
         rope_tables,
+        pipeline_schedule: pipeline_schedule.unwrap_or(PipelineSchedule::OneForwardOneBackward),
         // A denoiser is counted by its parameters alone: nothing of it is left unquantized.
         unquantized: unquantized.unwrap_or_else(|| {
             if denoiser.is_some() { weights.companion() } else { default_unquantized(weights) }

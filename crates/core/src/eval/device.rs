@@ -50,7 +50,18 @@ pub(super) fn device_components_reusing(
     let (t, p, d) = (u64::from(split.tensor), u64::from(split.pipeline), u64::from(split.data));
     let mut components = Vec::with_capacity(16);
     let mut pool_request = None;
-    let mut peers = t * p;
+    // The ranks this device exchanges tensors with over NCCL. PyTorch's layer split for
+    // inference is accelerate's `device_map`, one process copying activations between its
+    // GPUs, as is a training step's sequential pipeline: no process group for the stages.
+    let sequential = workload
+        .training
+        .as_ref()
+        .is_some_and(|t| t.pipeline_schedule == crate::hir::PipelineSchedule::Sequential);
+    let one_process = match workload.training {
+        Some(_) => sequential,
+        None => matches!(workload.runtime, Runtime::PyTorch | Runtime::Diffusers),
+    };
+    let mut peers = if one_process { t } else { t * p };
     if let (Some(inference), Some(shape)) = (&workload.inference, shape) {
         let model = workload.model.as_deref().unwrap_or_default();
         Reuse::components(

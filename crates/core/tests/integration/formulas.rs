@@ -159,6 +159,36 @@ fn a_checkpointed_lora_step_leaves_segments_reserved_beyond_its_tensors() {
 }
 
 #[test]
+fn a_sequential_pipeline_holds_one_micro_batch_and_no_process_group() {
+    let source = |schedule: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime pytorch; training {{ method lora {{ rank 8 }}; \
+             weights bf16; micro_batch 1; sequence 2048 tokens; checkpointing none{schedule} }} }}\n\
+             check w on 2 x a100-sxm4-80gb split pipeline 2"
+        )
+    };
+    let interleaved = evaluate(&source(""));
+    let sequential = evaluate(&source("; pipeline_schedule sequential"));
+    // Under 1F1B the first of two stages holds two micro-batches' activations; run one at a
+    // time (accelerate's device_map), one. The last stage holds one either way.
+    let first = |checks: &[vram_core::budget::CheckBudget]| bytes(&checks[0], 0, "activations");
+    assert_eq!(first(&interleaved), 2 * first(&sequential));
+    assert_eq!(bytes(&interleaved[0], 1, "activations"), bytes(&sequential[0], 1, "activations"));
+    // One process copies activations between its GPUs: no NCCL buffers.
+    let nccl = |checks: &[vram_core::budget::CheckBudget]| {
+        checks[0].devices[0].components.iter().any(|c| c.name == "NCCL buffers")
+    };
+    assert!(nccl(&interleaved));
+    assert!(!nccl(&sequential));
+    // Inference split over GPUs under PyTorch is accelerate's device_map too.
+    let served = evaluate(
+        "workload w { model llama3.1-8b; runtime pytorch; inference { weights bf16; \
+         context 4096 tokens } }\ncheck w on 2 x a100-sxm4-80gb split pipeline 2",
+    );
+    assert!(served[0].devices[0].components.iter().all(|c| c.name != "NCCL buffers"));
+}
+
+#[test]
 fn the_reserved_view_stops_where_the_device_is_full() {
     // A step whose whole replayed cache does not fit beside its tensors on a 48 GB card: the
     // allocator gives its unused segments back before it fails, so the reserved view is the

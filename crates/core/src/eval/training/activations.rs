@@ -171,7 +171,7 @@ fn decoder_activations(
     let per_layer = layer_activation_formula(shape, placement, training)?;
     let per_layer_bytes = per_layer.value()?;
     // 1F1B pipeline schedule: stage s keeps (stages - s) micro-batches in flight.
-    let in_flight = placement.stages - placement.stage;
+    let in_flight = super::in_flight(placement, training);
     let layers = kept_layers(placement.layers, training);
     let which =
         if layers < placement.layers { "layers on the device (offloaded)" } else { "layers" };
@@ -259,7 +259,7 @@ fn kept_4bit_inputs(
     if matches!(training.checkpointing, Checkpointing::Full | Checkpointing::SelectiveOp) {
         return Ok(None);
     }
-    let in_flight = placement.stages - placement.stage;
+    let in_flight = super::in_flight(placement, training);
     let mut product = Product::new().times(kept_layers(placement.layers, training), "layers")?;
     if in_flight > 1 {
         product = product.times(in_flight, "micro-batches in flight")?;
@@ -584,7 +584,7 @@ fn adapter_inputs(
         return Ok(None);
     };
     // As the layer activations: a pipeline stage keeps every micro-batch it has in flight.
-    let in_flight = placement.stages - placement.stage;
+    let in_flight = super::in_flight(placement, training);
     let (layers, which) = match training.checkpointing {
         // An adapter's own products shift the op-level policy's count of matrix products; its
         // inputs are counted as kept.

@@ -148,7 +148,7 @@ pub(super) fn recomputed_weights(
         // The recomputed weights are no product's output: op-level checkpointing recomputes them.
         Checkpointing::Full | Checkpointing::SelectiveOp => (1, "recomputed layer"),
         Checkpointing::None | Checkpointing::Selective => {
-            let in_flight = placement.stages - placement.stage;
+            let in_flight = super::in_flight(placement, training);
             (placement.layers.checked_mul(in_flight).ok_or(Overflow)?, "layers kept")
         }
     };

@@ -484,8 +484,7 @@ fn saved_dequantized_weights(
         // recomputes it.
         Checkpointing::Full | Checkpointing::SelectiveOp => 1,
         Checkpointing::None | Checkpointing::Selective => {
-            let in_flight = placement.stages - placement.stage;
-            placement.layers.checked_mul(in_flight).ok_or(Overflow)?
+            placement.layers.checked_mul(in_flight(placement, training)).ok_or(Overflow)?
         }
     };
     let fp16 = Precision::Fp16;
@@ -498,4 +497,14 @@ fn saved_dequantized_weights(
         product.finish()?,
         "AutoGPTQ QuantLinear (cuda, cuda-old) forward: fp16 dequantization and torch.matmul above kernel_switch_threshold = 128 rows",
     )))
+}
+
+/// The micro-batches whose activations a pipeline stage holds at once: under 1F1B stage `s` of
+/// `n` has `n - s` in flight; a sequential pipeline (accelerate's `device_map`) runs one at a
+/// time through every stage.
+pub(super) fn in_flight(placement: &Placement, training: &Training) -> u64 {
+    match training.pipeline_schedule {
+        crate::hir::PipelineSchedule::OneForwardOneBackward => placement.stages - placement.stage,
+        crate::hir::PipelineSchedule::Sequential => 1,
+    }
 }

@@ -47,7 +47,7 @@ impl Stacks {
             source,
             target: training.sequence,
             batch: super::activations::batch(training),
-            in_flight: placement.stages - placement.stage,
+            in_flight: super::in_flight(placement, training),
         }
     }
 }
