@@ -114,6 +114,26 @@ pub(super) fn check(
     let sharing = std::iter::once(&check.workload).chain(&check.also);
     for workload in sharing.filter_map(|w| program.workload(&w.name)) {
         let Some(split) = split else { break };
+        let sequential = workload
+            .training
+            .as_ref()
+            .is_some_and(|t| t.pipeline_schedule == crate::hir::PipelineSchedule::Sequential);
+        if sequential && split.pipeline == 1 {
+            diagnostics.push(
+                Diagnostic::warning(
+                    "W005",
+                    check.span,
+                    format!(
+                        "`pipeline_schedule sequential` of `{}` has no effect without \
+                         `split pipeline N`",
+                        workload.name
+                    ),
+                )
+                .with_help(
+                    "split the layers over the devices (`split pipeline 2`), or remove the setting",
+                ),
+            );
+        }
         let shape =
             workload.model.as_ref().and_then(|m| program.model(m)).and_then(|m| m.shape.as_ref());
         if let Some(shape) = shape {

@@ -180,6 +180,13 @@ fn a_sequential_pipeline_holds_one_micro_batch_and_no_process_group() {
     };
     assert!(nccl(&interleaved));
     assert!(!nccl(&sequential));
+    // Without a pipeline split the setting does nothing, and says so.
+    let alone = vram_core::evaluate(
+        "workload w { model llama3.1-8b; runtime pytorch; training { method lora { rank 8 }; \
+         weights bf16; sequence 2048 tokens; pipeline_schedule sequential } }\ncheck w on h100-sxm-80gb",
+    );
+    let codes: Vec<String> = alone.diagnostics.iter().map(|d| d.code.to_string()).collect();
+    assert_eq!(codes, ["W005"]);
     // Inference split over GPUs under PyTorch is accelerate's device_map too.
     let served = evaluate(
         "workload w { model llama3.1-8b; runtime pytorch; inference { weights bf16; \
