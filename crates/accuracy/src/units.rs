@@ -26,8 +26,6 @@ pub fn measured_bytes(value: f64, unit: &str) -> Option<(f64, UnitRule)> {
         Some((base, note)) => (base, note.trim_end_matches(')')),
         None => (unit.as_str(), ""),
     };
-    // A note may say the base: `GB (=GiB)`, `MB (1e6 bytes)`, `GB (decimal)`; one that makes
-    // the figure no measurement (`GB (GPU VRAM class)`) or says both is not understood.
     // The units spelled out.
     let base = match base {
         "gigabytes" | "gigabyte" | "gbytes" => "gb",
@@ -37,6 +35,8 @@ pub fn measured_bytes(value: f64, unit: &str) -> Option<(f64, UnitRule)> {
         "byte" => "bytes",
         other => other,
     };
+    // A note may say the base: `GB (=GiB)`, `MB (1e6 bytes)`, `GB (decimal)`; one that makes
+    // the figure no measurement (`GB (GPU VRAM class)`) or says both is not understood.
     let (binary, decimal) = names_base(note);
     if (binary && decimal) || note.contains("class") {
         return None;

@@ -416,15 +416,9 @@ impl Cx<'_> {
                 return None;
             }
             Split::Tensor(count)
-        } else if any(&[
-            "device_map",
-            "layer split",
-            "pipeline parallel",
-            "pipeline-parallel",
-            "pp=",
-            "naive model parallel",
-            "model parallel (layers",
-        ]) || squashed.contains("splitlayers")
+        } else if names_device_map(&lower)
+            || any(&["layer split", "pipeline parallel", "pipeline-parallel", "pp="])
+            || squashed.contains("splitlayers")
             || squashed.contains("smlayer")
             || squashed.contains("splitmodelayer")
             || squashed.contains("layersplit")
@@ -1327,6 +1321,14 @@ fn ggml_flash_attention(point: &crate::data::Point) -> bool {
         .any(|number| (6300..100_000).contains(&number))
         || latest_month(&version).is_some_and(|month| month >= (2025, 9));
     stated || quantized_cache || build
+}
+
+/// Whether lower-case `text` names one model's layers spread over GPUs by accelerate's device
+/// map in one process ("naive model parallelism").
+pub(super) fn names_device_map(text: &str) -> bool {
+    ["device_map", "device map", "naive model parallel", "model parallel (layers"]
+        .iter()
+        .any(|w| text.contains(w))
 }
 
 /// The serving engine a framework names (vLLM, SGLang, TensorRT-LLM, LMDeploy, TGI), if any.

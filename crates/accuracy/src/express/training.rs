@@ -61,8 +61,7 @@ fn device_map_split(point: &crate::data::Point) -> bool {
         point.other_settings.as_deref(),
         point.parallelism.as_deref(),
     ]);
-    point.num_gpus.is_some_and(|n| n > 1)
-        && ["device_map", "device map", "naive model parallel"].iter().any(|w| text.contains(w))
+    point.num_gpus.is_some_and(|n| n > 1) && super::conditions::names_device_map(&text)
 }
 
 /// Whether `text` calls into Transformer Engine's PyTorch module by its usual alias (`te.Linear`,

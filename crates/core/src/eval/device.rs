@@ -53,12 +53,8 @@ pub(super) fn device_components_reusing(
     // The ranks this device exchanges tensors with over NCCL. PyTorch's layer split for
     // inference is accelerate's `device_map`, one process copying activations between its
     // GPUs, as is a training step's sequential pipeline: no process group for the stages.
-    let sequential = workload
-        .training
-        .as_ref()
-        .is_some_and(|t| t.pipeline_schedule == crate::hir::PipelineSchedule::Sequential);
-    let one_process = match workload.training {
-        Some(_) => sequential,
+    let one_process = match &workload.training {
+        Some(training) => training.pipeline_schedule == crate::hir::PipelineSchedule::Sequential,
         None => matches!(workload.runtime, Runtime::PyTorch | Runtime::Diffusers),
     };
     let mut peers = if one_process { t } else { t * p };
