@@ -1017,14 +1017,14 @@ pub const DEFAULT_VAE_TILE: (u64, u64) = (1024, 1024);
 
 /// The tile (width, height) of a tiled decode when the file names none, for a pipeline whose
 /// VAE is `video`'s decoder (or an image VAE): `AutoencoderKLCogVideoX` tiles at half its sample
-/// size (360 × 240), `AutoencoderKLHunyuanVideo` at 256 × 256; Wan's tiled decode is not
-/// modelled (`None`).
+/// size (360 × 240), `AutoencoderKLHunyuanVideo` at 256 × 256; Wan's and LTX-Video's tiled
+/// decodes are not modelled (`None`).
 pub fn default_vae_tile(video: Option<&Video>) -> Option<(u64, u64)> {
     match video.map(|v| v.decoder) {
         None => Some(DEFAULT_VAE_TILE),
         Some(VideoDecoder::CogVideoX) => Some((360, 240)),
         Some(VideoDecoder::Hunyuan) => Some((256, 256)),
-        Some(VideoDecoder::Wan) => None,
+        Some(VideoDecoder::Wan | VideoDecoder::Ltx(_)) => None,
     }
 }
 
@@ -1119,6 +1119,22 @@ pub enum VideoDecoder {
     /// diffusers `AutoencoderKLHunyuanVideo`: chunks of five latent frames every three, each
     /// decoded whole (in tiles under `vae_tiling`), a causal attention mask in the mid block.
     Hunyuan,
+    /// diffusers `AutoencoderKLLTXVideo`: every latent frame in one call, not causal, 32 × 32
+    /// pixels and 8 frames to a latent; the release names the decoder's layout.
+    Ltx(LtxVae),
+}
+
+/// The LTX-Video release whose VAE decoder a pipeline runs (`video_vae ltx`, `ltx-0.9.1`,
+/// `ltx-0.9.5`): diffusers `scripts/convert_ltx_to_diffusers.py` `get_vae_config`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LtxVae {
+    /// 0.9.0: up blocks of 512, 512, 256 and 128 channels, no timestep conditioning.
+    V090,
+    /// 0.9.1: 1024 channels at the latents, residual upsamplers, timestep conditioning and
+    /// noise injection.
+    V091,
+    /// 0.9.5 to 0.9.8: 0.9.1's layout without the noise, five ResNet blocks a stage.
+    V095,
 }
 
 /// How a causal 3D VAE decoder carries its convolutions' caches between frame batches.

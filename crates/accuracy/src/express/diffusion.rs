@@ -91,9 +91,12 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
             video.frames
         })
     });
-    // The causal VAE (temporal factor 4, the language's default) takes 1 + 4k frames;
-    // CogVideoXPipeline pads other counts only for CogVideoX 1.5's temporal patches.
-    if let Some(frames) = video_frames.filter(|frames| *frames == 0 || (frames - 1) % 4 != 0) {
+    // A video VAE takes the first frame alone and then `temporal` frames a latent (4, the
+    // language's default, or LTX-Video's 8): 1 + 4k or 1 + 8k frames; CogVideoXPipeline pads
+    // other counts only for CogVideoX 1.5's temporal patches.
+    let temporal = pipeline.video.as_ref().map_or(4, |video| video.temporal);
+    if let Some(frames) = video_frames.filter(|frames| *frames == 0 || (frames - 1) % temporal != 0)
+    {
         cx.unreadable("image_or_video frames", &frames.to_string());
         return None;
     }
@@ -133,13 +136,6 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     // A denoiser benchmarked alone (diffusers' benchmarks: one forward of the model on inputs
     // shaped like the pipeline's) holds no text encoder or VAE, and its one call is one batch.
     let alone = denoiser_alone(cx.point);
-    if pipeline.vae.is_empty() && !alone {
-        cx.gap(Gap::feature(
-            feature::LTX_VAE,
-            format!("{}: the whole pipeline, with its VAE's decode", cx.point.model),
-        ));
-        return None;
-    }
     if alone {
         cx.assume(
             assume::SOURCE_LABEL,
@@ -242,11 +238,16 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         .iter()
         .any(|word| super::conditions::named_on(&settings, word));
     if switches.vae_tiling || script_tiles.is_some() || tiling_named {
-        // Wan's tiled decode (AutoencoderKLWan.tiled_decode) is not modelled.
+        // Wan's and LTX-Video's tiled decodes are not modelled.
         if pipeline.video.as_ref().is_some_and(|v| !v.tiling_modelled) {
             cx.gap(Gap::feature(
-                feature::TILED_WAN_DECODE,
-                "AutoencoderKLWan.tiled_decode: the tiles' frames and their caches",
+                feature::TILED_VIDEO_DECODE,
+                if pipeline.vae.starts_with("ltxv") {
+                    "AutoencoderKLLTXVideo.tiled_decode: tiles of 512 pixels every 448, each \
+                     decoded whole and kept until they are blended"
+                } else {
+                    "AutoencoderKLWan.tiled_decode: the tiles' frames and their caches"
+                },
             ));
             return None;
         }
@@ -1145,7 +1146,7 @@ mod tests {
         assert!(whole.contains("text_encoders t5-xxl-encoder clip-l-text"), "{whole}");
         assert!(whole.contains("vae           flux-vae"), "{whole}");
         // LTX-Video 0.9.7 alone: unpatched 32 × 32-pixel latents of 8 frames each; its whole
-        // pipeline needs the VAE's decode, which is not modelled.
+        // pipeline adds T5 and 0.9.5's VAE, whose decoder 0.9.7 keeps.
         let ltx =
             r#""model": "Lightricks/LTX-Video-0.9.7-dev", "image_or_video": "704x512, 161 frames""#;
         let alone = workload(
@@ -1156,15 +1157,47 @@ mod tests {
             .expect("expressible")
             .source,
         );
-        assert!(alone.contains("patch_pixels  32") && alone.contains("vae_temporal  8"), "{alone}");
+        assert!(alone.contains("patch_pixels  32"), "{alone}");
+        assert!(
+            alone.contains("video_vae     ltx-0.9.5") && !alone.contains("\n    vae "),
+            "{alone}"
+        );
         assert!(alone.contains("video_frames  161"), "{alone}");
-        let pipeline = super::super::express(&super::super::test_point(
-            defaults,
-            &format!(
-                r#"{{{ltx}, "framework": "diffusers LTXPipeline", "components_included": "the whole pipeline"}}"#
-            ),
-        ));
-        assert!(pipeline.is_err());
+        let pipeline = workload(
+            super::super::express(&super::super::test_point(
+                defaults.clone(),
+                &format!(
+                    r#"{{{ltx}, "framework": "diffusers LTXPipeline", "components_included": "the whole pipeline"}}"#
+                ),
+            ))
+            .expect("expressible")
+            .source,
+        );
+        assert!(pipeline.contains("text_encoders t5-xxl-encoder"), "{pipeline}");
+        assert!(pipeline.contains("vae           ltxv-vae-0.9.5"), "{pipeline}");
+        // The 2 B releases by the names they go by, each with its own VAE; 121 frames are
+        // 1 + 8 × 15, while 125 (1 + 4 × 31) is no whole number of LTX-Video's latents.
+        let release = |model: &str, frames: u64| {
+            super::super::express(&super::super::test_point(
+                defaults.clone(),
+                &format!(
+                    r#"{{"model": "{model}", "image_or_video": "768x512, {frames} frames", "framework": "diffusers LTXPipeline", "components_included": "the whole pipeline"}}"#
+                ),
+            ))
+            .map(|expressed| workload(expressed.source))
+        };
+        for (model, vae, decoder) in [
+            ("Lightricks/LTX-Video", "ltxv-vae-0.9.0", "ltx\n"),
+            ("Lightricks/LTX-Video-0.9.1", "ltxv-vae-0.9.1", "ltx-0.9.1"),
+            ("Lightricks/LTX-Video-0.9.5", "ltxv-vae-0.9.5", "ltx-0.9.5"),
+            ("LTX-Video 2B v0.9.6 distilled", "ltxv-vae-0.9.5", "ltx-0.9.5"),
+        ] {
+            let source = release(model, 121).expect("expressible");
+            assert!(source.contains("denoiser      ltxv-2b-transformer"), "{model}: {source}");
+            assert!(source.contains(&format!("vae           {vae}")), "{model}: {source}");
+            assert!(source.contains(&format!("video_vae     {decoder}")), "{model}: {source}");
+        }
+        assert!(release("Lightricks/LTX-Video", 125).is_err());
     }
 
     #[test]
@@ -1221,7 +1254,7 @@ mod tests {
         let old = point("{}").expect("expressible").source;
         assert!(!old.contains("vae_cache") && old.contains("video_vae     wan"), "{old}");
         let gaps = point(r#"{"offload": "VAE tiling"}"#).expect_err("a gap");
-        assert_eq!(gaps[0].label, crate::gaps::feature::TILED_WAN_DECODE);
+        assert_eq!(gaps[0].label, crate::gaps::feature::TILED_VIDEO_DECODE);
     }
 
     #[test]

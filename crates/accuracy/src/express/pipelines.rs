@@ -88,6 +88,8 @@ pub(super) struct VideoDefaults {
     pub(super) script_tiles: Option<&'static str>,
     /// Sizes the model's own documents name by a word (Wan's "480P", "720P"), width × height.
     pub(super) named_sizes: &'static [(&'static str, (u64, u64))],
+    /// Frames to a latent frame (after the first): the VAE's temporal compression.
+    pub(super) temporal: u64,
 }
 
 /// CogVideoXPipeline (diffusers pipeline_cogvideox.py at 58eb52c): `num_frames` defaults to the
@@ -126,6 +128,7 @@ fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
             tiling_modelled: true,
             script_tiles: None,
             named_sizes: &[],
+            temporal: 4,
         }),
         extra: "",
         vae_fp32: None,
@@ -209,6 +212,7 @@ fn wan(denoiser: &'static str, hidden: u64, extra: &'static str) -> Pipeline {
             script_tiles: None,
             // Wan2.1's README: 480P is 832 × 480, 720P 1280 × 720 (its generate.py SIZE_CONFIGS).
             named_sizes: &[("480p", (832, 480)), ("720p", (1280, 720))],
+            temporal: 4,
         }),
         extra,
         vae_fp32: Some(
@@ -221,20 +225,53 @@ fn wan(denoiser: &'static str, hidden: u64, extra: &'static str) -> Pipeline {
     }
 }
 
-/// LTXPipeline with LTX-Video 0.9.7's 13 B transformer (diffusers `pipeline_ltx.py`):
-/// `height` 512, `width` 704, `num_frames` 161, `max_sequence_length` 128 T5 tokens,
-/// `guidance_scale` 3 (a second batch). Its VAE compresses 32 × 32 pixels and 8 frames into one
-/// latent, which the transformer takes without patching: one token per 32 × 32 pixels of each
-/// latent frame (`patch_pixels 32`, `vae_temporal 8`). Its attention rotates queries and keys in
-/// fp32 (`transformer_ltx.py` `apply_rotary_emb`: `x.float() * cos + x_rotated.float() * sin`).
-/// Its VAE's decode (`AutoencoderKLLTXVideo`) is not modelled: only the denoiser alone is
-/// expressed.
-fn ltx_video_13b() -> Pipeline {
+/// An LTX-Video release: its transformer (2 B through 0.9.6 and for 0.9.8's 2 B checkpoints, 13 B
+/// for 0.9.7 and 0.9.8's 13 B ones) and its VAE, whose decoder changed at 0.9.1 and 0.9.5
+/// (diffusers `scripts/convert_ltx_to_diffusers.py` `get_vae_config`: 0.9.7 keeps 0.9.5's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LtxRelease {
+    V090,
+    V091,
+    V095,
+    /// 0.9.7's 13 B transformer with 0.9.5's VAE.
+    V097,
+}
+
+/// LTXPipeline (diffusers `pipeline_ltx.py`): `height` 512, `width` 704, `num_frames` 161,
+/// `max_sequence_length` 128 T5 tokens, `guidance_scale` 3 (a second batch). Its VAE compresses
+/// 32 × 32 pixels and 8 frames into one latent, which the transformer takes without patching:
+/// one token per 32 × 32 pixels of each latent frame (`patch_pixels 32`). Its attention rotates
+/// queries and keys in fp32 (`transformer_ltx.py` `apply_rotary_emb`: `x.float() * cos +
+/// x_rotated.float() * sin`). The VAE decodes every latent frame in one call (`video_vae ltx`,
+/// `ltx-0.9.1` or `ltx-0.9.5`, the release's decoder).
+pub(super) fn ltx_video(release: LtxRelease) -> Pipeline {
+    // The transformer's tokens and the release's decoder, as `extra` lines.
+    macro_rules! lines {
+        ($decoder:literal) => {
+            concat!(
+                "    patch_pixels  32  # LTX-Video's VAE: 32 x 32 pixels per latent, no patching\n",
+                "    video_vae     ",
+                $decoder,
+                "\n"
+            )
+        };
+    }
+    let (denoiser, hidden, vae, extra) = match release {
+        LtxRelease::V090 => ("ltxv-2b-transformer", 2048, "ltxv-vae-0.9.0", lines!("ltx")),
+        LtxRelease::V091 => ("ltxv-2b-transformer", 2048, "ltxv-vae-0.9.1", lines!("ltx-0.9.1")),
+        LtxRelease::V095 => ("ltxv-2b-transformer", 2048, "ltxv-vae-0.9.5", lines!("ltx-0.9.5")),
+        LtxRelease::V097 => (
+            "ltxv-0.9.7-13b-transformer",
+            4096,
+            "ltxv-vae-0.9.5",
+            lines!("ltx-0.9.5  # 0.9.7's VAE is 0.9.5's (get_vae_config)"),
+        ),
+    };
     Pipeline {
-        denoiser: "ltxv-0.9.7-13b-transformer",
+        denoiser,
         encoders: &[Encoder::T5],
-        vae: "",
-        hidden: 4096,
+        vae,
+        hidden,
         text_tokens: 128,
         tokens_note: "T5 max_sequence_length 128 (LTXPipeline default)",
         cfg: "true",
@@ -255,9 +292,9 @@ fn ltx_video_13b() -> Pipeline {
             tiling_modelled: false,
             script_tiles: None,
             named_sizes: &[],
+            temporal: 8,
         }),
-        extra: "    patch_pixels  32  # LTX-Video's VAE: 32 x 32 pixels per latent, no patching\n    \
-                vae_temporal  8\n",
+        extra,
         vae_fp32: None,
         side: None,
         guidance_off: None,
@@ -398,6 +435,7 @@ fn hunyuan_video() -> Pipeline {
             ),
             // HunyuanVideo's README names its settings 720p (720 × 1280) and 540p (544 × 960).
             named_sizes: &[("720p", (1280, 720)), ("540p", (960, 544)), ("544", (960, 544))],
+            temporal: 4,
         }),
         extra: "    ffn           12288\n    video_vae     hunyuan\n",
         vae_fp32: None,
@@ -573,7 +611,20 @@ fn recognised(model: &str) -> Option<Pipeline> {
         ))
     } else if has(&["ltx"]) && has(&["097", "13b"]) && !has(&["i2v", "upscal"]) {
         // LTX-Video 0.9.7's 13 B checkpoints ("LTX-Video 0.9.7 dev", "ltxv-13b-0.9.7-distilled").
-        Some(ltx_video_13b())
+        Some(ltx_video(LtxRelease::V097))
+    } else if has(&["ltxvideo", "ltxv"]) && !has(&["i2v", "imagetovideo", "upscal"]) {
+        // LTX-Video's 2 B checkpoints, by the release they name: Lightricks/LTX-Video's own
+        // diffusers folders hold 0.9.0 (its VAE a 512-channel decoder without timestep
+        // conditioning, as utensils/mold#180 reads them; the diffusers docs pair the repository
+        // with the ltx-video-2b-v0.9 GGUF), 0.9.1 has its own decoder, and 0.9.5 to 0.9.8 share
+        // 0.9.5's (get_vae_config: 0.9.7's is 0.9.5's; 0.9.6 and 0.9.8 assumed alike).
+        Some(ltx_video(if has(&["091"]) {
+            LtxRelease::V091
+        } else if has(&["095", "096", "098"]) {
+            LtxRelease::V095
+        } else {
+            LtxRelease::V090
+        }))
     } else if has(&["hunyuanvideo"])
         && !has(&["i2v", "image2video", "15", "framepack", "skyreels", "avatar", "custom"])
     {
@@ -676,7 +727,7 @@ pub(super) fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
         "Lightricks/LTX-Video-0.9.7-dev"
         | "Lightricks/LTX-Video-0.9.7-distilled"
         | "Lightricks/ltxv-13b-0.9.7-dev"
-        | "Lightricks/ltxv-13b-0.9.7-distilled" => Ok(ltx_video_13b()),
+        | "Lightricks/ltxv-13b-0.9.7-distilled" => Ok(ltx_video(LtxRelease::V097)),
         "Wan-AI/Wan2.1-T2V-14B-Diffusers" | "Wan-AI/Wan2.1-T2V-14B" => Ok(wan(
             "wan21-t2v-14b-transformer",
             5120,

@@ -13,8 +13,8 @@ use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
     AttentionSlice, BlockLayout, DEFAULT_VAE_TILE, Denoiser, DenoiserBlocks, Diffusion,
-    DiffusionAttention, DiffusionOffload, Guidance, Heads, Preparation, Rope, VaeCaches, Video,
-    VideoDecoder,
+    DiffusionAttention, DiffusionOffload, Guidance, Heads, LtxVae, Preparation, Rope, VaeCaches,
+    Video, VideoDecoder,
 };
 use crate::quant::WeightFormat;
 
@@ -98,6 +98,52 @@ fn rope(fields: &Fields<'_>, unet: Option<bool>, training: bool) -> Option<Rope>
     Some(if word == "fp32" { Rope::Fp32 } else { Rope::None })
 }
 
+/// `video_vae`: which 3D decoder a video pipeline's VAE is, refusing the fields the chosen one
+/// does not model. Wan's decoder runs one latent frame at a time (its own caches, 4× in time);
+/// HunyuanVideo's decodes chunks whole, without caches, and builds only 4× in time; LTX-Video's
+/// decodes every frame in one call, 8× in time, and its tiled decode is not modelled.
+fn video_decoder(fields: &Fields<'_>, block: &Block) -> Result<VideoDecoder, ()> {
+    let words = ["cogvideox", "wan", "hunyuan", "ltx", "ltx-0.9.1", "ltx-0.9.5"];
+    let Some((word, span)) = fields.choice("video_vae", &words) else {
+        return Ok(VideoDecoder::CogVideoX);
+    };
+    let (decoder, refused, label): (_, &[&str], _) = match word {
+        "wan" => (
+            VideoDecoder::Wan,
+            &["vae_cache", "vae_temporal", "vae_tiling"],
+            "the Wan decoder chosen here",
+        ),
+        "hunyuan" => (
+            VideoDecoder::Hunyuan,
+            &["vae_cache", "vae_temporal"],
+            "the HunyuanVideo decoder chosen here",
+        ),
+        "ltx" | "ltx-0.9.1" | "ltx-0.9.5" => (
+            VideoDecoder::Ltx(match word {
+                "ltx" => LtxVae::V090,
+                "ltx-0.9.1" => LtxVae::V091,
+                _ => LtxVae::V095,
+            }),
+            &["vae_cache", "vae_temporal", "vae_tiling"],
+            "the LTX-Video decoder chosen here",
+        ),
+        _ => return Ok(VideoDecoder::CogVideoX),
+    };
+    if let Some(field) = block.fields.iter().find(|f| refused.contains(&f.key.name.as_str())) {
+        fields.push(
+            Diagnostic::error(
+                "E014",
+                field.key.span,
+                format!("`{}` is not modelled for `video_vae {word}`", field.key.name),
+            )
+            .with_label(span, label)
+            .with_help(format!("remove `{}`", field.key.name)),
+        );
+        return Err(());
+    }
+    Ok(decoder)
+}
+
 /// `video_frames` and `vae_temporal`: a video pipeline with a causal 3D VAE. `Ok(None)` when
 /// the pipeline makes images (or gives latent `frames`), `Err` when a field was wrong (reported). A video
 /// is 1 + a multiple of the temporal compression frames long (the causal VAE keeps the first
@@ -108,10 +154,13 @@ fn video(fields: &Fields<'_>, block: &Block, training: bool) -> Result<Option<Vi
         let (value, span) = fields.quantity(field, Dim::Count, example)?;
         fields.check_whole(&field.key.name, value, span, 1, max)
     };
-    // AutoencoderKLCogVideoX's `temporal_compression_ratio` (CogVideoX-2b and -5b vae/config.json).
-    let temporal = match fields.get("vae_temporal") {
-        None => 4,
-        Some(field) => {
+    let decoder = video_decoder(fields, block)?;
+    // AutoencoderKLCogVideoX's `temporal_compression_ratio` (CogVideoX-2b and -5b vae/config.json);
+    // LTX-Video's VAE folds 8 frames into a latent (`patch_size_t` 1 × three 2× upsamples).
+    let temporal = match (decoder, fields.get("vae_temporal")) {
+        (VideoDecoder::Ltx(_), _) => 8,
+        (_, None) => 4,
+        (_, Some(field)) => {
             let t = whole(field, 8, "4").ok_or(())?;
             // The decoder doubles time in at most its three upsamplers (`log2` of the ratio of
             // them).
@@ -134,39 +183,6 @@ fn video(fields: &Fields<'_>, block: &Block, training: bool) -> Result<Option<Vi
     let caches = match fields.choice("vae_cache", &["passed", "replaced"]) {
         Some(("replaced", _)) => VaeCaches::Replaced,
         _ => VaeCaches::Passed,
-    };
-    let decoder = match fields.choice("video_vae", &["cogvideox", "wan", "hunyuan"]) {
-        Some((word @ ("wan" | "hunyuan"), span)) => {
-            // Wan's decoder runs one latent frame at a time (its own caches, 4× in time);
-            // HunyuanVideo's decodes chunks whole, without caches, and builds only 4× in time.
-            let refused: &[&str] = if word == "wan" {
-                &["vae_cache", "vae_temporal", "vae_tiling"]
-            } else {
-                &["vae_cache", "vae_temporal"]
-            };
-            let refused = block.fields.iter().find(|f| refused.contains(&f.key.name.as_str()));
-            if let Some(field) = refused {
-                fields.push(
-                    Diagnostic::error(
-                        "E014",
-                        field.key.span,
-                        format!("`{}` is not modelled for `video_vae {word}`", field.key.name),
-                    )
-                    .with_label(
-                        span,
-                        if word == "wan" {
-                            "the Wan decoder chosen here"
-                        } else {
-                            "the HunyuanVideo decoder chosen here"
-                        },
-                    )
-                    .with_help(format!("remove `{}`", field.key.name)),
-                );
-                return Err(());
-            }
-            if word == "wan" { VideoDecoder::Wan } else { VideoDecoder::Hunyuan }
-        }
-        _ => VideoDecoder::CogVideoX,
     };
     let Some(field) = fields.get("video_frames") else { return Ok(None) };
     let frames = whole(field, 100_000, "49").ok_or(())?;

@@ -38,6 +38,8 @@ const ROUND_LARGE: u64 = 2 * MIB;
 pub(crate) struct Tensor {
     block: u64,
     segment: u64,
+    /// The bytes asked for, before any rounding.
+    requested: u64,
 }
 
 struct Block {
@@ -73,6 +75,9 @@ pub(crate) struct CachingAllocator {
     reserved: u64,
     peak_allocated: u64,
     peak_reserved: u64,
+    /// The sum of live tensors' requested bytes (`requested_bytes`), and its peak.
+    requested: u64,
+    peak_requested: u64,
 }
 
 fn round_up(size: u64, to: u64) -> Result<u64, Overflow> {
@@ -110,6 +115,14 @@ impl CachingAllocator {
     /// The highest sum of live blocks (`max_memory_allocated`, which counts blocks, so rounded).
     pub(crate) fn peak_allocated(&self) -> Bytes {
         Bytes(self.peak_allocated)
+    }
+
+    /// The highest sum of live tensors' requested bytes (`requested_bytes.all.peak` in
+    /// `torch.cuda.memory_stats`): what the tensors themselves need, without the allocator's
+    /// rounding and unsplit remainders.
+    #[cfg(test)]
+    pub(crate) fn peak_requested(&self) -> Bytes {
+        Bytes(self.peak_requested)
     }
 
     /// The highest sum of segments (`max_memory_reserved`).
@@ -153,12 +166,15 @@ impl CachingAllocator {
         self.segments[segment].refresh();
         self.allocated = self.allocated.checked_add(size).ok_or(Overflow)?;
         self.peak_allocated = self.peak_allocated.max(self.allocated);
-        Ok(Tensor { block: id, segment: held_by })
+        self.requested = self.requested.checked_add(bytes.0).ok_or(Overflow)?;
+        self.peak_requested = self.peak_requested.max(self.requested);
+        Ok(Tensor { block: id, segment: held_by, requested: bytes.0 })
     }
 
     #[allow(clippy::needless_pass_by_value, reason = "taking the handle ends it: no double free")]
     pub(crate) fn free(&mut self, tensor: Tensor) {
-        let Tensor { block: id, segment } = tensor;
+        let Tensor { block: id, segment, requested } = tensor;
+        self.requested -= requested;
         // A live block's segment is never released, so it is still there.
         if let Ok(at) = self.segments.binary_search_by_key(&segment, |s| s.id) {
             let segment = &mut self.segments[at];

@@ -36,13 +36,14 @@ use super::allocator::{CachingAllocator, split_releasable};
 use super::calc::{self, Overflow, Product, formula};
 use super::vae_decode::{self, DecoderShape};
 use super::vae_hunyuan::{self, HunyuanShape};
+use super::vae_ltx::{self, LtxShape};
 use super::vae_video::{self, VideoShape};
 use super::vae_wan::{self, WanShape};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
 use crate::hir::{
-    AttentionSlice, BlockLayout, Diffusion, DiffusionAttention, DiffusionOffload, Layered, Rope,
-    VideoDecoder,
+    AttentionSlice, BlockLayout, Diffusion, DiffusionAttention, DiffusionOffload, Layered, LtxVae,
+    Rope, VideoDecoder,
 };
 use crate::precision::Precision;
 use crate::quant::WeightFormat;
@@ -414,6 +415,7 @@ enum VideoDecode {
     CogVideoX(VideoShape),
     Wan(WanShape),
     Hunyuan(HunyuanShape),
+    Ltx(LtxShape),
 }
 
 /// The causal 3D decoder's shape for a video pipeline (`video_frames`): the whole frame, or one
@@ -432,6 +434,17 @@ fn video_shape(diffusion: &Diffusion) -> Option<VideoDecode> {
             tile: diffusion.vae_tile.map(|(width, height)| (height, width)),
             base_channels: diffusion.vae_channels,
             element,
+        }));
+    }
+    if let VideoDecoder::Ltx(version) = video.decoder {
+        return Some(VideoDecode::Ltx(LtxShape {
+            videos: diffusion.decode_batch(),
+            latent_frames: diffusion.frames,
+            height: diffusion.height,
+            width: diffusion.width,
+            base_channels: diffusion.vae_channels,
+            element,
+            version,
         }));
     }
     if video.decoder == VideoDecoder::Wan {
@@ -482,6 +495,10 @@ fn replay_decode(
         }
         Some(VideoDecode::Hunyuan(shape)) => {
             vae_hunyuan::replay(alloc, &shape)?;
+            Ok((shape.height, shape.width))
+        }
+        Some(VideoDecode::Ltx(shape)) => {
+            vae_ltx::replay(alloc, &shape)?;
             Ok((shape.height, shape.width))
         }
         None => {
@@ -637,8 +654,8 @@ fn decode_cache(
             "{reserved} reserved by replaying {cached}the decoder's tensors from {} × {} latents \
              to {} × {} pixels through the caching allocator{upcast} less the \
              {allocated_peak} the largest phase holds live",
-            height / vae_decode::SPATIAL_FACTOR,
-            width / vae_decode::SPATIAL_FACTOR,
+            height / latent_factor(diffusion),
+            width / latent_factor(diffusion),
             height,
             width,
         ),
@@ -646,6 +663,9 @@ fn decode_cache(
             if diffusion.video.is_some_and(|v| v.decoder == VideoDecoder::Wan) {
                 "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
                  segments); diffusers AutoencoderKLWan decoder (vae_wan.rs)"
+            } else if diffusion.video.is_some_and(|v| matches!(v.decoder, VideoDecoder::Ltx(_))) {
+                "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
+                 segments); diffusers AutoencoderKLLTXVideo decoder (vae_ltx.rs)"
             } else if diffusion.video.is_some_and(|v| v.decoder == VideoDecoder::Hunyuan) {
                 "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
                  segments); diffusers AutoencoderKLHunyuanVideo decoder (vae_hunyuan.rs)"
@@ -662,12 +682,21 @@ fn decode_cache(
     Ok(Some((component, releasable)))
 }
 
+/// Pixels per latent on a side: LTX-Video's VAE folds 32 × 32, the others 8 × 8.
+fn latent_factor(diffusion: &Diffusion) -> u64 {
+    match diffusion.video.map(|v| v.decoder) {
+        Some(VideoDecoder::Ltx(_)) => vae_ltx::SPATIAL_FACTOR,
+        _ => vae_decode::SPATIAL_FACTOR,
+    }
+}
+
 /// The causal 3D decoder's allocated peak: its chunks replayed (`vae_video.rs`, `vae_wan.rs`).
 fn video_decode_peak(decode: &VideoDecode) -> Result<Component, Overflow> {
     let shape = match decode {
         VideoDecode::CogVideoX(shape) => shape,
         VideoDecode::Wan(shape) => return wan_decode_peak(shape),
         VideoDecode::Hunyuan(shape) => return hunyuan_decode_peak(shape),
+        VideoDecode::Ltx(shape) => return ltx_decode_peak(shape),
     };
     let mut alloc = CachingAllocator::new();
     vae_video::replay(&mut alloc, shape)?;
@@ -737,6 +766,34 @@ fn wan_decode_peak(shape: &WanShape) -> Result<Component, Overflow> {
         "diffusers AutoencoderKLWan: WanDecoder3d per latent frame with CACHE_T = 2 causal conv \
          caches, RMS norms (vae_wan.rs)",
     ))
+}
+
+/// LTX-Video's decoder, every frame in one call: its allocated peak.
+fn ltx_decode_peak(shape: &LtxShape) -> Result<Component, Overflow> {
+    let mut alloc = CachingAllocator::new();
+    vae_ltx::replay(&mut alloc, shape)?;
+    let release = match shape.version {
+        LtxVae::V090 => "0.9.0",
+        LtxVae::V091 => "0.9.1",
+        LtxVae::V095 => "0.9.5",
+    };
+    let component = causal_decode_peak(
+        alloc.peak_allocated(),
+        formula!(
+            "the largest live tensors of decoding {} latent frames to {} × {} pixels in one call \
+             ({} frames out) with LTX-Video {release}'s decoder, {} channels in its last up \
+             block, {} B each, its norms' variance in fp32, and the latents",
+            shape.latent_frames,
+            shape.width,
+            shape.height,
+            vae_ltx::output_frames(shape.latent_frames),
+            shape.base_channels,
+            shape.element,
+        ),
+        "diffusers AutoencoderKLLTXVideo: LTXVideoDecoder3d over all the latents, not causal, \
+         RMS norms, 2 × 2 × 2 upsamplers (vae_ltx.rs)",
+    );
+    Ok(Component { name: "VAE decode peak (3D)".into(), ..component })
 }
 
 /// HunyuanVideo's decoder, chunk by chunk (tile by tile under `vae_tiling`): its allocated

@@ -29,6 +29,7 @@ mod vae_blocks;
 mod vae_decode;
 mod vae_encode;
 mod vae_hunyuan;
+mod vae_ltx;
 mod vae_video;
 mod vae_wan;
 

@@ -31,4 +31,5 @@ mod serving;
 mod step_memory;
 mod tidy;
 mod video_hunyuan;
+mod video_ltx;
 mod video_wan;

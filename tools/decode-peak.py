@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The largest sum of live tensors a diffusers VAE decoder creates, for the core's replay tests.
+
+Runs the reference implementation itself (diffusers, on the CPU, random weights: the sizes of
+the tensors do not depend on their values) under a TorchDispatchMode that counts every storage
+an operator returns until Python drops it. Weights, buffers and the input latents exist before
+the count starts and are left out; views share their base's storage and add nothing. What the
+count cannot see is what a kernel allocates for itself (cuDNN's workspaces on a GPU), which the
+core does not replay either.
+
+    pip install torch diffusers
+    python tools/decode-peak.py ltx 0.9.0 3 8 12        # latent frames, latent height, width
+    python tools/decode-peak.py ltx 0.9.5 2 2 3 fp32
+
+The LTX-Video decoder's configuration for each release is read from diffusers'
+scripts/convert_ltx_to_diffusers.py (`get_vae_config`), given with --convert-script.
+"""
+
+import argparse
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+
+class LiveBytes(TorchDispatchMode):
+    """Counts the storages operators create, and the largest sum alive at once."""
+
+    def __init__(self, existing):
+        super().__init__()
+        self.existing = {t.untyped_storage().data_ptr() for t in existing}
+        self.live = {}
+        self.now = 0
+        self.peak = 0
+
+    def _count(self, tensor):
+        storage = tensor.untyped_storage()
+        key = storage.data_ptr()
+        size = storage.nbytes()
+        if size == 0 or key in self.live or key in self.existing:
+            return
+        self.live[key] = size
+        self.now += size
+        self.peak = max(self.peak, self.now)
+
+        def dropped(key=key, size=size):
+            if self.live.pop(key, None) is not None:
+                self.now -= size
+
+        weakref.finalize(storage, dropped)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for value in tree_flatten(out)[0]:
+            if isinstance(value, torch.Tensor):
+                self._count(value)
+        return out
+
+
+def ltx_config(script, version):
+    """`get_vae_config(version)` from diffusers' conversion script, run on its own."""
+    source = open(script, encoding="utf-8").read()
+    start = source.index("def get_vae_config")
+    end = source.index("\ndef ", start + 1)
+    scope = {"VAE_KEYS_RENAME_DICT": {}, "VAE_091_RENAME_DICT": {}, "VAE_095_RENAME_DICT": {}}
+    exec("from typing import Any\n" + source[start:end], scope)
+    return scope["get_vae_config"](version)
+
+
+def ltx_peak(script, version, frames, height, width, dtype):
+    from diffusers import AutoencoderKLLTXVideo
+
+    config = ltx_config(script, version)
+    vae = AutoencoderKLLTXVideo(**config).to(dtype).eval()
+    latents = torch.randn(1, config["latent_channels"], frames, height, width, dtype=dtype)
+    timestep = torch.tensor([0.05], dtype=dtype) if config.get("timestep_conditioning") else None
+    existing = [*vae.parameters(), *vae.buffers(), latents]
+    if timestep is not None:
+        existing.append(timestep)
+    counter = LiveBytes(existing)
+    with torch.no_grad(), counter:
+        video = vae.decode(latents, timestep, return_dict=False)[0]
+    return counter.peak, tuple(video.shape)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("family", choices=["ltx"])
+    parser.add_argument("version")
+    parser.add_argument("frames", type=int)
+    parser.add_argument("height", type=int)
+    parser.add_argument("width", type=int)
+    parser.add_argument("dtype", nargs="?", default="bf16", choices=["bf16", "fp32"])
+    parser.add_argument("--convert-script", default="scripts/convert_ltx_to_diffusers.py")
+    args = parser.parse_args()
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+    peak, shape = ltx_peak(
+        args.convert_script, args.version, args.frames, args.height, args.width, dtype
+    )
+    print(f"{args.family} {args.version} {args.dtype}: peak {peak} B, output {shape}")
+
+
+if __name__ == "__main__":
+    main()
