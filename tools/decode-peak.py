@@ -11,9 +11,14 @@ core does not replay either.
     pip install torch diffusers
     python tools/decode-peak.py ltx 0.9.0 3 8 12        # latent frames, latent height, width
     python tools/decode-peak.py ltx 0.9.5 2 2 3 fp32
+    python tools/decode-peak.py wan - 3 16 24 fp32
+    python tools/decode-peak.py cogvideox - 3 16 24
+    python tools/decode-peak.py hunyuan - 3 16 24
 
 The LTX-Video decoder's configuration for each release is read from diffusers'
-scripts/convert_ltx_to_diffusers.py (`get_vae_config`), given with --convert-script.
+scripts/convert_ltx_to_diffusers.py (`get_vae_config`), given with --convert-script. The Wan 2.1,
+CogVideoX and HunyuanVideo autoencoders are their classes' defaults, which are the released
+models' configurations (16 latent channels each); their version argument is ignored.
 """
 
 import argparse
@@ -84,9 +89,25 @@ def ltx_peak(script, version, frames, height, width, dtype):
     return counter.peak, tuple(video.shape)
 
 
+def video_peak(family, frames, height, width, dtype):
+    from diffusers import AutoencoderKLCogVideoX, AutoencoderKLHunyuanVideo, AutoencoderKLWan
+
+    classes = {
+        "wan": AutoencoderKLWan,
+        "cogvideox": AutoencoderKLCogVideoX,
+        "hunyuan": AutoencoderKLHunyuanVideo,
+    }
+    vae = classes[family]().to(dtype).eval()
+    latents = torch.randn(1, 16, frames, height, width, dtype=dtype)
+    counter = LiveBytes([*vae.parameters(), *vae.buffers(), latents])
+    with torch.no_grad(), counter:
+        video = vae.decode(latents, return_dict=False)[0]
+    return counter.peak, tuple(video.shape)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("family", choices=["ltx"])
+    parser.add_argument("family", choices=["ltx", "wan", "cogvideox", "hunyuan"])
     parser.add_argument("version")
     parser.add_argument("frames", type=int)
     parser.add_argument("height", type=int)
@@ -95,9 +116,12 @@ def main():
     parser.add_argument("--convert-script", default="scripts/convert_ltx_to_diffusers.py")
     args = parser.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
-    peak, shape = ltx_peak(
-        args.convert_script, args.version, args.frames, args.height, args.width, dtype
-    )
+    if args.family == "ltx":
+        peak, shape = ltx_peak(
+            args.convert_script, args.version, args.frames, args.height, args.width, dtype
+        )
+    else:
+        peak, shape = video_peak(args.family, args.frames, args.height, args.width, dtype)
     print(f"{args.family} {args.version} {args.dtype}: peak {peak} B, output {shape}")
 
 

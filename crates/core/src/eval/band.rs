@@ -53,7 +53,7 @@ const INFERENCE_ABOVE: u64 = 150;
 const TRAINING_BELOW: u64 = 80;
 const TRAINING_ABOVE: u64 = 430;
 const DIFFUSION_BELOW: u64 = 50;
-const DIFFUSION_ABOVE: u64 = 200;
+const DIFFUSION_ABOVE: u64 = 190;
 
 /// The band around `used`: on each side, the wider of the components' own uncertainty and the
 /// measured spread of the workload kind.

@@ -97,6 +97,25 @@ impl Replay<'_> {
         self.alloc.free(tensor);
     }
 
+    /// A block's next result replaces the one before it (the block rebinds its own variable).
+    pub(super) fn replace(&mut self, current: &mut Option<Tensor>, result: Tensor) {
+        if let Some(previous) = current.replace(result) {
+            self.alloc.free(previous);
+        }
+    }
+
+    /// A block returns: the decoder's forward, whose variable held the block's input throughout
+    /// (`hidden_states = up_block(hidden_states, ...)` rebinds it only now), takes its output.
+    pub(super) fn block_returns(&mut self, input: Tensor, output: Option<Tensor>) -> Tensor {
+        match output {
+            Some(output) => {
+                self.alloc.free(input);
+                output
+            }
+            None => input,
+        }
+    }
+
     pub(super) fn elements(
         &mut self,
         channels: u64,

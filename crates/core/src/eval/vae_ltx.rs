@@ -309,18 +309,10 @@ impl Decoder<'_> {
                 Op::Resnet(out, noise) => self.resnet(at, out, noise)?,
                 Op::Upsample(kind) => self.upsample(at, kind)?,
             };
-            if let Some(previous) = current.replace(result) {
-                self.free(previous);
-            }
+            self.replay.replace(&mut current, result);
             at = result_at;
         }
-        match current {
-            Some(result) => {
-                self.free(input);
-                Ok((result, at))
-            }
-            None => Ok((input, at)),
-        }
+        Ok((self.replay.block_returns(input, current), at))
     }
 }
 

@@ -200,8 +200,8 @@ impl Decoder<'_> {
         Ok(output)
     }
 
-    /// `CogVideoXResnetBlock3D` with spatial norms; consumes its input.
-    fn resnet(&mut self, input: Tensor, from: u64, to: u64, at: At) -> Result<Tensor, Overflow> {
+    /// `CogVideoXResnetBlock3D` with spatial norms; the caller frees its input after it returns.
+    fn resnet(&mut self, from: u64, to: u64, at: At) -> Result<Tensor, Overflow> {
         let norm1 = self.spatial_norm(from, at)?;
         let act1 = self.tensor(from, at)?;
         self.free(norm1);
@@ -220,20 +220,14 @@ impl Decoder<'_> {
         if let Some(shortcut) = shortcut {
             self.free(shortcut);
         }
-        self.free(input);
         Ok(sum)
     }
 
     /// `CogVideoXUpsample3D`: nearest 2× in space, and in time when `in_time`, then a 2D 3 × 3
-    /// convolution over every frame; consumes its input. The frames are brought next to the
+    /// convolution over every frame; the caller frees its input after it returns. The frames are
+    /// brought next to the
     /// batch (`permute(...).reshape(b * t, ...)`), a copy of any tensor of more than one frame.
-    fn upsample(
-        &mut self,
-        input: Tensor,
-        channels: u64,
-        at: At,
-        in_time: bool,
-    ) -> Result<(Tensor, At), Overflow> {
+    fn upsample(&mut self, channels: u64, at: At, in_time: bool) -> Result<(Tensor, At), Overflow> {
         let plane = at.plane.doubled();
         let mut held = Vec::with_capacity(3);
         let (frames, grouped) = if in_time && at.frames > 1 && at.frames % 2 == 1 {
@@ -266,29 +260,38 @@ impl Decoder<'_> {
         for tensor in held {
             self.free(tensor);
         }
-        self.free(input);
         Ok((output, to))
     }
 
     /// One batch through `CogVideoXDecoder3D.forward`: the decoded frames, and where they are.
+    /// The forward's variable holds each block's input until the block returns
+    /// (`hidden_states, ... = up_block(hidden_states, ...)`), while the block rebinds its own.
     fn forward(&mut self, shape: &VideoShape) -> Result<(Tensor, At), Overflow> {
         let base = shape.base_channels;
         let mut at = self.latents;
         let mut channels = base * UP_CHANNELS[0];
         let mut x = self.causal_conv(LATENT_CHANNELS, channels, at)?;
+        let mut current = None;
         for _ in 0..2 {
-            x = self.resnet(x, channels, channels, at)?;
+            let out = self.resnet(channels, channels, at)?;
+            self.replay.replace(&mut current, out);
         }
+        x = self.replay.block_returns(x, current);
         let in_time = shape.temporal.trailing_zeros() as usize;
         for (block, multiplier) in UP_CHANNELS.iter().enumerate() {
             let out = base * multiplier;
+            let mut current = None;
             for _ in 0..RESNETS_PER_UP_BLOCK {
-                x = self.resnet(x, channels, out, at)?;
+                let sum = self.resnet(channels, out, at)?;
+                self.replay.replace(&mut current, sum);
                 channels = out;
             }
             if block + 1 < UP_CHANNELS.len() {
-                (x, at) = self.upsample(x, out, at, block < in_time)?;
+                let up;
+                (up, at) = self.upsample(out, at, block < in_time)?;
+                self.replay.replace(&mut current, up);
             }
+            x = self.replay.block_returns(x, current);
         }
         let norm = self.spatial_norm(channels, at)?;
         let act = self.tensor(channels, at)?;
@@ -390,6 +393,18 @@ mod tests {
             other_tiles: 0,
             caches_replaced: false,
         }
+    }
+
+    /// The replay against diffusers' own decoder (`AutoencoderKLCogVideoX()`, CogVideoX-2b's and
+    /// -5b's configuration, diffusers 0.42.1) decoding random latents of 3 frames of 16 × 24 in
+    /// bf16 on the CPU, every tensor an operator returns counted until Python drops it
+    /// (`tools/decode-peak.py cogvideox - 3 16 24`: 844,750,848 B), within 0.1 %.
+    #[test]
+    fn the_decoder_peaks_as_diffusers_does() {
+        let mut alloc = CachingAllocator::new();
+        replay(&mut alloc, &cogvideox(128, 192, 3)).unwrap();
+        let (replayed, reference) = (alloc.peak_requested().0, 844_750_848u64);
+        assert!(replayed.abs_diff(reference) < reference / 1000, "{replayed}");
     }
 
     #[test]
@@ -503,13 +518,14 @@ mod tests {
         // ResNet's first spatial norm: 256 channels × 9 frames × 480 × 720 × 2 B = 1,592,524,800
         // B each for its input, conv_y, conv_b, GroupNorm, product and output: 6 × that,
         // 8.9 GiB, beside the latents and caches (about 1.9 GiB: the caches of the 240 × 360
-        // and 120 × 180 up blocks, the interpolated latents and the norm's clones).
+        // and 120 × 180 up blocks, the interpolated latents and the norm's clones) and the
+        // block inputs the decoder's loop holds (the 240 × 360 up block's, 0.2 GiB).
         let mut alloc = CachingAllocator::new();
         replay(&mut alloc, &cogvideox(480, 720, 3)).unwrap();
         let full = 256 * 9 * 480 * 720 * 2;
         let peak = alloc.peak_allocated().0;
         assert!(peak > 6 * full, "{peak}");
-        assert!(peak < 6 * full + 2048 * MIB, "{peak}");
+        assert!(peak < 6 * full + 2304 * MIB, "{peak}");
     }
 
     #[test]
