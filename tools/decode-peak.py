@@ -14,11 +14,14 @@ core does not replay either.
     python tools/decode-peak.py wan - 3 16 24 fp32
     python tools/decode-peak.py cogvideox - 3 16 24
     python tools/decode-peak.py hunyuan - 3 16 24
+    python tools/decode-peak.py kl - 1 16 16             # AutoencoderKL: decode, then encode
 
 The LTX-Video decoder's configuration for each release is read from diffusers'
 scripts/convert_ltx_to_diffusers.py (`get_vae_config`), given with --convert-script. The Wan 2.1,
 CogVideoX and HunyuanVideo autoencoders are their classes' defaults, which are the released
-models' configurations (16 latent channels each); their version argument is ignored.
+models' configurations (16 latent channels each); their version argument is ignored. `kl` is
+the image AutoencoderKL with SDXL's configuration (4 latent channels; `--latent-channels 16`
+for SD3's and FLUX's), decoding latents of the given size and encoding pixels 8× as large.
 """
 
 import argparse
@@ -105,17 +108,46 @@ def video_peak(family, frames, height, width, dtype):
     return counter.peak, tuple(video.shape)
 
 
+def kl_peaks(frames, height, width, dtype, latent_channels):
+    from diffusers import AutoencoderKL
+
+    vae = AutoencoderKL(
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+        block_out_channels=(128, 256, 512, 512),
+        layers_per_block=2,
+        latent_channels=latent_channels,
+        norm_num_groups=32,
+    ).to(dtype).eval()
+    latents = torch.randn(frames, latent_channels, height, width, dtype=dtype)
+    counter = LiveBytes([*vae.parameters(), *vae.buffers(), latents])
+    with torch.no_grad(), counter:
+        image = vae.decode(latents, return_dict=False)[0]
+    pixels = torch.randn(frames, 3, height * 8, width * 8, dtype=dtype)
+    encoded = LiveBytes([*vae.parameters(), *vae.buffers(), pixels])
+    with torch.no_grad(), encoded:
+        vae.encode(pixels)
+    return counter.peak, encoded.peak, tuple(image.shape)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("family", choices=["ltx", "wan", "cogvideox", "hunyuan"])
+    parser.add_argument("family", choices=["ltx", "wan", "cogvideox", "hunyuan", "kl"])
     parser.add_argument("version")
     parser.add_argument("frames", type=int)
     parser.add_argument("height", type=int)
     parser.add_argument("width", type=int)
     parser.add_argument("dtype", nargs="?", default="bf16", choices=["bf16", "fp32"])
     parser.add_argument("--convert-script", default="scripts/convert_ltx_to_diffusers.py")
+    parser.add_argument("--latent-channels", type=int, default=4)
     args = parser.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+    if args.family == "kl":
+        decode, encode, shape = kl_peaks(
+            args.frames, args.height, args.width, dtype, args.latent_channels
+        )
+        print(f"kl {args.dtype}: decode peak {decode} B, output {shape}; encode peak {encode} B")
+        return
     if args.family == "ltx":
         peak, shape = ltx_peak(
             args.convert_script, args.version, args.frames, args.height, args.width, dtype

@@ -70,6 +70,9 @@ pub(super) struct Replay<'a> {
     pub alloc: &'a mut CachingAllocator,
     pub images: u64,
     pub element: Ratio,
+    /// Each convolution also holds cuDNN's NHWC copies while it runs (the module's
+    /// documentation); off only to compare the tensors with diffusers' own on a CPU.
+    pub workspaces: bool,
 }
 
 impl Replay<'_> {
@@ -147,6 +150,9 @@ impl Replay<'_> {
         output: Plane,
     ) -> Result<Tensor, Overflow> {
         let result = self.tensor(to, output)?;
+        if !self.workspaces {
+            return Ok(result);
+        }
         let copies =
             self.count(from, input)?.checked_add(self.count(to, output)?).ok_or(Overflow)?;
         let workspace =
@@ -159,6 +165,18 @@ impl Replay<'_> {
     pub(super) fn resnet(
         &mut self,
         input: Tensor,
+        from: u64,
+        to: u64,
+        at: Plane,
+    ) -> Result<Tensor, Overflow> {
+        let output = self.resnet_beside(from, to, at)?;
+        self.alloc.free(input);
+        Ok(output)
+    }
+
+    /// `ResnetBlock2D.forward` beside its input, which the caller holds and frees.
+    pub(super) fn resnet_beside(
+        &mut self,
         from: u64,
         to: u64,
         at: Plane,
@@ -182,7 +200,6 @@ impl Replay<'_> {
         if let Some(shortcut) = shortcut {
             self.alloc.free(shortcut);
         }
-        self.alloc.free(input);
         Ok(output)
     }
 

@@ -22,7 +22,13 @@
 //! of the last upsample: its 2c-channel input at half resolution (2c/4 per output pixel), the
 //! nearest copy and the convolution's output (2c each) and the two NHWC copies (4c): 8.5c per
 //! pixel, above the first full-resolution ResNet block's conv1 (2c input, 2c SiLU, c output
-//! and a 3c workspace, 8c).
+//! and a 3c workspace, 8c). Without cuDNN's copies the replay's tensors are diffusers' own: a
+//! CPU run of `AutoencoderKL` (SDXL's configuration) under a counter of every storage an
+//! operator creates (`tools/decode-peak.py`) peaks at the same bytes. That run's decoder also
+//! holds each up block's input until the block returns (`sample = up_block(sample, ...)`),
+//! which the replay frees after the block's first ResNet: without the copies the peak is the
+//! same either way; with them, holding it adds the up block's input to the last upsample's
+//! convolution (2 quarters more), which is not modelled yet (changes.md, "Open").
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
@@ -71,7 +77,17 @@ fn upsample(
 /// 1 MiB at 1024²) live in the small pool and are left out; the decoded image is freed at the
 /// end, as the pipeline's post-processing copies it to the host.
 pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &DecoderShape) -> Result<(), Overflow> {
-    let mut replay = Replay { alloc, images: shape.images, element: shape.element };
+    replay_with(alloc, shape, true)
+}
+
+/// [`replay`], with or without cuDNN's convolution copies (without them, the tensors diffusers
+/// itself creates, as a CPU run shows them).
+fn replay_with(
+    alloc: &mut CachingAllocator,
+    shape: &DecoderShape,
+    workspaces: bool,
+) -> Result<(), Overflow> {
+    let mut replay = Replay { alloc, images: shape.images, element: shape.element, workspaces };
     let mut plane =
         Plane { height: shape.height / SPATIAL_FACTOR, width: shape.width / SPATIAL_FACTOR };
     let base = shape.base_channels;
@@ -226,6 +242,22 @@ mod tests {
         replay(&mut alloc, &flux(1024)).unwrap();
         assert_eq!(alloc.peak_reserved().0, (512 + 1024 + 384 + 768) * MIB);
         assert_eq!(alloc.peak_allocated().0, 2176 * MIB);
+    }
+
+    /// Without cuDNN's copies, the replay against diffusers' own decoder (`AutoencoderKL` with
+    /// SDXL's configuration, diffusers 0.42.1) decoding random 16 × 16 latents on the CPU, every
+    /// tensor an operator returns counted until Python drops it (`tools/decode-peak.py kl - 1 16
+    /// 16`: 25,167,872 B in bf16, 50,348,032 B in fp32 with 16 latent channels), less what the
+    /// replay leaves out, `post_quant_conv`'s latent-sized output (4 and 16 channels × 16²).
+    #[test]
+    fn the_decoder_s_tensors_are_diffusers_own() {
+        let cases = [(2, 25_167_872, 4 * 256 * 2), (4, 50_348_032, 16 * 256 * 4)];
+        for (element, reference, latents) in cases {
+            let mut alloc = CachingAllocator::new();
+            let shape = DecoderShape { element: Ratio::int(element), ..flux(128) };
+            replay_with(&mut alloc, &shape, false).unwrap();
+            assert_eq!(alloc.peak_requested().0, reference - latents, "element {element}");
+        }
     }
 
     #[test]

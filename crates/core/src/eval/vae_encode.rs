@@ -25,10 +25,14 @@
 //! (`batch["pixel_values"].to(dtype=...)`): both are live through the encode.
 //!
 //! Each convolution holds cuDNN's NHWC copies of its input and output while it runs
-//! (`vae_blocks.rs`). In a full-resolution ResNet block's conv1 or conv2 the block's input, the
-//! SiLU output, the convolution's output and the two copies are alive together: 5c per pixel
-//! beside the pixels, the encoder's allocated peak (the block's end, with its input, conv2's
-//! output, their sum and the quotient by `output_scale_factor`, holds 4c).
+//! (`vae_blocks.rs`), and `Encoder.forward` rebinds `sample` to a block's output only when the
+//! block returns, so each down block's input is held beside everything the block makes. In the
+//! second full-resolution ResNet block's conv1 or conv2 the down block's input (`conv_in`'s
+//! output), the ResNet block's input, the SiLU output, the convolution's output and the two
+//! copies are alive together: 6c per pixel beside the pixels, the encoder's allocated peak.
+//! Without cuDNN's copies the replay's tensors are diffusers' own: a CPU run of `AutoencoderKL`
+//! (SDXL's configuration) under a counter of every storage an operator creates
+//! (`tools/decode-peak.py`) peaks at the same bytes beside the pixels.
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
@@ -73,7 +77,17 @@ fn downsample(
 /// Replays one encode of `shape` through `alloc`; every tensor is freed at the end (the latents
 /// the denoiser then reads are left out, see above).
 pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &EncoderShape) -> Result<(), Overflow> {
-    let mut replay = Replay { alloc, images: shape.images, element: shape.element };
+    replay_with(alloc, shape, true)
+}
+
+/// [`replay`], with or without cuDNN's convolution copies (without them, the tensors diffusers
+/// itself creates, as a CPU run shows them).
+fn replay_with(
+    alloc: &mut CachingAllocator,
+    shape: &EncoderShape,
+    workspaces: bool,
+) -> Result<(), Overflow> {
+    let mut replay = Replay { alloc, images: shape.images, element: shape.element, workspaces };
     let mut plane = Plane { height: shape.height, width: shape.width };
     let pixels = replay.elements(PIXEL_CHANNELS, plane, Ratio::int(4))?;
     let cast = if shape.element == Ratio::int(4) {
@@ -82,22 +96,30 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &EncoderShape) -> Resu
         Some(replay.tensor(PIXEL_CHANNELS, plane)?)
     };
     let base = shape.base_channels;
+    // `Encoder.forward` rebinds `sample` to each block's output only when the block returns: a
+    // block's input is held beside everything the block makes.
     let mut x = replay.conv(PIXEL_CHANNELS, plane, base, plane)?;
     let mut channels = base;
     for (stage, multiplier) in CHANNEL_MULTIPLIERS.iter().enumerate() {
         let out = base.checked_mul(*multiplier).ok_or(Overflow)?;
+        let mut current = None;
         for _ in 0..RESNETS_PER_DOWN_BLOCK {
-            x = replay.resnet(x, channels, out, plane)?;
+            let sum = replay.resnet_beside(channels, out, plane)?;
+            replay.replace(&mut current, sum);
             channels = out;
         }
         if stage + 1 < CHANNEL_MULTIPLIERS.len() {
-            x = downsample(&mut replay, x, out, plane)?;
+            let last = current.take().unwrap_or_else(|| unreachable!("two ResNet blocks"));
+            let down = downsample(&mut replay, last, out, plane)?;
+            replay.replace(&mut current, down);
             plane = plane.halved();
         }
+        x = replay.block_returns(x, current);
     }
-    x = replay.resnet(x, channels, channels, plane)?;
-    x = replay.attention(x, channels, plane)?;
-    x = replay.resnet(x, channels, channels, plane)?;
+    let first = replay.resnet_beside(channels, channels, plane)?;
+    let attended = replay.attention(first, channels, plane)?;
+    let mid = replay.resnet(attended, channels, channels, plane)?;
+    x = replay.block_returns(x, Some(mid));
     let norm = replay.tensor(channels, plane)?;
     let act = replay.tensor(channels, plane)?;
     replay.alloc.free(norm);
@@ -139,9 +161,9 @@ mod tests {
     fn sd_at_512_in_fp32_by_hand() {
         // A full-resolution tensor of 128 channels: 512² × 128 × 4 B = 128 MiB per image; the
         // fp32 pixels 512² × 3 × 4 B = 3 MiB.
-        // Allocated: a full-resolution ResNet block's conv1 (or conv2), its input, the SiLU
-        // output, the convolution's output and cuDNN's copies of the last two: 5 × 128 MiB
-        // beside the pixels.
+        // Allocated: the second full-resolution ResNet block's conv1 (or conv2), the down block's
+        // input, its own input, the SiLU output, the convolution's output and cuDNN's copies of
+        // the last two: 6 × 128 MiB beside the pixels.
         // Reserved: the pixels take a 20 MiB segment (under kMinLargeAlloc); conv_in's output
         // 128 MiB and its workspace, copies of the pixels and the output, 131 MiB in 132 (rounded
         // to 2 MiB); the first ResNet block's norm1 takes that block, its SiLU a new 128 MiB
@@ -152,13 +174,13 @@ mod tests {
         // segment.
         assert_eq!(
             peaks(&sd_vae(1, 512, 4)),
-            ((3 + 5 * 128) * MIB, (20 + 128 + 132 + 128 + 2 * 256 + 2) * MIB)
+            ((3 + 6 * 128) * MIB, (20 + 128 + 132 + 128 + 2 * 256 + 2) * MIB)
         );
         // Two images: 256 MiB tensors; 6 MiB of pixels in a 20 MiB segment; conv_in's workspace
         // 6 + 256 = 262 MiB; the moments (256 KiB) 2 MiB.
         assert_eq!(
             peaks(&sd_vae(2, 512, 4)),
-            ((6 + 5 * 256) * MIB, (20 + 256 + 262 + 256 + 2 * 512 + 2) * MIB)
+            ((6 + 6 * 256) * MIB, (20 + 256 + 262 + 256 + 2 * 512 + 2) * MIB)
         );
     }
 
@@ -169,20 +191,35 @@ mod tests {
         // moments (8 × 128² × 4 B = 512 KiB) 2 MiB; the rest as at 512².
         assert_eq!(
             peaks(&sd_vae(1, 1024, 4)),
-            ((12 + 5 * 512) * MIB, (12 + 512 + 524 + 512 + 2 * 1024 + 2) * MIB)
+            ((12 + 6 * 512) * MIB, (12 + 512 + 524 + 512 + 2 * 1024 + 2) * MIB)
         );
         // Two images: 1 GiB tensors, 24 MiB of pixels, the moments (exactly 1 MiB, still the
         // small pool) 2 MiB.
         assert_eq!(
             peaks(&sd_vae(2, 1024, 4)),
-            ((24 + 5 * 1024) * MIB, (24 + 1024 + 1048 + 1024 + 2 * 2048 + 2) * MIB)
+            ((24 + 6 * 1024) * MIB, (24 + 1024 + 1048 + 1024 + 2 * 2048 + 2) * MIB)
         );
     }
 
     #[test]
     fn a_16_bit_encoder_holds_the_cast_pixels_too() {
         // fp16 at 512²: 64 MiB tensors, the fp32 pixels (3 MiB) and their fp16 copy (1.5 MiB).
-        assert_eq!(peaks(&sd_vae(1, 512, 2)).0, 3 * MIB + 3 * MIB / 2 + 5 * 64 * MIB);
+        assert_eq!(peaks(&sd_vae(1, 512, 2)).0, 3 * MIB + 3 * MIB / 2 + 6 * 64 * MIB);
+    }
+
+    /// Without cuDNN's copies, the replay against diffusers' own encoder (`AutoencoderKL` with
+    /// SDXL's configuration, diffusers 0.42.1) encoding random 128 × 128 pixels on the CPU, every
+    /// tensor an operator returns counted until Python drops it (`tools/decode-peak.py kl - 1 16
+    /// 16`: 20,971,520 B in bf16, 41,943,040 B in fp32), beside what the replay adds, the
+    /// pipeline's fp32 pixels (128² × 3 × 4 B) and their 16-bit cast.
+    #[test]
+    fn the_encoder_s_tensors_are_diffusers_own() {
+        let pixels = 128 * 128 * 3 * 4;
+        for (element, reference, cast) in [(2, 20_971_520, pixels / 2), (4, 41_943_040, 0)] {
+            let mut alloc = CachingAllocator::new();
+            replay_with(&mut alloc, &sd_vae(1, 128, element), false).unwrap();
+            assert_eq!(alloc.peak_requested().0, reference + pixels + cast, "element {element}");
+        }
     }
 
     #[test]

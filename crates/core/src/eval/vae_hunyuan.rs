@@ -376,7 +376,7 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &HunyuanShape) -> Resu
     let plane =
         Plane { height: shape.height / SPATIAL_FACTOR, width: shape.width / SPATIAL_FACTOR };
     let mut decoder = Decoder {
-        replay: Replay { alloc, images: shape.videos, element: shape.element },
+        replay: Replay { alloc, images: shape.videos, element: shape.element, workspaces: true },
         videos: shape.videos,
         base: shape.base_channels,
     };
@@ -511,7 +511,7 @@ mod tests {
 
     fn decoder(alloc: &mut CachingAllocator, element: i128) -> Decoder<'_> {
         Decoder {
-            replay: Replay { alloc, images: 1, element: Ratio::int(element) },
+            replay: Replay { alloc, images: 1, element: Ratio::int(element), workspaces: true },
             videos: 1,
             base: 1,
         }

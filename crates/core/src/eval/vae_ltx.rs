@@ -331,7 +331,7 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &LtxShape) -> Result<(
         Plane { height: shape.height / SPATIAL_FACTOR, width: shape.width / SPATIAL_FACTOR };
     let layout = layout(shape.version);
     let mut decoder = Decoder {
-        replay: Replay { alloc, images: 1, element: shape.element },
+        replay: Replay { alloc, images: 1, element: shape.element, workspaces: true },
         videos: shape.videos,
         timestep: shape.version != LtxVae::V090,
     };

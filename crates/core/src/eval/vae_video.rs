@@ -328,7 +328,7 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &VideoShape) -> Result
     let full = Plane { height: shape.height, width: shape.width };
     let element = shape.element;
     let mut decoder = Decoder {
-        replay: Replay { alloc, images: shape.videos, element },
+        replay: Replay { alloc, images: shape.videos, element, workspaces: true },
         videos: shape.videos,
         latents: At { frames: 0, plane: latent_plane },
         caches: Vec::new(),
@@ -421,7 +421,7 @@ mod tests {
     fn decoder(alloc: &mut CachingAllocator) -> Decoder<'_> {
         let plane = Plane { height: 16, width: 16 };
         Decoder {
-            replay: Replay { alloc, images: 1, element: Ratio::int(2) },
+            replay: Replay { alloc, images: 1, element: Ratio::int(2), workspaces: true },
             videos: 1,
             latents: At { frames: 3, plane },
             caches: Vec::new(),

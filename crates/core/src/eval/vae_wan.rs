@@ -274,7 +274,7 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &WanShape) -> Result<(
     let plane =
         Plane { height: shape.height / SPATIAL_FACTOR, width: shape.width / SPATIAL_FACTOR };
     let mut decoder = Decoder {
-        replay: Replay { alloc, images: 1, element: shape.element },
+        replay: Replay { alloc, images: 1, element: shape.element, workspaces: true },
         videos: shape.videos,
         caches: Vec::new(),
         next: 0,

@@ -397,19 +397,20 @@ const MIB: u64 = 1 << 20;
 
 #[test]
 fn the_vae_encode_is_the_step_s_peak_when_it_outweighs_the_denoiser() {
-    // The encode's peaks by hand (`vae_encode.rs`'s tests): allocated, the fp32 pixels and five
-    // full-resolution tensors of 128 channels (a ResNet block's convolution with cuDNN's
-    // copies); reserved, the pixels, conv_in's output and workspace, a SiLU output, two
-    // convolution workspaces and a small-pool segment for the moments.
+    // The encode's peaks by hand (`vae_encode.rs`'s tests): allocated, the fp32 pixels and six
+    // full-resolution tensors of 128 channels (the second ResNet block's convolution with
+    // cuDNN's copies, beside the down block's input the encoder holds); reserved, the pixels,
+    // conv_in's output and workspace, a SiLU output, two convolution workspaces and a
+    // small-pool segment for the moments.
     for (structure, batch, encode, reserved, activations) in [
-        // SD 1.x at 512²: 3 + 5 × 128 MiB live, 20 + 128 + 132 + 128 + 2 × 256 + 2 MiB reserved
+        // SD 1.x at 512²: 3 + 6 × 128 MiB live, 20 + 128 + 132 + 128 + 2 × 256 + 2 MiB reserved
         // per image; the checkpointed bf16 UNet keeps 2 × (23,592,960 + 40,632,320) B.
-        (SD_UNET, 1, 643 * MIB, 922 * MIB, 128_450_560),
-        (SD_UNET, 2, 1286 * MIB, 1820 * MIB, 2 * 128_450_560),
-        // SDXL at 1024²: 12 + 5 × 512 MiB live; 12 + 512 + 524 + 512 + 2 × 1024 + 2 MiB
+        (SD_UNET, 1, 771 * MIB, 922 * MIB, 128_450_560),
+        (SD_UNET, 2, 1542 * MIB, 1820 * MIB, 2 * 128_450_560),
+        // SDXL at 1024²: 12 + 6 × 512 MiB live; 12 + 512 + 524 + 512 + 2 × 1024 + 2 MiB
         // reserved; the checkpointed fp16 UNet keeps 2 × 234,618,880 B.
-        (SDXL_UNET, 1, 2572 * MIB, 3610 * MIB, 469_237_760),
-        (SDXL_UNET, 2, 5144 * MIB, 7218 * MIB, 2 * 469_237_760),
+        (SDXL_UNET, 1, 3084 * MIB, 3610 * MIB, 469_237_760),
+        (SDXL_UNET, 2, 6168 * MIB, 7218 * MIB, 2 * 469_237_760),
     ] {
         let denoiser = if structure == SD_UNET { "bf16" } else { "fp16" };
         let checks = fp32_vae(structure, denoiser, batch, "checkpointing full");
