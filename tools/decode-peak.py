@@ -11,6 +11,7 @@ core does not replay either.
     pip install torch diffusers
     python tools/decode-peak.py ltx 0.9.0 3 8 12        # latent frames, latent height, width
     python tools/decode-peak.py ltx 0.9.5 2 2 3 fp32
+    python tools/decode-peak.py ltx 0.9.0 2 20 18 --tiling    # tiles of 512 pixels
     python tools/decode-peak.py wan - 3 16 24 fp32
     python tools/decode-peak.py cogvideox - 3 16 24
     python tools/decode-peak.py hunyuan - 3 16 24
@@ -76,11 +77,13 @@ def ltx_config(script, version):
     return scope["get_vae_config"](version)
 
 
-def ltx_peak(script, version, frames, height, width, dtype):
+def ltx_peak(script, version, frames, height, width, dtype, tiling=False):
     from diffusers import AutoencoderKLLTXVideo
 
     config = ltx_config(script, version)
     vae = AutoencoderKLLTXVideo(**config).to(dtype).eval()
+    if tiling:
+        vae.enable_tiling()
     latents = torch.randn(1, config["latent_channels"], frames, height, width, dtype=dtype)
     timestep = torch.tensor([0.05], dtype=dtype) if config.get("timestep_conditioning") else None
     existing = [*vae.parameters(), *vae.buffers(), latents]
@@ -140,6 +143,7 @@ def main():
     parser.add_argument("dtype", nargs="?", default="bf16", choices=["bf16", "fp32"])
     parser.add_argument("--convert-script", default="scripts/convert_ltx_to_diffusers.py")
     parser.add_argument("--latent-channels", type=int, default=4)
+    parser.add_argument("--tiling", action="store_true", help="enable_tiling() (ltx)")
     args = parser.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     if args.family == "kl":
@@ -150,7 +154,13 @@ def main():
         return
     if args.family == "ltx":
         peak, shape = ltx_peak(
-            args.convert_script, args.version, args.frames, args.height, args.width, dtype
+            args.convert_script,
+            args.version,
+            args.frames,
+            args.height,
+            args.width,
+            dtype,
+            args.tiling,
         )
     else:
         peak, shape = video_peak(args.family, args.frames, args.height, args.width, dtype)

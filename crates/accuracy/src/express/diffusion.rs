@@ -238,16 +238,11 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         .iter()
         .any(|word| super::conditions::named_on(&settings, word));
     if switches.vae_tiling || script_tiles.is_some() || tiling_named {
-        // Wan's and LTX-Video's tiled decodes are not modelled.
+        // Wan's tiled decode (AutoencoderKLWan.tiled_decode) is not modelled.
         if pipeline.video.as_ref().is_some_and(|v| !v.tiling_modelled) {
             cx.gap(Gap::feature(
-                feature::TILED_VIDEO_DECODE,
-                if pipeline.vae.starts_with("ltxv") {
-                    "AutoencoderKLLTXVideo.tiled_decode: tiles of 512 pixels every 448, each \
-                     decoded whole and kept until they are blended"
-                } else {
-                    "AutoencoderKLWan.tiled_decode: the tiles' frames and their caches"
-                },
+                feature::TILED_WAN_DECODE,
+                "AutoencoderKLWan.tiled_decode: the tiles' frames and their caches",
             ));
             return None;
         }
@@ -1198,6 +1193,19 @@ mod tests {
             assert!(source.contains(&format!("video_vae     {decoder}")), "{model}: {source}");
         }
         assert!(release("Lightricks/LTX-Video", 125).is_err());
+        // Its tiled decode is modelled: tiles of 512 pixels (diffusers' default).
+        let tiled = workload(
+            super::super::express(&super::super::test_point(
+                defaults,
+                r#"{"model": "Lightricks/LTX-Video", "image_or_video": "768x512, 121 frames", "framework": "diffusers LTXPipeline", "components_included": "the whole pipeline", "offload": "VAE tiling"}"#,
+            ))
+            .expect("expressible")
+            .source,
+        );
+        assert!(
+            tiled.contains("vae_tiling    true") && tiled.contains("vae_tile      512 x 512"),
+            "{tiled}"
+        );
     }
 
     #[test]
@@ -1254,7 +1262,7 @@ mod tests {
         let old = point("{}").expect("expressible").source;
         assert!(!old.contains("vae_cache") && old.contains("video_vae     wan"), "{old}");
         let gaps = point(r#"{"offload": "VAE tiling"}"#).expect_err("a gap");
-        assert_eq!(gaps[0].label, crate::gaps::feature::TILED_VIDEO_DECODE);
+        assert_eq!(gaps[0].label, crate::gaps::feature::TILED_WAN_DECODE);
     }
 
     #[test]

@@ -289,7 +289,7 @@ pub(super) fn ltx_video(release: LtxRelease) -> Pipeline {
             frames_note: "161 frames (LTXPipeline default)",
             tile: (512, 512),
             caches_by_release: false,
-            tiling_modelled: false,
+            tiling_modelled: true,
             script_tiles: None,
             named_sizes: &[],
             temporal: 8,

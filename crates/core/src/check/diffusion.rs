@@ -101,7 +101,7 @@ fn rope(fields: &Fields<'_>, unet: Option<bool>, training: bool) -> Option<Rope>
 /// `video_vae`: which 3D decoder a video pipeline's VAE is, refusing the fields the chosen one
 /// does not model. Wan's decoder runs one latent frame at a time (its own caches, 4× in time);
 /// HunyuanVideo's decodes chunks whole, without caches, and builds only 4× in time; LTX-Video's
-/// decodes every frame in one call, 8× in time, and its tiled decode is not modelled.
+/// decodes every frame in one call, 8× in time.
 fn video_decoder(fields: &Fields<'_>, block: &Block) -> Result<VideoDecoder, ()> {
     let words = ["cogvideox", "wan", "hunyuan", "ltx", "ltx-0.9.1", "ltx-0.9.5"];
     let Some((word, span)) = fields.choice("video_vae", &words) else {
@@ -124,7 +124,7 @@ fn video_decoder(fields: &Fields<'_>, block: &Block) -> Result<VideoDecoder, ()>
                 "ltx-0.9.1" => LtxVae::V091,
                 _ => LtxVae::V095,
             }),
-            &["vae_cache", "vae_temporal", "vae_tiling"],
+            &["vae_cache", "vae_temporal"],
             "the LTX-Video decoder chosen here",
         ),
         _ => return Ok(VideoDecoder::CogVideoX),

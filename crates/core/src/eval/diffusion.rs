@@ -445,6 +445,7 @@ fn video_shape(diffusion: &Diffusion) -> Option<VideoDecode> {
             base_channels: diffusion.vae_channels,
             element,
             version,
+            tile: diffusion.vae_tile.map(|(width, height)| (height, width)),
         }));
     }
     if video.decoder == VideoDecoder::Wan {

@@ -65,6 +65,26 @@ pub(super) struct At {
     pub plane: Plane,
 }
 
+/// Whether each item is the last of its kind: a reverse scan over the few distinct sizes a
+/// decode has (a chunk length or two, up to four tile shapes), linear in the items.
+pub(super) fn last_of_kind<T: PartialEq + Copy>(items: &[T]) -> Vec<bool> {
+    let mut seen: Vec<T> = Vec::new();
+    let mut last = vec![false; items.len()];
+    for (index, item) in items.iter().enumerate().rev() {
+        if !seen.contains(item) {
+            seen.push(*item);
+            last[index] = true;
+        }
+    }
+    last
+}
+
+/// The sizes of the tiles along one axis of `size` latents: `tile` latents every `step`.
+pub(super) fn spans(size: u64, tile: u64, step: u64) -> Vec<u64> {
+    let step = usize::try_from(step.max(1)).unwrap_or(usize::MAX);
+    (0..size).step_by(step).map(|start| tile.min(size - start)).collect()
+}
+
 /// One pass of a VAE half over `images` images whose activations are `element` bytes each.
 pub(super) struct Replay<'a> {
     pub alloc: &'a mut CachingAllocator,
@@ -98,6 +118,56 @@ impl Replay<'_> {
 
     pub(super) fn free(&mut self, tensor: Tensor) {
         self.alloc.free(tensor);
+    }
+
+    /// Bytes of `frames` decoded frames of `videos` videos at `height` × `width` pixels (3
+    /// colours).
+    pub(super) fn rgb_bytes(
+        &self,
+        videos: u64,
+        frames: u64,
+        height: u64,
+        width: u64,
+    ) -> Result<u64, Overflow> {
+        let count = [videos, 3, frames, height, width]
+            .into_iter()
+            .try_fold(1u64, u64::checked_mul)
+            .ok_or(Overflow)?;
+        Ok(Bytes::for_elements(count, self.element).ok_or(Overflow)?.0)
+    }
+
+    /// Tensors of `bytes` held together (outputs the replay does not trace one by one), when
+    /// there are any.
+    pub(super) fn lump(&mut self, bytes: u64) -> Result<Option<Tensor>, Overflow> {
+        if bytes == 0 { Ok(None) } else { self.alloc.alloc(Bytes(bytes)).map(Some) }
+    }
+
+    /// A tiled decode's end (diffusers' `tiled_decode`): each row keeps the step's pixels of
+    /// every tile (a tile clipped by the video keeps what it has), concatenated across, then
+    /// the rows down; the decoded `tiles`, held until then, are freed after. `rows` and
+    /// `columns` are the tiles' sizes in latents of `factor` pixels. Gives the joined video.
+    pub(super) fn join_tiles(
+        &mut self,
+        (videos, frames): (u64, u64),
+        (rows, columns): (&[u64], &[u64]),
+        (step_h, step_w): (u64, u64),
+        factor: u64,
+        tiles: Vec<Tensor>,
+    ) -> Result<Tensor, Overflow> {
+        let kept =
+            |spans: &[u64], step: u64| -> u64 { spans.iter().map(|s| s.min(&step) * factor).sum() };
+        let width = kept(columns, step_w);
+        let mut joined_rows = Vec::new();
+        for &h in rows {
+            let bytes = self.rgb_bytes(videos, frames, h.min(step_h) * factor, width)?;
+            joined_rows.extend(self.lump(bytes)?);
+        }
+        let bytes = self.rgb_bytes(videos, frames, kept(rows, step_h), width)?;
+        let video = self.alloc.alloc(Bytes(bytes))?;
+        for tensor in joined_rows.into_iter().chain(tiles) {
+            self.alloc.free(tensor);
+        }
+        Ok(video)
     }
 
     /// A block's next result replaces the one before it (the block rebinds its own variable).

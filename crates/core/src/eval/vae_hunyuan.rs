@@ -36,7 +36,7 @@
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
-use super::vae_blocks::{At, Plane, Replay};
+use super::vae_blocks::{At, Plane, Replay, last_of_kind, spans};
 use crate::bytes::Bytes;
 use crate::ratio::Ratio;
 
@@ -85,26 +85,6 @@ pub(crate) fn chunks(latent_frames: u64) -> Vec<u64> {
     }
     let starts = latent_frames.div_ceil(CHUNK_STEP);
     (0..starts).map(|i| CHUNK.min(latent_frames - i * CHUNK_STEP)).collect()
-}
-
-/// Whether each item is the last of its kind: a reverse scan over the few distinct sizes a
-/// decode has (a chunk length or two, up to four tile shapes), linear in the items.
-fn last_of_kind<T: PartialEq + Copy>(items: &[T]) -> Vec<bool> {
-    let mut seen: Vec<T> = Vec::new();
-    let mut last = vec![false; items.len()];
-    for (index, item) in items.iter().enumerate().rev() {
-        if !seen.contains(item) {
-            seen.push(*item);
-            last[index] = true;
-        }
-    }
-    last
-}
-
-/// The sizes of the tiles along one axis of `size` latents: `tile` latents every `step`.
-fn spans(size: u64, tile: u64, step: u64) -> Vec<u64> {
-    let step = usize::try_from(step.max(1)).unwrap_or(usize::MAX);
-    (0..size).step_by(step).map(|start| tile.min(size - start)).collect()
 }
 
 impl At {
@@ -312,19 +292,6 @@ impl Decoder<'_> {
         Ok(decoded)
     }
 
-    /// Allocates `bytes` of tensors held together, when there are any.
-    fn lump(&mut self, bytes: u64) -> Result<Option<Tensor>, Overflow> {
-        if bytes == 0 { Ok(None) } else { self.replay.alloc.alloc(Bytes(bytes)).map(Some) }
-    }
-
-    fn frame_bytes(&self, frames: u64, height: u64, width: u64) -> Result<u64, Overflow> {
-        let count = [self.videos, 3, frames, height, width]
-            .into_iter()
-            .try_fold(1u64, u64::checked_mul)
-            .ok_or(Overflow)?;
-        Ok(Bytes::for_elements(count, self.replay.element).ok_or(Overflow)?.0)
-    }
-
     /// `tiled_decode` over a chunk of `frames` latent frames of `plane`: every tile decoded and
     /// kept, the rows concatenated, then the rows. Only the last tile of each size is replayed
     /// through the decoder; the outputs of the tiles before it are allocated together, which
@@ -341,31 +308,27 @@ impl Decoder<'_> {
         let mut pending = 0u64;
         let last = last_of_kind(&tiles);
         for (index, &(h, w)) in tiles.iter().enumerate() {
-            let bytes = self.frame_bytes(out_frames, h * SPATIAL_FACTOR, w * SPATIAL_FACTOR)?;
+            let bytes = self.replay.rgb_bytes(
+                self.videos,
+                out_frames,
+                h * SPATIAL_FACTOR,
+                w * SPATIAL_FACTOR,
+            )?;
             if !last[index] {
                 pending = pending.checked_add(bytes).ok_or(Overflow)?;
                 continue;
             }
-            held.extend(self.lump(std::mem::take(&mut pending))?);
+            held.extend(self.replay.lump(std::mem::take(&mut pending))?);
             held.push(self.decode(frames, Plane { height: h, width: w })?);
         }
-        // Each row keeps `stride` pixels of every tile, concatenated across, then down.
-        let kept = |spans: &[u64], step: u64| -> u64 {
-            spans.iter().map(|s| (s * SPATIAL_FACTOR).min(step * SPATIAL_FACTOR)).sum()
-        };
-        let width = kept(&columns, step_w);
-        let mut joined_rows = Vec::new();
-        for &h in &rows {
-            let height = (h * SPATIAL_FACTOR).min(step_h * SPATIAL_FACTOR);
-            let bytes = self.frame_bytes(out_frames, height, width)?;
-            joined_rows.extend(self.lump(bytes)?);
-        }
-        let bytes = self.frame_bytes(out_frames, kept(&rows, step_h), width)?;
-        let chunk = self.replay.alloc.alloc(Bytes(bytes))?;
-        for tensor in joined_rows.into_iter().chain(held) {
-            self.free(tensor);
-        }
-        Ok(chunk)
+        let videos = self.videos;
+        self.replay.join_tiles(
+            (videos, out_frames),
+            (&rows, &columns),
+            (step_h, step_w),
+            SPATIAL_FACTOR,
+            held,
+        )
     }
 }
 
@@ -388,11 +351,16 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &HunyuanShape) -> Resu
     let last = last_of_kind(&chunks);
     for (index, &frames) in chunks.iter().enumerate() {
         if !last[index] {
-            let bytes = decoder.frame_bytes(output_frames(frames), shape.height, shape.width)?;
+            let bytes = decoder.replay.rgb_bytes(
+                decoder.videos,
+                output_frames(frames),
+                shape.height,
+                shape.width,
+            )?;
             pending = pending.checked_add(bytes).ok_or(Overflow)?;
             continue;
         }
-        held.extend(decoder.lump(std::mem::take(&mut pending))?);
+        held.extend(decoder.replay.lump(std::mem::take(&mut pending))?);
         let tiled = shape.tile.filter(|&(tile_h, tile_w)| {
             plane.height > tile_h / SPATIAL_FACTOR || plane.width > tile_w / SPATIAL_FACTOR
         });
@@ -401,8 +369,12 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &HunyuanShape) -> Resu
             None => decoder.decode(frames, plane)?,
         });
     }
-    let video =
-        decoder.frame_bytes(output_frames(shape.latent_frames), shape.height, shape.width)?;
+    let video = decoder.replay.rgb_bytes(
+        decoder.videos,
+        output_frames(shape.latent_frames),
+        shape.height,
+        shape.width,
+    )?;
     let joined = decoder.replay.alloc.alloc(Bytes(video))?;
     for tensor in held.into_iter().chain([joined]) {
         decoder.free(tensor);

@@ -27,13 +27,20 @@
 //! - the decoder is not causal: a convolution of temporal kernel 3 repeats the first and last
 //!   frames and concatenates them around its input, F + 2 frames.
 //!
+//! Under `enable_tiling` (`tiled_decode`) a video wider or taller than a tile (512 pixels) is
+//! decoded tile by tile, every frame of a tile at once: tiles of 16 latents start every 14 (448
+//! pixels, `tile_sample_stride`), every decoded tile is kept until the tiles are blended, each
+//! row's kept parts (448 pixels of each tile) are concatenated, then the rows. Only the last
+//! tile of each size is replayed through the decoder; the outputs of the tiles before it are
+//! allocated together (a tile's transients do not depend on where it lies).
+//!
 //! Tensors of one value per position (a norm's variance, `LayerNorm`'s statistics) and the
 //! timestep embedding are not replayed (under 1 % of the peak); nor are cuDNN's workspaces (the
 //! library's choice, as in `vae_wan.rs`).
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
-use super::vae_blocks::{At, Plane, Replay};
+use super::vae_blocks::{At, Plane, Replay, last_of_kind, spans};
 use crate::hir::LtxVae;
 use crate::ratio::Ratio;
 
@@ -125,7 +132,13 @@ pub(crate) struct LtxShape {
     pub base_channels: u64,
     pub element: Ratio,
     pub version: LtxVae,
+    /// Under `vae_tiling`, the tile's height and width in pixels.
+    pub tile: Option<(u64, u64)>,
 }
+
+/// A tile starts 7/8 of a tile after the one before (`tile_sample_stride` 448 of
+/// `tile_sample_min` 512 pixels, diffusers' defaults).
+const TILE_STEP: (u64, u64) = (7, 8);
 
 struct Decoder<'a> {
     replay: Replay<'a>,
@@ -316,6 +329,51 @@ impl Decoder<'_> {
     }
 }
 
+impl Decoder<'_> {
+    /// `tiled_decode` of `latents` in tiles of `tile` pixels (height, width): the video.
+    fn tiled(
+        &mut self,
+        latents: At,
+        tile: (u64, u64),
+        base: u64,
+        layout: &Layout,
+    ) -> Result<Tensor, Overflow> {
+        let (tile_h, tile_w) = ((tile.0 / SPATIAL_FACTOR).max(1), (tile.1 / SPATIAL_FACTOR).max(1));
+        let step = |t: u64| (t * TILE_STEP.0 / TILE_STEP.1).max(1);
+        let (step_h, step_w) = (step(tile_h), step(tile_w));
+        let rows = spans(latents.plane.height, tile_h, step_h);
+        let columns = spans(latents.plane.width, tile_w, step_w);
+        let frames = output_frames(latents.frames);
+        let tiles: Vec<(u64, u64)> =
+            rows.iter().flat_map(|&h| columns.iter().map(move |&w| (h, w))).collect();
+        let last = last_of_kind(&tiles);
+        let (mut held, mut pending) = (Vec::new(), 0u64);
+        for (index, &(h, w)) in tiles.iter().enumerate() {
+            if !last[index] {
+                let bytes = self.replay.rgb_bytes(
+                    self.videos,
+                    frames,
+                    h * SPATIAL_FACTOR,
+                    w * SPATIAL_FACTOR,
+                )?;
+                pending = pending.checked_add(bytes).ok_or(Overflow)?;
+                continue;
+            }
+            held.extend(self.replay.lump(std::mem::take(&mut pending))?);
+            let at = At { plane: Plane { height: h, width: w }, ..latents };
+            held.push(self.decode(at, base, layout)?);
+        }
+        let videos = self.videos;
+        self.replay.join_tiles(
+            (videos, frames),
+            (&rows, &columns),
+            (step_h, step_w),
+            SPATIAL_FACTOR,
+            held,
+        )
+    }
+}
+
 /// An operation of a block: a ResNet block to its output channels (with noise injection or
 /// not), or an upsampler.
 #[derive(Clone, Copy)]
@@ -337,7 +395,14 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &LtxShape) -> Result<(
     };
     let latents_at = At { channels: LATENT_CHANNELS, frames: shape.latent_frames, plane };
     let latents = decoder.tensor(latents_at)?;
-    let video = decoder.decode(latents_at, shape.base_channels, &layout)?;
+    // diffusers tiles when the latents are wider or taller than a tile.
+    let tile = shape.tile.filter(|&(height, width)| {
+        plane.height > height / SPATIAL_FACTOR || plane.width > width / SPATIAL_FACTOR
+    });
+    let video = match tile {
+        Some(tile) => decoder.tiled(latents_at, tile, shape.base_channels, &layout)?,
+        None => decoder.decode(latents_at, shape.base_channels, &layout)?,
+    };
     decoder.free(video);
     decoder.free(latents);
     Ok(())
@@ -362,6 +427,7 @@ mod tests {
             base_channels: 128,
             element: Ratio::int(element),
             version,
+            tile: None,
         };
         replay(&mut alloc, &shape).unwrap();
         alloc.peak_requested().0
@@ -399,6 +465,28 @@ mod tests {
         close(peak(LtxVae::V095, 2, (2, 3), 2), 5_556_226, 128 * 2 * 6 * 2);
         close(peak(LtxVae::V095, 3, (8, 12), 2), 167_512_066, 128 * 3 * 96 * 2);
         close(peak(LtxVae::V095, 2, (2, 3), 4), 8_359_940, 128 * 2 * 6 * 4);
+    }
+
+    /// Tiled (`enable_tiling`, tiles of 512 pixels every 448), against the same counter over
+    /// diffusers' own tiled decode of 2 latent frames of 20 × 18 (`tools/decode-peak.py ltx
+    /// 0.9.0 2 20 18 --tiling`: 241,172,480 B): rows of 16 and 6 latents, columns of 16 and 4,
+    /// the first tile decoded while nothing else is, each later one beside the tiles before.
+    #[test]
+    fn a_tiled_decode_peaks_as_diffusers_does() {
+        let mut alloc = CachingAllocator::new();
+        let shape = LtxShape {
+            videos: 1,
+            latent_frames: 2,
+            height: 20 * SPATIAL_FACTOR,
+            width: 18 * SPATIAL_FACTOR,
+            base_channels: 128,
+            element: Ratio::int(2),
+            version: LtxVae::V090,
+            tile: Some((512, 512)),
+        };
+        replay(&mut alloc, &shape).unwrap();
+        let latents = 128 * 2 * 20 * 18 * 2;
+        assert_eq!(alloc.peak_requested().0, 241_172_480 + latents);
     }
 
     /// The peak is a ResNet block of the last up block: its input, the first convolution's

@@ -47,10 +47,36 @@ fn the_decode_peaks_in_a_resnet_block_of_the_last_up_block() {
 }
 
 #[test]
+fn a_tiled_decode_holds_one_tile_s_decoder_and_the_tiles_before() {
+    // 768 × 512 pixels are 24 × 16 latents: tiles of 16 latents (512 pixels) every 14, so rows
+    // of 16 and 2 latents and columns of 16 and 10. The first tile, 512 × 512 pixels, is the
+    // largest: its last up block holds six 128-channel tensors of 121 frames × 128 × 128.
+    let whole = decode("; video_frames 121; video_vae ltx");
+    let tiled = decode("; video_frames 121; video_vae ltx; vae_tiling true");
+    let tile_block = 128 * 121 * 128 * 128 * 2;
+    assert!(tiled >= 6 * tile_block, "{tiled}");
+    assert!(tiled < whole, "{tiled} {whole}");
+    // A video no larger than a tile decodes whole, tiling or not.
+    let small = pipeline("; video_frames 121; video_vae ltx").replace("768 x 512", "512 x 512");
+    let small_tiled = pipeline("; video_frames 121; video_vae ltx; vae_tiling true")
+        .replace("768 x 512", "512 x 512");
+    let peak = |source: &str| {
+        let outcome = vram_core::evaluate(source);
+        let check: &CheckBudget = &outcome.budget.checks[0];
+        check.devices[0]
+            .components
+            .iter()
+            .find(|c| c.name == "VAE decode peak (3D)")
+            .map(|c| c.bytes.0)
+    };
+    assert_eq!(peak(&small), peak(&small_tiled));
+}
+
+#[test]
 fn the_ltx_decoder_takes_eight_frames_a_latent_and_refuses_what_it_does_not_model() {
     // 125 frames are 1 + 4 × 31, not a whole number of LTX-Video's 8-frame latents.
     assert!(codes("; video_frames 125; video_vae ltx").contains(&"E013".to_string()));
-    for refused in ["vae_tiling true", "vae_temporal 8", "vae_cache replaced"] {
+    for refused in ["vae_temporal 8", "vae_cache replaced"] {
         let found = codes(&format!("; video_frames 121; video_vae ltx-0.9.1; {refused}"));
         assert!(found.contains(&"E014".to_string()), "{refused}: {found:?}");
     }
