@@ -12,6 +12,7 @@ core does not replay either.
     python tools/decode-peak.py ltx 0.9.0 3 8 12        # latent frames, latent height, width
     python tools/decode-peak.py ltx 0.9.5 2 2 3 fp32
     python tools/decode-peak.py ltx 0.9.0 2 20 18 --tiling    # tiles of 512 pixels
+    python tools/decode-peak.py wan - 2 34 33 --tiling         # tiles of 256 pixels
     python tools/decode-peak.py wan - 3 16 24 fp32
     python tools/decode-peak.py cogvideox - 3 16 24
     python tools/decode-peak.py hunyuan - 3 16 24
@@ -95,7 +96,7 @@ def ltx_peak(script, version, frames, height, width, dtype, tiling=False):
     return counter.peak, tuple(video.shape)
 
 
-def video_peak(family, frames, height, width, dtype):
+def video_peak(family, frames, height, width, dtype, tiling=False):
     from diffusers import AutoencoderKLCogVideoX, AutoencoderKLHunyuanVideo, AutoencoderKLWan
 
     classes = {
@@ -104,6 +105,8 @@ def video_peak(family, frames, height, width, dtype):
         "hunyuan": AutoencoderKLHunyuanVideo,
     }
     vae = classes[family]().to(dtype).eval()
+    if tiling:
+        vae.enable_tiling()
     latents = torch.randn(1, 16, frames, height, width, dtype=dtype)
     counter = LiveBytes([*vae.parameters(), *vae.buffers(), latents])
     with torch.no_grad(), counter:
@@ -143,7 +146,7 @@ def main():
     parser.add_argument("dtype", nargs="?", default="bf16", choices=["bf16", "fp32"])
     parser.add_argument("--convert-script", default="scripts/convert_ltx_to_diffusers.py")
     parser.add_argument("--latent-channels", type=int, default=4)
-    parser.add_argument("--tiling", action="store_true", help="enable_tiling() (ltx)")
+    parser.add_argument("--tiling", action="store_true", help="enable_tiling()")
     args = parser.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     if args.family == "kl":
@@ -163,7 +166,9 @@ def main():
             args.tiling,
         )
     else:
-        peak, shape = video_peak(args.family, args.frames, args.height, args.width, dtype)
+        peak, shape = video_peak(
+            args.family, args.frames, args.height, args.width, dtype, args.tiling
+        )
     print(f"{args.family} {args.version} {args.dtype}: peak {peak} B, output {shape}")
 
 

@@ -58,7 +58,6 @@ pub mod feature {
     pub const VLLM_POOL: &str = "vLLM KV pool (gpu_memory_utilization x capacity, less the profiled peak, filled with KV blocks)";
     pub const MODEL_OFFLOAD: &str =
         "whole models moved between host and device in turn (diffusers enable_model_cpu_offload)";
-    pub const TILED_WAN_DECODE: &str = "Wan 2.1's tiled VAE decode (AutoencoderKLWan.tiled_decode)";
     pub const PIPELINE: &str = "a diffusion pipeline the harness does not declare (its models' \
          parameter counts, its defaults and its VAE's decode: Mochi, Sana, Stable Video \
          Diffusion, image-to-video variants)";

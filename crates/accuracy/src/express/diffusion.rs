@@ -238,14 +238,6 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
         .iter()
         .any(|word| super::conditions::named_on(&settings, word));
     if switches.vae_tiling || script_tiles.is_some() || tiling_named {
-        // Wan's tiled decode (AutoencoderKLWan.tiled_decode) is not modelled.
-        if pipeline.video.as_ref().is_some_and(|v| !v.tiling_modelled) {
-            cx.gap(Gap::feature(
-                feature::TILED_WAN_DECODE,
-                "AutoencoderKLWan.tiled_decode: the tiles' frames and their caches",
-            ));
-            return None;
-        }
         out.push_str("    vae_tiling    true\n");
         if let Some(video) = &pipeline.video {
             let _ = writeln!(out, "    vae_tile      {} x {}", video.tile.0, video.tile.1);
@@ -1247,7 +1239,7 @@ mod tests {
     }
 
     #[test]
-    fn wan_keeps_its_caches_and_its_tiled_decode_is_a_gap() {
+    fn wan_keeps_its_caches_and_tiles_its_decode() {
         let point = |fields: &str| {
             let defaults = serde_json::json!({
                 "id": "X-1", "source_id": "X", "workload": "diffusion_inference",
@@ -1261,8 +1253,11 @@ mod tests {
         // A release before 0.31 changes CogVideoX's caches, not Wan's decoder.
         let old = point("{}").expect("expressible").source;
         assert!(!old.contains("vae_cache") && old.contains("video_vae     wan"), "{old}");
-        let gaps = point(r#"{"offload": "VAE tiling"}"#).expect_err("a gap");
-        assert_eq!(gaps[0].label, crate::gaps::feature::TILED_WAN_DECODE);
+        let tiled = point(r#"{"offload": "VAE tiling"}"#).expect("expressible").source;
+        assert!(
+            tiled.contains("vae_tiling    true") && tiled.contains("vae_tile      256 x 256"),
+            "{tiled}"
+        );
     }
 
     #[test]

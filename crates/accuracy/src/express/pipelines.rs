@@ -82,8 +82,6 @@ pub(super) struct VideoDefaults {
     /// Whether the decoder's caches changed hands in diffusers 0.31 (CogVideoX's did; Wan's
     /// decoder came later, and HunyuanVideo's has none).
     pub(super) caches_by_release: bool,
-    /// Whether the language models the VAE's tiled decode (Wan's `tiled_decode` is not).
-    pub(super) tiling_modelled: bool,
     /// Where the model's own inference script (not diffusers) tiles the decode by default.
     pub(super) script_tiles: Option<&'static str>,
     /// Sizes the model's own documents name by a word (Wan's "480P", "720P"), width × height.
@@ -125,7 +123,6 @@ fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
             frames_note: "49 frames (CogVideoXPipeline default: the transformer's sample_frames)",
             tile: (360, 240),
             caches_by_release: true,
-            tiling_modelled: true,
             script_tiles: None,
             named_sizes: &[],
             temporal: 4,
@@ -208,7 +205,6 @@ fn wan(denoiser: &'static str, hidden: u64, extra: &'static str) -> Pipeline {
             frames_note: "81 frames (WanPipeline default)",
             tile: (256, 256),
             caches_by_release: false,
-            tiling_modelled: false,
             script_tiles: None,
             // Wan2.1's README: 480P is 832 × 480, 720P 1280 × 720 (its generate.py SIZE_CONFIGS).
             named_sizes: &[("480p", (832, 480)), ("720p", (1280, 720))],
@@ -289,7 +285,6 @@ pub(super) fn ltx_video(release: LtxRelease) -> Pipeline {
             frames_note: "161 frames (LTXPipeline default)",
             tile: (512, 512),
             caches_by_release: false,
-            tiling_modelled: true,
             script_tiles: None,
             named_sizes: &[],
             temporal: 8,
@@ -427,7 +422,6 @@ fn hunyuan_video() -> Pipeline {
             frames_note: "129 frames (HunyuanVideoPipeline default)",
             tile: (256, 256),
             caches_by_release: false,
-            tiling_modelled: true,
             script_tiles: Some(
                 "HunyuanVideo's own sample_video.py tiles the VAE decode (hyvideo/config.py: \
                  set_defaults(vae_tiling=True)); its decode is modelled as diffusers' \

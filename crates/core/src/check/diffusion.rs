@@ -108,11 +108,7 @@ fn video_decoder(fields: &Fields<'_>, block: &Block) -> Result<VideoDecoder, ()>
         return Ok(VideoDecoder::CogVideoX);
     };
     let (decoder, refused, label): (_, &[&str], _) = match word {
-        "wan" => (
-            VideoDecoder::Wan,
-            &["vae_cache", "vae_temporal", "vae_tiling"],
-            "the Wan decoder chosen here",
-        ),
+        "wan" => (VideoDecoder::Wan, &["vae_cache", "vae_temporal"], "the Wan decoder chosen here"),
         "hunyuan" => (
             VideoDecoder::Hunyuan,
             &["vae_cache", "vae_temporal"],

@@ -456,6 +456,7 @@ fn video_shape(diffusion: &Diffusion) -> Option<VideoDecode> {
             width: diffusion.width,
             base_channels: diffusion.vae_channels,
             element,
+            tile: diffusion.vae_tile.map(|(width, height)| (height, width)),
         }));
     }
     let (height, width, other_tiles) = match diffusion.vae_tile {

@@ -85,6 +85,29 @@ pub(super) fn spans(size: u64, tile: u64, step: u64) -> Vec<u64> {
     (0..size).step_by(step).map(|start| tile.min(size - start)).collect()
 }
 
+/// The tiles of a tiled decode over `plane` latents of `factor` pixels: tiles of `tile` pixels
+/// (height, width) starting every `step` (a fraction: 7/8, 3/4) of a tile, row by row.
+pub(super) struct Tiles {
+    pub rows: Vec<u64>,
+    pub columns: Vec<u64>,
+    /// The tiles' starts apart, in latents (height, width).
+    pub step: (u64, u64),
+    /// Every tile's size in latents, and whether it is the last of its size.
+    pub each: Vec<((u64, u64), bool)>,
+}
+
+pub(super) fn tiles(plane: Plane, tile: (u64, u64), factor: u64, step: (u64, u64)) -> Tiles {
+    let (tile_h, tile_w) = ((tile.0 / factor).max(1), (tile.1 / factor).max(1));
+    let apart = |t: u64| (t * step.0 / step.1).max(1);
+    let (step_h, step_w) = (apart(tile_h), apart(tile_w));
+    let rows = spans(plane.height, tile_h, step_h);
+    let columns = spans(plane.width, tile_w, step_w);
+    let sizes: Vec<(u64, u64)> =
+        rows.iter().flat_map(|&h| columns.iter().map(move |&w| (h, w))).collect();
+    let last = last_of_kind(&sizes);
+    Tiles { rows, columns, step: (step_h, step_w), each: sizes.into_iter().zip(last).collect() }
+}
+
 /// One pass of a VAE half over `images` images whose activations are `element` bytes each.
 pub(super) struct Replay<'a> {
     pub alloc: &'a mut CachingAllocator,

@@ -36,7 +36,7 @@
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
-use super::vae_blocks::{At, Plane, Replay, last_of_kind, spans};
+use super::vae_blocks::{At, Plane, Replay, last_of_kind, tiles};
 use crate::bytes::Bytes;
 use crate::ratio::Ratio;
 
@@ -297,24 +297,14 @@ impl Decoder<'_> {
     /// through the decoder; the outputs of the tiles before it are allocated together, which
     /// leaves the allocated peak exact (a tile's transients do not depend on where they go).
     fn tiled(&mut self, frames: u64, plane: Plane, tile: (u64, u64)) -> Result<Tensor, Overflow> {
-        let (tile_h, tile_w) = (tile.0 / SPATIAL_FACTOR, tile.1 / SPATIAL_FACTOR);
-        let (step_h, step_w) = (tile_h * 3 / 4, tile_w * 3 / 4);
-        let rows = spans(plane.height, tile_h.max(1), step_h);
-        let columns = spans(plane.width, tile_w.max(1), step_w);
+        // Tiles start every three quarters of a tile.
+        let plan = tiles(plane, tile, SPATIAL_FACTOR, (3, 4));
         let out_frames = output_frames(frames);
-        let tiles: Vec<(u64, u64)> =
-            rows.iter().flat_map(|&h| columns.iter().map(move |&w| (h, w))).collect();
-        let mut held = Vec::new();
-        let mut pending = 0u64;
-        let last = last_of_kind(&tiles);
-        for (index, &(h, w)) in tiles.iter().enumerate() {
-            let bytes = self.replay.rgb_bytes(
-                self.videos,
-                out_frames,
-                h * SPATIAL_FACTOR,
-                w * SPATIAL_FACTOR,
-            )?;
-            if !last[index] {
+        let (mut held, mut pending) = (Vec::new(), 0u64);
+        for &((h, w), last) in &plan.each {
+            if !last {
+                let (height, width) = (h * SPATIAL_FACTOR, w * SPATIAL_FACTOR);
+                let bytes = self.replay.rgb_bytes(self.videos, out_frames, height, width)?;
                 pending = pending.checked_add(bytes).ok_or(Overflow)?;
                 continue;
             }
@@ -322,13 +312,8 @@ impl Decoder<'_> {
             held.push(self.decode(frames, Plane { height: h, width: w })?);
         }
         let videos = self.videos;
-        self.replay.join_tiles(
-            (videos, out_frames),
-            (&rows, &columns),
-            (step_h, step_w),
-            SPATIAL_FACTOR,
-            held,
-        )
+        let spans = (plan.rows.as_slice(), plan.columns.as_slice());
+        self.replay.join_tiles((videos, out_frames), spans, plan.step, SPATIAL_FACTOR, held)
     }
 }
 
@@ -439,8 +424,10 @@ mod tests {
     fn tiles_of_32_latents_every_24_by_hand() {
         // 720 × 1280 pixels: 90 × 160 latents; rows start at 0, 24, 48, 72 (the last 18 high),
         // columns at 0, 24, ..., 144 (the last 16 wide).
-        assert_eq!(spans(90, 32, 24), vec![32, 32, 32, 18]);
-        assert_eq!(spans(160, 32, 24), vec![32, 32, 32, 32, 32, 32, 16]);
+        let plan = tiles(Plane { height: 90, width: 160 }, (256, 256), SPATIAL_FACTOR, (3, 4));
+        assert_eq!(plan.rows, vec![32, 32, 32, 18]);
+        assert_eq!(plan.columns, vec![32, 32, 32, 32, 32, 32, 16]);
+        assert_eq!(plan.step, (24, 24));
     }
 
     #[test]

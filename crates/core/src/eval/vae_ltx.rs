@@ -40,7 +40,7 @@
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
-use super::vae_blocks::{At, Plane, Replay, last_of_kind, spans};
+use super::vae_blocks::{At, Plane, Replay, tiles};
 use crate::hir::LtxVae;
 use crate::ratio::Ratio;
 
@@ -338,39 +338,28 @@ impl Decoder<'_> {
         base: u64,
         layout: &Layout,
     ) -> Result<Tensor, Overflow> {
-        let (tile_h, tile_w) = ((tile.0 / SPATIAL_FACTOR).max(1), (tile.1 / SPATIAL_FACTOR).max(1));
-        let step = |t: u64| (t * TILE_STEP.0 / TILE_STEP.1).max(1);
-        let (step_h, step_w) = (step(tile_h), step(tile_w));
-        let rows = spans(latents.plane.height, tile_h, step_h);
-        let columns = spans(latents.plane.width, tile_w, step_w);
+        let plan = tiles(latents.plane, tile, SPATIAL_FACTOR, TILE_STEP);
         let frames = output_frames(latents.frames);
-        let tiles: Vec<(u64, u64)> =
-            rows.iter().flat_map(|&h| columns.iter().map(move |&w| (h, w))).collect();
-        let last = last_of_kind(&tiles);
         let (mut held, mut pending) = (Vec::new(), 0u64);
-        for (index, &(h, w)) in tiles.iter().enumerate() {
-            if !last[index] {
-                let bytes = self.replay.rgb_bytes(
-                    self.videos,
-                    frames,
-                    h * SPATIAL_FACTOR,
-                    w * SPATIAL_FACTOR,
-                )?;
+        for &((h, w), last) in &plan.each {
+            let at = At { plane: Plane { height: h, width: w }, ..latents };
+            if !last {
+                let bytes = self.tile_video(at, frames)?;
                 pending = pending.checked_add(bytes).ok_or(Overflow)?;
                 continue;
             }
             held.extend(self.replay.lump(std::mem::take(&mut pending))?);
-            let at = At { plane: Plane { height: h, width: w }, ..latents };
             held.push(self.decode(at, base, layout)?);
         }
         let videos = self.videos;
-        self.replay.join_tiles(
-            (videos, frames),
-            (&rows, &columns),
-            (step_h, step_w),
-            SPATIAL_FACTOR,
-            held,
-        )
+        let spans = (plan.rows.as_slice(), plan.columns.as_slice());
+        self.replay.join_tiles((videos, frames), spans, plan.step, SPATIAL_FACTOR, held)
+    }
+
+    /// Bytes of a decoded tile of `at`'s plane: `frames` frames of 3 colours.
+    fn tile_video(&self, at: At, frames: u64) -> Result<u64, Overflow> {
+        let (h, w) = (at.plane.height * SPATIAL_FACTOR, at.plane.width * SPATIAL_FACTOR);
+        self.replay.rgb_bytes(self.videos, frames, h, w)
     }
 }
 

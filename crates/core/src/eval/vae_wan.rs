@@ -26,7 +26,7 @@
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
-use super::vae_blocks::{At, Plane, Replay};
+use super::vae_blocks::{At, Plane, Replay, tiles};
 use crate::ratio::Ratio;
 
 /// Frames a causal convolution keeps of its input (`CACHE_T`).
@@ -51,7 +51,13 @@ pub(crate) struct WanShape {
     pub width: u64,
     pub base_channels: u64,
     pub element: Ratio,
+    /// Under `vae_tiling`, the tile's height and width in pixels.
+    pub tile: Option<(u64, u64)>,
 }
+
+/// A tile starts 3/4 of a tile after the one before (`tile_sample_stride` 192 of
+/// `tile_sample_min` 256 pixels, diffusers' defaults).
+const TILE_STEP: (u64, u64) = (3, 4);
 
 struct Decoder<'a> {
     replay: Replay<'a>,
@@ -280,8 +286,20 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &WanShape) -> Result<(
         next: 0,
         first: true,
     };
-    // `post_quant_conv` over every latent frame at once.
     let latents_at = At { channels: LATENT_CHANNELS, frames: shape.latent_frames, plane };
+    // diffusers tiles when the latents are wider or taller than a tile.
+    let tile = shape.tile.filter(|&(height, width)| {
+        plane.height > height / SPATIAL_FACTOR || plane.width > width / SPATIAL_FACTOR
+    });
+    if let Some(tile) = tile {
+        // The latents, held by the pipeline; each tile's frames pass `post_quant_conv` alone.
+        let latents = decoder.tensor(latents_at)?;
+        let video = decoder.tiled(latents_at, tile, shape.base_channels)?;
+        decoder.free(video);
+        decoder.free(latents);
+        return Ok(());
+    }
+    // `post_quant_conv` over every latent frame at once.
     let latents = decoder.tensor(latents_at)?;
     let mut video: Option<(Tensor, u64)> = None;
     for index in 0..shape.latent_frames {
@@ -309,10 +327,77 @@ pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &WanShape) -> Result<(
         decoder.free(clamped);
     }
     decoder.free(latents);
-    for (cache, _) in std::mem::take(&mut decoder.caches).into_iter().flatten() {
-        decoder.free(cache);
-    }
+    decoder.clear_caches();
     Ok(())
+}
+
+impl Decoder<'_> {
+    /// `clear_cache`: every causal convolution's cache dropped.
+    fn clear_caches(&mut self) {
+        for (cache, _) in std::mem::take(&mut self.caches).into_iter().flatten() {
+            self.free(cache);
+        }
+    }
+
+    /// One tile's latent frames decoded one at a time, the chunks kept in a list (`time`) and
+    /// concatenated once: the tile's video, and the chunks (which live until the next tile).
+    fn tile(&mut self, latents: At, base: u64) -> Result<(Tensor, Vec<Tensor>), Overflow> {
+        let mut chunks = Vec::new();
+        let mut frames = 0;
+        let mut plane = latents.plane;
+        for index in 0..latents.frames {
+            self.first = index == 0;
+            let (out, at) = self.chunk(At { frames: 1, ..latents }, base)?;
+            frames += at.frames;
+            plane = at.plane;
+            chunks.push(out);
+        }
+        let video = self.tensor(At { channels: 3, frames, plane })?;
+        Ok((video, chunks))
+    }
+
+    /// `tiled_decode` over `latents` in tiles of `tile` pixels (height, width): tiles of 32
+    /// latents every 24, each tile's caches cleared before it and its chunks dropped after
+    /// them, every tile's video kept until the tiles are blended, each row's kept parts
+    /// concatenated, then the rows, then clamped. Only the last tile of each size is replayed
+    /// through the decoder; the videos of the tiles before it are allocated together.
+    fn tiled(&mut self, latents: At, tile: (u64, u64), base: u64) -> Result<Tensor, Overflow> {
+        let plan = tiles(latents.plane, tile, SPATIAL_FACTOR, TILE_STEP);
+        let frames = output_frames(latents.frames);
+        let (mut held, mut pending, mut chunks) = (Vec::new(), 0u64, Vec::new());
+        for &((h, w), last) in &plan.each {
+            if !last {
+                let (height, width) = (h * SPATIAL_FACTOR, w * SPATIAL_FACTOR);
+                let bytes = self.replay.rgb_bytes(self.videos, frames, height, width)?;
+                pending = pending.checked_add(bytes).ok_or(Overflow)?;
+                continue;
+            }
+            held.extend(self.replay.lump(std::mem::take(&mut pending))?);
+            self.clear_caches();
+            for chunk in std::mem::take(&mut chunks) {
+                self.free(chunk);
+            }
+            let at = At { plane: Plane { height: h, width: w }, ..latents };
+            let (video, kept) = self.tile(at, base)?;
+            held.push(video);
+            chunks = kept;
+        }
+        self.clear_caches();
+        let videos = self.videos;
+        let spans = (plan.rows.as_slice(), plan.columns.as_slice());
+        let joined =
+            self.replay.join_tiles((videos, frames), spans, plan.step, SPATIAL_FACTOR, held)?;
+        let kept =
+            |spans: &[u64], step: u64| spans.iter().map(|s| s.min(&step) * SPATIAL_FACTOR).sum();
+        let (height, width) = (kept(&plan.rows, plan.step.0), kept(&plan.columns, plan.step.1));
+        let bytes = self.replay.rgb_bytes(videos, frames, height, width)?;
+        let clamped = self.replay.alloc.alloc(crate::bytes::Bytes(bytes))?;
+        self.free(joined);
+        for chunk in chunks {
+            self.free(chunk);
+        }
+        Ok(clamped)
+    }
 }
 
 /// Output frames of `latent_frames`: the first alone, then four per latent frame.
@@ -337,6 +422,18 @@ mod tests {
         assert!((reference - reference / 200..=reference).contains(&replayed), "{replayed}");
     }
 
+    /// Tiled (`enable_tiling`, tiles of 256 pixels every 192), against the same counter over
+    /// diffusers' own tiled decode of 2 latent frames of 34 × 33 in bf16 (`tools/decode-peak.py
+    /// wan - 2 34 33 --tiling`: 638,550,016 B): rows of 32 and 10 latents, columns of 32 and 9.
+    #[test]
+    fn a_tiled_decode_peaks_as_diffusers_does() {
+        let mut alloc = CachingAllocator::new();
+        let shape = WanShape { tile: Some((256, 256)), ..wan(272, 264, 2, 2) };
+        replay(&mut alloc, &shape).unwrap();
+        let (replayed, reference) = (alloc.peak_requested().0, 638_550_016u64);
+        assert!((reference - reference / 200..=reference).contains(&replayed), "{replayed}");
+    }
+
     fn wan(height: u64, width: u64, latent_frames: u64, element: i128) -> WanShape {
         WanShape {
             videos: 1,
@@ -345,6 +442,7 @@ mod tests {
             width,
             base_channels: 96,
             element: Ratio::int(element),
+            tile: None,
         }
     }
 
