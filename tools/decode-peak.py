@@ -13,6 +13,7 @@ core does not replay either.
     python tools/decode-peak.py ltx 0.9.5 2 2 3 fp32
     python tools/decode-peak.py ltx 0.9.0 2 20 18 --tiling    # tiles of 512 pixels
     python tools/decode-peak.py wan - 2 34 33 --tiling         # tiles of 256 pixels
+    python tools/decode-peak.py hunyuan - 3 16 24 --tile 64 64 # smaller tiles, sooner
     python tools/decode-peak.py wan - 3 16 24 fp32
     python tools/decode-peak.py cogvideox - 3 16 24
     python tools/decode-peak.py hunyuan - 3 16 24
@@ -96,7 +97,7 @@ def ltx_peak(script, version, frames, height, width, dtype, tiling=False):
     return counter.peak, tuple(video.shape)
 
 
-def video_peak(family, frames, height, width, dtype, tiling=False):
+def video_peak(family, frames, height, width, dtype, tiling=False, tile=None):
     from diffusers import AutoencoderKLCogVideoX, AutoencoderKLHunyuanVideo, AutoencoderKLWan
 
     classes = {
@@ -105,7 +106,18 @@ def video_peak(family, frames, height, width, dtype, tiling=False):
         "hunyuan": AutoencoderKLHunyuanVideo,
     }
     vae = classes[family]().to(dtype).eval()
-    if tiling:
+    if tile is not None and family == "cogvideox":
+        # CogVideoX's steps come from its overlap factors.
+        vae.enable_tiling(tile_sample_min_height=tile[0], tile_sample_min_width=tile[1])
+    elif tile is not None:
+        # Wan's and HunyuanVideo's tiles start every three quarters of a tile.
+        vae.enable_tiling(
+            tile_sample_min_height=tile[0],
+            tile_sample_min_width=tile[1],
+            tile_sample_stride_height=tile[0] * 3 // 4,
+            tile_sample_stride_width=tile[1] * 3 // 4,
+        )
+    elif tiling:
         vae.enable_tiling()
     latents = torch.randn(1, 16, frames, height, width, dtype=dtype)
     counter = LiveBytes([*vae.parameters(), *vae.buffers(), latents])
@@ -147,6 +159,9 @@ def main():
     parser.add_argument("--convert-script", default="scripts/convert_ltx_to_diffusers.py")
     parser.add_argument("--latent-channels", type=int, default=4)
     parser.add_argument("--tiling", action="store_true", help="enable_tiling()")
+    parser.add_argument(
+        "--tile", type=int, nargs=2, metavar=("H", "W"), help="enable_tiling() with this tile"
+    )
     args = parser.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     if args.family == "kl":
@@ -167,7 +182,7 @@ def main():
         )
     else:
         peak, shape = video_peak(
-            args.family, args.frames, args.height, args.width, dtype, args.tiling
+            args.family, args.frames, args.height, args.width, dtype, args.tiling, args.tile
         )
     print(f"{args.family} {args.version} {args.dtype}: peak {peak} B, output {shape}")
 
