@@ -58,7 +58,7 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
                         cross_attention_dim 2048\n    text_tokens   77 tokens\n",
             temporal: None,
         })
-    } else if has(&["flux1dev"]) {
+    } else if has(&["flux1dev", "fluxdev"]) {
         // FLUX.1-dev: hidden 3072, 24 heads, 19 double and 38 single blocks (DOMAIN.md §7.1);
         // T5 max_sequence_length 512 (the training script's default).
         Ok(Pipeline {

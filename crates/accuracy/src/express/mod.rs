@@ -495,6 +495,8 @@ mod tests {
                 "1024x1024, 4 steps",
                 "flux1-dev-transformer",
             ),
+            ("Flux-dev", "bf16", "1024x1024, 28 steps", "flux1-dev-transformer"),
+            ("flux schnell", "bf16", "1024x1024, 4 steps", "flux1-dev-transformer"),
         ];
         for (model, dtype, image, denoiser) in cases {
             let point = qwen_point(&format!(

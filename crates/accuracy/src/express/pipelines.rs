@@ -472,7 +472,8 @@ fn recognised(model: &str) -> Option<Pipeline> {
     let name = model.rsplit('/').next().unwrap_or(model).to_lowercase();
     let text: String = name.chars().filter(char::is_ascii_alphanumeric).collect();
     let has = |keys: &[&str]| keys.iter().any(|k| text.contains(k));
-    if has(&["flux1kontext"]) {
+    // "FLUX.1", "Flux-dev", "flux schnell": the 1 is often left out (FLUX.2 keeps its 2).
+    if has(&["flux1kontext", "fluxkontext"]) {
         // FluxKontextPipeline: FLUX.1-dev's transformer, the reference image's latents packed
         // beside the generated ones in one sequence, the reference first resized to about one
         // megapixel (PREFERRED_KONTEXT_RESOLUTIONS): 4,096 more tokens of 2 × 2 patches, which
@@ -483,7 +484,7 @@ fn recognised(model: &str) -> Option<Pipeline> {
                           1024 x 1024 (FluxKontextPipeline)",
             ..flux()
         })
-    } else if has(&["flux1dev", "flux1schnell", "flux1filldev"]) {
+    } else if has(&["flux1dev", "flux1schnell", "flux1filldev", "fluxdev", "fluxschnell"]) {
         // FLUX.1-schnell is FLUX.1-dev's transformer without the guidance embedder
         // (`guidance_embeds` false): counted with it, about 13 M parameters more. FLUX.1-Fill's
         // takes 384 input channels (the latents, the masked image's and the mask's) where
