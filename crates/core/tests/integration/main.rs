@@ -27,6 +27,7 @@ mod pipeline_loading;
 mod planner;
 mod preference;
 mod properties;
+mod reference;
 mod serving;
 mod step_memory;
 mod tidy;

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""The largest sum of live tensors a small Llama creates in transformers, for the core's tests.
+
+The same counter as tools/decode-peak.py (a TorchDispatchMode over every storage an operator
+returns until Python drops it; weights, buffers and inputs left out), around transformers' own
+code on the CPU with random weights: a `generate` after a prompt, or fp32 training steps with
+AdamW's foreach implementation (the one PyTorch picks on a GPU). The model is a 4-layer Llama of
+hidden 1024, MLP 2816, 16 query and 4 key/value heads of 64, vocabulary 32,000, untied.
+
+    pip install torch transformers
+    python tools/transformers-peak.py generate 2048 16    # prompt tokens, new tokens
+    python tools/transformers-peak.py train 512           # sequence tokens
+
+What a GPU adds and a CPU run cannot show (the CUDA context, cuBLAS's workspace, the caching
+allocator's rounding and cache) is the core's other components; the tests compare the rest.
+"""
+
+import argparse
+import importlib.util
+import pathlib
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+HERE = pathlib.Path(__file__).resolve().parent
+SPEC = importlib.util.spec_from_file_location("decode_peak", HERE / "decode-peak.py")
+DECODE_PEAK = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(DECODE_PEAK)
+
+
+def model():
+    config = LlamaConfig(
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_hidden_layers=4,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        vocab_size=32000,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        attn_implementation="sdpa",
+    )
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config)
+
+
+def generate(prompt, new):
+    llama = model().to(torch.bfloat16).eval()
+    ids = torch.randint(0, 32000, (1, prompt))
+    counter = DECODE_PEAK.LiveBytes([*llama.parameters(), *llama.buffers(), ids])
+    with torch.no_grad(), counter:
+        llama.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False)
+    return counter.peak
+
+
+def train(tokens):
+    llama = model().float().train()
+    ids = torch.randint(0, 32000, (1, tokens))
+    optimizer = torch.optim.AdamW(llama.parameters(), lr=1e-5, foreach=True)
+    counter = DECODE_PEAK.LiveBytes([*llama.parameters(), *llama.buffers(), ids])
+    with counter:
+        # Two steps: the first creates the optimizer's states, the second runs beside them.
+        for _ in range(2):
+            loss = llama(input_ids=ids, labels=ids, use_cache=False).loss
+            loss.backward()
+            del loss
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    return counter.peak
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", choices=["generate", "train"])
+    parser.add_argument("tokens", type=int)
+    parser.add_argument("new", type=int, nargs="?", default=16)
+    args = parser.parse_args()
+    if args.run == "generate":
+        print(f"generate {args.tokens} + {args.new}: peak {generate(args.tokens, args.new)} B")
+    else:
+        print(f"train {args.tokens}: peak {train(args.tokens)} B")
+
+
+if __name__ == "__main__":
+    main()
