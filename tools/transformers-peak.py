@@ -10,6 +10,7 @@ hidden 1024, MLP 2816, 16 query and 4 key/value heads of 64, vocabulary 32,000, 
     pip install torch transformers
     python tools/transformers-peak.py generate 2048 16    # prompt tokens, new tokens
     python tools/transformers-peak.py train 512           # sequence tokens
+    python tools/transformers-peak.py lora 1024           # PEFT LoRA, checkpointed (needs peft)
 
 What a GPU adds and a CPU run cannot show (the CUDA context, cuBLAS's workspace, the caching
 allocator's rounding and cache) is the core's other components; the tests compare the rest.
@@ -69,14 +70,43 @@ def train(tokens):
     return counter.peak
 
 
+def lora(tokens):
+    """PEFT LoRA (rank 16 on every projection, fp32 adapters) over the bf16 model, full
+    non-reentrant checkpointing, the forward under bf16 autocast (as the Trainer's `bf16`)."""
+    from peft import LoraConfig, get_peft_model
+
+    llama = model().to(torch.bfloat16)
+    llama.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    llama.enable_input_require_grads()
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    config = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=targets)
+    llama = get_peft_model(llama, config)
+    llama.train()
+    ids = torch.randint(0, 32000, (1, tokens))
+    trained = [p for p in llama.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trained, lr=1e-4, foreach=True)
+    counter = DECODE_PEAK.LiveBytes([*llama.parameters(), *llama.buffers(), ids])
+    with counter:
+        for _ in range(2):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = llama(input_ids=ids, labels=ids, use_cache=False).loss
+            loss.backward()
+            del loss
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    return counter.peak
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run", choices=["generate", "train"])
+    parser.add_argument("run", choices=["generate", "train", "lora"])
     parser.add_argument("tokens", type=int)
     parser.add_argument("new", type=int, nargs="?", default=16)
     args = parser.parse_args()
     if args.run == "generate":
         print(f"generate {args.tokens} + {args.new}: peak {generate(args.tokens, args.new)} B")
+    elif args.run == "lora":
+        print(f"lora {args.tokens}: peak {lora(args.tokens)} B")
     else:
         print(f"train {args.tokens}: peak {train(args.tokens)} B")
 
