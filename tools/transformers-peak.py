@@ -54,20 +54,26 @@ def generate(prompt, new):
     return counter.peak
 
 
-def train(tokens):
-    llama = model().float().train()
-    ids = torch.randint(0, 32000, (1, tokens))
-    optimizer = torch.optim.AdamW(llama.parameters(), lr=1e-5, foreach=True)
+def steps(llama, ids, autocast):
+    """Two training steps under the counter (the first creates the optimizer's states, the
+    second runs beside them), AdamW's foreach implementation over the trained parameters."""
+    trained = [p for p in llama.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trained, lr=1e-5, foreach=True)
     counter = DECODE_PEAK.LiveBytes([*llama.parameters(), *llama.buffers(), ids])
     with counter:
-        # Two steps: the first creates the optimizer's states, the second runs beside them.
         for _ in range(2):
-            loss = llama(input_ids=ids, labels=ids, use_cache=False).loss
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                loss = llama(input_ids=ids, labels=ids, use_cache=False).loss
             loss.backward()
             del loss
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
     return counter.peak
+
+
+def train(tokens):
+    llama = model().float().train()
+    return steps(llama, torch.randint(0, 32000, (1, tokens)), autocast=False)
 
 
 def lora(tokens):
@@ -82,19 +88,7 @@ def lora(tokens):
     config = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules=targets)
     llama = get_peft_model(llama, config)
     llama.train()
-    ids = torch.randint(0, 32000, (1, tokens))
-    trained = [p for p in llama.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trained, lr=1e-4, foreach=True)
-    counter = DECODE_PEAK.LiveBytes([*llama.parameters(), *llama.buffers(), ids])
-    with counter:
-        for _ in range(2):
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = llama(input_ids=ids, labels=ids, use_cache=False).loss
-            loss.backward()
-            del loss
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-    return counter.peak
+    return steps(llama, torch.randint(0, 32000, (1, tokens)), autocast=True)
 
 
 def main():

@@ -1019,12 +1019,12 @@ pub const DEFAULT_VAE_TILE: (u64, u64) = (1024, 1024);
 /// VAE is `video`'s decoder (or an image VAE): `AutoencoderKLCogVideoX` tiles at half its sample
 /// size (360 × 240), `AutoencoderKLHunyuanVideo` and `AutoencoderKLWan` at 256 × 256,
 /// `AutoencoderKLLTXVideo` at 512 × 512.
-pub fn default_vae_tile(video: Option<&Video>) -> Option<(u64, u64)> {
+pub fn default_vae_tile(video: Option<&Video>) -> (u64, u64) {
     match video.map(|v| v.decoder) {
-        None => Some(DEFAULT_VAE_TILE),
-        Some(VideoDecoder::CogVideoX) => Some((360, 240)),
-        Some(VideoDecoder::Hunyuan | VideoDecoder::Wan) => Some((256, 256)),
-        Some(VideoDecoder::Ltx(_)) => Some((512, 512)),
+        None => DEFAULT_VAE_TILE,
+        Some(VideoDecoder::CogVideoX) => (360, 240),
+        Some(VideoDecoder::Hunyuan | VideoDecoder::Wan) => (256, 256),
+        Some(VideoDecoder::Ltx(_)) => (512, 512),
     }
 }
 

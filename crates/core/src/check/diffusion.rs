@@ -12,9 +12,8 @@ use super::quantity::Dim;
 use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
-    AttentionSlice, BlockLayout, DEFAULT_VAE_TILE, Denoiser, DenoiserBlocks, Diffusion,
-    DiffusionAttention, DiffusionOffload, Guidance, Heads, LtxVae, Preparation, Rope, VaeCaches,
-    Video, VideoDecoder,
+    AttentionSlice, BlockLayout, Denoiser, DenoiserBlocks, Diffusion, DiffusionAttention,
+    DiffusionOffload, Guidance, Heads, LtxVae, Preparation, Rope, VaeCaches, Video, VideoDecoder,
 };
 use crate::quant::WeightFormat;
 
@@ -619,8 +618,7 @@ pub(super) fn diffusion(
     // (AutoencoderKLCogVideoX: half its `sample_width` × `sample_height`, 360 x 240).
     let vae_tile = fields.get("vae_tile").and_then(|f| fields.dimensions(f, 8, 1 << 16, "1024"));
     // Video VAEs tile at their own sizes (`default_vae_tile`).
-    let default_tile = crate::hir::default_vae_tile(video.as_ref().ok().and_then(Option::as_ref))
-        .unwrap_or(DEFAULT_VAE_TILE);
+    let default_tile = crate::hir::default_vae_tile(video.as_ref().ok().and_then(Option::as_ref));
     let vae_tile = if fields.has("vae_tile") { vae_tile } else { Some(default_tile) };
     let vae_upcast = fields.boolean("vae_upcast").unwrap_or(false);
     let vae_slicing = fields.boolean("vae_slicing").unwrap_or(false);

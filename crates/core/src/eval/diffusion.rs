@@ -34,11 +34,12 @@ use std::borrow::Cow;
 
 use super::allocator::{CachingAllocator, split_releasable};
 use super::calc::{self, Overflow, Product, formula};
+use super::vae_blocks::VideoLatents;
 use super::vae_decode::{self, DecoderShape};
-use super::vae_hunyuan::{self, HunyuanShape};
-use super::vae_ltx::{self, LtxShape};
+use super::vae_hunyuan;
+use super::vae_ltx;
 use super::vae_video::{self, VideoShape};
-use super::vae_wan::{self, WanShape};
+use super::vae_wan;
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
 use crate::hir::{
@@ -413,51 +414,33 @@ fn decoder_shape(diffusion: &Diffusion) -> DecoderShape {
 /// A video pipeline's causal 3D decoder and the decode it runs.
 enum VideoDecode {
     CogVideoX(VideoShape),
-    Wan(WanShape),
-    Hunyuan(HunyuanShape),
-    Ltx(LtxShape),
+    Wan(VideoLatents),
+    Hunyuan(VideoLatents),
+    Ltx(VideoLatents, LtxVae),
 }
 
-/// The causal 3D decoder's shape for a video pipeline (`video_frames`): the whole frame, or one
-/// tile of at most `vae_tile` pixels while the other tiles' decoded frames are held (diffusers
+/// The 3D decoder's shape for a video pipeline (`video_frames`). Wan's, HunyuanVideo's and
+/// LTX-Video's replays tile it themselves; CogVideoX's is given the whole frame, or one tile of
+/// at most `vae_tile` pixels while the other tiles' decoded frames are held (diffusers
 /// `AutoencoderKLCogVideoX.tiled_decode` decodes every tile's frame batches and keeps every
-/// decoded tile, then blends them). Wan's decoder is modelled untiled.
+/// decoded tile, then blends them).
 fn video_shape(diffusion: &Diffusion) -> Option<VideoDecode> {
     let video = diffusion.video?;
     let element = decode_precision(diffusion).bytes_per_element();
-    if video.decoder == VideoDecoder::Hunyuan {
-        return Some(VideoDecode::Hunyuan(HunyuanShape {
-            videos: diffusion.decode_batch(),
-            latent_frames: diffusion.frames,
-            height: diffusion.height,
-            width: diffusion.width,
-            tile: diffusion.vae_tile.map(|(width, height)| (height, width)),
-            base_channels: diffusion.vae_channels,
-            element,
-        }));
-    }
-    if let VideoDecoder::Ltx(version) = video.decoder {
-        return Some(VideoDecode::Ltx(LtxShape {
-            videos: diffusion.decode_batch(),
-            latent_frames: diffusion.frames,
-            height: diffusion.height,
-            width: diffusion.width,
-            base_channels: diffusion.vae_channels,
-            element,
-            version,
-            tile: diffusion.vae_tile.map(|(width, height)| (height, width)),
-        }));
-    }
-    if video.decoder == VideoDecoder::Wan {
-        return Some(VideoDecode::Wan(WanShape {
-            videos: diffusion.decode_batch(),
-            latent_frames: diffusion.frames,
-            height: diffusion.height,
-            width: diffusion.width,
-            base_channels: diffusion.vae_channels,
-            element,
-            tile: diffusion.vae_tile.map(|(width, height)| (height, width)),
-        }));
+    let latents = || VideoLatents {
+        videos: diffusion.decode_batch(),
+        latent_frames: diffusion.frames,
+        height: diffusion.height,
+        width: diffusion.width,
+        tile: diffusion.vae_tile.map(|(width, height)| (height, width)),
+        base_channels: diffusion.vae_channels,
+        element,
+    };
+    match video.decoder {
+        VideoDecoder::Hunyuan => return Some(VideoDecode::Hunyuan(latents())),
+        VideoDecoder::Wan => return Some(VideoDecode::Wan(latents())),
+        VideoDecoder::Ltx(version) => return Some(VideoDecode::Ltx(latents(), version)),
+        VideoDecoder::CogVideoX => {}
     }
     let (height, width, other_tiles) = match diffusion.vae_tile {
         Some((tile_w, tile_h)) if diffusion.width > tile_w || diffusion.height > tile_h => (
@@ -499,8 +482,8 @@ fn replay_decode(
             vae_hunyuan::replay(alloc, &shape)?;
             Ok((shape.height, shape.width))
         }
-        Some(VideoDecode::Ltx(shape)) => {
-            vae_ltx::replay(alloc, &shape)?;
+        Some(VideoDecode::Ltx(shape, version)) => {
+            vae_ltx::replay(alloc, &shape, version)?;
             Ok((shape.height, shape.width))
         }
         None => {
@@ -698,7 +681,7 @@ fn video_decode_peak(decode: &VideoDecode) -> Result<Component, Overflow> {
         VideoDecode::CogVideoX(shape) => shape,
         VideoDecode::Wan(shape) => return wan_decode_peak(shape),
         VideoDecode::Hunyuan(shape) => return hunyuan_decode_peak(shape),
-        VideoDecode::Ltx(shape) => return ltx_decode_peak(shape),
+        VideoDecode::Ltx(shape, version) => return ltx_decode_peak(shape, *version),
     };
     let mut alloc = CachingAllocator::new();
     vae_video::replay(&mut alloc, shape)?;
@@ -749,7 +732,7 @@ fn causal_decode_peak(bytes: Bytes, formula: String, source: &'static str) -> Co
 }
 
 /// Wan's decoder, one latent frame at a time: its allocated peak.
-fn wan_decode_peak(shape: &WanShape) -> Result<Component, Overflow> {
+fn wan_decode_peak(shape: &VideoLatents) -> Result<Component, Overflow> {
     let mut alloc = CachingAllocator::new();
     vae_wan::replay(&mut alloc, shape)?;
     Ok(causal_decode_peak(
@@ -771,10 +754,10 @@ fn wan_decode_peak(shape: &WanShape) -> Result<Component, Overflow> {
 }
 
 /// LTX-Video's decoder, every frame in one call: its allocated peak.
-fn ltx_decode_peak(shape: &LtxShape) -> Result<Component, Overflow> {
+fn ltx_decode_peak(shape: &VideoLatents, version: LtxVae) -> Result<Component, Overflow> {
     let mut alloc = CachingAllocator::new();
-    vae_ltx::replay(&mut alloc, shape)?;
-    let release = match shape.version {
+    vae_ltx::replay(&mut alloc, shape, version)?;
+    let release = match version {
         LtxVae::V090 => "0.9.0",
         LtxVae::V091 => "0.9.1",
         LtxVae::V095 => "0.9.5",
@@ -800,7 +783,7 @@ fn ltx_decode_peak(shape: &LtxShape) -> Result<Component, Overflow> {
 
 /// HunyuanVideo's decoder, chunk by chunk (tile by tile under `vae_tiling`): its allocated
 /// peak.
-fn hunyuan_decode_peak(shape: &HunyuanShape) -> Result<Component, Overflow> {
+fn hunyuan_decode_peak(shape: &VideoLatents) -> Result<Component, Overflow> {
     let mut alloc = CachingAllocator::new();
     vae_hunyuan::replay(&mut alloc, shape)?;
     let chunks = vae_hunyuan::chunks(shape.latent_frames);

@@ -85,6 +85,21 @@ pub(super) fn spans(size: u64, tile: u64, step: u64) -> Vec<u64> {
     (0..size).step_by(step).map(|start| tile.min(size - start)).collect()
 }
 
+/// One decode of a video's latents by a 3D VAE decoder (Wan 2.1's, HunyuanVideo's, LTX-Video's).
+pub(crate) struct VideoLatents {
+    /// Videos decoded together.
+    pub videos: u64,
+    pub latent_frames: u64,
+    /// The video's pixels, height and width.
+    pub height: u64,
+    pub width: u64,
+    /// Under `vae_tiling`, the tile's pixels, height and width (each decoder starts its tiles
+    /// at its own fraction of a tile).
+    pub tile: Option<(u64, u64)>,
+    pub base_channels: u64,
+    pub element: Ratio,
+}
+
 /// The tiles of a tiled decode over `plane` latents of `factor` pixels: tiles of `tile` pixels
 /// (height, width) starting every `step` (a fraction: 7/8, 3/4) of a tile, row by row.
 pub(super) struct Tiles {

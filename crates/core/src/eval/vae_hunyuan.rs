@@ -36,7 +36,7 @@
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
-use super::vae_blocks::{At, Plane, Replay, last_of_kind, tiles};
+use super::vae_blocks::{At, Plane, Replay, VideoLatents, last_of_kind, tiles};
 use crate::bytes::Bytes;
 use crate::ratio::Ratio;
 
@@ -57,21 +57,6 @@ const UP_BLOCKS: [(u64, u64, bool, bool); 4] =
     [(4, 4, true, false), (4, 4, true, true), (4, 2, true, true), (2, 1, false, false)];
 /// ResNets per up block: `layers_per_block` + 1.
 const RESNETS: usize = 3;
-
-/// One decode of a video's latents.
-pub(crate) struct HunyuanShape {
-    /// Videos decoded together.
-    pub videos: u64,
-    pub latent_frames: u64,
-    /// The video's pixels, height and width.
-    pub height: u64,
-    pub width: u64,
-    /// Under `enable_tiling()`, the tiles' pixels, height and width; their stride is three
-    /// quarters of them (diffusers' 256 and 192).
-    pub tile: Option<(u64, u64)>,
-    pub base_channels: u64,
-    pub element: Ratio,
-}
 
 /// The frames a chunk of `latent` frames decodes to.
 pub(crate) fn output_frames(latent: u64) -> u64 {
@@ -320,7 +305,7 @@ impl Decoder<'_> {
 /// Replays the decode of `shape` through `alloc`: the latents the pipeline holds, every chunk's
 /// decode (tiled or whole) with the earlier chunks' outputs held, then the video concatenated.
 /// As for tiles, only the last chunk of each length is replayed through the decoder.
-pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &HunyuanShape) -> Result<(), Overflow> {
+pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &VideoLatents) -> Result<(), Overflow> {
     let plane =
         Plane { height: shape.height / SPATIAL_FACTOR, width: shape.width / SPATIAL_FACTOR };
     let mut decoder = Decoder {
@@ -376,8 +361,8 @@ mod tests {
         width: u64,
         latent_frames: u64,
         tile: Option<(u64, u64)>,
-    ) -> HunyuanShape {
-        HunyuanShape {
+    ) -> VideoLatents {
+        VideoLatents {
             videos: 1,
             latent_frames,
             height,
@@ -388,7 +373,7 @@ mod tests {
         }
     }
 
-    fn peak(shape: &HunyuanShape) -> u64 {
+    fn peak(shape: &VideoLatents) -> u64 {
         let mut alloc = CachingAllocator::new();
         replay(&mut alloc, shape).expect("no overflow");
         alloc.peak_allocated().0
@@ -454,16 +439,7 @@ mod tests {
     #[test]
     fn the_decoder_peaks_as_diffusers_does() {
         let mut alloc = CachingAllocator::new();
-        let shape = HunyuanShape {
-            videos: 1,
-            latent_frames: 3,
-            height: 128,
-            width: 192,
-            tile: None,
-            base_channels: 128,
-            element: Ratio::int(2),
-        };
-        replay(&mut alloc, &shape).unwrap();
+        replay(&mut alloc, &shape(128, 192, 3, None)).unwrap();
         let (replayed, reference) = (alloc.peak_requested().0, 529_000_448u64);
         assert!(replayed.abs_diff(reference) < reference / 1000, "{replayed}");
     }
@@ -474,16 +450,7 @@ mod tests {
     #[test]
     fn a_tiled_decode_peaks_as_diffusers_does() {
         let mut alloc = CachingAllocator::new();
-        let shape = HunyuanShape {
-            videos: 1,
-            latent_frames: 3,
-            height: 128,
-            width: 192,
-            tile: Some((64, 64)),
-            base_channels: 128,
-            element: Ratio::int(2),
-        };
-        replay(&mut alloc, &shape).unwrap();
+        replay(&mut alloc, &shape(128, 192, 3, Some((64, 64)))).unwrap();
         let (replayed, reference) = (alloc.peak_requested().0, 90_298_368u64);
         assert!(replayed.abs_diff(reference) < reference / 1000, "{replayed}");
     }

@@ -40,7 +40,7 @@
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
-use super::vae_blocks::{At, Plane, Replay, tiles};
+use super::vae_blocks::{At, Plane, Replay, VideoLatents, tiles};
 use crate::hir::LtxVae;
 use crate::ratio::Ratio;
 
@@ -119,21 +119,6 @@ fn layout(version: LtxVae) -> Layout {
             noise: false,
         },
     }
-}
-
-/// One decode of a video's latents.
-pub(crate) struct LtxShape {
-    pub videos: u64,
-    pub latent_frames: u64,
-    /// Output pixels, height and width.
-    pub height: u64,
-    pub width: u64,
-    /// The channels of the last up block (128 in every release).
-    pub base_channels: u64,
-    pub element: Ratio,
-    pub version: LtxVae,
-    /// Under `vae_tiling`, the tile's height and width in pixels.
-    pub tile: Option<(u64, u64)>,
 }
 
 /// A tile starts 7/8 of a tile after the one before (`tile_sample_stride` 448 of
@@ -371,16 +356,21 @@ enum Op {
     Upsample(Upsample),
 }
 
-/// Replays one decode of `shape` through `alloc`, whose cache may already hold freed blocks of
-/// earlier phases: the latents (held by the pipeline throughout), the decoder, its output.
-pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &LtxShape) -> Result<(), Overflow> {
+/// Replays one decode of `shape` by `version`'s decoder through `alloc`, whose cache may already
+/// hold freed blocks of earlier phases: the latents (held by the pipeline throughout), the
+/// decoder, its output.
+pub(crate) fn replay(
+    alloc: &mut CachingAllocator,
+    shape: &VideoLatents,
+    version: LtxVae,
+) -> Result<(), Overflow> {
     let plane =
         Plane { height: shape.height / SPATIAL_FACTOR, width: shape.width / SPATIAL_FACTOR };
-    let layout = layout(shape.version);
+    let layout = layout(version);
     let mut decoder = Decoder {
         replay: Replay { alloc, images: 1, element: shape.element, workspaces: true },
         videos: shape.videos,
-        timestep: shape.version != LtxVae::V090,
+        timestep: version != LtxVae::V090,
     };
     let latents_at = At { channels: LATENT_CHANNELS, frames: shape.latent_frames, plane };
     let latents = decoder.tensor(latents_at)?;
@@ -408,18 +398,26 @@ mod tests {
 
     fn peak(version: LtxVae, latent_frames: u64, latents: (u64, u64), element: i128) -> u64 {
         let mut alloc = CachingAllocator::new();
-        let shape = LtxShape {
+        replay(&mut alloc, &video(latent_frames, latents, element, None), version).unwrap();
+        alloc.peak_requested().0
+    }
+
+    /// A video of `latent_frames` frames of `latents` (height, width) latents.
+    fn video(
+        latent_frames: u64,
+        latents: (u64, u64),
+        element: i128,
+        tile: Option<(u64, u64)>,
+    ) -> VideoLatents {
+        VideoLatents {
             videos: 1,
             latent_frames,
             height: latents.0 * SPATIAL_FACTOR,
             width: latents.1 * SPATIAL_FACTOR,
+            tile,
             base_channels: 128,
             element: Ratio::int(element),
-            version,
-            tile: None,
-        };
-        replay(&mut alloc, &shape).unwrap();
-        alloc.peak_requested().0
+        }
     }
 
     /// The reference figures are the largest sum of live tensors diffusers' own decoder
@@ -463,17 +461,7 @@ mod tests {
     #[test]
     fn a_tiled_decode_peaks_as_diffusers_does() {
         let mut alloc = CachingAllocator::new();
-        let shape = LtxShape {
-            videos: 1,
-            latent_frames: 2,
-            height: 20 * SPATIAL_FACTOR,
-            width: 18 * SPATIAL_FACTOR,
-            base_channels: 128,
-            element: Ratio::int(2),
-            version: LtxVae::V090,
-            tile: Some((512, 512)),
-        };
-        replay(&mut alloc, &shape).unwrap();
+        replay(&mut alloc, &video(2, (20, 18), 2, Some((512, 512))), LtxVae::V090).unwrap();
         let latents = 128 * 2 * 20 * 18 * 2;
         assert_eq!(alloc.peak_requested().0, 241_172_480 + latents);
     }

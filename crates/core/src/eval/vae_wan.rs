@@ -26,7 +26,7 @@
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
-use super::vae_blocks::{At, Plane, Replay, tiles};
+use super::vae_blocks::{At, Plane, Replay, VideoLatents, tiles};
 use crate::ratio::Ratio;
 
 /// Frames a causal convolution keeps of its input (`CACHE_T`).
@@ -41,19 +41,6 @@ const RESIDUALS: usize = 3;
 const LATENT_CHANNELS: u64 = 16;
 /// Three 2× spatial upsamples.
 const SPATIAL_FACTOR: u64 = 8;
-
-/// One decode of a video's latents.
-pub(crate) struct WanShape {
-    pub videos: u64,
-    pub latent_frames: u64,
-    /// Output pixels, height and width.
-    pub height: u64,
-    pub width: u64,
-    pub base_channels: u64,
-    pub element: Ratio,
-    /// Under `vae_tiling`, the tile's height and width in pixels.
-    pub tile: Option<(u64, u64)>,
-}
 
 /// A tile starts 3/4 of a tile after the one before (`tile_sample_stride` 192 of
 /// `tile_sample_min` 256 pixels, diffusers' defaults).
@@ -276,7 +263,7 @@ fn chunk_frames(index: u64) -> u64 {
 
 /// Replays one decode of `shape` through `alloc`, whose cache may already hold freed blocks of
 /// earlier phases.
-pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &WanShape) -> Result<(), Overflow> {
+pub(crate) fn replay(alloc: &mut CachingAllocator, shape: &VideoLatents) -> Result<(), Overflow> {
     let plane =
         Plane { height: shape.height / SPATIAL_FACTOR, width: shape.width / SPATIAL_FACTOR };
     let mut decoder = Decoder {
@@ -428,14 +415,14 @@ mod tests {
     #[test]
     fn a_tiled_decode_peaks_as_diffusers_does() {
         let mut alloc = CachingAllocator::new();
-        let shape = WanShape { tile: Some((256, 256)), ..wan(272, 264, 2, 2) };
+        let shape = VideoLatents { tile: Some((256, 256)), ..wan(272, 264, 2, 2) };
         replay(&mut alloc, &shape).unwrap();
         let (replayed, reference) = (alloc.peak_requested().0, 638_550_016u64);
         assert!((reference - reference / 200..=reference).contains(&replayed), "{replayed}");
     }
 
-    fn wan(height: u64, width: u64, latent_frames: u64, element: i128) -> WanShape {
-        WanShape {
+    fn wan(height: u64, width: u64, latent_frames: u64, element: i128) -> VideoLatents {
+        VideoLatents {
             videos: 1,
             latent_frames,
             height,
@@ -493,7 +480,7 @@ mod tests {
     #[test]
     fn huge_shapes_overflow_instead_of_wrapping() {
         let mut alloc = CachingAllocator::new();
-        let shape = WanShape { videos: u64::MAX / 2, ..wan(480, 832, 3, 4) };
+        let shape = VideoLatents { videos: u64::MAX / 2, ..wan(480, 832, 3, 4) };
         assert!(replay(&mut alloc, &shape).is_err());
     }
 }

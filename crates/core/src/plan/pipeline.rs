@@ -19,9 +19,7 @@
 
 use super::{Planner, Stop};
 use crate::budget::Verdict;
-use crate::hir::{
-    AttentionSlice, DEFAULT_VAE_TILE, Diffusion, DiffusionAttention, DiffusionOffload,
-};
+use crate::hir::{AttentionSlice, Diffusion, DiffusionAttention, DiffusionOffload};
 
 /// The first memory option that makes the check fit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,19 +68,15 @@ const IN_PLACE: [InPlace; 4] = [
         says: |_| "vae_tiling true",
         applies: can_tile,
         take: |d| {
-            d.vae_tile =
-                Some(crate::hir::default_vae_tile(d.video.as_ref()).unwrap_or(DEFAULT_VAE_TILE));
+            d.vae_tile = Some(crate::hir::default_vae_tile(d.video.as_ref()));
         },
     },
 ];
 
-/// A tile decodes a smaller image only when the image is larger than the tile; Wan's tiled
-/// decode is not modelled.
+/// A tile decodes a smaller image only when the image is larger than the tile.
 fn can_tile(d: &Diffusion) -> bool {
-    d.vae.is_some()
-        && d.vae_tile.is_none()
-        && crate::hir::default_vae_tile(d.video.as_ref())
-            .is_some_and(|(tile_w, tile_h)| d.width > tile_w || d.height > tile_h)
+    let (tile_w, tile_h) = crate::hir::default_vae_tile(d.video.as_ref());
+    d.vae.is_some() && d.vae_tile.is_none() && (d.width > tile_w || d.height > tile_h)
 }
 
 const MODEL: DiffusionOffload = DiffusionOffload::Model { loaded_on_device: false };
