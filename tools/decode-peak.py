@@ -17,12 +17,14 @@ core does not replay either.
     python tools/decode-peak.py wan - 3 16 24 fp32
     python tools/decode-peak.py cogvideox - 3 16 24
     python tools/decode-peak.py hunyuan - 3 16 24
+    python tools/decode-peak.py mochi - 3 8 12
+    python tools/decode-peak.py mochi - 2 4 6 --batch 2 # two videos at once
     python tools/decode-peak.py kl - 1 16 16             # AutoencoderKL: decode, then encode
 
 The LTX-Video decoder's configuration for each release is read from diffusers'
 scripts/convert_ltx_to_diffusers.py (`get_vae_config`), given with --convert-script. The Wan 2.1,
-CogVideoX and HunyuanVideo autoencoders are their classes' defaults, which are the released
-models' configurations (16 latent channels each); their version argument is ignored. `kl` is
+CogVideoX, HunyuanVideo and Mochi autoencoders are their classes' defaults, which are the
+released models' configurations (16 latent channels each, Mochi's 12); their version argument is ignored. `kl` is
 the image AutoencoderKL with SDXL's configuration (4 latent channels; `--latent-channels 16`
 for SD3's and FLUX's), decoding latents of the given size and encoding pixels 8× as large.
 """
@@ -97,20 +99,26 @@ def ltx_peak(script, version, frames, height, width, dtype, tiling=False):
     return counter.peak, tuple(video.shape)
 
 
-def video_peak(family, frames, height, width, dtype, tiling=False, tile=None):
-    from diffusers import AutoencoderKLCogVideoX, AutoencoderKLHunyuanVideo, AutoencoderKLWan
+def video_peak(family, frames, height, width, dtype, tiling=False, tile=None, batch=1):
+    from diffusers import (
+        AutoencoderKLCogVideoX,
+        AutoencoderKLHunyuanVideo,
+        AutoencoderKLMochi,
+        AutoencoderKLWan,
+    )
 
     classes = {
         "wan": AutoencoderKLWan,
         "cogvideox": AutoencoderKLCogVideoX,
         "hunyuan": AutoencoderKLHunyuanVideo,
+        "mochi": AutoencoderKLMochi,
     }
     vae = classes[family]().to(dtype).eval()
     if tile is not None and family == "cogvideox":
         # CogVideoX's steps come from its overlap factors.
         vae.enable_tiling(tile_sample_min_height=tile[0], tile_sample_min_width=tile[1])
     elif tile is not None:
-        # Wan's and HunyuanVideo's tiles start every three quarters of a tile.
+        # Wan's, HunyuanVideo's and Mochi's tiles start every three quarters of a tile.
         vae.enable_tiling(
             tile_sample_min_height=tile[0],
             tile_sample_min_width=tile[1],
@@ -119,7 +127,7 @@ def video_peak(family, frames, height, width, dtype, tiling=False, tile=None):
         )
     elif tiling:
         vae.enable_tiling()
-    latents = torch.randn(1, 16, frames, height, width, dtype=dtype)
+    latents = torch.randn(batch, vae.config.latent_channels, frames, height, width, dtype=dtype)
     counter = LiveBytes([*vae.parameters(), *vae.buffers(), latents])
     with torch.no_grad(), counter:
         video = vae.decode(latents, return_dict=False)[0]
@@ -150,7 +158,7 @@ def kl_peaks(frames, height, width, dtype, latent_channels):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("family", choices=["ltx", "wan", "cogvideox", "hunyuan", "kl"])
+    parser.add_argument("family", choices=["ltx", "wan", "cogvideox", "hunyuan", "mochi", "kl"])
     parser.add_argument("version")
     parser.add_argument("frames", type=int)
     parser.add_argument("height", type=int)
@@ -159,6 +167,7 @@ def main():
     parser.add_argument("--convert-script", default="scripts/convert_ltx_to_diffusers.py")
     parser.add_argument("--latent-channels", type=int, default=4)
     parser.add_argument("--tiling", action="store_true", help="enable_tiling()")
+    parser.add_argument("--batch", type=int, default=1, help="videos decoded together")
     parser.add_argument(
         "--tile", type=int, nargs=2, metavar=("H", "W"), help="enable_tiling() with this tile"
     )
@@ -182,7 +191,14 @@ def main():
         )
     else:
         peak, shape = video_peak(
-            args.family, args.frames, args.height, args.width, dtype, args.tiling, args.tile
+            args.family,
+            args.frames,
+            args.height,
+            args.width,
+            dtype,
+            args.tiling,
+            args.tile,
+            args.batch,
         )
     print(f"{args.family} {args.version} {args.dtype}: peak {peak} B, output {shape}")
 

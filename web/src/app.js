@@ -22,6 +22,7 @@ const EXAMPLES = [
   "diffusion-flux.vram", "sdxl-inference.vram", "sd15-on-a-laptop.vram", "cogvideox-video.vram",
   "wan-video.vram",
   "ltx-video.vram",
+  "mochi-video.vram",
   "hunyuan-video.vram",
   "video-transformer-alone.vram",
   "diffusion-training.vram", "video-training.vram",

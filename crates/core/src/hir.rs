@@ -1017,13 +1017,13 @@ pub const DEFAULT_VAE_TILE: (u64, u64) = (1024, 1024);
 
 /// The tile (width, height) of a tiled decode when the file names none, for a pipeline whose
 /// VAE is `video`'s decoder (or an image VAE): `AutoencoderKLCogVideoX` tiles at half its sample
-/// size (360 × 240), `AutoencoderKLHunyuanVideo` and `AutoencoderKLWan` at 256 × 256,
+/// size (360 × 240), `AutoencoderKLHunyuanVideo`, `AutoencoderKLWan` and `AutoencoderKLMochi` at 256 × 256,
 /// `AutoencoderKLLTXVideo` at 512 × 512.
 pub fn default_vae_tile(video: Option<&Video>) -> (u64, u64) {
     match video.map(|v| v.decoder) {
         None => DEFAULT_VAE_TILE,
         Some(VideoDecoder::CogVideoX) => (360, 240),
-        Some(VideoDecoder::Hunyuan | VideoDecoder::Wan) => (256, 256),
+        Some(VideoDecoder::Hunyuan | VideoDecoder::Wan | VideoDecoder::Mochi) => (256, 256),
         Some(VideoDecoder::Ltx(_)) => (512, 512),
     }
 }
@@ -1122,6 +1122,9 @@ pub enum VideoDecoder {
     /// diffusers `AutoencoderKLLTXVideo`: every latent frame in one call, not causal, 32 × 32
     /// pixels and 8 frames to a latent; the release names the decoder's layout.
     Ltx(LtxVae),
+    /// diffusers `AutoencoderKLMochi` (Mochi 1): every latent frame in one call, 8 × 8 pixels
+    /// and 6 frames to a latent, replicate-padded convolutions, chunked group norms.
+    Mochi,
 }
 
 /// The LTX-Video release whose VAE decoder a pipeline runs (`video_vae ltx`, `ltx-0.9.1`,

@@ -60,6 +60,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("sliding-window.vram", include_str!("../../../examples/sliding-window.vram")),
     ("wan-video.vram", include_str!("../../../examples/wan-video.vram")),
     ("ltx-video.vram", include_str!("../../../examples/ltx-video.vram")),
+    ("mochi-video.vram", include_str!("../../../examples/mochi-video.vram")),
     (
         "video-transformer-alone.vram",
         include_str!("../../../examples/video-transformer-alone.vram"),

@@ -1092,12 +1092,26 @@ mod tests {
             r#"{"model": "Qwen/Qwen-Image-Edit", "framework": "diffusers"}"#,
         ));
         assert!(edit.is_err());
+        // Mochi at its pipeline's defaults (19 frames of 848 × 480), its decoder Mochi's own.
+        let mochi = super::super::express(&super::super::test_point(
+            defaults.clone(),
+            r#"{"model": "genmo/mochi-1-preview", "framework": "diffusers MochiPipeline", "image_or_video": null}"#,
+        ))
+        .expect("expressible")
+        .source;
+        assert!(
+            mochi.contains("video_frames  19")
+                && mochi.contains("resolution    848 x 480")
+                && mochi.contains("video_vae     mochi")
+                && mochi.contains("vae           mochi-vae"),
+            "{mochi}"
+        );
         // A pipeline the harness does not declare is a missing feature, not missing data.
         let gaps = super::super::express(&super::super::test_point(
             defaults,
-            r#"{"model": "genmo/mochi-1-preview"}"#,
+            r#"{"model": "Efficient-Large-Model/Sana_1600M_1024px_diffusers"}"#,
         ))
-        .expect_err("no Mochi pipeline");
+        .expect_err("no Sana pipeline");
         assert_eq!(gaps[0].label, crate::gaps::feature::PIPELINE);
     }
 

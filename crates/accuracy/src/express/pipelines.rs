@@ -96,7 +96,7 @@ pub(super) struct VideoDefaults {
 /// `max_sequence_length` 226 T5 tokens; `guidance_scale` 6, so a second (unconditional) batch.
 /// AutoencoderKLCogVideoX tiles at half its `sample_height` × `sample_width` (480 × 720):
 /// 360 × 240 pixels.
-fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
+fn cogvideox(denoiser: &'static str, hidden: u64) -> Pipeline {
     Pipeline {
         denoiser,
         encoders: &[Encoder::T5],
@@ -105,13 +105,11 @@ fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
         text_tokens: 226,
         tokens_note: "T5 max_sequence_length 226 (CogVideoXPipeline default)",
         cfg: "true",
-        // CogVideoX-5b's use_rotary_positional_embeddings: CogVideoXAttnProcessor2_0 rotates the
-        // image tokens' queries and keys with apply_rotary_emb (use_real: x.float() * cos +
-        // x_rotated.float() * sin); the 2b adds sine-cosine embeddings instead.
-        rope_fp32: rope.then_some(
-            "diffusers apply_rotary_emb in CogVideoXAttnProcessor2_0: x.float() * cos + \
-             x_rotated.float() * sin",
-        ),
+        // CogVideoX-5b rotates its image tokens' queries and keys in fp32 (apply_rotary_emb in
+        // CogVideoXAttnProcessor2_0), but its blocks run the attention before the MLP: counted
+        // on diffusers' block, the rotation's moment holds 12.7 × hidden per token, about the
+        // sequential block's 4 + 8 at its MLP, not FLUX's single-stream 17 (`rope fp32`).
+        rope_fp32: None,
         unet: None,
         vae_upcast: None,
         video: Some(VideoDefaults {
@@ -140,7 +138,7 @@ fn cogvideox(denoiser: &'static str, hidden: u64, rope: bool) -> Pipeline {
 /// 96 and `sample_width` 170 latents, as transcribed for CogVideoX1.5-5B in a public copy, code
 /// index id 11998145745) makes the pipeline's defaults 81 frames of 1360 × 768.
 fn cogvideox_1_5() -> Pipeline {
-    let base = cogvideox("cogvideox1.5-5b-transformer", 3072, true);
+    let base = cogvideox("cogvideox1.5-5b-transformer", 3072);
     Pipeline {
         video: Some(VideoDefaults {
             frames: 81,
@@ -438,6 +436,48 @@ fn hunyuan_video() -> Pipeline {
     }
 }
 
+/// MochiPipeline (diffusers `pipeline_mochi.py` at 58eb52c): `height` 480, `width` 848,
+/// `num_frames` 19 by default, `max_sequence_length` 256 T5 tokens, `guidance_scale` 4.5 run as
+/// a doubled batch (`torch.cat([latents] * 2)`). The transformer (`MochiTransformer3DModel`
+/// defaults, Mochi 1 preview's: 48 blocks of 24 heads × 128 = 3072, patches of 2 × 2 latents)
+/// gives the text its own narrower stream (1536), whose tokens the step counts at the full
+/// width. Its MLP is SwiGLU of inner width 8192 (`(4 × 3072 × 2) // 3`): the projection is
+/// 16,384 wide, and at the gate's product it holds that projection, the SiLU of its half and
+/// the product, 4 × 8192 = 2 × 16,384 values a token, the generic MLP count at `ffn 16384`.
+/// Its VAE (`AutoencoderKLMochi`) compresses 8 × 8 pixels and 6 frames into a latent and decodes
+/// every latent frame in one call, in tiles of 256 pixels under `enable_tiling()`.
+fn mochi() -> Pipeline {
+    Pipeline {
+        denoiser: "mochi-1-transformer",
+        encoders: &[Encoder::T5],
+        vae: "mochi-vae",
+        hidden: 3072,
+        text_tokens: 256,
+        tokens_note: "T5 max_sequence_length 256 (MochiPipeline default)",
+        cfg: "true",
+        rope_fp32: None,
+        unet: None,
+        vae_upcast: None,
+        video: Some(VideoDefaults {
+            frames: 19,
+            width: 848,
+            height: 480,
+            size_note: "848 x 480 (MochiPipeline default)",
+            frames_note: "19 frames (MochiPipeline default)",
+            tile: (256, 256),
+            caches_by_release: false,
+            script_tiles: None,
+            named_sizes: &[("480p", (848, 480))],
+            temporal: 6,
+        }),
+        extra: "    ffn           16384  # SwiGLU: the 2 x 8192 projection, its SiLU half and the product\n    \
+                video_vae     mochi\n",
+        vae_fp32: None,
+        side: None,
+        guidance_off: None,
+    }
+}
+
 /// The FLUX.1 pipeline (FluxPipeline: max_sequence_length 512 by default; the transformer is
 /// guidance-distilled, so guidance is an embedding and there is no second batch).
 fn flux() -> Pipeline {
@@ -712,8 +752,8 @@ pub(super) fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
             guidance_off: None,
         }),
         // CogVideoX-2b and -5b transformer/config.json: 30 heads × 64 = 1920 and 48 × 64 = 3072.
-        "THUDM/CogVideoX-5b" => Ok(cogvideox("cogvideox-5b-transformer", 3072, true)),
-        "THUDM/CogVideoX-2b" => Ok(cogvideox("cogvideox-2b-transformer", 1920, false)),
+        "THUDM/CogVideoX-5b" => Ok(cogvideox("cogvideox-5b-transformer", 3072)),
+        "THUDM/CogVideoX-2b" => Ok(cogvideox("cogvideox-2b-transformer", 1920)),
         "Wan-AI/Wan2.1-T2V-1.3B-Diffusers" | "Wan-AI/Wan2.1-T2V-1.3B" => Ok(wan(
             "wan21-t2v-1.3b-transformer",
             1536,
@@ -723,6 +763,7 @@ pub(super) fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
         | "Lightricks/LTX-Video-0.9.7-distilled"
         | "Lightricks/ltxv-13b-0.9.7-dev"
         | "Lightricks/ltxv-13b-0.9.7-distilled" => Ok(ltx_video(LtxRelease::V097)),
+        "genmo/mochi-1-preview" => Ok(mochi()),
         "Wan-AI/Wan2.1-T2V-14B-Diffusers" | "Wan-AI/Wan2.1-T2V-14B" => Ok(wan(
             "wan21-t2v-14b-transformer",
             5120,

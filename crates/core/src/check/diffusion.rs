@@ -100,9 +100,9 @@ fn rope(fields: &Fields<'_>, unet: Option<bool>, training: bool) -> Option<Rope>
 /// `video_vae`: which 3D decoder a video pipeline's VAE is, refusing the fields the chosen one
 /// does not model. Wan's decoder runs one latent frame at a time (its own caches, 4× in time);
 /// HunyuanVideo's decodes chunks whole, without caches, and builds only 4× in time; LTX-Video's
-/// decodes every frame in one call, 8× in time.
+/// decodes every frame in one call, 8× in time; Mochi's too, 6× in time.
 fn video_decoder(fields: &Fields<'_>, block: &Block) -> Result<VideoDecoder, ()> {
-    let words = ["cogvideox", "wan", "hunyuan", "ltx", "ltx-0.9.1", "ltx-0.9.5"];
+    let words = ["cogvideox", "wan", "hunyuan", "ltx", "ltx-0.9.1", "ltx-0.9.5", "mochi"];
     let Some((word, span)) = fields.choice("video_vae", &words) else {
         return Ok(VideoDecoder::CogVideoX);
     };
@@ -122,6 +122,9 @@ fn video_decoder(fields: &Fields<'_>, block: &Block) -> Result<VideoDecoder, ()>
             &["vae_cache", "vae_temporal"],
             "the LTX-Video decoder chosen here",
         ),
+        "mochi" => {
+            (VideoDecoder::Mochi, &["vae_cache", "vae_temporal"], "the Mochi decoder chosen here")
+        }
         _ => return Ok(VideoDecoder::CogVideoX),
     };
     if let Some(field) = block.fields.iter().find(|f| refused.contains(&f.key.name.as_str())) {
@@ -154,6 +157,8 @@ fn video(fields: &Fields<'_>, block: &Block, training: bool) -> Result<Option<Vi
     // LTX-Video's VAE folds 8 frames into a latent (`patch_size_t` 1 × three 2× upsamples).
     let temporal = match (decoder, fields.get("vae_temporal")) {
         (VideoDecoder::Ltx(_), _) => 8,
+        // Mochi's up blocks expand time 3×, 2× and 1× (`temporal_expansions` (1, 2, 3)).
+        (VideoDecoder::Mochi, _) => 6,
         (_, None) => 4,
         (_, Some(field)) => {
             let t = whole(field, 8, "4").ok_or(())?;

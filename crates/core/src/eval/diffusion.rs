@@ -38,6 +38,7 @@ use super::vae_blocks::VideoLatents;
 use super::vae_decode::{self, DecoderShape};
 use super::vae_hunyuan;
 use super::vae_ltx;
+use super::vae_mochi;
 use super::vae_video::{self, VideoShape};
 use super::vae_wan;
 use crate::budget::{Category, Component, HeldBy, Provenance};
@@ -339,9 +340,11 @@ fn kept_precision(precision: Precision, load: Precision, on_load: bool) -> Optio
 }
 
 /// The tensors one transformer step holds at its peak, in the order they are created, per token
-/// of the guided batch. Generic: the residual and its norm (hidden each) and the MLP's input and
-/// output (its inner width each, 4 × hidden unless `ffn` says), as the activation formula
-/// counts them. With fp32 rotary embeddings,
+/// of the guided batch. Generic, a block that runs its attention and then its MLP: the block's
+/// input, the residual after the attention, the attention's output and the MLP's normalised
+/// input ([`step_narrow_tensors`], hidden each) and the MLP's input and output (its inner width
+/// each, 4 × hidden unless `ffn` says), as the activation formula counts them. With fp32 rotary
+/// embeddings,
 /// the FLUX single-stream block at its key's rotation ([`rope_fp32`]): the previous block's
 /// output, the concatenated residual, the norm (hidden each), the MLP's GELU output (4 ×
 /// hidden), the rotated query, the key and the value (hidden each), the key's rotated copy
@@ -363,7 +366,7 @@ fn transformer_step_tensors(diffusion: &Diffusion) -> Result<Vec<Bytes>, Overflo
     let narrow = width(hidden, element)?;
     let wide = width(diffusion.denoiser.mlp_width(), element)?;
     Ok(match diffusion.denoiser.rope {
-        Rope::None => vec![narrow, narrow, wide, wide],
+        Rope::None => vec![narrow, narrow, narrow, narrow, wide, wide],
         Rope::Fp32 => {
             let fp32 = width(hidden, Ratio::int(4))?;
             let mut held = vec![narrow, narrow, narrow, wide, narrow, narrow, narrow, narrow];
@@ -373,13 +376,30 @@ fn transformer_step_tensors(diffusion: &Diffusion) -> Result<Vec<Bytes>, Overflo
     })
 }
 
+/// The tensors of the hidden width a transformer step holds beside its MLP's two: a block that
+/// runs its attention and then its MLP (SD3's, PixArt's, CogVideoX's, Wan's, Mochi's blocks in
+/// diffusers) holds the block's input (the model's loop keeps it until the block returns), the
+/// residual after the attention, the attention's output (still named) and the MLP's normalised
+/// input: 4. Counted on diffusers' own blocks on the CPU (the storage counter of
+/// `tools/decode-peak.py` around a two-block model, the difference between two token counts):
+/// 5.0 for SD3, 4.2 for Wan 2.1 (its rotary table of complex values the rest), 4.7 for
+/// CogVideoX-5b, 6.0 for Mochi (its fp32 rotary tables beside). With fp32 rotary embeddings the
+/// FLUX single-stream block is counted instead, 2 here and its own tensors in
+/// [`rope_fp32`].
+fn step_narrow_tensors(rope: Rope) -> u64 {
+    match rope {
+        Rope::None => 4,
+        Rope::Fp32 => 2,
+    }
+}
+
 /// Bytes per token and hidden unit of fp32 rotary position embeddings applied to the key of a
 /// FLUX single-stream block, beside the block's generic tensors (diffusers
 /// `models/embeddings.py` `apply_rotary_emb`, `transformers/transformer_flux.py`
 /// `FluxAttnProcessor` and `FluxSingleTransformerBlock`, read at 58eb52c). The block computes
 /// its MLP's GELU output before the attention and keeps it, so the attention's query, key and
 /// value join the previous block's output, the concatenated residual, its norm and that 4 ×
-/// hidden output: the generic 10 × hidden. `apply_rotary_emb` then builds the rotated copy
+/// hidden output: 10 × hidden. `apply_rotary_emb` then builds the rotated copy
 /// `torch.stack([-x_imag, x_real])` in the key's dtype and evaluates `x.float() * cos +
 /// x_rotated.float() * sin`: at its addition three fp32 tensors of the key's size are alive
 /// (the two products and their sum; before it, a product, a cast copy and the other product).
@@ -417,6 +437,7 @@ enum VideoDecode {
     Wan(VideoLatents),
     Hunyuan(VideoLatents),
     Ltx(VideoLatents, LtxVae),
+    Mochi(VideoLatents),
 }
 
 /// The 3D decoder's shape for a video pipeline (`video_frames`). Wan's, HunyuanVideo's and
@@ -440,6 +461,7 @@ fn video_shape(diffusion: &Diffusion) -> Option<VideoDecode> {
         VideoDecoder::Hunyuan => return Some(VideoDecode::Hunyuan(latents())),
         VideoDecoder::Wan => return Some(VideoDecode::Wan(latents())),
         VideoDecoder::Ltx(version) => return Some(VideoDecode::Ltx(latents(), version)),
+        VideoDecoder::Mochi => return Some(VideoDecode::Mochi(latents())),
         VideoDecoder::CogVideoX => {}
     }
     let (height, width, other_tiles) = match diffusion.vae_tile {
@@ -484,6 +506,10 @@ fn replay_decode(
         }
         Some(VideoDecode::Ltx(shape, version)) => {
             vae_ltx::replay(alloc, &shape, version)?;
+            Ok((shape.height, shape.width))
+        }
+        Some(VideoDecode::Mochi(shape)) => {
+            vae_mochi::replay(alloc, &shape)?;
             Ok((shape.height, shape.width))
         }
         None => {
@@ -651,6 +677,9 @@ fn decode_cache(
             } else if diffusion.video.is_some_and(|v| matches!(v.decoder, VideoDecoder::Ltx(_))) {
                 "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
                  segments); diffusers AutoencoderKLLTXVideo decoder (vae_ltx.rs)"
+            } else if diffusion.video.is_some_and(|v| v.decoder == VideoDecoder::Mochi) {
+                "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
+                 segments); diffusers AutoencoderKLMochi decoder (vae_mochi.rs)"
             } else if diffusion.video.is_some_and(|v| v.decoder == VideoDecoder::Hunyuan) {
                 "PyTorch CUDACachingAllocator (best fit, 2 MiB rounding, no merging across \
                  segments); diffusers AutoencoderKLHunyuanVideo decoder (vae_hunyuan.rs)"
@@ -682,6 +711,7 @@ fn video_decode_peak(decode: &VideoDecode) -> Result<Component, Overflow> {
         VideoDecode::Wan(shape) => return wan_decode_peak(shape),
         VideoDecode::Hunyuan(shape) => return hunyuan_decode_peak(shape),
         VideoDecode::Ltx(shape, version) => return ltx_decode_peak(shape, *version),
+        VideoDecode::Mochi(shape) => return mochi_decode_peak(shape),
     };
     let mut alloc = CachingAllocator::new();
     vae_video::replay(&mut alloc, shape)?;
@@ -781,6 +811,38 @@ fn ltx_decode_peak(shape: &VideoLatents, version: LtxVae) -> Result<Component, O
     Ok(Component { name: "VAE decode peak (3D)".into(), ..component })
 }
 
+/// Mochi's decoder, every frame in one call (tile by tile under `vae_tiling`): its allocated
+/// peak.
+fn mochi_decode_peak(shape: &VideoLatents) -> Result<Component, Overflow> {
+    let mut alloc = CachingAllocator::new();
+    vae_mochi::replay(&mut alloc, shape)?;
+    let tiles = match shape.tile {
+        Some((height, width)) if shape.height > height || shape.width > width => formula!(
+            " in tiles of {width} × {height} pixels every three quarters of a tile, every tile \
+             kept until they are joined,"
+        ),
+        _ => String::new(),
+    };
+    let component = causal_decode_peak(
+        alloc.peak_allocated(),
+        formula!(
+            "the largest live tensors of decoding {} latent frames to {} × {} pixels in one call \
+             ({} frames out, {} decoded){tiles} with Mochi's decoder, {} channels in its last \
+             block, {} B each, its convolutions' padded inputs, and the latents",
+            shape.latent_frames,
+            shape.width,
+            shape.height,
+            vae_mochi::output_frames(shape.latent_frames),
+            shape.latent_frames * vae_mochi::TEMPORAL_FACTOR,
+            shape.base_channels,
+            shape.element,
+        ),
+        "diffusers AutoencoderKLMochi: MochiDecoder3D over all the latents, replicate-padded \
+         CogVideoXSafeConv3d convolutions, chunked group norms (vae_mochi.rs)",
+    );
+    Ok(Component { name: "VAE decode peak (3D)".into(), ..component })
+}
+
 /// HunyuanVideo's decoder, chunk by chunk (tile by tile under `vae_tiling`): its allocated
 /// peak.
 fn hunyuan_decode_peak(shape: &VideoLatents) -> Result<Component, Overflow> {
@@ -846,6 +908,7 @@ pub(crate) fn components(
             .times(10, "live tensors")?
     } else {
         let tokens = diffusion.tokens().ok_or(Overflow)?;
+        let narrow = step_narrow_tensors(diffusion.denoiser.rope);
         let product = Product::new()
             .times(diffusion.batch, "batch")?
             .times(guided, "(guidance)")?
@@ -853,15 +916,17 @@ pub(crate) fn components(
         match diffusion.denoiser.ffn {
             None => product
                 .times(diffusion.denoiser.hidden, "hidden")?
-                .times(10, "(2 residual + 8 MLP) per token")?,
+                .times(narrow + 8, formula!("({narrow} hidden-wide + 8 MLP) per token"))?,
             Some(ffn) => {
                 let hidden = diffusion.denoiser.hidden;
                 let values = hidden
-                    .checked_mul(2)
+                    .checked_mul(narrow)
                     .and_then(|h| h.checked_add(ffn.checked_mul(2)?))
                     .ok_or(Overflow)?;
-                product
-                    .times(values, formula!("(2 × {hidden} residual + 2 × {ffn} MLP) per token"))?
+                product.times(
+                    values,
+                    formula!("({narrow} × {hidden} hidden-wide + 2 × {ffn} MLP) per token"),
+                )?
             }
         }
     };

@@ -30,6 +30,7 @@ mod vae_decode;
 mod vae_encode;
 mod vae_hunyuan;
 mod vae_ltx;
+mod vae_mochi;
 mod vae_video;
 mod vae_wan;
 

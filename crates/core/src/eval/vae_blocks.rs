@@ -111,6 +111,35 @@ pub(super) struct Tiles {
     pub each: Vec<((u64, u64), bool)>,
 }
 
+/// A decoder replayed through a [`Replay`].
+pub(super) trait Replays<'a> {
+    fn replay(&mut self) -> &mut Replay<'a>;
+}
+
+/// The tiles of `plan` decoded in turn, every decoded tile kept until they are joined: only the
+/// last tile of each size is replayed (`decode`, given its latent plane); the tiles before it
+/// are allocated together, `tile_bytes` each, which leaves the allocated peak exact (a
+/// tile's transients do not depend on where it lies) and the replay's length independent of
+/// the number of tiles. Gives the tensors held for the join.
+pub(super) fn decode_tiles<'a, D: Replays<'a>>(
+    decoder: &mut D,
+    plan: &Tiles,
+    tile_bytes: impl Fn(&D, Plane) -> Result<u64, Overflow>,
+    mut decode: impl FnMut(&mut D, Plane) -> Result<Tensor, Overflow>,
+) -> Result<Vec<Tensor>, Overflow> {
+    let (mut held, mut pending) = (Vec::new(), 0u64);
+    for &((height, width), last) in &plan.each {
+        let plane = Plane { height, width };
+        if !last {
+            pending = pending.checked_add(tile_bytes(decoder, plane)?).ok_or(Overflow)?;
+            continue;
+        }
+        held.extend(decoder.replay().lump(std::mem::take(&mut pending))?);
+        held.push(decode(decoder, plane)?);
+    }
+    Ok(held)
+}
+
 pub(super) fn tiles(plane: Plane, tile: (u64, u64), factor: u64, step: (u64, u64)) -> Tiles {
     let (tile_h, tile_w) = ((tile.0 / factor).max(1), (tile.1 / factor).max(1));
     let apart = |t: u64| (t * step.0 / step.1).max(1);

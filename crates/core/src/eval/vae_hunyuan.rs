@@ -36,7 +36,9 @@
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
-use super::vae_blocks::{At, Plane, Replay, VideoLatents, last_of_kind, tiles};
+use super::vae_blocks::{
+    At, Plane, Replay, Replays, VideoLatents, decode_tiles, last_of_kind, tiles,
+};
 use crate::bytes::Bytes;
 use crate::ratio::Ratio;
 
@@ -91,6 +93,12 @@ struct Decoder<'a> {
     replay: Replay<'a>,
     videos: u64,
     base: u64,
+}
+
+impl<'a> Replays<'a> for Decoder<'a> {
+    fn replay(&mut self) -> &mut Replay<'a> {
+        &mut self.replay
+    }
 }
 
 impl Decoder<'_> {
@@ -285,17 +293,15 @@ impl Decoder<'_> {
         // Tiles start every three quarters of a tile.
         let plan = tiles(plane, tile, SPATIAL_FACTOR, (3, 4));
         let out_frames = output_frames(frames);
-        let (mut held, mut pending) = (Vec::new(), 0u64);
-        for &((h, w), last) in &plan.each {
-            if !last {
-                let (height, width) = (h * SPATIAL_FACTOR, w * SPATIAL_FACTOR);
-                let bytes = self.replay.rgb_bytes(self.videos, out_frames, height, width)?;
-                pending = pending.checked_add(bytes).ok_or(Overflow)?;
-                continue;
-            }
-            held.extend(self.replay.lump(std::mem::take(&mut pending))?);
-            held.push(self.decode(frames, Plane { height: h, width: w })?);
-        }
+        let held = decode_tiles(
+            self,
+            &plan,
+            |decoder, plane| {
+                let (height, width) = (plane.height * SPATIAL_FACTOR, plane.width * SPATIAL_FACTOR);
+                decoder.replay.rgb_bytes(decoder.videos, out_frames, height, width)
+            },
+            |decoder, plane| decoder.decode(frames, plane),
+        )?;
         let videos = self.videos;
         let spans = (plan.rows.as_slice(), plan.columns.as_slice());
         self.replay.join_tiles((videos, out_frames), spans, plan.step, SPATIAL_FACTOR, held)

@@ -40,7 +40,7 @@
 
 use super::allocator::{CachingAllocator, Tensor};
 use super::calc::Overflow;
-use super::vae_blocks::{At, Plane, Replay, VideoLatents, tiles};
+use super::vae_blocks::{At, Plane, Replay, Replays, VideoLatents, decode_tiles, tiles};
 use crate::hir::LtxVae;
 use crate::ratio::Ratio;
 
@@ -130,6 +130,12 @@ struct Decoder<'a> {
     videos: u64,
     /// The ResNet blocks and `norm_out` are scaled and shifted by the timestep's embedding.
     timestep: bool,
+}
+
+impl<'a> Replays<'a> for Decoder<'a> {
+    fn replay(&mut self) -> &mut Replay<'a> {
+        &mut self.replay
+    }
 }
 
 impl Decoder<'_> {
@@ -325,17 +331,12 @@ impl Decoder<'_> {
     ) -> Result<Tensor, Overflow> {
         let plan = tiles(latents.plane, tile, SPATIAL_FACTOR, TILE_STEP);
         let frames = output_frames(latents.frames);
-        let (mut held, mut pending) = (Vec::new(), 0u64);
-        for &((h, w), last) in &plan.each {
-            let at = At { plane: Plane { height: h, width: w }, ..latents };
-            if !last {
-                let bytes = self.tile_video(at, frames)?;
-                pending = pending.checked_add(bytes).ok_or(Overflow)?;
-                continue;
-            }
-            held.extend(self.replay.lump(std::mem::take(&mut pending))?);
-            held.push(self.decode(at, base, layout)?);
-        }
+        let held = decode_tiles(
+            self,
+            &plan,
+            |decoder, plane| decoder.tile_video(At { plane, ..latents }, frames),
+            |decoder, plane| decoder.decode(At { plane, ..latents }, base, layout),
+        )?;
         let videos = self.videos;
         let spans = (plan.rows.as_slice(), plan.columns.as_slice());
         self.replay.join_tiles((videos, frames), spans, plan.step, SPATIAL_FACTOR, held)

@@ -1133,20 +1133,20 @@ fn diffusion_pipelines_keep_every_model_and_the_largest_phase() {
     assert!(
         checks[0].devices[0].components.iter().all(|c| !c.name.starts_with("denoiser activations"))
     );
-    // The reserved view replays the caching allocator. The step's freed blocks (2 × 25.5 MiB,
-    // 2 × 102 MiB: 26 + 26 + 102 + 102 MiB of segments, rounded to 2 MiB) stay cached and serve
-    // every decoder tensor at 128² and the 64 MiB ones at 256²; the two 128 MiB convolution
-    // workspaces at 256² add 2 × 128 MiB, the 512² stage 1,408 MiB and the full-resolution
-    // stage 2,304 MiB (`vae_decode.rs`'s tests): 4,224 MiB reserved, of which the decode's
-    // 2,176 MiB are live tensors.
+    // The reserved view replays the caching allocator. The step's freed blocks (4 × 25.5 MiB,
+    // 2 × 102 MiB: 4 × 26 + 2 × 102 MiB of segments, rounded to 2 MiB) stay cached and serve
+    // every decoder tensor at 128² and the 64 MiB ones at 256², two of the 26 MiB ones left
+    // unused; the two 128 MiB convolution workspaces at 256² add 2 × 128 MiB, the 512² stage
+    // 1,408 MiB and the full-resolution stage 2,304 MiB (`vae_decode.rs`'s tests): 4,276 MiB
+    // reserved, of which the decode's 2,176 MiB are live tensors.
     let mib = 1 << 20;
-    assert_eq!(cached(&checks[0], 0), (256 + 2 * 128 + 1408 + 2304 - 2176) * mib);
+    assert_eq!(cached(&checks[0], 0), (2 * 26 + 256 + 2 * 128 + 1408 + 2304 - 2176) * mib);
     let views = &checks[0].devices[0].views;
     assert_eq!(views.reserved.0 - views.allocated.0, cached(&checks[0], 0));
     // A device without room gets most of it back: replayed with unused segments returned
     // before each new one, the decode reserves 2,688 MiB (`vae_decode.rs`'s tests; the step's
     // segments go back with the rest), so 512 MiB stay needed beyond the live 2,176 MiB and the
-    // other 4,224 − 2,688 = 1,536 MiB are releasable, in `used` and the reserved view but not in
+    // other 4,276 − 2,688 = 1,588 MiB are releasable, in `used` and the reserved view but not in
     // `required`.
     let device = &checks[0].devices[0];
     let releasable = device
@@ -1154,27 +1154,27 @@ fn diffusion_pipelines_keep_every_model_and_the_largest_phase() {
         .iter()
         .find(|c| c.held_by == vram_core::budget::HeldBy::ReleasableCache)
         .expect("the earlier stages' segments are releasable");
-    assert_eq!(releasable.bytes.0, 1536 * mib);
+    assert_eq!(releasable.bytes.0, 1588 * mib);
     assert_eq!(bytes(&checks[0], 0, "allocator cache"), 512 * mib);
     assert_eq!(device.releasable, releasable.bytes);
-    assert_eq!(device.required.0, device.used.0 - 1536 * mib + device.headroom.bytes.0);
+    assert_eq!(device.required.0, device.used.0 - 1588 * mib + device.headroom.bytes.0);
     // diffusers tiles at the VAE config's `sample_size`, 1024 for this autoencoder family by
     // default: a 1024² image is no larger than one tile and decodes whole.
     let whole = evaluate(&source("; hidden 1536; vae_tiling true"));
     assert_eq!(bytes(&whole[0], 0, "VAE decode peak"), 1024 * 1024 * 1088 * 2);
     let tiled = evaluate(&source("; hidden 1536; vae_tiling true; vae_tile 512"));
     assert_eq!(bytes(&tiled[0], 0, "VAE decode peak"), 512 * 512 * 1088 * 2);
-    // A wider transformer with a decode tiled at 256²: the denoising step (510 MiB) is the
-    // larger transient (the tile's 256² × 1,088 × 2 B = 136 MiB). Its blocks (2 × 52 + 2 × 204
+    // A wider transformer with a decode tiled at 256²: the denoising step (612 MiB) is the
+    // larger transient (the tile's 256² × 1,088 × 2 B = 136 MiB). Its blocks (4 × 52 + 2 × 204
     // MiB) serve every large-pool tensor of the tile; at the tile's latent resolution (32²) a
     // 512-channel tensor is exactly 1 MiB, a small-pool request, and the first ResNet block's
     // input, norm and SiLU open three 2 MiB small-pool segments.
     let wide = evaluate(&source("; hidden 3072; vae_tiling true; vae_tile 256"));
-    let step = 2 * (4096 + 256) * 3072 * 10 * 2;
+    let step = 2 * (4096 + 256) * 3072 * 12 * 2;
     assert_eq!(bytes(&wide[0], 0, "denoiser activations"), step);
     assert!(wide[0].devices[0].components.iter().all(|c| c.name != "VAE decode peak"));
     let cache = cached(&wide[0], 0);
-    assert_eq!(cache, (2 * 52 + 2 * 204 + 3 * 2) * mib - step);
+    assert_eq!(cache, (4 * 52 + 2 * 204 + 3 * 2) * mib - step);
     // Offloading whole models: only the heaviest phase is on the device.
     let offloaded = evaluate(&source("; hidden 1536; offload model"));
     let names: Vec<&str> = offloaded[0].devices[0].components.iter().map(|c| &*c.name).collect();
@@ -1216,7 +1216,7 @@ fn a_video_pipeline_denoises_its_latent_frames_and_decodes_them_in_batches() {
             "model dit {{ params 50 billion }}\nmodel ae {{ params 215 million }}\nworkload w {{ runtime none; diffusion {{ denoiser dit; vae ae; weights bf16; architecture dit; hidden 1536; resolution 720 x 480; text_tokens 226 tokens; offload model{extra} }} }}\ncheck w on h200-sxm"
         )
     };
-    let step = |tokens: u64| 2 * tokens * 1536 * 10 * 2;
+    let step = |tokens: u64| 2 * tokens * 1536 * 12 * 2;
     // 49 frames through a causal VAE of temporal factor 4: the first frame, then 48 / 4, 13
     // latent frames of 60 × 90 latents, in 2 × 2 patches: 13 × 1350 = 17,550 tokens + 226.
     let video = evaluate(&source("; video_frames 49"));
@@ -1256,7 +1256,7 @@ fn model_offload_holds_one_phase_and_empties_the_cache_between_models() {
         checks[0].devices[0].components.iter().map(|c| c.name.to_string()).collect()
     };
     // One transformer block over 2 × (4096 + 256) tokens of 1536 (guidance doubles the batch).
-    let step = 2 * (4096 + 256) * 1536 * 10 * 2;
+    let step = 2 * (4096 + 256) * 1536 * 12 * 2;
     let decode = 1024 * 1024 * 1088 * 2;
     // The decoder alone through the caching allocator (accelerate empties the cache when the
     // transformer leaves, so none of the step's blocks are there): its stages' segments,
@@ -1306,9 +1306,10 @@ fn fp32_rotary_embeddings_add_their_temporaries_to_a_dit_step() {
         checks[0].devices[0].components.iter().map(|c| c.name.to_string()).collect()
     };
     // At 1024²: 4,096 latent patches + 512 text tokens = 4,608 tokens; 27 MiB per hidden-wide
-    // bf16 tensor. The step holds 10 of those generically (270 MiB), and with fp32 rotary
-    // embeddings the key's rotated copy (27 MiB) and three fp32 tensors (3 × 54 MiB) more:
-    // 34 B per token and hidden unit, 459 MiB, still under the decode's 1,536 MiB.
+    // bf16 tensor. The step holds 12 of those generically (a sequential block, 324 MiB); with
+    // fp32 rotary embeddings FLUX's single-stream block instead, its 10 and the key's rotated
+    // copy (27 MiB) and three fp32 tensors (3 × 54 MiB): 34 B per token and hidden unit,
+    // 459 MiB, still under the decode's 1,536 MiB.
     let tokens = 4608 * 3072;
     let generic = evaluate(&source("; resolution 1024 x 1024"));
     let rope = evaluate(&source("; resolution 1024 x 1024; rope fp32"));
@@ -1317,7 +1318,7 @@ fn fp32_rotary_embeddings_add_their_temporaries_to_a_dit_step() {
     assert!(components(&rope).iter().all(|n| !n.starts_with("denoiser activations")));
     assert_eq!(generic[0].devices[0].views.allocated, rope[0].devices[0].views.allocated);
     // The reserved view replays the step's tensors before the decode. Each rounds to a segment
-    // of its own: generically 2 × 28 + 2 × 108 MiB; the decoder's tensors at 128² fit those
+    // of its own: generically 4 × 28 + 2 × 108 MiB; the decoder's tensors at 128² fit those
     // blocks, and so do the 64 MiB ones at 256² (one to a 108 MiB block at a time), but not the
     // two 128 MiB convolution workspaces there; 512² adds 1,408 MiB and full resolution 2,304
     // MiB (`vae_decode.rs`'s tests). With the rotation: 7 × 28 + 108 + 3 × 54 = 466 MiB of
@@ -1325,10 +1326,10 @@ fn fp32_rotary_embeddings_add_their_temporaries_to_a_dit_step() {
     // (the 108 MiB block), so a 64 MiB segment follows.
     let cache = |checks: &[CheckBudget]| cached(&checks[0], 0);
     let stages = 2 * 128 + 1408 + 2304;
-    assert_eq!(cache(&generic), (2 * 28 + 2 * 108 + stages - 2176) * mib);
+    assert_eq!(cache(&generic), (4 * 28 + 2 * 108 + stages - 2176) * mib);
     assert_eq!(cache(&rope), (7 * 28 + 108 + 3 * 54 + 64 + stages - 2176) * mib);
     // At 2048² with the decode tiled at 768²: 16,384 patches + 512 = 16,896 tokens. The
-    // generic step (0.97 GiB) stays under the tile's decode (768² × 1,088 × 2 B, 1.20 GiB);
+    // generic step (1.16 GiB) stays under the tile's decode (768² × 1,088 × 2 B, 1.20 GiB);
     // with the fp32 rotation (1.64 GiB) the step is the peak.
     let tokens_2048 = 16_896 * 3072;
     let tiled = "; resolution 2048 x 2048; vae_tiling true; vae_tile 768";
@@ -1343,7 +1344,7 @@ fn fp32_rotary_embeddings_add_their_temporaries_to_a_dit_step() {
     assert!(components(&rope).iter().all(|n| n != "VAE decode peak"));
     // `rope none` is the default; an fp32 denoiser holds 11 × 4 + 12 = 56 B per unit.
     let none = evaluate(&source("; resolution 1024 x 1024; rope none; offload model"));
-    assert_eq!(bytes(&none[0], 0, "denoiser activations"), tokens * 20);
+    assert_eq!(bytes(&none[0], 0, "denoiser activations"), tokens * 24);
     let fp32 = evaluate(&source(
         "; resolution 1024 x 1024; rope fp32; offload model; denoiser_weights fp32",
     ));

@@ -33,4 +33,5 @@ mod step_memory;
 mod tidy;
 mod video_hunyuan;
 mod video_ltx;
+mod video_mochi;
 mod video_wan;

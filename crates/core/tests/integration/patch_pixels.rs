@@ -26,10 +26,10 @@ fn step(check: &CheckBudget) -> u64 {
 fn tokens_cover_patch_pixels_on_a_side() {
     // 161 frames are 21 latent frames. LTX-Video's VAE makes one latent of 32 × 32 pixels and
     // the transformer takes it unpatched: 22 × 16 × 21 = 7,392 tokens, + 256 text tokens,
-    // 10 tensors of 4,096 bf16 values each.
-    assert_eq!(step(&check("; patch_pixels 32")), (22 * 16 * 21 + 256) * 4096 * 2 * 10);
+    // 12 tensors of 4,096 bf16 values each (4 of the hidden width, the MLP's two of 4×).
+    assert_eq!(step(&check("; patch_pixels 32")), (22 * 16 * 21 + 256) * 4096 * 2 * 12);
     // The default, an 8× VAE under 2 × 2 patches: 44 × 32 × 21 tokens.
-    assert_eq!(step(&check("")), (44 * 32 * 21 + 256) * 4096 * 2 * 10);
+    assert_eq!(step(&check("")), (44 * 32 * 21 + 256) * 4096 * 2 * 12);
     let outcome = vram_core::evaluate(
         "model dit { params 1 billion }\nworkload w { runtime none; diffusion { denoiser dit; weights bf16; architecture dit; hidden 1024; resolution 512 x 512; patch_pixels 12 } }\ncheck w on h100-sxm-80gb",
     );
@@ -42,7 +42,7 @@ fn tokens_cover_patch_pixels_on_a_side() {
 fn temporal_patches_span_latent_frames_padded_to_a_whole_patch() {
     // CogVideoX 1.5 patches two latent frames deep: the 21 latent frames pad to 22, 11 deep,
     // each 44 × 32 on a side: 44 × 32 × 11 tokens, + 256 text tokens.
-    assert_eq!(step(&check("; patch_frames 2")), (44 * 32 * 11 + 256) * 4096 * 2 * 10);
+    assert_eq!(step(&check("; patch_frames 2")), (44 * 32 * 11 + 256) * 4096 * 2 * 12);
     // A UNet has no patches: the setting says it does nothing there.
     let outcome = vram_core::evaluate(
         "model unet { params 1 billion }\nworkload w { runtime none; diffusion { denoiser unet; weights fp16; architecture unet; hidden 320; resolution 512 x 512; patch_frames 2 } }\ncheck w on h100-sxm-80gb",

@@ -57,9 +57,9 @@ fn fused_projections_keep_the_originals() {
 #[test]
 fn separate_guidance_passes_hold_one_batch() {
     let step = "denoiser activations (one block)";
-    // 512 × 512: 32 × 32 patches + 77 text tokens, 1,536 wide, 10 tensors of 2 B; guidance in
+    // 512 × 512: 32 × 32 patches + 77 text tokens, 1,536 wide, 12 tensors of 2 B; guidance in
     // one batch doubles it, two passes do not.
-    let one = (1024 + 77) * 1536 * 10 * 2;
+    let one = (1024 + 77) * 1536 * 12 * 2;
     assert_eq!(component(&check(&pipeline("; cfg true")), step), Some(2 * one));
     assert_eq!(component(&check(&pipeline("; cfg separate")), step), Some(one));
     assert_eq!(component(&check(&pipeline("; cfg false")), step), Some(one));
@@ -69,13 +69,14 @@ fn separate_guidance_passes_hold_one_batch() {
 #[test]
 fn a_transformer_s_mlp_width_sizes_its_step() {
     let step = "denoiser activations (one block)";
-    // Wan 2.1 1.3B's blocks: 1,536 wide, an MLP of 8,960: the residual and its norm, the MLP's
-    // input and output, per token of 1,024 patches + 77 text tokens, one pass (`cfg separate`).
+    // Wan 2.1 1.3B's blocks: 1,536 wide, an MLP of 8,960: the block's input, the residual, the
+    // attention's output and the MLP's normalised input, the MLP's input and output, per token
+    // of 1,024 patches + 77 text tokens, one pass (`cfg separate`).
     let wide = check(&pipeline("; cfg separate; ffn 8960"));
-    assert_eq!(component(&wide, step), Some((1024 + 77) * (2 * 1536 + 2 * 8960) * 2));
-    // Without it the MLP is 4 × hidden: the generic 10 × hidden.
+    assert_eq!(component(&wide, step), Some((1024 + 77) * (4 * 1536 + 2 * 8960) * 2));
+    // Without it the MLP is 4 × hidden: 12 × hidden in all.
     let generic = check(&pipeline("; cfg separate"));
-    assert_eq!(component(&generic, step), Some((1024 + 77) * 1536 * 10 * 2));
+    assert_eq!(component(&generic, step), Some((1024 + 77) * 1536 * 12 * 2));
     // A UNet's widths follow its channels.
     let unet = pipeline("; ffn 8960").replace("architecture dit", "architecture unet");
     assert!(errors(&unet).contains(&"E013".to_string()));
