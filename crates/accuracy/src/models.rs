@@ -110,7 +110,7 @@ fn declared_model(wording: &str) -> Option<Result<Model, Vec<Gap>>> {
 ///
 /// The first spelling a wording contains wins, so a name that contains another's comes first
 /// (`codellama7b` before `llama7b`, the R1 distills before `deepseekr1`).
-const SPELLINGS: [(&str, &str); 132] = [
+const SPELLINGS: [(&str, &str); 136] = [
     // DeepSeek-R1's distills keep their base models' shapes: Llama 3.1 8B (its config.json,
     // ahmedghosaini/crag-meta, models/DeepSeek-R1-Distill-Llama-8B/config.json @ 07bf4be7),
     // Llama 3.3 70B (= 3.1 70B's), Qwen2.5-Math 7B (= Qwen2.5 7B's: 28 layers, 3584, 18944,
@@ -251,6 +251,15 @@ const SPELLINGS: [(&str, &str); 132] = [
     // llms/Qwen/Qwen2-1.5B/config.json @ 4adb1daa).
     ("qwen21.5b", "qwen2.5-1.5b"),
     ("qwen2.57b", "qwen2.5-7b"),
+    // THUDM's GLM family in the catalog: GLM-4-9B's base and chat releases share one shape (the
+    // 1M-context chat model has twice the KV groups); ChatGLM2-6B's config.json gives every
+    // field the language reads as ChatGLM3-6B's does (28 layers, 4096, 13696, 32 heads and 2
+    // KV groups of 128, vocab 65024: the config transformers printed in a public training log,
+    // code index id 48975231924), only its seq_length differs.
+    ("glm49bchat1m", "glm-4-9b-chat-1m"),
+    ("glm49b", "glm-4-9b-chat"),
+    ("chatglm36b", "chatglm3-6b"),
+    ("chatglm26b", "chatglm3-6b"),
     ("qwen2.514b", "qwen2.5-14b"),
     ("qwen2.532b", "qwen2.5-32b"),
     ("qwen2.572b", "qwen2.5-72b"),

@@ -84,15 +84,19 @@ impl<'a> Reader<'a> {
         let encoder_decoder = if t5 { self.t5_stacks(cfg, layers) } else { None };
         let layers = if t5 { None } else { layers };
         let hidden = self.shape(cfg, &["hidden_size", "n_embd", "d_model"], defaults);
-        let mut ffn =
-            self.shape(cfg, &["intermediate_size", "n_inner", "ffn_dim", "d_ff"], defaults);
+        let mut ffn = self.shape(
+            cfg,
+            &["intermediate_size", "n_inner", "ffn_dim", "d_ff", "ffn_hidden_size"],
+            defaults,
+        );
         let heads = self.shape(cfg, &["num_attention_heads", "n_head", "num_heads"], defaults);
         let kv_heads = self.shape(
             cfg,
             &["num_key_value_heads", "num_kv_heads", "multi_query_group_num"],
             defaults,
         );
-        let head_dim = self.shape(cfg, &["head_dim", "d_kv"], defaults);
+        // ChatGLM names the head width `kv_channels`.
+        let head_dim = self.shape(cfg, &["head_dim", "d_kv", "kv_channels"], defaults);
         let vocab = self.shape(cfg, &["vocab_size", "padded_vocab_size"], defaults);
         let context = self.shape(
             cfg,
@@ -379,7 +383,9 @@ impl<'a> Reader<'a> {
         // Qwen2 and Qwen2-MoE always have q/k/v biases; their configs do not say so.
         let qwen2 = model_type.starts_with("qwen2");
         let attention_bias = self.flag(cfg, "attention_bias") == Some(true);
-        let explicit = self.flag(cfg, "qkv_bias") == Some(true);
+        // ChatGLM and GLM-4 say `add_qkv_bias`.
+        let explicit = self.flag(cfg, "qkv_bias") == Some(true)
+            || self.flag(cfg, "add_qkv_bias") == Some(true);
         if attention_bias && !qwen2 {
             self.notes.push(
                 "attention_bias: q, k and v biases are represented; the output projection's is not"

@@ -397,7 +397,7 @@ fn configs() -> Vec<PathBuf> {
 #[test]
 fn every_real_config_imports_into_a_valid_model_block() {
     let paths = configs();
-    assert_eq!(paths.len(), 16);
+    assert_eq!(paths.len(), 17);
     insta::with_settings!({ snapshot_path => "../../../../snapshots/import", prepend_module_to_snapshot => false }, {
         for path in &paths {
             let stem = path.file_stem().and_then(|s| s.to_str()).expect("name");
@@ -490,6 +490,22 @@ fn config_numbers_checked_by_hand() {
     // Phi3MLP's gate_up_proj: one fused matrix, written `mlp gated_fused`.
     assert_eq!(phi3.mlp, vram_core::import::Mlp::GatedFused);
     assert!(assert_valid_block(&phi3, "phi3").contains("mlp      gated_fused"));
+
+    // ChatGLM's remote-code names: `num_layers`, `ffn_hidden_size`, `kv_channels` (the head
+    // width), `multi_query_group_num` (KV heads), `padded_vocab_size`, `add_qkv_bias`; its
+    // `dense_h_to_4h` is the fused gate and up projection.
+    let glm = config("THUDM-chatglm3-6b");
+    assert_eq!(
+        (glm.layers, glm.hidden, glm.ffn, glm.heads, glm.kv_heads, glm.head_dim, glm.vocab),
+        (Some(28), Some(4096), Some(13696), Some(32), Some(2), Some(128), Some(65024))
+    );
+    assert!(glm.qkv_bias && !glm.tied_embeddings);
+    assert_eq!(glm.mlp, vram_core::import::Mlp::GatedFused);
+    // By hand: embedding and head 2 × 65,024 × 4,096; per layer q/k/v 4,096 × (4,096 + 2 ×
+    // 2 × 128) and its 4,608 biases, the output 4,096², the MLP 4,096 × 2 × 13,696 and 13,696
+    // × 4,096, two norms of 4,096 (203,960,832); 28 layers and the final norm: 6,243,584,000,
+    // the 6.2 B of the model card.
+    assert_eq!(params_from_shape(&glm), Some(6_243_584_000));
 }
 
 #[test]
