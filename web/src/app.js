@@ -21,6 +21,7 @@ const EXAMPLES = [
   "dgx-405b.vram",
   "diffusion-flux.vram", "sdxl-inference.vram", "sd15-on-a-laptop.vram", "cogvideox-video.vram",
   "wan-video.vram",
+  "controlnet.vram",
   "ltx-video.vram",
   "mochi-video.vram",
   "hunyuan-video.vram",

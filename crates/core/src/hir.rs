@@ -1041,6 +1041,8 @@ pub struct Diffusion {
     /// `StableDiffusionSafetyChecker`), at `vae_weights`' precision; diffusers keeps it on the
     /// device whatever the offload (`_exclude_from_cpu_offload`).
     pub safety_checker: Option<String>,
+    /// A ControlNet run beside the denoiser at every step (`controlnet`); sampling only.
+    pub controlnet: Option<ControlNet>,
     pub width: u64,
     pub height: u64,
     /// Latent frames for video models; 1 for images. With `video`, derived from its frames.
@@ -1107,6 +1109,27 @@ pub struct Video {
     pub caches: VaeCaches,
     /// Which causal 3D decoder the pipeline's VAE is.
     pub decoder: VideoDecoder,
+}
+
+/// A ControlNet (`controlnet`): a copy of the denoiser's first half, run on the conditioning
+/// image at every step, whose outputs the denoiser adds to its own (diffusers
+/// `ControlNetModel`, `FluxControlNetModel`, `SD3ControlNetModel`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControlNet {
+    pub model: String,
+    pub outputs: ControlOutputs,
+}
+
+/// What a ControlNet hands the denoiser at each step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControlOutputs {
+    /// A UNet ControlNet's down-block residuals: `conv_in`'s output, every ResNet block's and
+    /// every downsampler's output of the levels `channel_mult` and `layers_per_block` describe,
+    /// and the mid block's output.
+    Unet { channel_mult: Vec<u64>, layers_per_block: u64 },
+    /// A transformer ControlNet's samples: one of the hidden width over the image tokens per
+    /// control block (`controlnet_blocks`).
+    Transformer { blocks: u64 },
 }
 
 /// A video pipeline's causal 3D VAE decoder (`video_vae`).

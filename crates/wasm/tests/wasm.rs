@@ -59,6 +59,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("sdxl-lora.vram", include_str!("../../../examples/sdxl-lora.vram")),
     ("sliding-window.vram", include_str!("../../../examples/sliding-window.vram")),
     ("wan-video.vram", include_str!("../../../examples/wan-video.vram")),
+    ("controlnet.vram", include_str!("../../../examples/controlnet.vram")),
     ("ltx-video.vram", include_str!("../../../examples/ltx-video.vram")),
     ("mochi-video.vram", include_str!("../../../examples/mochi-video.vram")),
     (

@@ -12,8 +12,9 @@ use super::quantity::Dim;
 use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
-    AttentionSlice, BlockLayout, Denoiser, DenoiserBlocks, Diffusion, DiffusionAttention,
-    DiffusionOffload, Guidance, Heads, LtxVae, Preparation, Rope, VaeCaches, Video, VideoDecoder,
+    AttentionSlice, BlockLayout, ControlNet, ControlOutputs, Denoiser, DenoiserBlocks, Diffusion,
+    DiffusionAttention, DiffusionOffload, Guidance, Heads, LtxVae, Preparation, Rope, VaeCaches,
+    Video, VideoDecoder,
 };
 use crate::quant::WeightFormat;
 
@@ -226,6 +227,81 @@ fn video(fields: &Fields<'_>, block: &Block, training: bool) -> Result<Option<Vi
         return Err(());
     }
     Ok(Some(Video { frames, temporal, caches, decoder }))
+}
+
+/// `controlnet` and what its outputs are sized by: a UNet's levels (`channel_mult`,
+/// `layers_per_block`) or a transformer's control blocks (`controlnet_blocks`). Offloading a
+/// ControlNet module by module (sequential or group offload) is not modelled (`E014`).
+fn controlnet(
+    fields: &Fields<'_>,
+    model: Option<String>,
+    unet: Option<bool>,
+    offload: Option<&str>,
+) -> Option<ControlNet> {
+    let model = model?;
+    if let Some(field) = fields.first("offload")
+        && let Some(word @ ("sequential" | "blocks" | "leaves")) = offload
+    {
+        let control = fields.first("controlnet").map_or(field.key.span, |f| f.key.span);
+        fields.push(
+            Diagnostic::error(
+                "E014",
+                field.span,
+                format!("a ControlNet under `offload {word}` is not modelled"),
+            )
+            .with_label(control, "the ControlNet")
+            .with_help(
+                "use `offload model` (the ControlNet then stays on the device once called) or none",
+            ),
+        );
+        return None;
+    }
+    let outputs = if unet? {
+        if let Some(field) = fields.get("controlnet_blocks") {
+            fields.push(
+                Diagnostic::error(
+                    "E013",
+                    field.key.span,
+                    "`controlnet_blocks` counts a transformer ControlNet's blocks; a UNet's \
+                     follows its levels",
+                )
+                .with_help("give `channel_mult` and `layers_per_block` instead"),
+            );
+            return None;
+        }
+        for (key, example) in
+            [("channel_mult", "channel_mult 1 2 4 4"), ("layers_per_block", "layers_per_block 2")]
+        {
+            if !fields.has(key) {
+                fields.missing(key, example);
+            }
+        }
+        // The denoiser's block rules read (and report) these fields; read again here, quietly.
+        let counts = |key: &str| -> Option<Vec<u64>> {
+            let field = fields.first(key)?;
+            field
+                .values
+                .iter()
+                .map(|value| match value {
+                    crate::ast::Value::Expr(expr) => super::quantity::evaluate(expr)
+                        .ok()
+                        .filter(|q| q.dim == Dim::Count && q.value.is_integer())
+                        .and_then(|q| u64::try_from(q.value.numer()).ok())
+                        .filter(|n| (1..=64).contains(n)),
+                    _ => None,
+                })
+                .collect()
+        };
+        let layers = counts("layers_per_block").filter(|v| v.len() == 1)?[0];
+        ControlOutputs::Unet { channel_mult: counts("channel_mult")?, layers_per_block: layers }
+    } else {
+        let blocks = fields.whole("controlnet_blocks", Dim::Count, 1, 4096, "15");
+        if !fields.has("controlnet_blocks") {
+            fields.missing("controlnet_blocks", "controlnet_blocks 15");
+        }
+        ControlOutputs::Transformer { blocks: blocks? }
+    };
+    Some(ControlNet { model, outputs })
 }
 
 /// The fields that describe only a UNet's blocks (`cross_attention_dim` describes both).
@@ -479,6 +555,8 @@ pub(super) fn diffusion(
         ("text_encoders", Repeat::Once),
         ("vae", Repeat::Once),
         ("safety_checker", Repeat::Once),
+        ("controlnet", Repeat::Once),
+        ("controlnet_blocks", Repeat::Once),
         ("weights", Repeat::Once),
         ("denoiser_weights", Repeat::Once),
         ("denoiser_experts", Repeat::Once),
@@ -541,6 +619,7 @@ pub(super) fn diffusion(
     }
     let vae = fields.name("vae").and_then(model);
     let safety_checker = fields.name("safety_checker").and_then(model);
+    let controlnet_model = fields.name("controlnet").and_then(model);
     let weights = fields
         .weight_format("weights")
         .unwrap_or(WeightFormat::Uniform(crate::precision::Precision::Bf16));
@@ -582,6 +661,8 @@ pub(super) fn diffusion(
             "vae_slicing",
             "denoiser_experts",
             "safety_checker",
+            "controlnet",
+            "controlnet_blocks",
         ];
         for key in inference_only {
             if let Some(field) = fields.get(key) {
@@ -740,6 +821,7 @@ pub(super) fn diffusion(
                 matches!(offload, Some("blocks" | "leaves")),
             ),
             ("vae_tile", "vae_tiling true", vae_tiling),
+            ("controlnet_blocks", "controlnet", fields.has("controlnet")),
             ("vae_slicing", "batch 2` or more (one image decodes alone anyway", batch > 1),
             ("patch_pixels", "architecture dit", architecture == Some(false)),
             ("patch_frames", "architecture dit", architecture == Some(false)),
@@ -771,6 +853,8 @@ pub(super) fn diffusion(
     let attention = attention(&fields, block, architecture);
     let unfused = !matches!(attention, Some(DiffusionAttention::Fused));
     let blocks = blocks(&fields, architecture, hidden, training || unfused);
+    let controlnet =
+        if training { None } else { controlnet(&fields, controlnet_model, architecture, offload) };
     let found = fields.finish();
     // A warning (W005) leaves the pipeline evaluated.
     let ok = !found.iter().any(Diagnostic::is_error);
@@ -796,6 +880,7 @@ pub(super) fn diffusion(
         vae,
         vae_weights: weights,
         safety_checker: safety_checker.filter(|_| !training),
+        controlnet,
         width,
         height,
         frames: video.map_or(frames, Video::latent_frames),

@@ -104,6 +104,12 @@ impl<'a> Fields<'a> {
         self.all(key).into_iter().next()
     }
 
+    /// The first field with this key, whether or not it was read already (a second reading of
+    /// a value another rule parsed, without reporting its errors again).
+    pub(crate) fn first(&self, key: &str) -> Option<&'a Field> {
+        self.block.fields.iter().find(|f| f.key.name == key)
+    }
+
     /// Every field with this key, marked as used.
     pub(crate) fn all(&self, key: &str) -> Vec<&'a Field> {
         let mut found = Vec::new();

@@ -44,8 +44,8 @@ use super::vae_wan;
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
 use crate::hir::{
-    AttentionSlice, BlockLayout, Diffusion, DiffusionAttention, DiffusionOffload, Layered, LtxVae,
-    Rope, VideoDecoder,
+    AttentionSlice, BlockLayout, ControlNet, ControlOutputs, Diffusion, DiffusionAttention,
+    DiffusionOffload, Layered, LtxVae, Rope, VideoDecoder,
 };
 use crate::precision::Precision;
 use crate::quant::WeightFormat;
@@ -1005,6 +1005,20 @@ pub(crate) fn components(
         }
         decode.extend(sliced_outputs(diffusion)?);
     }
+    if let Some(control) = &diffusion.controlnet {
+        // Model offload hooks a ControlNet on its own, outside the pipeline's chain (it is
+        // called at every step): it moves in at its first call and stays until the pipeline
+        // frees its hooks at the end, through the decode (diffusers `enable_model_cpu_offload`).
+        let resident =
+            weights(program, diffusion, &control.model, diffusion.vae_weights, "ControlNet")?;
+        if diffusion.offload == DiffusionOffload::None {
+            denoise.extend(resident);
+        } else {
+            denoise.extend(resident.iter().cloned());
+            decode.extend(resident);
+        }
+        denoise.extend(control_outputs(diffusion, control, elem)?);
+    }
     let mut placed = match diffusion.offload {
         DiffusionOffload::None => {
             // Every model resident; the largest phase's transient on top.
@@ -1087,6 +1101,87 @@ pub(crate) fn components(
         )?);
     }
     Ok(placed)
+}
+
+/// What a ControlNet leaves beside the denoiser's step: its outputs, which the pipeline holds
+/// while the denoiser runs and adds them to its own (diffusers `StableDiffusionControlNetPipeline`:
+/// `down_block_res_samples, mid_block_res_sample = self.controlnet(...)`, then
+/// `self.unet(..., down_block_additional_residuals=..., mid_block_additional_residual=...)`),
+/// and the conditioning image, prepared once at the pipeline's size for the guided batch.
+fn control_outputs(
+    diffusion: &Diffusion,
+    control: &ControlNet,
+    elem: Precision,
+) -> Result<Vec<Component>, Overflow> {
+    let guided = diffusion.cfg.batch_factor();
+    let (values, label, source) = match &control.outputs {
+        ControlOutputs::Unet { channel_mult, layers_per_block } => {
+            let plane = |level: usize| -> Result<u64, Overflow> {
+                let shift = u32::try_from(level).map_err(|_| Overflow)?;
+                let side =
+                    1u64.checked_shl(shift).and_then(|s| s.checked_mul(8)).ok_or(Overflow)?;
+                (diffusion.width / side).checked_mul(diffusion.height / side).ok_or(Overflow)
+            };
+            let channels =
+                |level: usize| diffusion.denoiser.hidden.saturating_mul(channel_mult[level]);
+            // `conv_in`'s output, then each level's ResNet outputs and (but the last level's)
+            // its downsampler's at the next level's size, then the mid block's.
+            let mut sum = channels(0).checked_mul(plane(0)?).ok_or(Overflow)?;
+            let last = channel_mult.len() - 1;
+            for level in 0..=last {
+                let resnets = layers_per_block.checked_mul(channels(level));
+                let at = resnets.and_then(|c| c.checked_mul(plane(level).ok()?));
+                sum = sum.checked_add(at.ok_or(Overflow)?).ok_or(Overflow)?;
+                let next = if level < last { level + 1 } else { level };
+                let extra = channels(level).checked_mul(plane(next)?).ok_or(Overflow)?;
+                sum = sum.checked_add(extra).ok_or(Overflow)?;
+            }
+            (
+                sum,
+                formula!(
+                    "down-block residuals (conv_in, {} ResNets and a downsampler a level, the mid block)",
+                    layers_per_block
+                ),
+                "diffusers ControlNetModel.forward: down_block_res_samples and mid_block_res_sample, \
+                 held while the UNet adds them",
+            )
+        }
+        ControlOutputs::Transformer { blocks } => (
+            diffusion
+                .image_tokens()
+                .and_then(|t| t.checked_mul(*blocks))
+                .and_then(|t| t.checked_mul(diffusion.denoiser.hidden))
+                .ok_or(Overflow)?,
+            formula!(
+                "{blocks} control blocks × image tokens × {} hidden",
+                diffusion.denoiser.hidden
+            ),
+            "diffusers FluxControlNetModel / SD3ControlNetModel: one block sample per control \
+             block, held while the transformer adds them",
+        ),
+    };
+    let outputs = Product::new()
+        .times(diffusion.batch, "batch")?
+        .times(guided, "(guidance)")?
+        .times(values, label)?
+        .bytes_each(elem.bytes_per_element(), elem.name())?;
+    let image = Product::new()
+        .times(diffusion.batch, "batch")?
+        .times(guided, "(guidance)")?
+        .times(3, "colours")?
+        .times(diffusion.width, "width")?
+        .times(diffusion.height, "height")?
+        .bytes_each(elem.bytes_per_element(), elem.name())?;
+    Ok(vec![
+        formula("ControlNet outputs", Category::Intermediate, outputs, source)?,
+        formula(
+            "ControlNet conditioning image",
+            Category::Intermediate,
+            image,
+            "diffusers prepare_image: the control image at the output's size, repeated for the \
+             guided batch, on the device through the steps",
+        )?,
+    ])
 }
 
 /// A UNet's attention scores while sampling without a fused kernel, at the attention level

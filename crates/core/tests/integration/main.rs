@@ -3,6 +3,7 @@
 //! (`# expect = "fits"`, `# codes = ["E040"]`); snapshots live in the top-level `snapshots/`.
 
 mod catalog;
+mod controlnet;
 mod denoiser_experts;
 mod diffusion_attention;
 mod diffusion_training;
