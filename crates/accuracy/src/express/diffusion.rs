@@ -39,13 +39,53 @@ fn side_network(point: &crate::data::Point) -> Option<&'static str> {
     .find_map(|(key, name)| text.contains(key).then_some(name))
 }
 
+/// A ControlNet `models.vram` declares, recognised in the point's wording (its model may name
+/// the ControlNet rather than the pipeline): the base pipeline's model and the section's lines.
+/// lllyasviel's SD 1.5 ControlNets (`sd-controlnet-*`, `control_v11p_sd15_*`) share one layout,
+/// as do diffusers' full-size SDXL ones (`controlnet-*-sdxl-1.0`; not the `-mid` and `-small`
+/// variants); InstantX's FLUX.1-dev canny ControlNet has 5 double-stream and 10 single-stream
+/// blocks (its config.json: `num_layers` 5, `num_single_layers` 10).
+fn declared_controlnet(point: &crate::data::Point) -> Option<(&'static str, &'static str)> {
+    let text = crate::data::lower_joined([
+        Some(point.model.as_str()),
+        Some(point.framework.as_str()),
+        point.other_settings.as_deref(),
+    ])
+    .replace(['-', '_', ' ', '|', '.', '/'], "");
+    if text.contains("sdxl") {
+        let reduced = text.contains("sdxl10mid") || text.contains("sdxl10small");
+        return (!reduced).then_some((
+            "stabilityai/stable-diffusion-xl-base-1.0",
+            "    controlnet    sdxl-controlnet\n",
+        ));
+    }
+    if text.contains("flux") {
+        return (text.contains("instantx") && text.contains("canny")).then_some((
+            "black-forest-labs/FLUX.1-dev",
+            "    controlnet    flux-controlnet-canny\n    controlnet_blocks 15\n",
+        ));
+    }
+    let sd15 = ["sdcontrolnet", "sd15", "stablediffusionv15"];
+    sd15.iter()
+        .any(|key| text.contains(key))
+        .then_some(("runwayml/stable-diffusion-v1-5", "    controlnet    sd15-controlnet\n"))
+}
+
 /// The section's lines, or `None` when a gap stops it.
 pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
-    if let Some(network) = side_network(cx.point) {
-        cx.gap(Gap::feature(feature::SIDE_NETWORK, format!("{network} beside {}", cx.point.model)));
+    let network = side_network(cx.point);
+    let control = network.and_then(|n| declared_controlnet(cx.point).filter(|_| n == "ControlNet"));
+    if let (Some(network), None) = (network, control) {
+        let what = format!("{network} beside {}", cx.point.model);
+        cx.gap(Gap::feature(feature::SIDE_NETWORK, what));
         return None;
     }
-    let mut pipeline = match pipeline(&cx.point.model) {
+    let pipeline_model = match control {
+        // The model may be the ControlNet's name: its base pipeline then.
+        Some((base, _)) if pipeline(&cx.point.model).is_err() => base,
+        _ => cx.point.model.as_str(),
+    };
+    let mut pipeline = match pipeline(pipeline_model) {
         Ok(pipeline) => pipeline,
         Err(gaps) => {
             for gap in gaps {
@@ -196,6 +236,9 @@ pub(super) fn body(cx: &mut Cx<'_>) -> Option<String> {
     let _ = writeln!(out, "    hidden        {}", pipeline.hidden);
     out.push_str(pipeline.unet.unwrap_or_default());
     out.push_str(pipeline.extra);
+    if let Some((_, lines)) = control {
+        out.push_str(lines);
+    }
     let _ = writeln!(out, "    resolution    {width} x {height}");
     if let Some(frames) = video_frames {
         let _ = writeln!(out, "    video_frames  {frames}");
@@ -1380,9 +1423,26 @@ mod tests {
     }
 
     #[test]
+    fn a_declared_controlnet_runs_beside_its_pipeline() {
+        // Named by the ControlNet alone: SDXL's pipeline, with the full-size SDXL ControlNet.
+        let sdxl =
+            expressed("diffusers/controlnet-canny-sdxl-1.0", r#"{"image_or_video": "1024x1024"}"#);
+        assert!(sdxl.contains("denoiser      sdxl-unet"), "{sdxl}");
+        assert!(sdxl.contains("controlnet    sdxl-controlnet"), "{sdxl}");
+        let flux = expressed(
+            "black-forest-labs/FLUX.1-dev",
+            r#"{"image_or_video": "1024x1024", "other_settings": "FluxControlNetModel.from_pretrained('InstantX/FLUX.1-dev-Controlnet-Canny')"}"#,
+        );
+        assert!(flux.contains("controlnet_blocks 15"), "{flux}");
+        let sd15 = expressed("lllyasviel/sd-controlnet-canny", r#"{"image_or_video": "512x512"}"#);
+        assert!(sd15.contains("controlnet    sd15-controlnet"), "{sd15}");
+    }
+
+    #[test]
     fn a_network_beside_the_denoiser_is_a_feature_gap() {
+        // diffusers' reduced SDXL ControlNets have layouts of their own.
         let gaps = expressed_gaps(
-            "diffusers/controlnet-canny-sdxl-1.0",
+            "diffusers/controlnet-canny-sdxl-1.0-small",
             r#"{"image_or_video": "1024x1024"}"#,
         );
         assert_eq!(gaps[0].label, crate::gaps::feature::SIDE_NETWORK);
