@@ -20,6 +20,7 @@ core does not replay either.
     python tools/decode-peak.py mochi - 3 8 12
     python tools/decode-peak.py mochi - 2 4 6 --batch 2 # two videos at once
     python tools/decode-peak.py kl - 1 16 16             # AutoencoderKL: decode, then encode
+    python tools/decode-peak.py dc - 1 4 4               # Sana's DC-AE (frames ignored)
 
 The LTX-Video decoder's configuration for each release is read from diffusers'
 scripts/convert_ltx_to_diffusers.py (`get_vae_config`), given with --convert-script. The Wan 2.1,
@@ -134,6 +135,35 @@ def video_peak(family, frames, height, width, dtype, tiling=False, tile=None, ba
     return counter.peak, tuple(video.shape)
 
 
+def dc_peak(height, width, dtype):
+    """Sana's DC-AE (`AutoencoderDC` with `scripts/convert_dcae_to_diffusers.py`'s
+    dc-ae-f32c32-sana-1.0 configuration: 32 latent channels, 32 pixels to a latent)."""
+    from diffusers import AutoencoderDC
+
+    stages = ("ResBlock",) * 3 + ("EfficientViTBlock",) * 3
+    vae = AutoencoderDC(
+        latent_channels=32,
+        encoder_block_types=stages,
+        decoder_block_types=stages,
+        encoder_block_out_channels=(128, 256, 512, 512, 1024, 1024),
+        decoder_block_out_channels=(128, 256, 512, 512, 1024, 1024),
+        encoder_qkv_multiscales=((), (), (), (5,), (5,), (5,)),
+        decoder_qkv_multiscales=((), (), (), (5,), (5,), (5,)),
+        encoder_layers_per_block=(2, 2, 2, 3, 3, 3),
+        decoder_layers_per_block=(3, 3, 3, 3, 3, 3),
+        downsample_block_type="conv",
+        upsample_block_type="interpolate",
+        decoder_norm_types="rms_norm",
+        decoder_act_fns="silu",
+        scaling_factor=0.41407,
+    ).to(dtype).eval()
+    latents = torch.randn(1, 32, height, width, dtype=dtype)
+    counter = LiveBytes([*vae.parameters(), *vae.buffers(), latents])
+    with torch.no_grad(), counter:
+        image = vae.decode(latents, return_dict=False)[0]
+    return counter.peak, tuple(image.shape)
+
+
 def kl_peaks(frames, height, width, dtype, latent_channels):
     from diffusers import AutoencoderKL
 
@@ -158,7 +188,7 @@ def kl_peaks(frames, height, width, dtype, latent_channels):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("family", choices=["ltx", "wan", "cogvideox", "hunyuan", "mochi", "kl"])
+    parser.add_argument("family", choices=["ltx", "wan", "cogvideox", "hunyuan", "mochi", "kl", "dc"])
     parser.add_argument("version")
     parser.add_argument("frames", type=int)
     parser.add_argument("height", type=int)
@@ -178,6 +208,10 @@ def main():
             args.frames, args.height, args.width, dtype, args.latent_channels
         )
         print(f"kl {args.dtype}: decode peak {decode} B, output {shape}; encode peak {encode} B")
+        return
+    if args.family == "dc":
+        peak, shape = dc_peak(args.height, args.width, dtype)
+        print(f"dc {args.dtype}: decode peak {peak} B, output {shape}")
         return
     if args.family == "ltx":
         peak, shape = ltx_peak(
