@@ -104,6 +104,18 @@ impl<'a> Reader<'a> {
             defaults,
         );
 
+        // Qwen v1's remote code builds its MLP's two input projections `w1` and `w2` as
+        // `Linear(hidden, intermediate_size // 2)` (modeling_qwen.py `QWenMLP`): its
+        // `intermediate_size` is both halves of the gated MLP.
+        if model_type == "qwen"
+            && let Some(both) = ffn
+        {
+            self.notes.push(format!(
+                "Qwen v1: intermediate_size {both} is w1 and w2 together: ffn {}",
+                both / 2
+            ));
+            ffn = Some(both / 2);
+        }
         let moe = self.moe(cfg, ffn);
         if ffn.is_none()
             && let Some(expert_ffn) = moe.as_ref().and_then(|m| m.expert_ffn)
@@ -383,9 +395,11 @@ impl<'a> Reader<'a> {
         // Qwen2 and Qwen2-MoE always have q/k/v biases; their configs do not say so.
         let qwen2 = model_type.starts_with("qwen2");
         let attention_bias = self.flag(cfg, "attention_bias") == Some(true);
-        // ChatGLM and GLM-4 say `add_qkv_bias`.
+        // ChatGLM and GLM-4 say `add_qkv_bias`; Qwen v1's fused `c_attn` keeps nn.Linear's
+        // bias (its `no_bias` drops the others').
         let explicit = self.flag(cfg, "qkv_bias") == Some(true)
-            || self.flag(cfg, "add_qkv_bias") == Some(true);
+            || self.flag(cfg, "add_qkv_bias") == Some(true)
+            || model_type == "qwen";
         if attention_bias && !qwen2 {
             self.notes.push(
                 "attention_bias: q, k and v biases are represented; the output projection's is not"

@@ -397,7 +397,7 @@ fn configs() -> Vec<PathBuf> {
 #[test]
 fn every_real_config_imports_into_a_valid_model_block() {
     let paths = configs();
-    assert_eq!(paths.len(), 17);
+    assert_eq!(paths.len(), 18);
     insta::with_settings!({ snapshot_path => "../../../../snapshots/import", prepend_module_to_snapshot => false }, {
         for path in &paths {
             let stem = path.file_stem().and_then(|s| s.to_str()).expect("name");
@@ -506,6 +506,16 @@ fn config_numbers_checked_by_hand() {
     // × 4,096, two norms of 4,096 (203,960,832); 28 layers and the final norm: 6,243,584,000,
     // the 6.2 B of the model card.
     assert_eq!(params_from_shape(&glm), Some(6_243_584_000));
+
+    // Qwen v1's remote code: `intermediate_size` 22,016 is its two MLP input projections of
+    // 11,008 each; `c_attn`, the fused q/k/v projection, has a bias. By hand: embedding and head
+    // 2 × 151,936 × 4,096; per layer q/k/v 4,096 × 12,288 and 12,288 biases, the output 4,096²,
+    // the MLP 3 × 4,096 × 11,008, two norms (202,395,648); 32 layers and the final norm:
+    // 7,721,324,544, the 7.7 B of the model card.
+    let qwen = config("Qwen-Qwen-7B-Chat-Int8");
+    assert_eq!((qwen.ffn, qwen.head_dim, qwen.qkv_bias), (Some(11008), Some(128), true));
+    assert_eq!(params_from_shape(&qwen), Some(7_721_324_544));
+    assert_eq!(qwen.weights_format().as_deref(), Some("gptq-int8"));
 }
 
 #[test]
