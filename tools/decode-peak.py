@@ -135,7 +135,7 @@ def video_peak(family, frames, height, width, dtype, tiling=False, tile=None, ba
     return counter.peak, tuple(video.shape)
 
 
-def dc_peak(height, width, dtype):
+def dc_peak(height, width, dtype, tiling=False):
     """Sana's DC-AE (`AutoencoderDC` with `scripts/convert_dcae_to_diffusers.py`'s
     dc-ae-f32c32-sana-1.0 configuration: 32 latent channels, 32 pixels to a latent)."""
     from diffusers import AutoencoderDC
@@ -157,6 +157,8 @@ def dc_peak(height, width, dtype):
         decoder_act_fns="silu",
         scaling_factor=0.41407,
     ).to(dtype).eval()
+    if tiling:
+        vae.enable_tiling()
     latents = torch.randn(1, 32, height, width, dtype=dtype)
     counter = LiveBytes([*vae.parameters(), *vae.buffers(), latents])
     with torch.no_grad(), counter:
@@ -210,7 +212,7 @@ def main():
         print(f"kl {args.dtype}: decode peak {decode} B, output {shape}; encode peak {encode} B")
         return
     if args.family == "dc":
-        peak, shape = dc_peak(args.height, args.width, dtype)
+        peak, shape = dc_peak(args.height, args.width, dtype, args.tiling)
         print(f"dc {args.dtype}: decode peak {peak} B, output {shape}")
         return
     if args.family == "ltx":

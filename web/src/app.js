@@ -23,6 +23,7 @@ const EXAMPLES = [
   "wan-video.vram",
   "controlnet.vram",
   "ltx-video.vram",
+  "sana.vram",
   "mochi-video.vram",
   "hunyuan-video.vram",
   "video-transformer-alone.vram",

@@ -59,7 +59,7 @@ pub mod feature {
     pub const MODEL_OFFLOAD: &str =
         "whole models moved between host and device in turn (diffusers enable_model_cpu_offload)";
     pub const PIPELINE: &str = "a diffusion pipeline the harness does not declare (its models' \
-         parameter counts, its defaults and its VAE's decode: Sana, Stable Video Diffusion, \
+         parameter counts, its defaults and its VAE's decode: Stable Video Diffusion, OmniGen, \
          image-to-video variants)";
     pub const VISION_LANGUAGE: &str = "a vision-language model: its vision encoder, projector \
          and image tokens (and Llama 3.2 Vision's cross-attention layers) beside the language \

@@ -1018,9 +1018,10 @@ pub const DEFAULT_VAE_TILE: (u64, u64) = (1024, 1024);
 /// The tile (width, height) of a tiled decode when the file names none, for a pipeline whose
 /// VAE is `video`'s decoder (or an image VAE): `AutoencoderKLCogVideoX` tiles at half its sample
 /// size (360 × 240), `AutoencoderKLHunyuanVideo`, `AutoencoderKLWan` and `AutoencoderKLMochi` at 256 × 256,
-/// `AutoencoderKLLTXVideo` at 512 × 512.
-pub fn default_vae_tile(video: Option<&Video>) -> (u64, u64) {
+/// `AutoencoderKLLTXVideo` at 512 × 512; an image pipeline's `AutoencoderDC` at 512 × 512 too.
+pub fn default_vae_tile(video: Option<&Video>, image_vae: ImageVae) -> (u64, u64) {
     match video.map(|v| v.decoder) {
+        None if image_vae == ImageVae::DcAe => (512, 512),
         None => DEFAULT_VAE_TILE,
         Some(VideoDecoder::CogVideoX) => (360, 240),
         Some(VideoDecoder::Hunyuan | VideoDecoder::Wan | VideoDecoder::Mochi) => (256, 256),
@@ -1043,6 +1044,8 @@ pub struct Diffusion {
     pub safety_checker: Option<String>,
     /// A ControlNet run beside the denoiser at every step (`controlnet`); sampling only.
     pub controlnet: Option<ControlNet>,
+    /// An image pipeline's autoencoder (`image_vae`).
+    pub image_vae: ImageVae,
     pub width: u64,
     pub height: u64,
     /// Latent frames for video models; 1 for images. With `video`, derived from its frames.
@@ -1109,6 +1112,16 @@ pub struct Video {
     pub caches: VaeCaches,
     /// Which causal 3D decoder the pipeline's VAE is.
     pub decoder: VideoDecoder,
+}
+
+/// An image pipeline's autoencoder (`image_vae`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageVae {
+    /// diffusers `AutoencoderKL`: 8 × 8 pixels to a latent (SD, SDXL, SD3, FLUX, PixArt).
+    Kl,
+    /// diffusers `AutoencoderDC` in Sana's configuration (dc-ae-f32c32-sana-1.0): 32 × 32
+    /// pixels to a latent of 32 channels.
+    DcAe,
 }
 
 /// A ControlNet (`controlnet`): a copy of the denoiser's first half, run on the conditioning

@@ -61,6 +61,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("wan-video.vram", include_str!("../../../examples/wan-video.vram")),
     ("controlnet.vram", include_str!("../../../examples/controlnet.vram")),
     ("ltx-video.vram", include_str!("../../../examples/ltx-video.vram")),
+    ("sana.vram", include_str!("../../../examples/sana.vram")),
     ("mochi-video.vram", include_str!("../../../examples/mochi-video.vram")),
     (
         "video-transformer-alone.vram",

@@ -1149,12 +1149,25 @@ mod tests {
                 && mochi.contains("vae           mochi-vae"),
             "{mochi}"
         );
+        // Sana: Gemma 2's 300 tokens, the DC-AE's 32 x 32-pixel latents unpatched.
+        let sana = super::super::express(&super::super::test_point(
+            defaults.clone(),
+            r#"{"model": "Efficient-Large-Model/Sana_1600M_1024px_diffusers", "framework": "diffusers SanaPipeline", "image_or_video": null}"#,
+        ))
+        .expect("expressible")
+        .source;
+        assert!(
+            sana.contains("image_vae     dc-ae")
+                && sana.contains("text_encoders gemma2-2b-text")
+                && sana.contains("resolution    1024 x 1024"),
+            "{sana}"
+        );
         // A pipeline the harness does not declare is a missing feature, not missing data.
         let gaps = super::super::express(&super::super::test_point(
             defaults,
-            r#"{"model": "Efficient-Large-Model/Sana_1600M_1024px_diffusers"}"#,
+            r#"{"model": "stabilityai/stable-video-diffusion-img2vid-xt"}"#,
         ))
-        .expect_err("no Sana pipeline");
+        .expect_err("no Stable Video Diffusion pipeline");
         assert_eq!(gaps[0].label, crate::gaps::feature::PIPELINE);
     }
 

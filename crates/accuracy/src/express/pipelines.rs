@@ -19,6 +19,8 @@ pub(super) enum Encoder {
     LlavaLlama3,
     /// Qwen2.5-VL-7B, vision tower and head included (Qwen-Image's `text_encoder`).
     QwenVl,
+    /// Gemma 2 2B's decoder without its head (Sana's `text_encoder`, `Gemma2Model`).
+    Gemma2,
 }
 
 impl Encoder {
@@ -31,6 +33,7 @@ impl Encoder {
             Encoder::UmT5 => "umt5-xxl-encoder",
             Encoder::LlavaLlama3 => "llava-llama3-8b-text",
             Encoder::QwenVl => "qwen2.5-vl-7b-text",
+            Encoder::Gemma2 => "gemma2-2b-text",
         }
     }
 }
@@ -436,6 +439,34 @@ fn hunyuan_video() -> Pipeline {
     }
 }
 
+/// SanaPipeline (diffusers `pipeline_sana.py` at 58eb52c): `height` and `width` 1024,
+/// `max_sequence_length` 300 Gemma 2 tokens (the complex human instruction is cut off before
+/// the transformer), `guidance_scale` 4.5 (a doubled batch). Its transformer
+/// (`SanaTransformer2DModel`, `scripts/convert_sana_to_diffusers.py`'s SanaMS configurations)
+/// takes the DC-AE's 32 × 32-pixel latents unpatched (`image_vae dc-ae`, `patch_pixels` 32);
+/// its MLP is a GLU MBConv whose inverted convolution is 2 × 2.5 × hidden wide, followed by a
+/// depthwise convolution of that width: `ffn` is that width, the two tensors a token at the
+/// MLP's peak beside the generic count.
+fn sana(denoiser: &'static str, hidden: u64, extra: &'static str) -> Pipeline {
+    Pipeline {
+        denoiser,
+        encoders: &[Encoder::Gemma2],
+        vae: "sana-dc-ae",
+        hidden,
+        text_tokens: 300,
+        tokens_note: "300 Gemma 2 tokens (SanaPipeline max_sequence_length)",
+        cfg: "true",
+        rope_fp32: None,
+        unet: None,
+        vae_upcast: None,
+        video: None,
+        extra,
+        vae_fp32: None,
+        side: Some((1024, "1024 x 1024 (SanaPipeline default height and width)")),
+        guidance_off: None,
+    }
+}
+
 /// MochiPipeline (diffusers `pipeline_mochi.py` at 58eb52c): `height` 480, `width` 848,
 /// `num_frames` 19 by default, `max_sequence_length` 256 T5 tokens, `guidance_scale` 4.5 run as
 /// a doubled batch (`torch.cat([latents] * 2)`). The transformer (`MochiTransformer3DModel`
@@ -764,6 +795,19 @@ pub(super) fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
         | "Lightricks/ltxv-13b-0.9.7-dev"
         | "Lightricks/ltxv-13b-0.9.7-distilled" => Ok(ltx_video(LtxRelease::V097)),
         "genmo/mochi-1-preview" => Ok(mochi()),
+        // SanaMS_1600M_P1_D20 (70 heads × 32 = 2240) and SanaMS_600M_P1_D28 (36 × 32 = 1152).
+        "Efficient-Large-Model/Sana_1600M_1024px_diffusers"
+        | "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers"
+        | "Efficient-Large-Model/Sana_1600M_1024px_MultiLing_diffusers" => Ok(sana(
+            "sana-1600m-transformer",
+            2240,
+            "    ffn           11200  # GLU MBConv: 2 x 2.5 x 2240\n    image_vae     dc-ae\n",
+        )),
+        "Efficient-Large-Model/Sana_600M_1024px_diffusers" => Ok(sana(
+            "sana-600m-transformer",
+            1152,
+            "    ffn           5760  # GLU MBConv: 2 x 2.5 x 1152\n    image_vae     dc-ae\n",
+        )),
         "Wan-AI/Wan2.1-T2V-14B-Diffusers" | "Wan-AI/Wan2.1-T2V-14B" => Ok(wan(
             "wan21-t2v-14b-transformer",
             5120,

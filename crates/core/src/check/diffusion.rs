@@ -13,8 +13,8 @@ use crate::ast::{Block, DeclarationKind};
 use crate::diagnostic::Diagnostic;
 use crate::hir::{
     AttentionSlice, BlockLayout, ControlNet, ControlOutputs, Denoiser, DenoiserBlocks, Diffusion,
-    DiffusionAttention, DiffusionOffload, Guidance, Heads, LtxVae, Preparation, Rope, VaeCaches,
-    Video, VideoDecoder,
+    DiffusionAttention, DiffusionOffload, Guidance, Heads, ImageVae, LtxVae, Preparation, Rope,
+    VaeCaches, Video, VideoDecoder,
 };
 use crate::quant::WeightFormat;
 
@@ -304,6 +304,43 @@ fn controlnet(
     Some(ControlNet { model, outputs })
 }
 
+/// `image_vae`: which autoencoder an image pipeline decodes with. Sana's DC-AE is replayed for
+/// sampling only (a trained pipeline's encode is `AutoencoderKL`'s) and for images only (`E014`
+/// beside `video_frames`, whose decoder `video_vae` names). `None` when a field was wrong
+/// (reported).
+fn image_vae(fields: &Fields<'_>, block: &Block, training: bool) -> Option<ImageVae> {
+    let Some((word, span)) = fields.choice("image_vae", &["kl", "dc-ae"]) else {
+        return if fields.has("image_vae") { None } else { Some(ImageVae::Kl) };
+    };
+    if word == "kl" {
+        return Some(ImageVae::Kl);
+    }
+    if training {
+        fields.push(
+            Diagnostic::error(
+                "E013",
+                span,
+                "`image_vae dc-ae` is not modelled for a trained pipeline",
+            )
+            .with_help("train on precomputed latents without a `vae`, or remove `image_vae`"),
+        );
+        return None;
+    }
+    if let Some(field) = block.fields.iter().find(|f| f.key.name == "video_frames") {
+        fields.push(
+            Diagnostic::error(
+                "E014",
+                field.key.span,
+                "`video_frames` and `image_vae dc-ae` both name the decoder",
+            )
+            .with_label(span, "an image autoencoder here")
+            .with_help("keep `video_vae` for a video, or `image_vae` for images"),
+        );
+        return None;
+    }
+    Some(ImageVae::DcAe)
+}
+
 /// The fields that describe only a UNet's blocks (`cross_attention_dim` describes both).
 const UNET_FIELDS: &[&str] = &[
     "channel_mult",
@@ -557,6 +594,7 @@ pub(super) fn diffusion(
         ("safety_checker", Repeat::Once),
         ("controlnet", Repeat::Once),
         ("controlnet_blocks", Repeat::Once),
+        ("image_vae", Repeat::Once),
         ("weights", Repeat::Once),
         ("denoiser_weights", Repeat::Once),
         ("denoiser_experts", Repeat::Once),
@@ -686,7 +724,13 @@ pub(super) fn diffusion(
     };
     let text_tokens =
         fields.whole("text_tokens", Dim::Tokens, 0, 100_000, "512 tokens").unwrap_or(77);
-    let patch_pixels = patch_pixels(&fields, block);
+    let image_vae = image_vae(&fields, block, training);
+    // Sana's transformer takes the DC-AE's 32 × 32-pixel latents unpatched.
+    let patch_pixels = if image_vae == Some(ImageVae::DcAe) && !fields.has("patch_pixels") {
+        32
+    } else {
+        patch_pixels(&fields, block)
+    };
     // Latent frames per token: 1 unless the transformer patches time too (CogVideoX 1.5's
     // `patch_size_t` 2).
     let patch_frames = fields.whole("patch_frames", Dim::Count, 1, 16, "2").unwrap_or(1);
@@ -704,7 +748,10 @@ pub(super) fn diffusion(
     // (AutoencoderKLCogVideoX: half its `sample_width` × `sample_height`, 360 x 240).
     let vae_tile = fields.get("vae_tile").and_then(|f| fields.dimensions(f, 8, 1 << 16, "1024"));
     // Video VAEs tile at their own sizes (`default_vae_tile`).
-    let default_tile = crate::hir::default_vae_tile(video.as_ref().ok().and_then(Option::as_ref));
+    let default_tile = crate::hir::default_vae_tile(
+        video.as_ref().ok().and_then(Option::as_ref),
+        image_vae.unwrap_or(ImageVae::Kl),
+    );
     let vae_tile = if fields.has("vae_tile") { vae_tile } else { Some(default_tile) };
     let vae_upcast = fields.boolean("vae_upcast").unwrap_or(false);
     let vae_slicing = fields.boolean("vae_slicing").unwrap_or(false);
@@ -863,6 +910,7 @@ pub(super) fn diffusion(
     let text_encoder_weights = text_encoder_weights?;
     let video = video.ok()?;
     let vae_tile = vae_tile?;
+    let image_vae = image_vae?;
     let denoiser = Denoiser {
         model: denoiser_model?,
         unet: architecture?,
@@ -881,6 +929,7 @@ pub(super) fn diffusion(
         vae_weights: weights,
         safety_checker: safety_checker.filter(|_| !training),
         controlnet,
+        image_vae,
         width,
         height,
         frames: video.map_or(frames, Video::latent_frames),

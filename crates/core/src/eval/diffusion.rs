@@ -35,6 +35,7 @@ use std::borrow::Cow;
 use super::allocator::{CachingAllocator, split_releasable};
 use super::calc::{self, Overflow, Product, formula};
 use super::vae_blocks::VideoLatents;
+use super::vae_dc::{self, DcShape};
 use super::vae_decode::{self, DecoderShape};
 use super::vae_hunyuan;
 use super::vae_ltx;
@@ -45,7 +46,7 @@ use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
 use crate::hir::{
     AttentionSlice, BlockLayout, ControlNet, ControlOutputs, Diffusion, DiffusionAttention,
-    DiffusionOffload, Layered, LtxVae, Rope, VideoDecoder,
+    DiffusionOffload, ImageVae, Layered, LtxVae, Rope, VideoDecoder,
 };
 use crate::precision::Precision;
 use crate::quant::WeightFormat;
@@ -512,6 +513,11 @@ fn replay_decode(
             vae_mochi::replay(alloc, &shape)?;
             Ok((shape.height, shape.width))
         }
+        None if diffusion.image_vae == ImageVae::DcAe => {
+            let shape = dc_shape(diffusion);
+            vae_dc::replay(alloc, &shape)?;
+            Ok((shape.height, shape.width))
+        }
         None => {
             let shape = decoder_shape(diffusion);
             vae_decode::replay(alloc, &shape)?;
@@ -700,8 +706,59 @@ fn decode_cache(
 fn latent_factor(diffusion: &Diffusion) -> u64 {
     match diffusion.video.map(|v| v.decoder) {
         Some(VideoDecoder::Ltx(_)) => vae_ltx::SPATIAL_FACTOR,
+        None if diffusion.image_vae == ImageVae::DcAe => vae_dc::SPATIAL_FACTOR,
         _ => vae_decode::SPATIAL_FACTOR,
     }
+}
+
+/// Sana's deep-compression decoder over the decoded images (one at a time under
+/// `vae_slicing`), whole or in tiles.
+fn dc_shape(diffusion: &Diffusion) -> DcShape {
+    DcShape {
+        images: diffusion.decode_batch().saturating_mul(diffusion.frames),
+        height: diffusion.height,
+        width: diffusion.width,
+        base_channels: diffusion.vae_channels,
+        element: decode_precision(diffusion).bytes_per_element(),
+        tile: diffusion.vae_tile.map(|(width, height)| (height, width)),
+    }
+}
+
+/// The deep-compression decoder's allocated peak, its tensors replayed (`vae_dc.rs`).
+fn dc_decode_peak(diffusion: &Diffusion) -> Result<Component, Overflow> {
+    let shape = dc_shape(diffusion);
+    let mut alloc = CachingAllocator::new();
+    vae_dc::replay(&mut alloc, &shape)?;
+    let tiles = match shape.tile {
+        Some((height, width)) if shape.height > height || shape.width > width => {
+            formula!(
+                " in tiles of {width} × {height} pixels every 7/8 of a tile, kept until joined,"
+            )
+        }
+        _ => String::new(),
+    };
+    Ok(Component {
+        held_by: HeldBy::Tensors,
+        name: "VAE decode peak".into(),
+        category: Category::Intermediate,
+        bytes: alloc.peak_allocated(),
+        provenance: Provenance::Formula,
+        formula: formula!(
+            "the largest live tensors of decoding {} image(s) of {} × {} pixels from 32 × 32-pixel \
+             latents{tiles} with the DC-AE decoder, {} channels at the output's level, {} B each, \
+             its RMS norms' fp32 copies, and the latents",
+            shape.images,
+            shape.width,
+            shape.height,
+            shape.base_channels,
+            shape.element,
+        ),
+        source: Some(
+            "diffusers AutoencoderDC (dc-ae-f32c32-sana-1.0): ResBlocks with RMS norms at the \
+             three levels nearest the pixels, EfficientViT blocks below (vae_dc.rs)"
+                .into(),
+        ),
+    })
 }
 
 /// The causal 3D decoder's allocated peak: its chunks replayed (`vae_video.rs`, `vae_wan.rs`).
@@ -971,6 +1028,8 @@ pub(crate) fn components(
         }
         if let Some(shape) = video_shape(diffusion) {
             decode.push(video_decode_peak(&shape)?);
+        } else if diffusion.image_vae == ImageVae::DcAe {
+            decode.push(dc_decode_peak(diffusion)?);
         } else {
             let pixels = if let Some((tile_w, tile_h)) = diffusion.vae_tile {
                 diffusion.width.min(tile_w) * diffusion.height.min(tile_h)

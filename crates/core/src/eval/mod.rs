@@ -26,6 +26,7 @@ mod serving;
 mod sharing;
 mod training;
 mod vae_blocks;
+mod vae_dc;
 mod vae_decode;
 mod vae_encode;
 mod vae_hunyuan;

@@ -68,14 +68,14 @@ const IN_PLACE: [InPlace; 4] = [
         says: |_| "vae_tiling true",
         applies: can_tile,
         take: |d| {
-            d.vae_tile = Some(crate::hir::default_vae_tile(d.video.as_ref()));
+            d.vae_tile = Some(crate::hir::default_vae_tile(d.video.as_ref(), d.image_vae));
         },
     },
 ];
 
 /// A tile decodes a smaller image only when the image is larger than the tile.
 fn can_tile(d: &Diffusion) -> bool {
-    let (tile_w, tile_h) = crate::hir::default_vae_tile(d.video.as_ref());
+    let (tile_w, tile_h) = crate::hir::default_vae_tile(d.video.as_ref(), d.image_vae);
     d.vae.is_some() && d.vae_tile.is_none() && (d.width > tile_w || d.height > tile_h)
 }
 

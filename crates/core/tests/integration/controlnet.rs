@@ -1,21 +1,7 @@
 //! A ControlNet beside the denoiser (`controlnet`): its weights, the outputs it hands the
 //! denoiser at each step and the conditioning image, pinned by hand counts.
 
-use vram_core::budget::CheckBudget;
-
-fn check(source: &str) -> CheckBudget {
-    let outcome = vram_core::evaluate(source);
-    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
-    outcome.budget.checks.into_iter().next().expect("one check")
-}
-
-fn component(check: &CheckBudget, name: &str) -> Option<u64> {
-    check.devices[0].components.iter().find(|c| c.name == name).map(|c| c.bytes.0)
-}
-
-fn codes(source: &str) -> Vec<String> {
-    vram_core::evaluate(source).diagnostics.iter().map(|d| d.code.to_string()).collect()
-}
+use crate::support::{check, codes, component};
 
 /// SD 1.5's UNet and a ControlNet at 512 × 512 in fp16, with `extra` pipeline lines.
 fn unet(extra: &str) -> String {

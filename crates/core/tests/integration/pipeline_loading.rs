@@ -2,7 +2,7 @@
 //! (`loaded_as`), fused q/k/v projections (`fuse_qkv`) and guidance in one batch or two passes
 //! (`cfg`), pinned by hand.
 
-use vram_core::budget::CheckBudget;
+use crate::support::{check, component};
 
 /// A DiT pipeline with a T5-style encoder whose feed-forward outputs transformers keeps in fp32
 /// under an fp16 load, and `extra` settings in its diffusion block.
@@ -13,16 +13,6 @@ fn pipeline(extra: &str) -> String {
          workload w {{ runtime none; diffusion {{ denoiser dit; text_encoders te; weights fp16; \
          architecture dit; resolution 512 x 512; hidden 1536{extra} }} }}\ncheck w on h100-sxm-80gb"
     )
-}
-
-fn check(source: &str) -> CheckBudget {
-    let outcome = vram_core::evaluate(source);
-    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
-    outcome.budget.checks.into_iter().next().expect("one check")
-}
-
-fn component(check: &CheckBudget, name: &str) -> Option<u64> {
-    check.devices[0].components.iter().find(|c| c.name == name).map(|c| c.bytes.0)
 }
 
 fn errors(source: &str) -> Vec<String> {
