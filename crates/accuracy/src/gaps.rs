@@ -179,8 +179,9 @@ pub mod assume {
         "a setting not in the data but read from the source's own script or configuration";
     pub const EQUIVALENT_FORMAT: &str =
         "a storage format written as the language's format of the same bytes (within 0.1 %)";
-    pub const TUPLE_CACHE: &str = "Qwen v1 remote code keeps legacy tuple KV caches \
-         (`cache_layout tuple`): the whole previous cache is alive at the end of a decode step";
+    pub const TUPLE_CACHE: &str = "legacy tuple KV caches (remote code such as Qwen v1's and \
+         ChatGLM's, or transformers before 4.36; `cache_layout tuple`): the whole previous cache \
+         is alive at the end of a decode step";
     pub const GGUF_UNIFORM: &str = "a GGUF transformer written as one ggml type for every weight \
          (the files keep norms, biases and some projections at higher precision)";
     pub const COMPILED_LAYERS: &str = "torch.compile: the compiled loss is modelled, the compiled \

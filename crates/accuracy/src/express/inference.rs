@@ -130,6 +130,15 @@ pub(super) fn body(
              the KV bytes per sequence, the whole previous cache alive beside the new one",
         );
         out.push_str("    cache_layout tuple  # Qwen v1 remote code: legacy tuple caches\n");
+    } else if runtime == Runtime::PyTorch && glm_remote_code(cx.point) {
+        cx.assume(
+            assume::TUPLE_CACHE,
+            "THUDM's ChatGLM and GLM-4 remote code (modeling_chatglm.py) grows each layer's \
+             cache by torch.cat while decoding and returns the layers as a tuple (`presents = \
+             presents + (kv_cache,)`), so a step ends with the previous cache alive beside the \
+             new one",
+        );
+        out.push_str("    cache_layout tuple  # ChatGLM / GLM-4 remote code: tuple caches\n");
     } else if runtime == Runtime::PyTorch && legacy_tuple_cache(cx.point) {
         cx.assume(
             assume::TUPLE_CACHE,
@@ -834,6 +843,13 @@ fn logits_for_every_position(cx: &Cx<'_>, runtime: Runtime) -> bool {
         None => super::conditions::dated_from(point, 2024, 10) != Some(true),
     };
     runtime == Runtime::PyTorch && transformers && before
+}
+
+/// THUDM's own ChatGLM and GLM-4 code (`trust_remote_code`), not transformers' native `Glm`
+/// models (the `-hf` checkpoints), which use its caches.
+fn glm_remote_code(point: &crate::data::Point) -> bool {
+    let model = point.model.to_lowercase();
+    (model.contains("chatglm") || model.contains("glm-4")) && !model.ends_with("-hf")
 }
 
 /// Whether `text` names a version `major.minor` or later, as `v4.46` or `4.46.1`.
