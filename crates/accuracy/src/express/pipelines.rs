@@ -796,14 +796,21 @@ pub(super) fn pipeline(model: &str) -> Result<Pipeline, Vec<Gap>> {
         | "Lightricks/ltxv-13b-0.9.7-distilled" => Ok(ltx_video(LtxRelease::V097)),
         "genmo/mochi-1-preview" => Ok(mochi()),
         // SanaMS_1600M_P1_D20 (70 heads × 32 = 2240) and SanaMS_600M_P1_D28 (36 × 32 = 1152).
+        // The 512-pixel, 2K and 4K checkpoints are the same transformers (their position
+        // embeddings are sine-cosine tables, no parameters: convert_sana_to_diffusers.py's
+        // `interpolation_scale`); SanaPipeline's default size stays 1024 × 1024 for all.
         "Efficient-Large-Model/Sana_1600M_1024px_diffusers"
         | "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers"
-        | "Efficient-Large-Model/Sana_1600M_1024px_MultiLing_diffusers" => Ok(sana(
+        | "Efficient-Large-Model/Sana_1600M_1024px_MultiLing_diffusers"
+        | "Efficient-Large-Model/Sana_1600M_512px_diffusers"
+        | "Efficient-Large-Model/Sana_1600M_2Kpx_BF16_diffusers"
+        | "Efficient-Large-Model/Sana_1600M_4Kpx_BF16_diffusers" => Ok(sana(
             "sana-1600m-transformer",
             2240,
             "    ffn           11200  # GLU MBConv: 2 x 2.5 x 2240\n    image_vae     dc-ae\n",
         )),
-        "Efficient-Large-Model/Sana_600M_1024px_diffusers" => Ok(sana(
+        "Efficient-Large-Model/Sana_600M_1024px_diffusers"
+        | "Efficient-Large-Model/Sana_600M_512px_diffusers" => Ok(sana(
             "sana-600m-transformer",
             1152,
             "    ffn           5760  # GLU MBConv: 2 x 2.5 x 1152\n    image_vae     dc-ae\n",
