@@ -230,13 +230,14 @@ fn video(fields: &Fields<'_>, block: &Block, training: bool) -> Result<Option<Vi
 }
 
 /// `controlnet` and what its outputs are sized by: a UNet's levels (`channel_mult`,
-/// `layers_per_block`) or a transformer's control blocks (`controlnet_blocks`). Offloading a
+/// `layers_per_block`, read by [`blocks`]) or a transformer's control blocks (`controlnet_blocks`). Offloading a
 /// ControlNet module by module (sequential or group offload) is not modelled (`E014`).
 fn controlnet(
     fields: &Fields<'_>,
     model: Option<String>,
     unet: Option<bool>,
     offload: Option<&str>,
+    levels: UnetLevels,
 ) -> Option<ControlNet> {
     let model = model?;
     if let Some(field) = fields.first("offload")
@@ -276,24 +277,10 @@ fn controlnet(
                 fields.missing(key, example);
             }
         }
-        // The denoiser's block rules read (and report) these fields; read again here, quietly.
-        let counts = |key: &str| -> Option<Vec<u64>> {
-            let field = fields.first(key)?;
-            field
-                .values
-                .iter()
-                .map(|value| match value {
-                    crate::ast::Value::Expr(expr) => super::quantity::evaluate(expr)
-                        .ok()
-                        .filter(|q| q.dim == Dim::Count && q.value.is_integer())
-                        .and_then(|q| u64::try_from(q.value.numer()).ok())
-                        .filter(|n| (1..=64).contains(n)),
-                    _ => None,
-                })
-                .collect()
-        };
-        let layers = counts("layers_per_block").filter(|v| v.len() == 1)?[0];
-        ControlOutputs::Unet { channel_mult: counts("channel_mult")?, layers_per_block: layers }
+        ControlOutputs::Unet {
+            channel_mult: levels.channel_mult?,
+            layers_per_block: levels.layers_per_block?,
+        }
     } else {
         let blocks = fields.whole("controlnet_blocks", Dim::Count, 1, 4096, "15");
         if !fields.has("controlnet_blocks") {
@@ -341,6 +328,13 @@ fn image_vae(fields: &Fields<'_>, block: &Block, training: bool) -> Option<Image
     Some(ImageVae::DcAe)
 }
 
+/// A UNet's levels as its fields give them (`None` where absent or wrong, reported).
+#[derive(Default)]
+struct UnetLevels {
+    channel_mult: Option<Vec<u64>>,
+    layers_per_block: Option<u64>,
+}
+
 /// The fields that describe only a UNet's blocks (`cross_attention_dim` describes both).
 const UNET_FIELDS: &[&str] = &[
     "channel_mult",
@@ -354,11 +348,15 @@ const UNET_FIELDS: &[&str] = &[
 /// when it was readable). The fields of the other architecture are refused.
 /// The denoiser's block structure, which a training step and unfused attention while sampling
 /// (`needed`) size their tensors by; `None` when not needed.
+///
+/// A UNet's levels (`channel_mult`, `layers_per_block`) are read whether needed or not and
+/// left in `levels`, for a ControlNet's outputs.
 fn blocks(
     fields: &Fields<'_>,
     unet: Option<bool>,
     hidden: Option<u64>,
     needed: bool,
+    levels: &mut UnetLevels,
 ) -> Option<DenoiserBlocks> {
     let unet = unet?;
     let (own, other): (&[&str], &[&str]) = if unet {
@@ -393,6 +391,9 @@ fn blocks(
         fields.check_whole(&field.key.name, value, span, 1, 1 << 16)
     });
     let mult = fields.get("channel_mult").and_then(|field| per_level(fields, field, 1));
+    if unet {
+        *levels = UnetLevels { channel_mult: mult.clone(), layers_per_block };
+    }
     let transformer_layers =
         fields.get("transformer_layers").map(|field| (field, per_level(fields, field, 0)));
     let mid_layers = fields.whole("mid_transformer_layers", Dim::Count, 0, 64, "10");
@@ -899,9 +900,13 @@ pub(super) fn diffusion(
     let ffn = ffn(&fields, architecture);
     let attention = attention(&fields, block, architecture);
     let unfused = !matches!(attention, Some(DiffusionAttention::Fused));
-    let blocks = blocks(&fields, architecture, hidden, training || unfused);
-    let controlnet =
-        if training { None } else { controlnet(&fields, controlnet_model, architecture, offload) };
+    let mut levels = UnetLevels::default();
+    let blocks = blocks(&fields, architecture, hidden, training || unfused, &mut levels);
+    let controlnet = if training {
+        None
+    } else {
+        controlnet(&fields, controlnet_model, architecture, offload, levels)
+    };
     let found = fields.finish();
     // A warning (W005) leaves the pipeline evaluated.
     let ok = !found.iter().any(Diagnostic::is_error);

@@ -104,8 +104,8 @@ impl<'a> Fields<'a> {
         self.all(key).into_iter().next()
     }
 
-    /// The first field with this key, whether or not it was read already (a second reading of
-    /// a value another rule parsed, without reporting its errors again).
+    /// The first field with this key, whether or not it was read already (to point at a field
+    /// another rule read, without marking anything).
     pub(crate) fn first(&self, key: &str) -> Option<&'a Field> {
         self.block.fields.iter().find(|f| f.key.name == key)
     }

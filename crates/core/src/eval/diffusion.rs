@@ -367,7 +367,12 @@ fn transformer_step_tensors(diffusion: &Diffusion) -> Result<Vec<Bytes>, Overflo
     let narrow = width(hidden, element)?;
     let wide = width(diffusion.denoiser.mlp_width(), element)?;
     Ok(match diffusion.denoiser.rope {
-        Rope::None => vec![narrow, narrow, narrow, narrow, wide, wide],
+        Rope::None => {
+            let count = usize::try_from(step_narrow_tensors(Rope::None)).unwrap_or(0);
+            let mut held = vec![narrow; count];
+            held.extend([wide, wide]);
+            held
+        }
         Rope::Fp32 => {
             let fp32 = width(hidden, Ratio::int(4))?;
             let mut held = vec![narrow, narrow, narrow, wide, narrow, narrow, narrow, narrow];

@@ -1,7 +1,7 @@
 //! LTX-Video's 3D decoder (`video_vae ltx`, `ltx-0.9.1`, `ltx-0.9.5`): every latent frame in one
 //! call, pinned by the bounds a hand count gives.
 
-use vram_core::budget::CheckBudget;
+use crate::support::{self, check, component};
 
 fn pipeline(extra: &str) -> String {
     format!(
@@ -13,15 +13,12 @@ fn pipeline(extra: &str) -> String {
 }
 
 fn decode(extra: &str) -> u64 {
-    let outcome = vram_core::evaluate(&pipeline(extra));
-    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
-    let check: &CheckBudget = &outcome.budget.checks[0];
-    let found = check.devices[0].components.iter().find(|c| c.name == "VAE decode peak (3D)");
-    found.expect("an LTX-Video decode").bytes.0
+    let check = check(&pipeline(extra));
+    component(&check, "VAE decode peak (3D)").expect("an LTX-Video decode")
 }
 
 fn codes(extra: &str) -> Vec<String> {
-    vram_core::evaluate(&pipeline(extra)).diagnostics.iter().map(|d| d.code.to_string()).collect()
+    support::codes(&pipeline(extra))
 }
 
 /// One tensor of the last up block over 121 frames: 128 channels × 121 × (512 / 4) × (768 / 4),
@@ -61,13 +58,7 @@ fn a_tiled_decode_holds_one_tile_s_decoder_and_the_tiles_before() {
     let small_tiled = pipeline("; video_frames 121; video_vae ltx; vae_tiling true")
         .replace("768 x 512", "512 x 512");
     let peak = |source: &str| {
-        let outcome = vram_core::evaluate(source);
-        let check: &CheckBudget = &outcome.budget.checks[0];
-        check.devices[0]
-            .components
-            .iter()
-            .find(|c| c.name == "VAE decode peak (3D)")
-            .map(|c| c.bytes.0)
+        component(&vram_core::evaluate(source).budget.checks[0], "VAE decode peak (3D)")
     };
     assert_eq!(peak(&small), peak(&small_tiled));
 }

@@ -1,7 +1,7 @@
 //! Mochi 1's 3D decoder (`video_vae mochi`): every latent frame in one call, pinned by the
 //! bounds a hand count gives.
 
-use vram_core::budget::CheckBudget;
+use crate::support::{self, check, component};
 
 fn pipeline(extra: &str) -> String {
     format!(
@@ -13,15 +13,12 @@ fn pipeline(extra: &str) -> String {
 }
 
 fn decode(extra: &str) -> u64 {
-    let outcome = vram_core::evaluate(&pipeline(extra));
-    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
-    let check: &CheckBudget = &outcome.budget.checks[0];
-    let found = check.devices[0].components.iter().find(|c| c.name == "VAE decode peak (3D)");
-    found.expect("a Mochi decode").bytes.0
+    let check = check(&pipeline(extra));
+    component(&check, "VAE decode peak (3D)").expect("a Mochi decode")
 }
 
 fn codes(extra: &str) -> Vec<String> {
-    vram_core::evaluate(&pipeline(extra)).diagnostics.iter().map(|d| d.code.to_string()).collect()
+    support::codes(&pipeline(extra))
 }
 
 #[test]
