@@ -17,6 +17,7 @@ use crate::ratio::Ratio;
 /// attention: norm input and output (2h), q/k/v (`(heads + 2·kv_heads)·head_dim`), attention
 /// output (`heads·head_dim`), fp32 softmax statistics (4 B per head);
 /// MLP: norm input and output (2h), gate, up, activation and product (4·ffn; 2·ffn ungated);
+/// under a frozen base, less what no frozen projection keeps (`frozen.rs`);
 /// with dropout, a one-byte mask after attention and after the MLP.
 /// The h-sized tensors are replicated across tensor-parallel ranks; the rest is sharded.
 fn layer_activation_formula(
@@ -50,9 +51,10 @@ pub(super) fn layer_elements_per_token(
     // Sequence parallelism splits the h-sized tensors (norms, residuals) over the tensor ranks too.
     let replicated =
         if training.sequence_parallel { div_ceil(4 * shape.hidden, t) } else { 4 * shape.hidden };
-    let elements = replicated
+    let elements = (replicated
         + (2 * heads + 2 * kv_heads) * shape.head_dim
-        + ffn_tensors * div_ceil(shape.ffn, t);
+        + ffn_tensors * div_ceil(shape.ffn, t))
+    .saturating_sub(super::frozen::frozen_unkept_elements(shape, placement, training));
     // Softmax statistics are 4 fp32 bytes per head per token; with dropout, the attention and
     // MLP outputs' one-byte masks (Korthikanti et al.: sbh each). Fold them in as elements.
     let masks = if shape.dropout { 2 * div_ceil(shape.hidden, t) } else { 0 };
@@ -132,14 +134,45 @@ pub(in crate::eval) fn activations(
     placement: &Placement,
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
-    let (mut components, recomputed) = match (&shape.encoder, training.source) {
-        (Some(_), Some(source)) => super::seq2seq::activations(shape, placement, training, source)?,
-        _ => decoder_activations(shape, placement, training)?,
-    };
-    if let Some(logits) = logits(shape, placement, training, recomputed)? {
-        components.push(logits);
+    if let (Some(_), Some(source)) = (&shape.encoder, training.source) {
+        let (mut components, recomputed) =
+            super::seq2seq::activations(shape, placement, training, source)?;
+        components.extend(logits(shape, placement, training, recomputed)?);
+        return Ok(components);
     }
+    let (mut components, recomputed) = decoder_activations(shape, placement, training)?;
+    let loss = logits(shape, placement, training, recomputed)?;
+    if recomputed.is_none() {
+        components.extend(last_layer_transient(shape, placement, training, loss.as_ref())?);
+    }
+    components.extend(loss);
     Ok(components)
+}
+
+/// Without recomputation, the last layer's forward pass holds its transients
+/// ([`super::frozen::forward_transient`]) beside every layer's stored tensors; the loss comes
+/// after them and frees its own before the backward pass reaches the layers, so the two never
+/// meet: the step holds the larger, and this counts what the transients exceed the loss by.
+fn last_layer_transient(
+    shape: &Shape,
+    placement: &Placement,
+    training: &Training,
+    loss: Option<&Component>,
+) -> Result<Option<Component>, Overflow> {
+    if placement.stage + 1 != placement.stages {
+        return Ok(None);
+    }
+    let (transient, held) = super::frozen::forward_transient(shape, placement, training)?;
+    let loss = loss.map_or(Bytes::ZERO, |l| l.bytes);
+    let beyond = Bytes(transient.0.saturating_sub(loss.0));
+    if beyond == Bytes::ZERO {
+        return Ok(None);
+    }
+    Ok(Some(intermediate(
+        "last layer's forward transients",
+        (beyond, formula!("{held}, less the loss's {loss} it never meets = {beyond}")),
+        super::frozen::SOURCE,
+    )))
 }
 
 /// Sequences per micro-batch, with their label: a preference pair runs its chosen and rejected
@@ -182,8 +215,12 @@ fn decoder_activations(
         "DOMAIN.md §5.3: Korthikanti et al. 2022 (Table 2) adapted to gated MLP, GQA, no dropout"
     };
     let recomputed =
-        matches!(training.checkpointing, Checkpointing::Full | Checkpointing::SelectiveOp)
-            .then_some(per_layer_bytes);
+        if matches!(training.checkpointing, Checkpointing::Full | Checkpointing::SelectiveOp) {
+            let (transient, _) = super::frozen::forward_transient(shape, placement, training)?;
+            Some(crate::eval::calc::add(per_layer_bytes, transient)?)
+        } else {
+            None
+        };
     let (bytes, formula) = match training.checkpointing {
         Checkpointing::None | Checkpointing::Selective => {
             let total = Product::new()
@@ -210,11 +247,14 @@ fn decoder_activations(
                 .times_count(batch(training))?
                 .times(kept, what)?
                 .bytes_each(elem.bytes_per_element(), elem.name())?;
-            let bytes = crate::eval::calc::add(kept.value()?, per_layer_bytes)?;
+            let (transient, held) = super::frozen::forward_transient(shape, placement, training)?;
+            let layer = crate::eval::calc::add(per_layer_bytes, transient)?;
+            let bytes = crate::eval::calc::add(kept.value()?, layer)?;
             (
                 bytes,
                 formula!(
-                    "{named} {} + one recomputed layer {} = {bytes}",
+                    "{named} {} + one recomputed layer {} + what its forward pass holds besides \
+                     ({held}) = {bytes}",
                     kept.terms(),
                     per_layer.terms()
                 ),

@@ -18,6 +18,7 @@ mod activations;
 mod deepspeed;
 mod dora;
 mod freeze;
+mod frozen;
 mod galore;
 mod prompt_learning;
 mod reference;
