@@ -51,7 +51,7 @@ pub fn measured_margins(basis: BandBasis) -> (u64, u64) {
 const INFERENCE_BELOW: u64 = 110;
 const INFERENCE_ABOVE: u64 = 150;
 const TRAINING_BELOW: u64 = 80;
-const TRAINING_ABOVE: u64 = 450;
+const TRAINING_ABOVE: u64 = 430;
 const DIFFUSION_BELOW: u64 = 50;
 const DIFFUSION_ABOVE: u64 = 190;
 

@@ -320,6 +320,11 @@ fn lora_adapters_keep_their_dropout_masks_and_inputs() {
     // q and v on one fused projection drop out their shared 4,096-wide input once.
     let fused = evaluate(&source("; dropout 0.05; fused_qkv true", "none"));
     assert_eq!(kept(&fused), 32 * 1024 * ((inputs - 4096) * 3 + ranks));
+    // The attention keeps the value as a view of the fused output, whose query and key parts
+    // (32 + 8 heads of 128) stay alive with it in every layer.
+    let separate = evaluate(&source("; dropout 0.05", "none"));
+    let stored = |checks: &[CheckBudget]| bytes(&checks[0], 0, "activations");
+    assert_eq!(stored(&fused) - stored(&separate), 32 * 1024 * (32 + 8) * 128 * 2);
     // Two pipeline stages of 16 layers: the first keeps two micro-batches in flight (1F1B).
     let staged = source("; dropout 0.05", "none")
         .replace("check w on h200-sxm", "check w on 2 x h200-sxm split pipeline 2");

@@ -17,7 +17,8 @@ use crate::ratio::Ratio;
 /// attention: norm input and output (2h), q/k/v (`(heads + 2·kv_heads)·head_dim`), attention
 /// output (`heads·head_dim`), fp32 softmax statistics (4 B per head);
 /// MLP: norm input and output (2h), gate, up, activation and product (4·ffn; 2·ffn ungated);
-/// under a frozen base, less what no frozen projection keeps (`frozen.rs`);
+/// under a frozen base, less what no frozen projection keeps, and with a fused q/k/v projection
+/// its whole output behind the kept value (`frozen.rs`);
 /// with dropout, a one-byte mask after attention and after the MLP.
 /// The h-sized tensors are replicated across tensor-parallel ranks; the rest is sharded.
 fn layer_activation_formula(
@@ -54,7 +55,8 @@ pub(super) fn layer_elements_per_token(
     let elements = (replicated
         + (2 * heads + 2 * kv_heads) * shape.head_dim
         + ffn_tensors * div_ceil(shape.ffn, t))
-    .saturating_sub(super::frozen::frozen_unkept_elements(shape, placement, training));
+    .saturating_sub(super::frozen::frozen_unkept_elements(shape, placement, training))
+        + super::frozen::fused_qkv_elements(shape, placement, training);
     // Softmax statistics are 4 fp32 bytes per head per token; with dropout, the attention and
     // MLP outputs' one-byte masks (Korthikanti et al.: sbh each). Fold them in as elements.
     let masks = if shape.dropout { 2 * div_ceil(shape.hidden, t) } else { 0 };

@@ -1,6 +1,7 @@
-//! What a layer with a frozen base holds that the trained layer's count does not say: a frozen
-//! projection keeps no input for its backward pass, and a layer's forward pass holds tensors no
-//! backward node keeps while its MLP's output projection runs.
+//! What a layer holds that the trained layer's count does not say: a frozen projection keeps no
+//! input for its backward pass, a fused q/k/v projection's output stays whole behind the value
+//! the attention keeps, and a layer's forward pass holds tensors no backward node keeps while
+//! its MLP's output projection runs.
 //!
 //! Counted against transformers' Llama with PEFT's LoRA on the CPU, under bf16 autocast with
 //! CUDA's fp32 ops (`tools/dit-train-peak.py`'s `CudaAutocast`; the counter of
@@ -104,6 +105,24 @@ pub(super) fn frozen_unkept_elements(
     training: &Training,
 ) -> u64 {
     unkept(shape, placement, training).map_or(0, |u| u.attention_norm + u.mlp_norm + u.down_input)
+}
+
+/// Elements per token of one fused q/k/v projection's output that stay alive beside the value
+/// the attention keeps (`fused_qkv`): the value is a view of that output (litgpt's
+/// `qkv.split`, Qwen v1's `c_attn(...).split`, `qkv[..., a:b]`), so the whole output's storage
+/// lives as long as the attention's saved value, while the query and key the attention keeps
+/// are the rotated copies; its query and key parts come on top of the count's q, k and v.
+/// litgpt's code of October 2023 (8641822) on the CPU keeps the whole `qkv` output, 3h for a
+/// multi-head model, where the count held the value's h.
+pub(super) fn fused_qkv_elements(shape: &Shape, placement: &Placement, training: &Training) -> u64 {
+    let Method::Lora { fused_qkv: true, .. } = &training.method else {
+        return 0;
+    };
+    if !is_language_model(shape) {
+        return 0;
+    }
+    let t = placement.tensor;
+    ((shape.heads / t) + div_ceil(shape.kv_heads, t)) * shape.head_dim
 }
 
 /// Bytes per token a layer's forward pass holds beside what its backward nodes keep, at its
