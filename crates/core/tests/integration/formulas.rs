@@ -331,6 +331,12 @@ fn lora_adapters_keep_their_dropout_masks_and_inputs() {
     let staged = evaluate(&staged);
     assert_eq!(bytes(&staged[0], 0, "LoRA saved inputs"), 16 * 2 * 1024 * (inputs * 3 + ranks));
     assert_eq!(bytes(&staged[0], 1, "LoRA saved inputs"), 16 * 1024 * (inputs * 3 + ranks));
+    // While the first stage's last layer runs its MLP's output projection it holds the residual,
+    // the projection's output, the MLP's input and product (no frozen projection keeps them),
+    // and PEFT's fp32 copy of the product and its dropout's output: no loss on that stage to
+    // set them against.
+    let transient = (3 * 4096 + 14_336) * 2 + 2 * 4 * 14_336;
+    assert_eq!(bytes(&staged[0], 0, "last layer's forward transients"), 1024 * transient);
 }
 
 #[test]

@@ -161,9 +161,7 @@ fn last_layer_transient(
     training: &Training,
     loss: Option<&Component>,
 ) -> Result<Option<Component>, Overflow> {
-    if placement.stage + 1 != placement.stages {
-        return Ok(None);
-    }
+    // A pipeline stage before the last has no loss: its last layer's transients count whole.
     let (transient, held) = super::frozen::forward_transient(shape, placement, training)?;
     let loss = loss.map_or(Bytes::ZERO, |l| l.bytes);
     let beyond = Bytes(transient.0.saturating_sub(loss.0));
