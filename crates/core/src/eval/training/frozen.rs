@@ -5,7 +5,8 @@
 //!
 //! Counted against transformers' Llama with PEFT's LoRA on the CPU, under bf16 autocast with
 //! CUDA's fp32 ops (`tools/dit-train-peak.py`'s `CudaAutocast`; the counter of
-//! `tools/decode-peak.py`): see the `lora_layer_*` tests in `tests/integration/reference.rs`.
+//! `tools/decode-peak.py`): `a_lora_layer_keeps_what_peft_keeps` and
+//! `a_checkpointed_lora_step_holds_what_peft_holds` in `tests/integration/reference.rs`.
 
 use super::activations::{batch, stream};
 use crate::bytes::Bytes;
@@ -16,8 +17,8 @@ use crate::ratio::Ratio;
 
 /// A denoiser's blocks (no vocabulary) go through the language model's count with their own
 /// meaning of its terms (modulated norms, fp32 norm copies under autocast; checked against
-/// CogVideoX-5b's block in `diffusion_training.rs`): what is said here is about a language
-/// model's layer.
+/// CogVideoX-5b's block, `a_dit_block_keeps_what_diffusers_keeps` in
+/// `tests/integration/reference.rs`): what is said here is about a language model's layer.
 fn is_language_model(shape: &Shape) -> bool {
     shape.vocab > 0
 }
@@ -131,7 +132,8 @@ pub(super) fn fused_qkv_elements(shape: &Shape, placement: &Placement, training:
 /// node keeps them (a frozen base, [`frozen_unkept_elements`]); and when that projection is
 /// adapted, PEFT's copy of its input in the adapters' type and, with a dropout, the dropout's
 /// output of that copy (the compute-type copy `lora_A` keeps is among the saved inputs). Under
-/// full checkpointing the recomputed layer also has the gradient of its output arriving.
+/// full (and op-level) checkpointing the recomputed layer also has the gradient of its output
+/// arriving.
 ///
 /// transformers' Llama with PEFT (rank 16 on every projection, fp32 adapters, bf16 autocast) at
 /// 2,048 tokens: 11.25 hidden-wide bf16 tensors per token at the last layer's output projection
