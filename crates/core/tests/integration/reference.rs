@@ -65,6 +65,20 @@ fn an_fp32_adamw_step_holds_what_pytorch_holds() {
     within(beside_weights(&workload(2048)), 2_352_627_876, 20);
 }
 
+/// The intermediates the first device of `source`'s one check holds (a training step's stored
+/// and transient tensors): what the counter sees beside weights and trained parameters.
+fn intermediates(source: &str) -> u64 {
+    let outcome = vram_core::evaluate(source);
+    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
+    let device = &outcome.budget.checks[0].devices[0];
+    device
+        .components
+        .iter()
+        .filter(|c| c.category == Category::Intermediate)
+        .map(|c| c.bytes.0)
+        .sum()
+}
+
 /// The intermediates of a LoRA step over a Llama of `layers` layers and a 512-token vocabulary
 /// (`transformers-peak.py lora-step`): what the counter sees beside the weights and the
 /// adapters, which that run creates no optimizer for.
@@ -77,15 +91,7 @@ fn lora_step(layers: u64, checkpointing: &str) -> u64 {
          activations bf16\n    optimizer adamw\n    micro_batch 1\n    sequence 2048 tokens\n    \
          checkpointing {checkpointing}\n  }}\n}}\ncheck w on h100-sxm-80gb\n"
     );
-    let outcome = vram_core::evaluate(&source);
-    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
-    let device = &outcome.budget.checks[0].devices[0];
-    device
-        .components
-        .iter()
-        .filter(|c| c.category == Category::Intermediate)
-        .map(|c| c.bytes.0)
-        .sum()
+    intermediates(&source)
 }
 
 #[test]
@@ -121,15 +127,7 @@ fn cogvideox_step(blocks: u64) -> u64 {
          frames 6 }}\n training {{ method lora {{ rank 16; targets q k v o }}; optimizer adamw; \
          checkpointing none }}\n}}\ncheck w on h100-sxm-80gb\n"
     );
-    let outcome = vram_core::evaluate(&source);
-    assert!(outcome.diagnostics.iter().all(|d| !d.is_error()), "{:#?}", outcome.diagnostics);
-    let device = &outcome.budget.checks[0].devices[0];
-    device
-        .components
-        .iter()
-        .filter(|c| c.category == Category::Intermediate)
-        .map(|c| c.bytes.0)
-        .sum()
+    intermediates(&source)
 }
 
 #[test]

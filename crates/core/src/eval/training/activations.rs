@@ -214,13 +214,8 @@ fn decoder_activations(
     } else {
         "DOMAIN.md §5.3: Korthikanti et al. 2022 (Table 2) adapted to gated MLP, GQA, no dropout"
     };
-    let recomputed =
-        if matches!(training.checkpointing, Checkpointing::Full | Checkpointing::SelectiveOp) {
-            let (transient, _) = super::frozen::forward_transient(shape, placement, training)?;
-            Some(crate::eval::calc::add(per_layer_bytes, transient)?)
-        } else {
-            None
-        };
+    // The recomputed layer's bytes, with what its forward pass holds besides, under recomputation.
+    let mut recomputed = None;
     let (bytes, formula) = match training.checkpointing {
         Checkpointing::None | Checkpointing::Selective => {
             let total = Product::new()
@@ -249,6 +244,7 @@ fn decoder_activations(
                 .bytes_each(elem.bytes_per_element(), elem.name())?;
             let (transient, held) = super::frozen::forward_transient(shape, placement, training)?;
             let layer = crate::eval::calc::add(per_layer_bytes, transient)?;
+            recomputed = Some(layer);
             let bytes = crate::eval::calc::add(kept.value()?, layer)?;
             (
                 bytes,

@@ -23,6 +23,12 @@ fn is_language_model(shape: &Shape) -> bool {
     shape.vocab > 0
 }
 
+/// The hidden width of one device's norm outputs and residual: split over the tensor ranks
+/// under sequence parallelism, whole otherwise.
+fn device_hidden(shape: &Shape, placement: &Placement, training: &Training) -> u64 {
+    if training.sequence_parallel { div_ceil(shape.hidden, placement.tensor) } else { shape.hidden }
+}
+
 /// How LoRA adapters treat their input, when the base is frozen.
 struct Adapters<'a> {
     targets: &'a [LoraTarget],
@@ -82,12 +88,11 @@ struct Unkept {
 
 fn unkept(shape: &Shape, placement: &Placement, training: &Training) -> Option<Unkept> {
     let adapters = adapters(shape, training)?;
-    let t = placement.tensor;
-    let h = if training.sequence_parallel { div_ceil(shape.hidden, t) } else { shape.hidden };
+    let h = device_hidden(shape, placement, training);
     Some(Unkept {
         attention_norm: if adapters.keep(&QKV) { 0 } else { h },
         mlp_norm: if adapters.keep(&MLP_IN) { 0 } else { h },
-        down_input: if adapters.keep(&DOWN) { 0 } else { div_ceil(shape.ffn, t) },
+        down_input: if adapters.keep(&DOWN) { 0 } else { div_ceil(shape.ffn, placement.tensor) },
     })
 }
 
@@ -144,10 +149,9 @@ pub(super) fn forward_transient(
     placement: &Placement,
     training: &Training,
 ) -> Result<(Bytes, String), Overflow> {
-    let t = placement.tensor;
     let c = stream(training).bytes_per_element();
-    let h = if training.sequence_parallel { div_ceil(shape.hidden, t) } else { shape.hidden };
-    let ffn = div_ceil(shape.ffn, t);
+    let h = device_hidden(shape, placement, training);
+    let ffn = div_ceil(shape.ffn, placement.tensor);
     let mut elements = 2 * h;
     let mut what = vec!["residual and output projection's output (2h)".to_string()];
     if let Some(unkept) = unkept(shape, placement, training) {
