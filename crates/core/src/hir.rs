@@ -1324,7 +1324,10 @@ pub enum BlockLayout {
     /// self-attention runs over the latent patches alone and a cross-attention follows, its
     /// queries from the patches and its keys and values projected from text embeddings of that
     /// width (PixArt, LTX-Video, Wan: diffusers' `attn2`).
-    Transformer { layers: u64, cross_attention: Option<u64> },
+    /// `qk_norm`: the attention normalizes its queries and keys (`qk_norm` in diffusers'
+    /// configurations: CogVideoX, FLUX, SD 3.5, Wan, HunyuanVideo, LTX-Video), which under
+    /// autocast keeps fp32 copies of them.
+    Transformer { layers: u64, cross_attention: Option<u64>, qk_norm: bool },
     /// A UNet (diffusers `UNet2DConditionModel`): level `i` has `hidden × channel_mult[i]`
     /// channels at the latent resolution halved `i` times, `layers_per_block` ResNet blocks
     /// going down and one more coming up, each followed by an attention block of

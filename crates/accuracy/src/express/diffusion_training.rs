@@ -67,7 +67,7 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
             vae: "flux-vae",
             structure: "    architecture  dit\n    hidden        3072\n    heads         24\n    \
                         layers        57  # 19 double + 38 single blocks\n    \
-                        text_tokens   512 tokens\n",
+                        text_tokens   512 tokens\n    qk_norm       true\n",
             temporal: None,
         })
     } else if let Some(pipeline) = transformer_pipeline(&has) {
@@ -88,7 +88,9 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
 /// cross-attention to the text. Each
 /// block's attention and MLP store per token what a DiT block does; MMDiT-X's second attention
 /// in SD 3.5 Medium's first 13 blocks and the fp32 rotary embeddings of the video models are
-/// not counted.
+/// not counted. Those that normalize their queries and keys say so (`qk_norm`, from each
+/// model's diffusers configuration or block defaults: FLUX, SD 3.5, CogVideoX, HunyuanVideo,
+/// Wan 2.1 and LTX-Video; not SD3 Medium or PixArt).
 fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
     if has(&["stablediffusion3", "sd3"]) {
         // transformer/config.json (models.vram): 64-wide heads; 3.5 Large 38 layers of 38
@@ -96,15 +98,25 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
         // 77 CLIP tokens and `--max_sequence_length` 77 T5 tokens, joined in one sequence.
         let large = has(&["35large", "sd35l"]);
         let medium35 = has(&["35medium", "sd35m"]);
+        // SD 3.5's blocks normalize queries and keys (its configurations' `qk_norm`
+        // "rms_norm"); SD3 Medium's do not (`qk_norm` null).
         let (denoiser, structure) = if large {
             (
                 "sd35-large-transformer",
                 "    architecture  dit\n    hidden        2432\n    heads         38\n    \
-                 layers        38\n    text_tokens   154 tokens  # 77 CLIP + 77 T5\n",
+                 layers        38\n    text_tokens   154 tokens  # 77 CLIP + 77 T5\n    \
+                 qk_norm       true\n",
+            )
+        } else if medium35 {
+            (
+                "sd35-medium-transformer",
+                "    architecture  dit\n    hidden        1536\n    heads         24\n    \
+                 layers        24\n    text_tokens   154 tokens  # 77 CLIP + 77 T5\n    \
+                 qk_norm       true\n",
             )
         } else {
             (
-                if medium35 { "sd35-medium-transformer" } else { "sd3-medium-transformer" },
+                "sd3-medium-transformer",
                 "    architecture  dit\n    hidden        1536\n    heads         24\n    \
                  layers        24\n    text_tokens   154 tokens  # 77 CLIP + 77 T5\n",
             )
@@ -127,10 +139,10 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
             vae: "cogvideox-vae",
             structure: if five {
                 "    architecture  dit\n    hidden        3072\n    heads         48\n    \
-                 layers        42\n    text_tokens   226 tokens\n"
+                 layers        42\n    text_tokens   226 tokens\n    qk_norm       true\n"
             } else {
                 "    architecture  dit\n    hidden        1920\n    heads         30\n    \
-                 layers        30\n    text_tokens   226 tokens\n"
+                 layers        30\n    text_tokens   226 tokens\n    qk_norm       true\n"
             },
             temporal: Some(4),
         });
@@ -144,7 +156,7 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
             vae: "hunyuan-video-vae",
             structure: "    architecture  dit\n    hidden        3072\n    heads         24\n    \
                         layers        60  # 20 double + 40 single blocks\n    \
-                        text_tokens   256 tokens\n",
+                        text_tokens   256 tokens\n    qk_norm       true\n",
             temporal: Some(4),
         });
     }
@@ -166,11 +178,13 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
             structure: if small {
                 "    architecture  dit\n    hidden        1536\n    heads         12\n    \
                  layers        30\n    ffn           8960\n    \
-                 cross_attention_dim 1536\n    text_tokens   512 tokens\n"
+                 cross_attention_dim 1536\n    text_tokens   512 tokens\n    \
+                 qk_norm       true\n"
             } else {
                 "    architecture  dit\n    hidden        5120\n    heads         40\n    \
                  layers        40\n    ffn           13824\n    \
-                 cross_attention_dim 5120\n    text_tokens   512 tokens\n"
+                 cross_attention_dim 5120\n    text_tokens   512 tokens\n    \
+                 qk_norm       true\n"
             },
             temporal: Some(4),
         });
@@ -208,7 +222,8 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
             structure: "    architecture  dit\n    hidden        2048\n    heads         32\n    \
                         layers        28\n    cross_attention_dim 2048\n    \
                         text_tokens   128 tokens\n    \
-                        patch_pixels  32  # 32 x 32 pixels per latent, no patching\n",
+                        patch_pixels  32  # 32 x 32 pixels per latent, no patching\n    \
+                        qk_norm       true\n",
             temporal: Some(8),
         });
     }

@@ -360,7 +360,7 @@ fn blocks(
 ) -> Option<DenoiserBlocks> {
     let unet = unet?;
     let (own, other): (&[&str], &[&str]) = if unet {
-        (&["channel_mult", "layers_per_block", "cross_attention_dim"], &["layers"])
+        (&["channel_mult", "layers_per_block", "cross_attention_dim"], &["layers", "qk_norm"])
     } else {
         (&["layers"], UNET_FIELDS)
     };
@@ -398,6 +398,16 @@ fn blocks(
         fields.get("transformer_layers").map(|field| (field, per_level(fields, field, 0)));
     let mid_layers = fields.whole("mid_transformer_layers", Dim::Count, 0, 64, "10");
     if !needed {
+        if let (false, Some(field)) = (unet, fields.get("qk_norm")) {
+            fields.push(
+                Diagnostic::warning(
+                    "W005",
+                    field.key.span,
+                    "`qk_norm` sizes a trained transformer's blocks; sampling does not read it",
+                )
+                .with_help("remove it, or train the pipeline"),
+            );
+        }
         if let (false, Some(field)) = (unet, cross_field) {
             // Sampling sizes a transformer's step by its width alone.
             fields.push(
@@ -470,7 +480,8 @@ fn blocks(
         }
     } else {
         let cross_attention = if fields.has("cross_attention_dim") { Some(cross?) } else { None };
-        BlockLayout::Transformer { layers: layers?, cross_attention }
+        let qk_norm = fields.boolean("qk_norm").unwrap_or(false);
+        BlockLayout::Transformer { layers: layers?, cross_attention, qk_norm }
     };
     Some(DenoiserBlocks { heads, layout })
 }
@@ -637,6 +648,7 @@ pub(super) fn diffusion(
         ("mid_transformer_layers", Repeat::Once),
         ("head_dim", Repeat::Once),
         ("rope", Repeat::Once),
+        ("qk_norm", Repeat::Once),
     ];
     let fields = Fields::new("a diffusion section", block, KNOWN);
     let model = |ident: &crate::ast::Ident| match scope.expect(ident, &[DeclarationKind::Model]) {

@@ -27,7 +27,7 @@ use super::allocator::CachingAllocator;
 use super::calc::{self, Overflow, Product, formula};
 use super::training::{self as llm_training, AdapterKind, Adapters};
 use super::vae_encode::{self, EncoderShape};
-use super::{Placement, diffusion};
+use super::{Placement, diffusion, dit_block};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
 use crate::hir::{
@@ -269,7 +269,7 @@ fn adapters(
 ) -> Result<Adapters, Overflow> {
     let hidden = diffusion.denoiser.hidden;
     let per_rank = match &blocks.layout {
-        BlockLayout::Transformer { layers, cross_attention } => {
+        BlockLayout::Transformer { layers, cross_attention, .. } => {
             // A DiT block's feed-forward: hidden -> ffn -> hidden (GELU).
             let ffn = dit_ffn(diffusion);
             let per_block = attention_per_rank(targets, hidden, *cross_attention)?
@@ -448,11 +448,19 @@ fn activations(
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
     match &blocks.layout {
-        BlockLayout::Transformer { layers, cross_attention } => {
-            let mut out =
-                transformer_activations(diffusion, blocks, *layers, *cross_attention, training)?;
-            if cross_attention.is_some() {
-                out.push(cross_attention_activations(diffusion, *layers, training)?);
+        BlockLayout::Transformer { layers, cross_attention, qk_norm } => {
+            let mut out = transformer_activations(
+                diffusion,
+                blocks,
+                *layers,
+                *cross_attention,
+                *qk_norm,
+                training,
+            )?;
+            if let Some(width) = *cross_attention {
+                out.push(cross_attention_activations(
+                    diffusion, *layers, width, *qk_norm, training,
+                )?);
             }
             Ok(out)
         }
@@ -465,14 +473,17 @@ fn activations(
     }
 }
 
-/// A transformer denoiser's blocks as the layers of a language model without a vocabulary,
-/// through the language model's own activation formula: over every token when the blocks
-/// attend jointly, over the latent patches alone when a cross-attention reads the text.
+/// A transformer denoiser's blocks: what each keeps and what the last or recomputed one holds
+/// besides (`dit_block.rs`), over every token when the blocks attend jointly, over the latent
+/// patches alone when a cross-attention reads the text. What LoRA adapters keep and eager
+/// attention's scores come from the language model path, the blocks taken as the layers of a
+/// language model without a vocabulary (as is the whole count under op-level checkpointing).
 fn transformer_activations(
     diffusion: &Diffusion,
     blocks: &DenoiserBlocks,
     layers: u64,
     cross_attention: Option<u64>,
+    qk_norm: bool,
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
     let hidden = diffusion.denoiser.hidden;
@@ -505,19 +516,26 @@ fn transformer_activations(
         Placement { tensor: 1, stage: 0, stages: 1, first_layer: 0, layers, host_experts: 0 };
     let step = Training { sequence: tokens, micro_batch: diffusion.batch, ..training.clone() };
     let mut out = llm_training::activations(&shape, &placement, &step)?;
+    let block = dit_block::Block { hidden, ffn: shape.ffn, heads, qk_norm };
+    if let Some(blocks) = dit_block::activations(diffusion, &block, layers, tokens, training)? {
+        out.retain(|c| c.name != "activations" && c.name != "last layer's forward transients");
+        out.splice(0..0, blocks);
+    }
     let tokens_are = if cross_attention.is_some() {
         "tokens = latent patches (W/16 × H/16), the text read by a cross-attention"
     } else {
         "tokens = latent patches (W/16 × H/16) + text tokens"
     };
     for component in &mut out {
-        component.name = format!("denoiser {}", component.name).into();
+        // The blocks' own count is named already; the language model path's parts are not.
+        let as_layer = !component.name.starts_with("denoiser ");
+        if as_layer {
+            component.name = format!("denoiser {}", component.name).into();
+        }
+        let note = if as_layer { "; a DiT block as a layer with a 4h GELU MLP" } else { "" };
         component.source = Some(
-            format!(
-                "{}; {tokens_are}; a DiT block as a layer with a 4h GELU MLP",
-                component.source.as_deref().unwrap_or_default()
-            )
-            .into(),
+            format!("{}; {tokens_are}{note}", component.source.as_deref().unwrap_or_default())
+                .into(),
         );
     }
     Ok(out)
@@ -525,11 +543,15 @@ fn transformer_activations(
 
 /// What a block's cross-attention keeps for the backward pass beside its self-attention: per
 /// latent patch the projections' input (the residual stream after the self-attention), the
-/// queries and the attention's output (to_out's input); per text token the keys and values.
+/// queries and the attention's output (to_out's input); per text token the keys and values;
+/// under a q/k norm, the fp32 copies autocast makes of the queries and keys it normalizes; and
+/// what LoRA adapters on its projections keep.
 /// Every block keeps them, or only the recomputed one under full checkpointing.
 fn cross_attention_activations(
     diffusion: &Diffusion,
     layers: u64,
+    cross_width: u64,
+    qk_norm: bool,
     training: &Training,
 ) -> Result<Component, Overflow> {
     let stored_layers = if training.checkpointing == Checkpointing::Full { 1 } else { layers };
@@ -538,13 +560,65 @@ fn cross_attention_activations(
         .checked_mul(3)
         .and_then(|n| n.checked_add(diffusion.text_tokens.checked_mul(2)?))
         .ok_or(Overflow)?;
-    let (bytes, terms) = Product::new()
-        .times(stored_layers, if stored_layers == 1 { "recomputed layer" } else { "layers" })?
-        .times(diffusion.batch, "batch")?
+    let blocks = || {
+        Product::new()
+            .times(stored_layers, if stored_layers == 1 { "recomputed layer" } else { "layers" })?
+            .times(diffusion.batch, "batch")
+    };
+    let kept = blocks()?
         .times(per_sample, "(3 × patches + 2 × text tokens)")?
         .times(diffusion.denoiser.hidden, "hidden")?
-        .bytes_each(training.activations.bytes_per_element(), training.activations.name())?
-        .finish()?;
+        .bytes_each(training.activations.bytes_per_element(), training.activations.name())?;
+    let norms = if qk_norm {
+        let tokens = patches.checked_add(diffusion.text_tokens).ok_or(Overflow)?;
+        Some(
+            blocks()?
+                .times(tokens, "(patches + text tokens)")?
+                .times(diffusion.denoiser.hidden, "hidden")?
+                .bytes_each(Ratio::int(4), "fp32 q/k norm copies")?,
+        )
+    } else {
+        None
+    };
+    // LoRA on the cross-attention's projections keeps each adapter's input: the patches for
+    // q and o, the text (of the text encoder's width) for k and v.
+    let adapted = |wanted: &[LoraTarget]| match &training.method {
+        Method::Lora { targets, .. } => {
+            targets.iter().filter(|t| wanted.contains(t)).count() as u64
+        }
+        _ => 0,
+    };
+    let (on_patches, on_text) =
+        (adapted(&[LoraTarget::Q, LoraTarget::O]), adapted(&[LoraTarget::K, LoraTarget::V]));
+    let adapter_elements = on_patches
+        .checked_mul(patches)
+        .and_then(|n| n.checked_mul(diffusion.denoiser.hidden))
+        .zip(on_text.checked_mul(diffusion.text_tokens).and_then(|n| n.checked_mul(cross_width)))
+        .and_then(|(a, b)| a.checked_add(b))
+        .ok_or(Overflow)?;
+    let adapters = if adapter_elements > 0 {
+        Some(
+            blocks()?
+                .times(
+                    adapter_elements,
+                    "elements the adapters keep (q, o over the patches; k, v over the text)",
+                )?
+                .bytes_each(
+                    training.activations.bytes_per_element(),
+                    training.activations.name(),
+                )?,
+        )
+    } else {
+        None
+    };
+    let parts: Vec<&Product> =
+        [Some(&kept), norms.as_ref(), adapters.as_ref()].into_iter().flatten().collect();
+    let bytes = calc::sum(parts.iter().map(|p| p.value()).collect::<Result<Vec<_>, _>>()?)?;
+    let terms = formula!(
+        "{} = {} B",
+        parts.iter().map(|p| p.terms()).collect::<Vec<_>>().join(" + "),
+        thousands(bytes.0)
+    );
     Ok(Component {
         held_by: HeldBy::Tensors,
         name: "denoiser cross-attention".into(),

@@ -9,6 +9,7 @@ mod calc;
 mod device;
 mod diffusion;
 mod diffusion_training;
+mod dit_block;
 mod fit;
 pub mod grid;
 mod host;

@@ -255,18 +255,33 @@ fn lora_on_the_feed_forward_adds_its_two_projections_per_transformer_layer() {
 }
 
 #[test]
-fn transformer_denoiser_blocks_are_language_model_layers_over_patches_and_text() {
+fn transformer_denoiser_blocks_keep_what_a_dit_block_keeps_over_patches_and_text() {
     // 512 × 768 pixels: 64 × 96 latents, 32 × 48 = 1536 patches of 2 × 2, and 512 text tokens.
-    // Per token per block: 4h (norms, residual) + 4h (q, k, v, attention output) + 2 × 4h
-    // (GELU MLP input and activation) + 4 B × 24 heads of softmax statistics / 2 B = 49,200.
+    // Per token per block in bf16 under a frozen base: the two norms' fp32 inputs 2 × 4h, q and
+    // k 2 × 2h, v and the attention output 2 × 2h, 4 B × 24 heads of log-sum-exp, the GELU's
+    // input 2 × 4h: 24h + 96 = 73,824 B.
     let tokens = 1536 + 512;
-    let full = evaluate(&flux("", "method lora { rank 4 }; checkpointing full"));
-    // Checkpointed: each block's input, the recomputed block, and what its forward pass holds
-    // beside (the residual, the MLP output projection's output, the gradient arriving): 3h.
-    let expected = 57 * tokens * 3072 * 2 + tokens * 49_200 * 2 + tokens * 3 * 3072 * 2;
-    assert_eq!(component(&full[0], "denoiser activations"), expected);
+    let per_token = 24 * 3072 + 96;
     let stored = evaluate(&flux("", "method lora { rank 4 }"));
-    assert_eq!(component(&stored[0], "denoiser activations"), 57 * tokens * 49_200 * 2);
+    assert_eq!(component(&stored[0], "denoiser activations"), 57 * tokens * per_token);
+    // The last block's forward pass holds besides, at its MLP's output projection, the MLP's
+    // fp32 input (4h), the product the frozen projection reads (2 × 4h) and its output (2h).
+    let last = component(&stored[0], "denoiser last block's forward transients");
+    assert_eq!(last, tokens * 14 * 3072);
+    // A q/k norm keeps fp32 copies of q and k: 8h more.
+    let normed = evaluate(&flux("; qk_norm true", "method lora { rank 4 }"));
+    assert_eq!(component(&normed[0], "denoiser activations"), 57 * tokens * (per_token + 8 * 3072));
+    // Checkpointed: each block's input, and the recomputed block with what it holds at its
+    // MLP's output projection and the gradient arriving (2h).
+    let full = evaluate(&flux("", "method lora { rank 4 }; checkpointing full"));
+    let expected = 57 * tokens * 3072 * 2 + tokens * (per_token + 16 * 3072);
+    assert_eq!(component(&full[0], "denoiser activations"), expected);
+    // A trained block keeps besides the MLP's product (8h) and input copy (2h), q, k and v's
+    // input copies (6h), the modulated norm outputs (2 × 4h) and the gated outputs (4h), and
+    // holds no product it does not keep.
+    let trained = evaluate(&flux("", "method full; checkpointing full"));
+    let expected = 57 * tokens * 3072 * 2 + tokens * (per_token + 28 * 3072 + 8 * 3072);
+    assert_eq!(component(&trained[0], "denoiser activations"), expected);
     // Rank 4 on q, k, v and o of 57 blocks: 57 × 4 × 4 × (3072 + 3072).
     assert_eq!(component(&full[0], "LoRA adapters"), 57 * 4 * 4 * 6144 * 4);
 }
@@ -275,14 +290,22 @@ fn transformer_denoiser_blocks_are_language_model_layers_over_patches_and_text()
 fn a_cross_attention_reads_the_text_beside_self_attention_over_the_patches() {
     // The same blocks with a cross-attention over a 4096-wide text: the self-attention sequence
     // is the 1536 patches alone, and each stored block adds 3 × 1536 + 2 × 512 = 5632 values of
-    // 3072 in bf16.
+    // 3072 in bf16, and its adapters' inputs: q and o over the patches (2 × 1536 × 3072) and k
+    // and v over the text (2 × 512 × 4096), 13,631,488 values.
     let cross = "; cross_attention_dim 4096";
+    let per_block = 5632 * 3072 * 2 + 13_631_488 * 2;
     let stored = evaluate(&flux(cross, "method lora { rank 4 }"));
-    assert_eq!(component(&stored[0], "denoiser activations"), 57 * 1536 * 49_200 * 2);
-    assert_eq!(component(&stored[0], "denoiser cross-attention"), 57 * 5632 * 3072 * 2);
+    assert_eq!(component(&stored[0], "denoiser activations"), 57 * 1536 * (24 * 3072 + 96));
+    assert_eq!(component(&stored[0], "denoiser cross-attention"), 57 * per_block);
+    // Normalized queries and keys add their fp32 copies over the patches and the text.
+    let normed = evaluate(&flux(&format!("{cross}; qk_norm true"), "method lora { rank 4 }"));
+    assert_eq!(
+        component(&normed[0], "denoiser cross-attention"),
+        57 * (per_block + (1536 + 512) * 3072 * 4)
+    );
     // Under full checkpointing only the recomputed block keeps them.
     let full = evaluate(&flux(cross, "method lora { rank 4 }; checkpointing full"));
-    assert_eq!(component(&full[0], "denoiser cross-attention"), 5632 * 3072 * 2);
+    assert_eq!(component(&full[0], "denoiser cross-attention"), per_block);
     // Rank 4 on q, k, v and o of both attentions: the self-attention's 4 × 6144 per rank, the
     // cross-attention's q and o 6144 each, k and v 4096 + 3072 each: 51,200 per rank and block.
     assert_eq!(component(&full[0], "LoRA adapters"), 57 * 4 * 51_200 * 4);

@@ -1,0 +1,201 @@
+//! What one block of a diffusion transformer (DiT, MMDiT, FLUX, CogVideoX, Wan) keeps for the
+//! backward pass, and what it holds besides at its largest operation, as diffusers' block code
+//! runs under CUDA's bf16 autocast (accelerate's `mixed_precision bf16`, the training scripts'
+//! default).
+//!
+//! Autocast runs layer norms in fp32 (PyTorch's "CUDA ops that can autocast to float32"), so
+//! each norm keeps an fp32 copy of its input, and its output stays fp32 through the adaLN
+//! modulation (`norm(x) * (1 + scale) + shift`) until a matrix product casts it. A q/k norm
+//! (`qk_norm`) keeps fp32 copies of the queries and keys beside the 16-bit ones the attention
+//! kernel keeps. Per token and block, with `h` the hidden size and `a` the activations'
+//! bytes per element:
+//! - the two norms' inputs in fp32: 2 × 4h;
+//! - the attention: q and k (`a`·h each, plus 4h each under a q/k norm), v and the output: `a`·h
+//!   each; the kernel's fp32 log-sum-exp, 4 B per head;
+//! - the MLP: the activation function's input, `a`·ffn;
+//! - a trained block (full fine-tuning) keeps besides every product's input: the MLP's product
+//!   (`a`·ffn) and its input's 16-bit copy (`a`·h), the 16-bit copies autocast makes of the
+//!   attention's input for q, k and v (3·`a`·h), the modulated norm outputs the scale's gradient
+//!   needs (2 × 4h) and the attention and MLP outputs the gates' gradients need (2·`a`·h).
+//!
+//! A frozen base keeps none of those: its projections' backward needs only their weights. LoRA
+//! adapters keep their own inputs, counted by the language model path (`LoRA saved inputs`).
+//!
+//! At the MLP's output projection the block holds more than it keeps: the MLP's fp32 input (the
+//! modulated norm output, 4h), the product a frozen output projection reads but does not keep
+//! (`a`·ffn) and the projection's output (`a`·h); recomputed in the backward pass, the gradient
+//! arriving for the block's output (`a`·h) besides.
+//!
+//! Counted against diffusers' own blocks (0.42.1) on the CPU under CUDA's autocast rules
+//! (`tools/dit-train-peak.py`): test `a_dit_block_keeps_what_diffusers_keeps`.
+
+use super::calc::{Overflow, Product, formula};
+use crate::budget::{Category, Component, HeldBy, Provenance};
+use crate::bytes::Bytes;
+use crate::hir::{Checkpointing, Diffusion, Method, Training};
+use crate::ratio::Ratio;
+
+const SOURCE: &str = "derived: diffusers' DiT blocks (CogVideoX, FLUX, SD3, Wan) under CUDA's \
+                      bf16 autocast: fp32 norm inputs, q/k norm copies, the kernel's q, k, v and \
+                      output, the MLP activation's input; at the MLP's output projection its \
+                      fp32 input, product and output (dit_block.rs)";
+
+/// A block's shape as the count reads it.
+pub(super) struct Block {
+    pub hidden: u64,
+    pub ffn: u64,
+    pub heads: u64,
+    pub qk_norm: bool,
+}
+
+/// `value` with thousands separators, for the formulas.
+fn n(value: u64) -> String {
+    let mut out = String::new();
+    crate::bytes::write_thousands(&mut out, value);
+    out
+}
+
+/// Bytes per token, with the terms that make them up.
+struct PerToken {
+    bytes: u64,
+    terms: String,
+}
+
+/// What the block keeps per token for the backward pass.
+fn kept(block: &Block, a: u64, trained: bool) -> Result<PerToken, Overflow> {
+    let h = block.hidden;
+    let mul = |x: u64, y: u64| x.checked_mul(y).ok_or(Overflow);
+    let norms = mul(8, h)?;
+    let qk = if block.qk_norm { mul(2 * (4 + a), h)? } else { mul(2 * a, h)? };
+    let attention = mul(2 * a, h)?.checked_add(mul(4, block.heads)?).ok_or(Overflow)?;
+    let mlp = mul(a, block.ffn)?;
+    let trained_extra = if trained {
+        // product, MLP input copy, q/k/v input copies, modulated norm outputs, gated outputs
+        mul(a, block.ffn)?.checked_add(mul(a * (1 + 3 + 2) + 8, h)?).ok_or(Overflow)?
+    } else {
+        0
+    };
+    let bytes = [norms, qk, attention, mlp, trained_extra]
+        .into_iter()
+        .try_fold(0u64, u64::checked_add)
+        .ok_or(Overflow)?;
+    let qk_text = if block.qk_norm { "q and k with their fp32 norm copies" } else { "q and k" };
+    let trained_text = if trained {
+        formula!(
+            " + {} (a trained block: the MLP's product and input copy, the q, k and v inputs' \
+             copies, the modulated norm outputs, the gated outputs)",
+            n(trained_extra)
+        )
+    } else {
+        String::new()
+    };
+    let terms = formula!(
+        "{} (two norm inputs in fp32) + {} ({qk_text}) + {} (v, the attention output, its \
+         log-sum-exp) + {} (the MLP activation's input){trained_text} = {} B",
+        n(norms),
+        n(qk),
+        n(attention),
+        n(mlp),
+        n(bytes)
+    );
+    Ok(PerToken { bytes, terms })
+}
+
+/// What the block holds per token at its MLP's output projection beyond what it keeps.
+fn transient(block: &Block, a: u64, trained: bool, recomputed: bool) -> Result<PerToken, Overflow> {
+    let h = block.hidden;
+    let input = h.checked_mul(4).ok_or(Overflow)?;
+    let product = if trained { 0 } else { block.ffn.checked_mul(a).ok_or(Overflow)? };
+    let output = h.checked_mul(a).ok_or(Overflow)?;
+    let gradient = if recomputed { output } else { 0 };
+    let bytes = [input, product, output, gradient]
+        .into_iter()
+        .try_fold(0u64, u64::checked_add)
+        .ok_or(Overflow)?;
+    let product_text =
+        if trained { String::new() } else { formula!(" + {} (the product it reads)", n(product)) };
+    let gradient_text = if recomputed {
+        formula!(" + {} (the gradient arriving)", n(gradient))
+    } else {
+        String::new()
+    };
+    let terms = formula!(
+        "{} (the MLP's fp32 input){product_text} + {} (its output){gradient_text} = {} B",
+        n(input),
+        n(output),
+        n(bytes)
+    );
+    Ok(PerToken { bytes, terms })
+}
+
+fn component(name: &str, (bytes, formula): (Bytes, String)) -> Component {
+    Component {
+        held_by: HeldBy::Tensors,
+        name: name.to_owned().into(),
+        category: Category::Intermediate,
+        bytes,
+        provenance: Provenance::Formula,
+        formula,
+        source: Some(SOURCE.into()),
+    }
+}
+
+/// The blocks' stored activations (`denoiser activations`) over `tokens` per sample, and
+/// without recomputation the last block's forward transients; `None` for a checkpointing the
+/// count does not follow (op-level), left to the language model path.
+pub(super) fn activations(
+    diffusion: &Diffusion,
+    block: &Block,
+    layers: u64,
+    tokens: u64,
+    training: &Training,
+) -> Result<Option<Vec<Component>>, Overflow> {
+    let elem = training.activations;
+    let a = u64::try_from(elem.bytes_per_element().ceil()).map_err(|_| Overflow)?;
+    let trained = matches!(training.method, Method::Full);
+    let kept = kept(block, a, trained)?;
+    let per_sample = |product: Product| -> Result<Product, Overflow> {
+        product.times(diffusion.batch, "batch")?.times(tokens, "tokens")
+    };
+    match training.checkpointing {
+        Checkpointing::None | Checkpointing::Selective => {
+            let stored = per_sample(Product::new().times(layers, "blocks")?)?
+                .bytes_each(Ratio::int(i128::from(kept.bytes)), "per token per block")?;
+            let (bytes, terms) = stored.finish()?;
+            let held = transient(block, a, trained, false)?;
+            let last = per_sample(Product::new())?
+                .bytes_each(Ratio::int(i128::from(held.bytes)), "per token")?;
+            let (last_bytes, last_terms) = last.finish()?;
+            Ok(Some(vec![
+                component(
+                    "denoiser activations",
+                    (bytes, formula!("{terms}; per token per block: {}", kept.terms)),
+                ),
+                component(
+                    "denoiser last block's forward transients",
+                    (last_bytes, formula!("{last_terms}; per token: {}", held.terms)),
+                ),
+            ]))
+        }
+        Checkpointing::Full => {
+            let checkpoints = per_sample(Product::new().times(layers, "blocks")?)?
+                .times(block.hidden, "hidden")?
+                .bytes_each(elem.bytes_per_element(), elem.name())?;
+            let held = transient(block, a, trained, true)?;
+            let per_token = kept.bytes.checked_add(held.bytes).ok_or(Overflow)?;
+            let recomputed = per_sample(Product::new().times(1, "recomputed block")?)?
+                .bytes_each(Ratio::int(i128::from(per_token)), "per token")?;
+            let bytes = checkpoints.value()?.checked_add(recomputed.value()?).ok_or(Overflow)?;
+            let formula = formula!(
+                "checkpoints {} + {} (kept: {}; held at the MLP's output projection: {}) = {} B",
+                checkpoints.terms(),
+                recomputed.terms(),
+                kept.terms,
+                held.terms,
+                n(bytes.0)
+            );
+            Ok(Some(vec![component("denoiser activations", (bytes, formula))]))
+        }
+        Checkpointing::SelectiveOp => Ok(None),
+    }
+}
