@@ -1327,7 +1327,10 @@ pub enum BlockLayout {
     /// `qk_norm`: the attention normalizes its queries and keys (`qk_norm` in diffusers'
     /// configurations: CogVideoX, FLUX, SD 3.5, Wan, HunyuanVideo, LTX-Video), which under
     /// autocast keeps fp32 copies of them.
-    Transformer { layers: u64, cross_attention: Option<u64>, qk_norm: bool },
+    /// `single_layers`: of the `layers`, how many run their MLP beside the attention from one
+    /// norm into one output projection (FLUX.1's and HunyuanVideo's single-stream blocks, after
+    /// the double-stream ones).
+    Transformer { layers: u64, cross_attention: Option<u64>, qk_norm: bool, single_layers: u64 },
     /// A UNet (diffusers `UNet2DConditionModel`): level `i` has `hidden × channel_mult[i]`
     /// channels at the latent resolution halved `i` times, `layers_per_block` ResNet blocks
     /// going down and one more coming up, each followed by an attention block of

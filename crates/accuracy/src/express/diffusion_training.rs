@@ -67,7 +67,8 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
             vae: "flux-vae",
             structure: "    architecture  dit\n    hidden        3072\n    heads         24\n    \
                         layers        57  # 19 double + 38 single blocks\n    \
-                        text_tokens   512 tokens\n    qk_norm       true\n",
+                        single_layers 38\n    text_tokens   512 tokens\n    \
+                        qk_norm       true\n",
             temporal: None,
         })
     } else if let Some(pipeline) = transformer_pipeline(&has) {
@@ -156,7 +157,8 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
             vae: "hunyuan-video-vae",
             structure: "    architecture  dit\n    hidden        3072\n    heads         24\n    \
                         layers        60  # 20 double + 40 single blocks\n    \
-                        text_tokens   256 tokens\n    qk_norm       true\n",
+                        single_layers 40\n    text_tokens   256 tokens\n    \
+                        qk_norm       true\n",
             temporal: Some(4),
         });
     }

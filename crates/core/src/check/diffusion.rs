@@ -360,7 +360,10 @@ fn blocks(
 ) -> Option<DenoiserBlocks> {
     let unet = unet?;
     let (own, other): (&[&str], &[&str]) = if unet {
-        (&["channel_mult", "layers_per_block", "cross_attention_dim"], &["layers", "qk_norm"])
+        (
+            &["channel_mult", "layers_per_block", "cross_attention_dim"],
+            &["layers", "qk_norm", "single_layers"],
+        )
     } else {
         (&["layers"], UNET_FIELDS)
     };
@@ -398,15 +401,17 @@ fn blocks(
         fields.get("transformer_layers").map(|field| (field, per_level(fields, field, 0)));
     let mid_layers = fields.whole("mid_transformer_layers", Dim::Count, 0, 64, "10");
     if !needed {
-        if let (false, Some(field)) = (unet, fields.get("qk_norm")) {
-            fields.push(
-                Diagnostic::warning(
-                    "W005",
-                    field.key.span,
-                    "`qk_norm` sizes a trained transformer's blocks; sampling does not read it",
-                )
-                .with_help("remove it, or train the pipeline"),
-            );
+        for key in ["qk_norm", "single_layers"] {
+            if let (false, Some(field)) = (unet, fields.get(key)) {
+                fields.push(
+                    Diagnostic::warning(
+                        "W005",
+                        field.key.span,
+                        format!("`{key}` sizes a trained transformer's blocks; sampling does not read it"),
+                    )
+                    .with_help("remove it, or train the pipeline"),
+                );
+            }
         }
         if let (false, Some(field)) = (unet, cross_field) {
             // Sampling sizes a transformer's step by its width alone.
@@ -481,7 +486,15 @@ fn blocks(
     } else {
         let cross_attention = if fields.has("cross_attention_dim") { Some(cross?) } else { None };
         let qk_norm = fields.boolean("qk_norm").unwrap_or(false);
-        BlockLayout::Transformer { layers: layers?, cross_attention, qk_norm }
+        let layers = layers?;
+        let single_layers = match fields.get("single_layers") {
+            Some(field) => {
+                let (value, span) = fields.quantity(field, Dim::Count, "38")?;
+                fields.check_whole(&field.key.name, value, span, 0, layers)?
+            }
+            None => 0,
+        };
+        BlockLayout::Transformer { layers, cross_attention, qk_norm, single_layers }
     };
     Some(DenoiserBlocks { heads, layout })
 }
@@ -649,6 +662,7 @@ pub(super) fn diffusion(
         ("head_dim", Repeat::Once),
         ("rope", Repeat::Once),
         ("qk_norm", Repeat::Once),
+        ("single_layers", Repeat::Once),
     ];
     let fields = Fields::new("a diffusion section", block, KNOWN);
     let model = |ident: &crate::ast::Ident| match scope.expect(ident, &[DeclarationKind::Model]) {

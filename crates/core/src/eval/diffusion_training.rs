@@ -448,13 +448,20 @@ fn activations(
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
     match &blocks.layout {
-        BlockLayout::Transformer { layers, cross_attention, qk_norm } => {
+        BlockLayout::Transformer { layers, cross_attention, qk_norm, single_layers } => {
+            let block = dit_block::Block {
+                hidden: diffusion.denoiser.hidden,
+                ffn: dit_ffn(diffusion),
+                heads: blocks.heads.at(diffusion.denoiser.hidden),
+                qk_norm: *qk_norm,
+                single: *single_layers,
+            };
             let mut out = transformer_activations(
                 diffusion,
                 blocks,
                 *layers,
                 *cross_attention,
-                *qk_norm,
+                &block,
                 training,
             )?;
             if let Some(width) = *cross_attention {
@@ -483,7 +490,7 @@ fn transformer_activations(
     blocks: &DenoiserBlocks,
     layers: u64,
     cross_attention: Option<u64>,
-    qk_norm: bool,
+    block: &dit_block::Block,
     training: &Training,
 ) -> Result<Vec<Component>, Overflow> {
     let hidden = diffusion.denoiser.hidden;
@@ -516,8 +523,7 @@ fn transformer_activations(
         Placement { tensor: 1, stage: 0, stages: 1, first_layer: 0, layers, host_experts: 0 };
     let step = Training { sequence: tokens, micro_batch: diffusion.batch, ..training.clone() };
     let mut out = llm_training::activations(&shape, &placement, &step)?;
-    let block = dit_block::Block { hidden, ffn: shape.ffn, heads, qk_norm };
-    if let Some(blocks) = dit_block::activations(diffusion, &block, layers, tokens, training)? {
+    if let Some(blocks) = dit_block::activations(diffusion, block, layers, tokens, training)? {
         out.retain(|c| c.name != "activations" && c.name != "last layer's forward transients");
         out.splice(0..0, blocks);
     }

@@ -46,6 +46,8 @@ pub(super) struct Block {
     pub ffn: u64,
     pub heads: u64,
     pub qk_norm: bool,
+    /// Of the blocks, how many are parallel (single-stream) blocks.
+    pub single: u64,
 }
 
 /// `value` with thousands separators, for the formulas.
@@ -61,19 +63,39 @@ struct PerToken {
     terms: String,
 }
 
+/// How a block runs its attention and MLP.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// The MLP after the attention, each from its own norm (DiT, MMDiT, FLUX's double-stream
+    /// blocks, CogVideoX, Wan).
+    Sequential,
+    /// The MLP beside the attention from one norm, their outputs concatenated into one output
+    /// projection (FLUX's and HunyuanVideo's single-stream blocks, `single_layers`).
+    Parallel,
+}
+
 /// What the block keeps per token for the backward pass.
-fn kept(block: &Block, a: u64, trained: bool) -> Result<PerToken, Overflow> {
+fn kept(block: &Block, kind: Kind, a: u64, trained: bool) -> Result<PerToken, Overflow> {
     let h = block.hidden;
     let mul = |x: u64, y: u64| x.checked_mul(y).ok_or(Overflow);
-    let norms = mul(8, h)?;
+    let (norm_count, norms_text) = match kind {
+        Kind::Sequential => (2, "two norm inputs in fp32"),
+        Kind::Parallel => (1, "the norm's input in fp32"),
+    };
+    let norms = mul(4 * norm_count, h)?;
     let qk = if block.qk_norm { mul(2 * (4 + a), h)? } else { mul(2 * a, h)? };
     let attention = mul(2 * a, h)?.checked_add(mul(4, block.heads)?).ok_or(Overflow)?;
     let mlp = mul(a, block.ffn)?;
-    let trained_extra = if trained {
+    let trained_extra = match (trained, kind) {
+        (false, _) => 0,
         // product, MLP input copy, q/k/v input copies, modulated norm outputs, gated outputs
-        mul(a, block.ffn)?.checked_add(mul(a * (1 + 3 + 2) + 8, h)?).ok_or(Overflow)?
-    } else {
-        0
+        (true, Kind::Sequential) => {
+            mul(a, block.ffn)?.checked_add(mul(a * (1 + 3 + 2) + 8, h)?).ok_or(Overflow)?
+        }
+        // modulated norm output, q/k/v and MLP input copies, the concatenation, gated output
+        (true, Kind::Parallel) => {
+            mul(a, block.ffn)?.checked_add(mul(4 + a * (4 + 1 + 1), h)?).ok_or(Overflow)?
+        }
     };
     let bytes = [norms, qk, attention, mlp, trained_extra]
         .into_iter()
@@ -82,16 +104,15 @@ fn kept(block: &Block, a: u64, trained: bool) -> Result<PerToken, Overflow> {
     let qk_text = if block.qk_norm { "q and k with their fp32 norm copies" } else { "q and k" };
     let trained_text = if trained {
         formula!(
-            " + {} (a trained block: the MLP's product and input copy, the q, k and v inputs' \
-             copies, the modulated norm outputs, the gated outputs)",
+            " + {} (a trained block: every product's input, the modulated norm outputs, the gated outputs)",
             n(trained_extra)
         )
     } else {
         String::new()
     };
     let terms = formula!(
-        "{} (two norm inputs in fp32) + {} ({qk_text}) + {} (v, the attention output, its \
-         log-sum-exp) + {} (the MLP activation's input){trained_text} = {} B",
+        "{} ({norms_text}) + {} ({qk_text}) + {} (v, the attention output, its log-sum-exp) + {} \
+         (the MLP activation's input){trained_text} = {} B",
         n(norms),
         n(qk),
         n(attention),
@@ -101,26 +122,47 @@ fn kept(block: &Block, a: u64, trained: bool) -> Result<PerToken, Overflow> {
     Ok(PerToken { bytes, terms })
 }
 
-/// What the block holds per token at its MLP's output projection beyond what it keeps.
-fn transient(block: &Block, a: u64, trained: bool, recomputed: bool) -> Result<PerToken, Overflow> {
+/// What the block holds per token at its output projection beyond what it keeps: the MLP's
+/// (or the parallel block's attention and MLP's) fp32 input, what the projection reads and a
+/// frozen one does not keep, and its output; recomputed, the gradient arriving besides.
+fn transient(
+    block: &Block,
+    kind: Kind,
+    a: u64,
+    trained: bool,
+    recomputed: bool,
+) -> Result<PerToken, Overflow> {
     let h = block.hidden;
     let input = h.checked_mul(4).ok_or(Overflow)?;
-    let product = if trained { 0 } else { block.ffn.checked_mul(a).ok_or(Overflow)? };
+    let mlp = block.ffn.checked_mul(a).ok_or(Overflow)?;
+    let (read, read_text) = match (kind, trained) {
+        (Kind::Sequential, false) => (mlp, "the product it reads"),
+        (Kind::Sequential, true) => (0, ""),
+        // The activation's output, and the concatenation a frozen projection reads.
+        (Kind::Parallel, false) => (
+            h.checked_add(block.ffn)
+                .and_then(|n| n.checked_mul(a))
+                .and_then(|n| n.checked_add(mlp))
+                .ok_or(Overflow)?,
+            "the MLP's product and its concatenation with the attention output",
+        ),
+        (Kind::Parallel, true) => (mlp, "the MLP's product"),
+    };
     let output = h.checked_mul(a).ok_or(Overflow)?;
     let gradient = if recomputed { output } else { 0 };
-    let bytes = [input, product, output, gradient]
+    let bytes = [input, read, output, gradient]
         .into_iter()
         .try_fold(0u64, u64::checked_add)
         .ok_or(Overflow)?;
-    let product_text =
-        if trained { String::new() } else { formula!(" + {} (the product it reads)", n(product)) };
+    let read_text =
+        if read == 0 { String::new() } else { formula!(" + {} ({read_text})", n(read)) };
     let gradient_text = if recomputed {
         formula!(" + {} (the gradient arriving)", n(gradient))
     } else {
         String::new()
     };
     let terms = formula!(
-        "{} (the MLP's fp32 input){product_text} + {} (its output){gradient_text} = {} B",
+        "{} (the fp32 input){read_text} + {} (its output){gradient_text} = {} B",
         n(input),
         n(output),
         n(bytes)
@@ -142,7 +184,9 @@ fn component(name: &str, (bytes, formula): (Bytes, String)) -> Component {
 
 /// The blocks' stored activations (`denoiser activations`) over `tokens` per sample, and
 /// without recomputation the last block's forward transients; `None` for a checkpointing the
-/// count does not follow (op-level), left to the language model path.
+/// count does not follow (op-level), left to the language model path. Of `layers` blocks the
+/// last `block.single` are parallel (FLUX and HunyuanVideo run them after the double-stream
+/// ones); under recomputation the block that holds the most is the one counted.
 pub(super) fn activations(
     diffusion: &Diffusion,
     block: &Block,
@@ -153,23 +197,35 @@ pub(super) fn activations(
     let elem = training.activations;
     let a = u64::try_from(elem.bytes_per_element().ceil()).map_err(|_| Overflow)?;
     let trained = matches!(training.method, Method::Full);
-    let kept = kept(block, a, trained)?;
+    let parallel = block.single.min(layers);
+    let kinds = [(Kind::Sequential, layers - parallel), (Kind::Parallel, parallel)];
     let per_sample = |product: Product| -> Result<Product, Overflow> {
         product.times(diffusion.batch, "batch")?.times(tokens, "tokens")
     };
+    let last_kind = if parallel > 0 { Kind::Parallel } else { Kind::Sequential };
+    let name = |kind: Kind| match kind {
+        Kind::Sequential => "blocks",
+        Kind::Parallel => "single-stream blocks",
+    };
     match training.checkpointing {
         Checkpointing::None | Checkpointing::Selective => {
-            let stored = per_sample(Product::new().times(layers, "blocks")?)?
-                .bytes_each(Ratio::int(i128::from(kept.bytes)), "per token per block")?;
-            let (bytes, terms) = stored.finish()?;
-            let held = transient(block, a, trained, false)?;
+            let mut bytes = Bytes::ZERO;
+            let mut terms = Vec::new();
+            for (kind, count) in kinds.into_iter().filter(|(_, count)| *count > 0) {
+                let kept = kept(block, kind, a, trained)?;
+                let stored = per_sample(Product::new().times(count, name(kind))?)?
+                    .bytes_each(Ratio::int(i128::from(kept.bytes)), "per token per block")?;
+                bytes = bytes.checked_add(stored.value()?).ok_or(Overflow)?;
+                terms.push(formula!("{} (per token per block: {})", stored.terms(), kept.terms));
+            }
+            let held = transient(block, last_kind, a, trained, false)?;
             let last = per_sample(Product::new())?
                 .bytes_each(Ratio::int(i128::from(held.bytes)), "per token")?;
             let (last_bytes, last_terms) = last.finish()?;
             Ok(Some(vec![
                 component(
                     "denoiser activations",
-                    (bytes, formula!("{terms}; per token per block: {}", kept.terms)),
+                    (bytes, formula!("{} = {} B", terms.join(" + "), n(bytes.0))),
                 ),
                 component(
                     "denoiser last block's forward transients",
@@ -181,13 +237,21 @@ pub(super) fn activations(
             let checkpoints = per_sample(Product::new().times(layers, "blocks")?)?
                 .times(block.hidden, "hidden")?
                 .bytes_each(elem.bytes_per_element(), elem.name())?;
-            let held = transient(block, a, trained, true)?;
-            let per_token = kept.bytes.checked_add(held.bytes).ok_or(Overflow)?;
+            let mut largest: Option<(u64, PerToken, PerToken)> = None;
+            for (kind, _) in kinds.into_iter().filter(|(_, count)| *count > 0) {
+                let kept = kept(block, kind, a, trained)?;
+                let held = transient(block, kind, a, trained, true)?;
+                let per_token = kept.bytes.checked_add(held.bytes).ok_or(Overflow)?;
+                if largest.as_ref().is_none_or(|(most, ..)| per_token > *most) {
+                    largest = Some((per_token, kept, held));
+                }
+            }
+            let Some((per_token, kept, held)) = largest else { return Ok(None) };
             let recomputed = per_sample(Product::new().times(1, "recomputed block")?)?
                 .bytes_each(Ratio::int(i128::from(per_token)), "per token")?;
             let bytes = checkpoints.value()?.checked_add(recomputed.value()?).ok_or(Overflow)?;
             let formula = formula!(
-                "checkpoints {} + {} (kept: {}; held at the MLP's output projection: {}) = {} B",
+                "checkpoints {} + {} (kept: {}; held at its output projection: {}) = {} B",
                 checkpoints.terms(),
                 recomputed.terms(),
                 kept.terms,

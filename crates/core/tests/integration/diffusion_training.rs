@@ -287,6 +287,43 @@ fn transformer_denoiser_blocks_keep_what_a_dit_block_keeps_over_patches_and_text
 }
 
 #[test]
+fn single_stream_blocks_keep_one_norm_and_hold_their_concatenation() {
+    // FLUX.1's 38 single-stream blocks after its 19 double-stream ones, with q/k norms. A
+    // single-stream block keeps one norm's fp32 input (4h) where a double-stream one keeps two,
+    // beside q and k with their fp32 copies (12h), v, the attention output (4h), the
+    // log-sum-exp (96 B) and the GELU's input (8h): 28h + 96 against 32h + 96.
+    let tokens = 1536 + 512;
+    let h = 3072;
+    let single = "; qk_norm true; single_layers 38";
+    let stored = evaluate(&flux(single, "method lora { rank 4 }"));
+    assert_eq!(
+        component(&stored[0], "denoiser activations"),
+        19 * tokens * (32 * h + 96) + 38 * tokens * (28 * h + 96)
+    );
+    // The last block is a single-stream one: at its output projection it holds the norm's fp32
+    // output (4h), the GELU's output (8h), its concatenation with the attention output (10h)
+    // and the projection's output (2h).
+    let last = component(&stored[0], "denoiser last block's forward transients");
+    assert_eq!(last, tokens * 24 * h);
+    // Recomputed, the single-stream block holds the most (54h + 96 against 48h + 96).
+    let full = evaluate(&flux(single, "method lora { rank 4 }; checkpointing full"));
+    assert_eq!(
+        component(&full[0], "denoiser activations"),
+        57 * tokens * 2 * h + tokens * (54 * h + 96)
+    );
+    // No more single-stream blocks than blocks; and sampling does not read them.
+    assert_eq!(codes(&flux("; single_layers 58", "method lora { rank 4 }")), ["E007"]);
+    let sampled = flux("; single_layers 38", "method lora { rank 4 }")
+        .lines()
+        .filter(|l| !l.contains("training"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let outcome = vram_core::evaluate(&sampled);
+    let found: Vec<&str> = outcome.diagnostics.iter().map(|d| d.code).collect();
+    assert_eq!(found, ["W005"], "{sampled}");
+}
+
+#[test]
 fn a_cross_attention_reads_the_text_beside_self_attention_over_the_patches() {
     // The same blocks with a cross-attention over a 4096-wide text: the self-attention sequence
     // is the 1536 patches alone, and each stored block adds 3 × 1536 + 2 × 512 = 5632 values of
