@@ -21,9 +21,10 @@ changes what autograd saves).
     python tools/dit-train-peak.py sd3 2 1 64 64 --full
 
 Shapes: CogVideoX-5b (48 heads of 64, 226 text tokens of 4,096), FLUX.1 (24 heads of 128, 512
-text tokens), SD3 medium (24 heads of 64, 333 text tokens) and Wan 2.1 14B (40 heads of 128,
-512 text tokens, MLP 13,824), each with the blocks asked for. Latent height and width are
-before patching.
+text tokens), SD3 medium (24 heads of 64, 333 text tokens), Wan 2.1 14B (40 heads of 128,
+512 text tokens, MLP 13,824), LTX-Video (32 heads of 64, 128 text tokens, unpatched latents)
+and HunyuanVideo (24 heads of 128, blocks "double,single", 256 text tokens), each with the
+blocks asked for. Latent height and width are before patching.
 """
 
 import argparse
@@ -167,7 +168,42 @@ def wan(blocks, frames, height, width, batch):
     return model, inputs, (height // 2) * (width // 2) * frames
 
 
-FAMILIES = {"cogvideox": cogvideox, "flux": flux, "sd3": sd3, "wan": wan}
+def ltx(blocks, frames, height, width, batch):
+    from diffusers import LTXVideoTransformer3DModel
+
+    model = LTXVideoTransformer3DModel(num_layers=int(blocks))
+    tokens = frames * height * width  # 1 × 1 patches of 32 × 32 × 8 latents
+    inputs = {
+        "hidden_states": torch.randn(batch, tokens, 128),
+        "encoder_hidden_states": torch.randn(batch, 128, 4096),
+        "timestep": torch.tensor([500] * batch),
+        "encoder_attention_mask": torch.ones(batch, 128),
+        "num_frames": frames,
+        "height": height,
+        "width": width,
+    }
+    return model, inputs, tokens
+
+
+def hunyuan(blocks, frames, height, width, batch):
+    from diffusers import HunyuanVideoTransformer3DModel
+
+    double, single = (int(n) for n in blocks.split(","))
+    model = HunyuanVideoTransformer3DModel(num_layers=double, num_single_layers=single)
+    inputs = {
+        "hidden_states": torch.randn(batch, 16, frames, height, width),
+        "timestep": torch.tensor([500] * batch),
+        "encoder_hidden_states": torch.randn(batch, 256, 4096),
+        "encoder_attention_mask": torch.ones(batch, 256),
+        "pooled_projections": torch.randn(batch, 768),
+        "guidance": torch.tensor([6000.0] * batch),
+    }
+    return model, inputs, (height // 2) * (width // 2) * frames + 256
+
+
+FAMILIES = {
+    "cogvideox": cogvideox, "flux": flux, "sd3": sd3, "wan": wan, "ltx": ltx, "hunyuan": hunyuan,
+}
 
 
 def step(family, blocks, frames, height, width, batch, checkpointing, full, rank):
@@ -193,7 +229,12 @@ def step(family, blocks, frames, height, width, batch, checkpointing, full, rank
         k: (v.to(torch.bfloat16) if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dim() > 2 else v)
         for k, v in inputs.items()
     }
-    flat = [v for value in inputs.values() for v in (value if isinstance(value, tuple) else (value,))]
+    flat = [
+        v
+        for value in inputs.values()
+        for v in (value if isinstance(value, tuple) else (value,))
+        if isinstance(v, torch.Tensor)
+    ]
     existing = [*model.parameters(), *model.buffers(), *flat]
     counter = DECODE_PEAK.LiveBytes(existing)
     with counter:
