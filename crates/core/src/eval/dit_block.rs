@@ -26,8 +26,14 @@
 //! (`a`·ffn) and the projection's output (`a`·h); recomputed in the backward pass, the gradient
 //! arriving for the block's output (`a`·h) besides.
 //!
+//! A single-stream block (FLUX.1's and HunyuanVideo's `single_layers`) runs its MLP beside the
+//! attention from one norm and projects their concatenation at once: it keeps one norm's input,
+//! and at that projection holds the norm's output, the MLP's product and the concatenation
+//! (`a`·(h + ffn)) a frozen projection does not keep.
+//!
 //! Counted against diffusers' own blocks (0.42.1) on the CPU under CUDA's autocast rules
-//! (`tools/dit-train-peak.py`): test `a_dit_block_keeps_what_diffusers_keeps`.
+//! (`tools/dit-train-peak.py`; tests in `tests/integration/reference.rs`: CogVideoX, SD3, Wan
+//! and FLUX's single-stream blocks, stored and recomputed).
 
 use super::calc::{Overflow, Product, formula};
 use crate::budget::{Category, Component, HeldBy, Provenance};
@@ -37,8 +43,8 @@ use crate::ratio::Ratio;
 
 const SOURCE: &str = "derived: diffusers' DiT blocks (CogVideoX, FLUX, SD3, Wan) under CUDA's \
                       bf16 autocast: fp32 norm inputs, q/k norm copies, the kernel's q, k, v and \
-                      output, the MLP activation's input; at the MLP's output projection its \
-                      fp32 input, product and output (dit_block.rs)";
+                      output, the MLP activation's input; at the output projection its fp32 \
+                      input, what it reads and its output (dit_block.rs)";
 
 /// A block's shape as the count reads it.
 pub(super) struct Block {
