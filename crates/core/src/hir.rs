@@ -1325,8 +1325,8 @@ pub enum BlockLayout {
     /// queries from the patches and its keys and values projected from text embeddings of that
     /// width (PixArt, LTX-Video, Wan: diffusers' `attn2`).
     /// `qk_norm`: the attention normalizes its queries and keys (`qk_norm` in diffusers'
-    /// configurations: CogVideoX, FLUX, SD 3.5, Wan, HunyuanVideo, LTX-Video), which under
-    /// autocast keeps fp32 copies of them.
+    /// configurations: CogVideoX, FLUX, SD 3.5, Wan, HunyuanVideo, LTX-Video; the default),
+    /// which under autocast keeps fp32 copies of them.
     /// `single_layers`: of the `layers`, how many run their MLP beside the attention from one
     /// norm into one output projection (FLUX.1's and HunyuanVideo's single-stream blocks, after
     /// the double-stream ones).

@@ -119,7 +119,8 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
             (
                 "sd3-medium-transformer",
                 "    architecture  dit\n    hidden        1536\n    heads         24\n    \
-                 layers        24\n    text_tokens   154 tokens  # 77 CLIP + 77 T5\n",
+                 layers        24\n    text_tokens   154 tokens  # 77 CLIP + 77 T5\n    \
+                 qk_norm       false\n",
             )
         };
         return Some(Pipeline {
@@ -203,11 +204,11 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
             structure: if sigma {
                 "    architecture  dit\n    hidden        1152\n    heads         16\n    \
                  layers        28\n    cross_attention_dim 1152\n    \
-                 text_tokens   300 tokens\n"
+                 text_tokens   300 tokens\n    qk_norm       false\n"
             } else {
                 "    architecture  dit\n    hidden        1152\n    heads         16\n    \
                  layers        28\n    cross_attention_dim 1152\n    \
-                 text_tokens   120 tokens\n"
+                 text_tokens   120 tokens\n    qk_norm       false\n"
             },
             temporal: None,
         });

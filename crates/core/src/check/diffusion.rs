@@ -485,7 +485,8 @@ fn blocks(
         }
     } else {
         let cross_attention = if fields.has("cross_attention_dim") { Some(cross?) } else { None };
-        let qk_norm = fields.boolean("qk_norm").unwrap_or(false);
+        // Most DiTs trained today normalize queries and keys; the fp32 copies count when unsaid.
+        let qk_norm = fields.boolean("qk_norm").unwrap_or(true);
         let layers = layers?;
         let single_layers = match fields.get("single_layers") {
             Some(field) => {

@@ -257,29 +257,35 @@ fn lora_on_the_feed_forward_adds_its_two_projections_per_transformer_layer() {
 #[test]
 fn transformer_denoiser_blocks_keep_what_a_dit_block_keeps_over_patches_and_text() {
     // 512 × 768 pixels: 64 × 96 latents, 32 × 48 = 1536 patches of 2 × 2, and 512 text tokens.
-    // Per token per block in bf16 under a frozen base: the two norms' fp32 inputs 2 × 4h, q and
-    // k 2 × 2h, v and the attention output 2 × 2h, 4 B × 24 heads of log-sum-exp, the GELU's
-    // input 2 × 4h: 24h + 96 = 73,824 B.
+    // Per token per block in bf16 under a frozen base, without a q/k norm: the two norms' fp32
+    // inputs 2 × 4h, q and k 2 × 2h, v and the attention output 2 × 2h, 4 B × 24 heads of
+    // log-sum-exp, the GELU's input 2 × 4h: 24h + 96 = 73,824 B.
     let tokens = 1536 + 512;
     let per_token = 24 * 3072 + 96;
-    let stored = evaluate(&flux("", "method lora { rank 4 }"));
+    let plain = "; qk_norm false";
+    let stored = evaluate(&flux(plain, "method lora { rank 4 }"));
     assert_eq!(component(&stored[0], "denoiser activations"), 57 * tokens * per_token);
     // The last block's forward pass holds besides, at its MLP's output projection, the MLP's
     // fp32 input (4h), the product the frozen projection reads (2 × 4h) and its output (2h).
     let last = component(&stored[0], "denoiser last block's forward transients");
     assert_eq!(last, tokens * 14 * 3072);
-    // A q/k norm keeps fp32 copies of q and k: 8h more.
-    let normed = evaluate(&flux("; qk_norm true", "method lora { rank 4 }"));
-    assert_eq!(component(&normed[0], "denoiser activations"), 57 * tokens * (per_token + 8 * 3072));
+    // A q/k norm keeps fp32 copies of q and k: 8h more; unsaid, the block has one.
+    for normed in ["; qk_norm true", ""] {
+        let normed = evaluate(&flux(normed, "method lora { rank 4 }"));
+        assert_eq!(
+            component(&normed[0], "denoiser activations"),
+            57 * tokens * (per_token + 8 * 3072)
+        );
+    }
     // Checkpointed: each block's input, and the recomputed block with what it holds at its
     // MLP's output projection and the gradient arriving (2h).
-    let full = evaluate(&flux("", "method lora { rank 4 }; checkpointing full"));
+    let full = evaluate(&flux(plain, "method lora { rank 4 }; checkpointing full"));
     let expected = 57 * tokens * 3072 * 2 + tokens * (per_token + 16 * 3072);
     assert_eq!(component(&full[0], "denoiser activations"), expected);
     // A trained block keeps besides the MLP's product (8h) and input copy (2h), q, k and v's
     // input copies (6h), the modulated norm outputs (2 × 4h) and the gated outputs (4h), and
     // holds no product it does not keep.
-    let trained = evaluate(&flux("", "method full; checkpointing full"));
+    let trained = evaluate(&flux(plain, "method full; checkpointing full"));
     let expected = 57 * tokens * 3072 * 2 + tokens * (per_token + 28 * 3072 + 8 * 3072);
     assert_eq!(component(&trained[0], "denoiser activations"), expected);
     // Rank 4 on q, k, v and o of 57 blocks: 57 × 4 × 4 × (3072 + 3072).
@@ -329,13 +335,13 @@ fn a_cross_attention_reads_the_text_beside_self_attention_over_the_patches() {
     // is the 1536 patches alone, and each stored block adds 3 × 1536 + 2 × 512 = 5632 values of
     // 3072 in bf16, and its adapters' inputs: q and o over the patches (2 × 1536 × 3072) and k
     // and v over the text (2 × 512 × 4096), 13,631,488 values.
-    let cross = "; cross_attention_dim 4096";
+    let cross = "; cross_attention_dim 4096; qk_norm false";
     let per_block = 5632 * 3072 * 2 + 13_631_488 * 2;
     let stored = evaluate(&flux(cross, "method lora { rank 4 }"));
     assert_eq!(component(&stored[0], "denoiser activations"), 57 * 1536 * (24 * 3072 + 96));
     assert_eq!(component(&stored[0], "denoiser cross-attention"), 57 * per_block);
     // Normalized queries and keys add their fp32 copies over the patches and the text.
-    let normed = evaluate(&flux(&format!("{cross}; qk_norm true"), "method lora { rank 4 }"));
+    let normed = evaluate(&flux("; cross_attention_dim 4096", "method lora { rank 4 }"));
     assert_eq!(
         component(&normed[0], "denoiser cross-attention"),
         57 * (per_block + (1536 + 512) * 3072 * 4)
@@ -349,7 +355,7 @@ fn a_cross_attention_reads_the_text_beside_self_attention_over_the_patches() {
     let qv = evaluate(&flux(cross, "method lora { rank 4; targets q v }"));
     assert_eq!(component(&qv[0], "LoRA adapters"), 57 * 4 * (2 * 6144 + 6144 + 7168) * 4);
     // Sampling does not read it: a warning, no error.
-    let trained = flux(cross, "method lora { rank 4 }");
+    let trained = flux("; cross_attention_dim 4096", "method lora { rank 4 }");
     let sampled =
         trained.lines().filter(|l| !l.contains("training")).collect::<Vec<_>>().join("\n");
     let outcome = vram_core::evaluate(&sampled);

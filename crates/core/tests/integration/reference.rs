@@ -136,7 +136,8 @@ const COGVIDEOX: &str = "hidden 3072; heads 48; qk_norm true; text_tokens 226 to
 
 /// SD3 Medium's blocks (24 heads of 64, no q/k norm) over 64 × 64 latents (512 × 512 pixels)
 /// and 333 text tokens: 1,024 patches and the text, 1,357 tokens.
-const SD3_MEDIUM: &str = "hidden 1536; heads 24; text_tokens 333 tokens; resolution 512 x 512";
+const SD3_MEDIUM: &str =
+    "hidden 1536; heads 24; qk_norm false; text_tokens 333 tokens; resolution 512 x 512";
 
 /// Wan 2.1 14B's blocks (40 heads of 128, MLP 13,824, q/k RMSNorms, a cross-attention over 512
 /// text tokens) over 3 latent frames of 32 × 32 (256 × 256 pixels): 768 patches.
