@@ -202,9 +202,8 @@ pub mod assume {
     pub const TEXT_ENCODER_FROZEN: &str = "the source's example command also trains the text \
          encoder with LoRA (--train_text_encoder); its adapters, their states and its activations \
          over 77 tokens (a few MB) are not modelled, so the text encoder is counted frozen";
-    pub const UNIFORM_BLOCKS: &str = "a transformer denoiser written as uniform blocks, its \
-         single-stream blocks counted with the output projection they do not have (FLUX.1: \
-         +0.93 M LoRA parameters at rank 4, about 13 MB of adapter state)";
+    pub const UNIFORM_BLOCKS: &str = "a transformer denoiser's adapted blocks beside its \
+         `layers` left out of the count (HunyuanVideo's token refiner)";
     pub const LOSS_16_BIT: &str = "the cross-entropy on 16-bit logits (`loss`): Qwen v1's \
          remote code (modeling_qwen.py, QWenLMHeadModel.forward) passes the lm_head's 16-bit \
          logits to CrossEntropyLoss with no `.float()`, and under DeepSpeed nothing autocasts \

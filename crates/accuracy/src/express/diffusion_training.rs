@@ -459,8 +459,8 @@ fn precision(cx: &mut Cx<'_>) -> Option<(&'static str, &'static str, Option<&'st
 }
 
 /// `method full`, or `method lora { ... }` with the rank and the attention projections adapted.
-/// `uneven`: what the uniform blocks add to a denoiser whose blocks differ (FLUX's and
-/// HunyuanVideo's single blocks have no output projection).
+/// `uneven`: what the count leaves out of a denoiser whose adapted blocks are not all in its
+/// `layers` (HunyuanVideo's token refiner).
 fn method(cx: &mut Cx<'_>, uneven: Option<&str>, pure: Option<&str>) -> Option<String> {
     let point = cx.point;
     let text = point.finetune_method.clone().unwrap_or_default();
@@ -512,7 +512,7 @@ fn method(cx: &mut Cx<'_>, uneven: Option<&str>, pure: Option<&str>) -> Option<S
         );
         vec!["q", "k", "v", "o"]
     };
-    if let Some(detail) = uneven.filter(|_| targets.contains(&"o")) {
+    if let Some(detail) = uneven {
         cx.assume(assume::UNIFORM_BLOCKS, detail);
     }
     let Some(rank) = rank.filter(|_| !targets.is_empty()) else {
@@ -531,19 +531,16 @@ fn method(cx: &mut Cx<'_>, uneven: Option<&str>, pure: Option<&str>) -> Option<S
     ))
 }
 
-/// For a denoiser whose blocks are not all alike, what writing them as uniform blocks counts
-/// that it does not have.
+/// For a denoiser with blocks beside its `layers` that LoRA adapts too, what the count leaves
+/// out (single-stream blocks, `single_layers`, are counted as they are).
 fn uneven_blocks(denoiser: &str) -> Option<&'static str> {
     match denoiser {
-        "flux1-dev-transformer" => {
-            Some("to_out.0 adapted in all 57 blocks (the 38 single blocks have none)")
-        }
-        // 20 double blocks with to_out.0, 40 single blocks without, and two token-refiner
-        // blocks (q, k, v and out: PEFT adapts them too) the layers leave out: rank × 6,144
-        // × (80 + 120 + 8) against the uniform rank × 6,144 × 240, 13 % more.
+        // 20 double blocks with q, k, v and to_out.0, 40 single blocks with q, k and v, and two
+        // token-refiner blocks (q, k, v and out: PEFT adapts them too) the layers leave out:
+        // rank × 6,144 × 8 beside rank × 6,144 × (80 + 120), 4 % more.
         "hunyuan-video-transformer" => Some(
-            "to_out.0 adapted in all 60 blocks (the 40 single blocks have none) and the two \
-             token-refiner blocks left out: about 13 % more adapter parameters",
+            "the two token-refiner blocks, whose q, k, v and output projections PEFT adapts \
+             too, left out: about 4 % more adapter parameters",
         ),
         _ => None,
     }
@@ -662,8 +659,10 @@ mod tests {
         assert!(source.contains("denoiser_weights nf4") && source.contains("layers        57"));
         assert!(source.contains("targets q k v o") && source.contains("optimizer     adamw-8bit"));
         assert!(source.contains("activations   bf16") && source.contains("checkpointing full"));
+        assert!(source.contains("single_layers 38") && source.contains("qk_norm       true"));
+        // Its single-stream blocks are declared: nothing is counted that FLUX does not have.
         let labels: Vec<&str> = expressed.assumptions.iter().map(|a| a.label).collect();
-        assert!(labels.contains(&assume::UNIFORM_BLOCKS), "{labels:?}");
+        assert!(!labels.contains(&assume::UNIFORM_BLOCKS), "{labels:?}");
     }
 
     #[test]

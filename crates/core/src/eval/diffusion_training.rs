@@ -269,13 +269,25 @@ fn adapters(
 ) -> Result<Adapters, Overflow> {
     let hidden = diffusion.denoiser.hidden;
     let per_rank = match &blocks.layout {
-        BlockLayout::Transformer { layers, cross_attention, .. } => {
+        BlockLayout::Transformer { layers, cross_attention, single_layers, .. } => {
             // A DiT block's feed-forward: hidden -> ffn -> hidden (GELU).
             let ffn = dit_ffn(diffusion);
             let per_block = attention_per_rank(targets, hidden, *cross_attention)?
                 .checked_add(feed_forward_per_rank(targets, hidden, ffn, ffn)?)
                 .ok_or(Overflow)?;
-            layers.checked_mul(per_block).ok_or(Overflow)?
+            // A single-stream block has q, k and v but no output projection or `ff` of its own.
+            let single = (*single_layers).min(*layers);
+            let qkv: Vec<LoraTarget> = targets
+                .iter()
+                .copied()
+                .filter(|t| matches!(t, LoraTarget::Q | LoraTarget::K | LoraTarget::V))
+                .collect();
+            let per_single = attention_per_rank(&qkv, hidden, *cross_attention)?;
+            (layers - single)
+                .checked_mul(per_block)
+                .zip(single.checked_mul(per_single))
+                .and_then(|(a, b)| a.checked_add(b))
+                .ok_or(Overflow)?
         }
         BlockLayout::Unet { cross_attention_dim, .. } => {
             let mut sum = 0u64;
@@ -523,6 +535,10 @@ fn transformer_activations(
         Placement { tensor: 1, stage: 0, stages: 1, first_layer: 0, layers, host_experts: 0 };
     let step = Training { sequence: tokens, micro_batch: diffusion.batch, ..training.clone() };
     let mut out = llm_training::activations(&shape, &placement, &step)?;
+    if let Some(inputs) = single_stream_adapter_inputs(&shape, &placement, &step, block)? {
+        out.retain(|c| c.name != "LoRA saved inputs");
+        out.push(inputs);
+    }
     if let Some(blocks) = dit_block::activations(diffusion, block, layers, tokens, training)? {
         out.retain(|c| c.name != "activations" && c.name != "last layer's forward transients");
         out.splice(0..0, blocks);
@@ -545,6 +561,69 @@ fn transformer_activations(
         );
     }
     Ok(out)
+}
+
+/// The adapters' kept inputs when some blocks are single-stream: those have no output projection
+/// of their own (FLUX.1's and HunyuanVideo's single blocks project the attention and the MLP
+/// together with `proj_out`) and no `ff` MLP, so of the targets only q, k and v adapt them. The
+/// double-stream blocks keep what the language model path counts for every target; under full
+/// checkpointing the recomputed block is a single-stream one (`dit_block.rs` recomputes the block
+/// that holds the most, which at equal widths is the single-stream block). `None` when no block
+/// is single-stream or no target is missing from them.
+fn single_stream_adapter_inputs(
+    shape: &Shape,
+    placement: &Placement,
+    step: &Training,
+    block: &dit_block::Block,
+) -> Result<Option<Component>, Overflow> {
+    let Method::Lora { targets, .. } = &step.method else { return Ok(None) };
+    let single = block.single.min(placement.layers);
+    let kept: Vec<LoraTarget> = targets
+        .iter()
+        .copied()
+        .filter(|t| matches!(t, LoraTarget::Q | LoraTarget::K | LoraTarget::V))
+        .collect();
+    if single == 0 || kept.len() == targets.len() {
+        return Ok(None);
+    }
+    let inputs = |layers: u64, training: &Training| -> Result<Option<Component>, Overflow> {
+        let placement = Placement { layers, ..*placement };
+        let components = llm_training::activations(shape, &placement, training)?;
+        Ok(components.into_iter().find(|c| c.name == "LoRA saved inputs"))
+    };
+    let mut single_method = step.method.clone();
+    if let Method::Lora { targets, .. } = &mut single_method {
+        targets.clone_from(&kept);
+    }
+    let single_step = Training { method: single_method, ..step.clone() };
+    let full = step.checkpointing == Checkpointing::Full;
+    let singles = inputs(if full { 1 } else { single }, &single_step)?;
+    let doubles = if full || single == placement.layers {
+        None
+    } else {
+        inputs(placement.layers - single, step)?
+    };
+    let (bytes, formula) = match (&doubles, &singles) {
+        (Some(d), Some(s)) => {
+            let bytes = calc::add(d.bytes, s.bytes)?;
+            (
+                bytes,
+                formula!(
+                    "double-stream blocks: {} + single-stream blocks (q, k, v only): {} = {} B",
+                    d.formula,
+                    s.formula,
+                    thousands(bytes.0)
+                ),
+            )
+        }
+        (None, Some(s)) => {
+            (s.bytes, formula!("single-stream blocks (q, k, v only): {}", s.formula))
+        }
+        (Some(d), None) => (d.bytes, d.formula.clone()),
+        (None, None) => return Ok(None),
+    };
+    let source = singles.as_ref().or(doubles.as_ref()).and_then(|c| c.source.clone());
+    Ok(Some(Component { bytes, formula, source, ..singles.or(doubles).ok_or(Overflow)? }))
 }
 
 /// What a block's cross-attention keeps for the backward pass beside its self-attention: per

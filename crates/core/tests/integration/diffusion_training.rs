@@ -317,6 +317,16 @@ fn single_stream_blocks_keep_one_norm_and_hold_their_concatenation() {
         component(&full[0], "denoiser activations"),
         57 * tokens * 2 * h + tokens * (54 * h + 96)
     );
+    // A single-stream block has no output projection of its own: rank 4 on q, k and v there
+    // (3 × 6144 per rank) against q, k, v and o in the double-stream blocks (4 × 6144).
+    assert_eq!(component(&full[0], "LoRA adapters"), 4 * (19 * 4 * 6144 + 38 * 3 * 6144) * 4);
+    // Its adapters keep three inputs where a double-stream block's keep four: the recomputed
+    // block's are three quarters of what every block adapting o would keep.
+    let uniform = evaluate(&flux("", "method lora { rank 4 }; checkpointing full"));
+    assert_eq!(
+        4 * component(&full[0], "denoiser LoRA saved inputs"),
+        3 * component(&uniform[0], "denoiser LoRA saved inputs")
+    );
     // No more single-stream blocks than blocks; and sampling does not read them.
     assert_eq!(codes(&flux("; single_layers 58", "method lora { rank 4 }")), ["E007"]);
     let sampled = flux("; single_layers 38", "method lora { rank 4 }")

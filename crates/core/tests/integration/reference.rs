@@ -186,15 +186,14 @@ fn a_single_stream_block_keeps_and_holds_what_diffusers_does() {
     // FluxSingleTransformerBlock, one block more (`dit-train-peak.py flux 0,3 1 64 48` less
     // `flux 0,2 1 64 48`: 368,379,904 - 233,570,304 = 134,809,600 B): one norm's fp32 input,
     // q and k with their fp32 norm copies, v, the attention output, the MLP activation's input
-    // and the adapters' copies. The estimate is 5 % over (it counts an adapter on the output
-    // projection these blocks do not have).
+    // and the copies of q, k and v's adapters (the block has no output projection of its own).
     let blocks = |n: u64| format!("{FLUX_SINGLE}; single_layers {n}");
     let per_block = dit_step(&blocks(3), 3, "none") - dit_step(&blocks(2), 2, "none");
-    within(per_block, 134_809_600, 60);
+    within(per_block, 134_809_600, 20);
     // Three checkpointed (`flux 0,3 1 64 48 --checkpointing`: peak 270,114,820 B): the
     // recomputed block holds at its output projection the norm's output, the MLP's product and
-    // its concatenation with the attention output; the estimate is 0.9 % under.
-    within(dit_step(&blocks(3), 3, "full"), 270_114_820, 20);
+    // its concatenation with the attention output; the estimate is 3.8 % under.
+    within(dit_step(&blocks(3), 3, "full"), 270_114_820, 50);
 }
 
 #[test]
