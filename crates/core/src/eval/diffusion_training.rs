@@ -275,14 +275,9 @@ fn adapters(
             let per_block = attention_per_rank(targets, hidden, *cross_attention)?
                 .checked_add(feed_forward_per_rank(targets, hidden, ffn, ffn)?)
                 .ok_or(Overflow)?;
-            // A single-stream block has q, k and v but no output projection or `ff` of its own.
             let single = (*single_layers).min(*layers);
-            let qkv: Vec<LoraTarget> = targets
-                .iter()
-                .copied()
-                .filter(|t| matches!(t, LoraTarget::Q | LoraTarget::K | LoraTarget::V))
-                .collect();
-            let per_single = attention_per_rank(&qkv, hidden, *cross_attention)?;
+            let per_single =
+                attention_per_rank(&single_stream_targets(targets), hidden, *cross_attention)?;
             (layers - single)
                 .checked_mul(per_block)
                 .zip(single.checked_mul(per_single))
@@ -563,6 +558,17 @@ fn transformer_activations(
     Ok(out)
 }
 
+/// Of LoRA's targets, those a single-stream block has: q, k and v, but no output projection or
+/// `ff` MLP of its own (FLUX.1's and HunyuanVideo's single blocks project the attention and the
+/// MLP together with `proj_out`).
+fn single_stream_targets(targets: &[LoraTarget]) -> Vec<LoraTarget> {
+    targets
+        .iter()
+        .copied()
+        .filter(|t| matches!(t, LoraTarget::Q | LoraTarget::K | LoraTarget::V))
+        .collect()
+}
+
 /// The adapters' kept inputs when some blocks are single-stream: those have no output projection
 /// of their own (FLUX.1's and HunyuanVideo's single blocks project the attention and the MLP
 /// together with `proj_out`) and no `ff` MLP, so of the targets only q, k and v adapt them. The
@@ -578,18 +584,12 @@ fn single_stream_adapter_inputs(
 ) -> Result<Option<Component>, Overflow> {
     let Method::Lora { targets, .. } = &step.method else { return Ok(None) };
     let single = block.single.min(placement.layers);
-    let kept: Vec<LoraTarget> = targets
-        .iter()
-        .copied()
-        .filter(|t| matches!(t, LoraTarget::Q | LoraTarget::K | LoraTarget::V))
-        .collect();
+    let kept = single_stream_targets(targets);
     if single == 0 || kept.len() == targets.len() {
         return Ok(None);
     }
-    let inputs = |layers: u64, training: &Training| -> Result<Option<Component>, Overflow> {
-        let placement = Placement { layers, ..*placement };
-        let components = llm_training::activations(shape, &placement, training)?;
-        Ok(components.into_iter().find(|c| c.name == "LoRA saved inputs"))
+    let inputs = |layers: u64, training: &Training| {
+        llm_training::adapter_inputs(shape, &Placement { layers, ..*placement }, training)
     };
     let mut single_method = step.method.clone();
     if let Method::Lora { targets, .. } = &mut single_method {

@@ -37,7 +37,7 @@
 
 use super::calc::{Overflow, Product, formula};
 use crate::budget::{Category, Component, HeldBy, Provenance};
-use crate::bytes::Bytes;
+use crate::bytes::{Bytes, group_thousands};
 use crate::hir::{Checkpointing, Diffusion, Method, Training};
 use crate::ratio::Ratio;
 
@@ -54,13 +54,6 @@ pub(super) struct Block {
     pub qk_norm: bool,
     /// Of the blocks, how many are parallel (single-stream) blocks.
     pub single: u64,
-}
-
-/// `value` with thousands separators, for the formulas.
-fn n(value: u64) -> String {
-    let mut out = String::new();
-    crate::bytes::write_thousands(&mut out, value);
-    out
 }
 
 /// Bytes per token, with the terms that make them up.
@@ -111,7 +104,7 @@ fn kept(block: &Block, kind: Kind, a: u64, trained: bool) -> Result<PerToken, Ov
     let trained_text = if trained {
         formula!(
             " + {} (a trained block: every product's input, the modulated norm outputs, the gated outputs)",
-            n(trained_extra)
+            group_thousands(trained_extra)
         )
     } else {
         String::new()
@@ -119,11 +112,11 @@ fn kept(block: &Block, kind: Kind, a: u64, trained: bool) -> Result<PerToken, Ov
     let terms = formula!(
         "{} ({norms_text}) + {} ({qk_text}) + {} (v, the attention output, its log-sum-exp) + {} \
          (the MLP activation's input){trained_text} = {} B",
-        n(norms),
-        n(qk),
-        n(attention),
-        n(mlp),
-        n(bytes)
+        group_thousands(norms),
+        group_thousands(qk),
+        group_thousands(attention),
+        group_thousands(mlp),
+        group_thousands(bytes)
     );
     Ok(PerToken { bytes, terms })
 }
@@ -160,18 +153,21 @@ fn transient(
         .into_iter()
         .try_fold(0u64, u64::checked_add)
         .ok_or(Overflow)?;
-    let read_text =
-        if read == 0 { String::new() } else { formula!(" + {} ({read_text})", n(read)) };
+    let read_text = if read == 0 {
+        String::new()
+    } else {
+        formula!(" + {} ({read_text})", group_thousands(read))
+    };
     let gradient_text = if recomputed {
-        formula!(" + {} (the gradient arriving)", n(gradient))
+        formula!(" + {} (the gradient arriving)", group_thousands(gradient))
     } else {
         String::new()
     };
     let terms = formula!(
         "{} (the fp32 input){read_text} + {} (its output){gradient_text} = {} B",
-        n(input),
-        n(output),
-        n(bytes)
+        group_thousands(input),
+        group_thousands(output),
+        group_thousands(bytes)
     );
     Ok(PerToken { bytes, terms })
 }
@@ -231,7 +227,7 @@ pub(super) fn activations(
             Ok(Some(vec![
                 component(
                     "denoiser activations",
-                    (bytes, formula!("{} = {} B", terms.join(" + "), n(bytes.0))),
+                    (bytes, formula!("{} = {} B", terms.join(" + "), group_thousands(bytes.0))),
                 ),
                 component(
                     "denoiser last block's forward transients",
@@ -262,7 +258,7 @@ pub(super) fn activations(
                 recomputed.terms(),
                 kept.terms,
                 held.terms,
-                n(bytes.0)
+                group_thousands(bytes.0)
             );
             Ok(Some(vec![component("denoiser activations", (bytes, formula))]))
         }

@@ -611,7 +611,7 @@ pub(in crate::eval) fn softmax_gradients(
 /// Every layer keeps them without recomputation or with selective recomputation (which
 /// recomputes the attention core, not the projections); under full checkpointing only the
 /// recomputed layer does.
-fn adapter_inputs(
+pub(in crate::eval) fn adapter_inputs(
     shape: &Shape,
     placement: &Placement,
     training: &Training,

@@ -28,7 +28,7 @@ mod states;
 
 pub(in crate::eval) use reserve::allocator_cache;
 
-pub(super) use activations::{activations, softmax_gradients};
+pub(super) use activations::{activations, adapter_inputs, softmax_gradients};
 pub(super) use deepspeed::{accumulating_partition, buckets};
 pub(super) use states::{
     AdapterKind, Adapters, StepPhase, adapter_states, optimizer_step, sharded, state,
