@@ -100,9 +100,10 @@ pub mod feature {
          denoiser's training states (ZeRO-1/2, optimizer offload), not its weights";
     pub const TWO_BIT_WEIGHTS: &str = "2-bit weights (optimum-quanto's int2): the language has no \
          2-bit weight type";
-    pub const BLOCK_SWAP: &str = "block swapping (kohya's and musubi-tuner's `blocks_to_swap`, \
-         diffusion-pipe's): some of the denoiser's blocks kept on the host during training and \
-         moved in for their turn";
+    pub const BLOCK_SWAP: &str = "block swapping beside a full fine-tune (kohya's \
+         `flux_train.py` `--double_blocks_to_swap` with `--cpu_offload_checkpointing`): the \
+         language swaps a frozen denoiser's blocks for adapters, not trained blocks with their \
+         gradients and states";
     pub const LLAMA_CPP_ROW_SPLIT: &str = "llama.cpp's row split (`-sm row`): each matrix's \
          rows over the GPUs, but the KV cache and the compute buffers on the main GPU alone";
     pub const RUNS_WITHOUT_CAPABILITY: &str = "a precision the source ran on a device the core \
@@ -118,6 +119,7 @@ pub mod data {
     pub const IMAGE_SIZE: &str = "image size or video frames not stated";
     pub const SEQUENCE: &str = "sequence length not stated";
     pub const PRECISION: &str = "weight precision or format not stated";
+    pub const SWAPPED_BLOCKS: &str = "how many blocks are swapped to the host not stated";
     pub const KV_TYPE: &str = "KV cache type not stated";
     pub const OPTIMIZER: &str = "optimizer not stated";
     pub const CHECKPOINTING: &str = "activation checkpointing not stated";

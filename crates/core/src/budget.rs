@@ -181,7 +181,7 @@ pub enum SuggestionKind {
     /// More devices of the same kind, with the split that achieves it.
     Devices,
     /// A diffusion pipeline's memory option: the VAE decode tiled, whole models offloaded
-    /// between phases.
+    /// between phases; for a trained denoiser, its blocks swapped to the host.
     Pipeline,
     /// A training step's memory levers: checkpointing, 8-bit moments, the optimizer stepped
     /// in the backward pass, a chunked loss.

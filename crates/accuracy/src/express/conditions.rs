@@ -598,7 +598,12 @@ impl Cx<'_> {
                     || lower.contains("blocks_to_swap")
                     || lower.contains("block swapping")
                 {
-                    self.gap(Gap::feature(feature::BLOCK_SWAP, stated.clone()));
+                    // A count is what `blocks_to_swap` needs; "some block swapping" has none.
+                    if lower.chars().any(|c| c.is_ascii_digit()) {
+                        self.gap(Gap::feature(feature::BLOCK_SWAP, stated.clone()));
+                    } else {
+                        self.gap(Gap::data(data::SWAPPED_BLOCKS, stated.clone()));
+                    }
                     Offload::None
                 } else if lower.contains("param")
                     || (fsdp && (lower.contains("cpu offload") || lower.contains("cpu_offload")))

@@ -7,6 +7,7 @@
 //! temporaries are derived for a sampling step only.
 
 use super::Scope;
+use super::block_swap::block_swap;
 use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
 use crate::ast::{Block, DeclarationKind};
@@ -664,6 +665,8 @@ pub(super) fn diffusion(
         ("rope", Repeat::Once),
         ("qk_norm", Repeat::Once),
         ("single_layers", Repeat::Once),
+        ("blocks_to_swap", Repeat::Once),
+        ("single_blocks_to_swap", Repeat::Once),
     ];
     let fields = Fields::new("a diffusion section", block, KNOWN);
     let model = |ident: &crate::ast::Ident| match scope.expect(ident, &[DeclarationKind::Model]) {
@@ -929,6 +932,8 @@ pub(super) fn diffusion(
     let unfused = !matches!(attention, Some(DiffusionAttention::Fused));
     let mut levels = UnetLevels::default();
     let blocks = blocks(&fields, architecture, hidden, training || unfused, &mut levels);
+    let layout = blocks.as_ref().map(|b| &b.layout);
+    let swap = block_swap(&fields, scope, training, architecture, layout, denoiser_model.as_ref());
     let controlnet = if training {
         None
     } else {
@@ -952,6 +957,7 @@ pub(super) fn diffusion(
         ffn: ffn.ok()?,
         blocks,
         experts,
+        swap,
     };
     ok.then(|| Diffusion {
         denoiser,

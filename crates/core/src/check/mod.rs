@@ -6,6 +6,7 @@
 //! reported once, not again by everything downstream.
 
 mod bitsandbytes_release;
+mod block_swap;
 mod decls;
 mod diffusion;
 mod fields;

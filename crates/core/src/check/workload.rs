@@ -103,6 +103,27 @@ pub(super) fn workload(
         }
         (training, ..) => training,
     };
+    // Swapped blocks are modelled for a frozen denoiser: adapters, not its own weights, train.
+    let swap_field = diffusion_field
+        .and_then(|field| section(field, &fields))
+        .and_then(|block| block.fields.iter().find(|f| f.key.name.ends_with("blocks_to_swap")));
+    let training = match (training, &diffusion, swap_field) {
+        (Some(Some(t)), Some(d), Some(field)) if d.denoiser.swap.any() && t.method.is_full() => {
+            diagnostics.push(
+                Diagnostic::error(
+                    "E014",
+                    field.key.span,
+                    format!(
+                        "`{}` is modelled for adapters on a frozen denoiser, not `method full`",
+                        field.key.name
+                    ),
+                )
+                .with_help("train adapters (`method lora`), or remove the swap"),
+            );
+            Some(None)
+        }
+        (training, ..) => training,
+    };
     let components = fields
         .get("components")
         .and_then(|field| section(field, &fields))

@@ -86,6 +86,18 @@ pub(super) fn weights(
     format: WeightFormat,
     role: &str,
 ) -> Result<Vec<Component>, Overflow> {
+    weights_beside_host(program, diffusion, model, format, role, None)
+}
+
+/// [`weights`], less the blocks a trained denoiser keeps on the host (`swapped`).
+pub(super) fn weights_beside_host(
+    program: &Layered<'_>,
+    diffusion: &Diffusion,
+    model: &str,
+    format: WeightFormat,
+    role: &str,
+    swapped: Option<&super::block_swap::Swapped>,
+) -> Result<Vec<Component>, Overflow> {
     let Some(found) = program.model(model) else { return Ok(Vec::new()) };
     let Some(params) = parameter_count(program, model) else {
         return Ok(Vec::new());
@@ -117,15 +129,21 @@ pub(super) fn weights(
         (Precision::Fp8Layerwise, Some(skipped)) => skipped.min(params - kept - outside),
         _ => 0,
     };
-    let product = Product::new()
-        .times(params - kept - outside - skipped, "params")?
-        .bytes_each(precision.bytes_per_element(), precision.name())?;
-    let mut out = vec![formula(
-        format!("{role} weights: {model}"),
-        Category::Persistent,
-        product,
-        "the model's parameter count",
-    )?];
+    let in_format = params - kept - outside - skipped;
+    let mut out = vec![match swapped {
+        None => {
+            let product = Product::new()
+                .times(in_format, "params")?
+                .bytes_each(precision.bytes_per_element(), precision.name())?;
+            formula(
+                format!("{role} weights: {model}"),
+                Category::Persistent,
+                product,
+                "the model's parameter count",
+            )?
+        }
+        Some(swapped) => on_device(in_format, swapped, precision, role, model)?,
+    }];
     if kept > 0 {
         let product = Product::new()
             .times(kept, "params")?
@@ -167,6 +185,38 @@ pub(super) fn weights(
          are not cast",
     )?;
     Ok(out)
+}
+
+/// The denoiser's weights left on the device when `swapped` blocks' wait on the host.
+fn on_device(
+    in_format: u64,
+    swapped: &super::block_swap::Swapped,
+    precision: Precision,
+    role: &str,
+    model: &str,
+) -> Result<Component, Overflow> {
+    let count = in_format.saturating_sub(swapped.params);
+    let per = precision.bytes_per_element();
+    let bytes = Bytes::for_elements(count, per).ok_or(Overflow)?;
+    Ok(Component {
+        held_by: HeldBy::Tensors,
+        category: Category::Persistent,
+        name: format!("{role} weights on the device: {model}").into(),
+        bytes,
+        provenance: Provenance::Formula,
+        formula: calc::formula!(
+            "({} params − ({}) on the host = {} params) × {per} B ({}) = {bytes}",
+            crate::bytes::group_thousands(in_format),
+            swapped.terms,
+            crate::bytes::group_thousands(count),
+            precision.name()
+        ),
+        source: Some(
+            "kohya's custom_offloading_utils.ModelOffloader: the swapped blocks' weights wait on \
+             the host and are copied into the device tensors of a block that has run"
+                .into(),
+        ),
+    })
 }
 
 /// diffusers' `Attention.fuse_projections` (`fuse_qkv_projections`) concatenates `to_q`, `to_k`

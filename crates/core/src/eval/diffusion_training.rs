@@ -94,12 +94,14 @@ pub(crate) fn components(
     }
     let denoiser = &diffusion.denoiser;
     let role = if training.method.is_full() { "denoiser" } else { "frozen denoiser" };
-    components.extend(diffusion::weights(
+    let swapped = super::block_swap::swapped(program, diffusion)?;
+    components.extend(diffusion::weights_beside_host(
         program,
         diffusion,
         &denoiser.model,
         denoiser.weights,
         role,
+        swapped.as_ref(),
     )?);
     let (Some(params), Some(blocks)) =
         (diffusion::parameter_count(program, &denoiser.model), &denoiser.blocks)

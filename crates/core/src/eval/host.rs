@@ -75,6 +75,25 @@ pub(super) fn host(
                 ));
             }
         }
+        if let (Some(diffusion), Some(_)) = (&workload.diffusion, &workload.training)
+            && let Some(swapped) = super::block_swap::swapped(program, diffusion)?
+        {
+            let (bytes, arithmetic) = super::block_swap::host_bytes(&swapped, diffusion)?;
+            ram.push(component(
+                format!("{}: denoiser blocks swapped to the host", workload.name),
+                bytes,
+                Provenance::Formula,
+                arithmetic,
+                "kohya's custom_offloading_utils.ModelOffloader keeps the swapped blocks' weights in CPU memory between their turns on the device",
+            ));
+            disk.push(component(
+                format!("{}: files of the swapped blocks' weights", workload.name),
+                bytes,
+                Provenance::Formula,
+                format!("{bytes}: the weights kept on the host, which the files hold too"),
+                "the files hold every weight once, in the precision they are loaded in",
+            ));
+        }
         let model = workload.model.as_ref().and_then(|m| program.model(m));
         if let (Runtime::LlamaCpp, Some(inference), Some(shape)) =
             (&workload.runtime, &workload.inference, model.and_then(|m| m.shape.as_ref()))

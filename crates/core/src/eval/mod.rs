@@ -5,6 +5,7 @@
 
 mod allocator;
 mod band;
+mod block_swap;
 mod calc;
 mod device;
 mod diffusion;

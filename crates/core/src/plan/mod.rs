@@ -7,6 +7,7 @@
 //! ([`search`]) are bisections over a monotone "fits" (guided by the evaluator's margin), never
 //! scans, and every answer is proven by its own probes: it fits, and one step beyond does not.
 
+mod block_swap;
 #[cfg(test)]
 mod exact;
 mod experts;

@@ -94,11 +94,13 @@ fn offload_says(offload: DiffusionOffload) -> &'static str {
 
 impl Planner<'_> {
     /// The cheapest of diffusers' memory options the workload does not use yet that makes it
-    /// fit; `None` for a workload that is not a diffusion inference, or when none fits.
+    /// fit (for a trained pipeline, the fewest blocks swapped to the host); `None` for a workload
+    /// that is not a diffusion pipeline, or when none fits.
     pub fn find_pipeline_option(&mut self) -> Result<Option<PipelineAnswer>, Stop> {
         let Some(declared) = self.original.diffusion.clone() else { return Ok(None) };
         if self.original.training.is_some() {
-            return Ok(None);
+            // A trained pipeline has none of sampling's options; a trained DiT swaps blocks.
+            return self.find_block_swap(&declared);
         }
         let mut taken: Vec<&InPlace> = Vec::new();
         let mut diffusion = declared.clone();

@@ -4,7 +4,8 @@
 //! In order: the largest sessions at the declared context, the largest context at the declared
 //! sessions, the largest batch, for llama.cpp the fewest layers whose experts stay in host
 //! memory (a mixture of experts) and the most layers on the devices, the fewest devices of the check's kind and their split, a
-//! diffusion pipeline's memory option (a tiled decode, models offloaded in turn), a training
+//! diffusion pipeline's memory option (a tiled decode, models offloaded in turn, a trained
+//! denoiser's blocks swapped to the host), a training
 //! step's memory levers (checkpointing, 8-bit moments, a step in the backward pass, a chunked
 //! loss), a smaller precision (with the quality warning), and up to three catalog machines. A check whose
 //! device cannot run it (capability, not capacity) gets the precisions the device does run

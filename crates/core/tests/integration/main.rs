@@ -2,6 +2,7 @@
 //! the catalog and the generated schema. Expectations live in the fixtures' headers
 //! (`# expect = "fits"`, `# codes = ["E040"]`); snapshots live in the top-level `snapshots/`.
 
+mod block_swap;
 mod catalog;
 mod controlnet;
 mod denoiser_experts;

@@ -1,0 +1,110 @@
+//! Checking block swapping (`blocks_to_swap`, `single_blocks_to_swap` in a `diffusion`
+//! section): a trained transformer denoiser keeps some blocks' weights on the host.
+//!
+//! kohya's sd-scripts and musubi-tuner (`custom_offloading_utils.ModelOffloader`) swap blocks of
+//! one kind with each other, so a model with single-stream blocks (FLUX.1, HunyuanVideo) has a
+//! count of each kind; the tools print both ("double blocks: 9, single blocks: 18"). A swap needs
+//! one block of its kind left on the device to swap into, and the sizes of the blocks, which the
+//! model's `largest_block` and `outside_blocks` give.
+
+use super::Scope;
+use super::fields::Fields;
+use super::quantity::Dim;
+use crate::diagnostic::Diagnostic;
+use crate::hir::{BlockLayout, BlockSwap};
+
+/// The swapped blocks the section declares. `trained`: the pipeline is trained; `unet`: the
+/// denoiser's architecture, when readable; `layout`: its blocks as checked (`None` when they did
+/// not check); `model`: the denoiser's model name.
+pub(super) fn block_swap(
+    fields: &Fields<'_>,
+    scope: &Scope<'_>,
+    trained: bool,
+    unet: Option<bool>,
+    layout: Option<&BlockLayout>,
+    model: Option<&String>,
+) -> BlockSwap {
+    let written: Vec<_> = ["blocks_to_swap", "single_blocks_to_swap"]
+        .into_iter()
+        .filter_map(|key| fields.first(key))
+        .collect();
+    let Some(first) = written.first() else { return BlockSwap::default() };
+    if !trained {
+        fields.push(
+            Diagnostic::error(
+                "E013",
+                first.key.span,
+                format!("`{}` swaps a trained denoiser's blocks", first.key.name),
+            )
+            .with_help(
+                "for sampling, diffusers' group offloading moves the blocks: `offload blocks`",
+            ),
+        );
+        return BlockSwap::default();
+    }
+    if unet == Some(true) {
+        fields.push(
+            Diagnostic::error(
+                "E013",
+                first.key.span,
+                format!("`{}` swaps a transformer denoiser's blocks", first.key.name),
+            )
+            .with_help("block swapping is modelled for `architecture dit`"),
+        );
+        return BlockSwap::default();
+    }
+    // Blocks that did not check are reported where they are written.
+    let Some(&BlockLayout::Transformer { layers, single_layers, .. }) = layout else {
+        return BlockSwap::default();
+    };
+    if let Some(model) = model.filter(|m| scope.program_models_without_blocks.contains(m)) {
+        fields.push(
+            Diagnostic::error(
+                "E011",
+                first.key.span,
+                format!("model `{model}` declares no blocks; swapping needs their size"),
+            )
+            .with_help(format!(
+                "give `{model}` its `largest_block` and `outside_blocks` (its top-level block \
+                 lists' largest entry and what lies outside them)"
+            )),
+        );
+    }
+    let kinds =
+        [("blocks_to_swap", layers - single_layers), ("single_blocks_to_swap", single_layers)];
+    let mut counts = [0; 2];
+    for ((key, of_kind), count) in kinds.into_iter().zip(&mut counts) {
+        let Some(field) = fields.get(key) else { continue };
+        if of_kind == 0 {
+            fields.push(
+                Diagnostic::error(
+                    "E014",
+                    field.key.span,
+                    format!("`{key}`: the denoiser has no single-stream blocks"),
+                )
+                .with_help("`single_layers` says how many of the `layers` are single-stream"),
+            );
+            continue;
+        }
+        let Some((value, span)) = fields.quantity(field, Dim::Count, "18") else { continue };
+        let Some(n) = fields.check_whole(key, value, span, 0, 1 << 16) else { continue };
+        if n >= of_kind {
+            let kind =
+                if key == "blocks_to_swap" && single_layers > 0 { "double-stream" } else { "such" };
+            fields.push(
+                Diagnostic::error(
+                    "E007",
+                    span,
+                    format!("`{key}` is {n}; the denoiser has {of_kind} {kind} blocks"),
+                )
+                .with_help(format!(
+                    "at most {}: one block stays on the device for the others to be swapped into",
+                    of_kind - 1
+                )),
+            );
+            continue;
+        }
+        *count = n;
+    }
+    BlockSwap { blocks: counts[0], single_blocks: counts[1] }
+}
