@@ -1,5 +1,5 @@
 //! Checking block swapping (`blocks_to_swap`, `single_blocks_to_swap` in a `diffusion`
-//! section): a trained transformer denoiser keeps some blocks' weights on the host.
+//! section): a transformer denoiser, trained or sampled, keeps some blocks' weights on the host.
 //!
 //! kohya's sd-scripts and musubi-tuner (`custom_offloading_utils.ModelOffloader`) swap blocks of
 //! one kind with each other, so a model with single-stream blocks (FLUX.1, HunyuanVideo) has a
@@ -13,36 +13,49 @@ use super::quantity::Dim;
 use crate::diagnostic::Diagnostic;
 use crate::hir::{BlockLayout, BlockSwap};
 
-/// The swapped blocks the section declares. `trained`: the pipeline is trained; `unet`: the
-/// denoiser's architecture, when readable; `layout`: its blocks as checked (`None` when they did
-/// not check); `model`: the denoiser's model name.
-pub(super) fn block_swap(
-    fields: &Fields<'_>,
-    scope: &Scope<'_>,
-    trained: bool,
-    unet: Option<bool>,
-    layout: Option<&BlockLayout>,
-    model: Option<&String>,
-) -> BlockSwap {
+/// What the rest of the section says that a swap depends on.
+pub(super) struct Context<'s> {
+    /// The denoiser's architecture, when readable (`Some(true)`: a UNet).
+    pub(super) unet: Option<bool>,
+    /// Its blocks as checked; `None` when they did not check.
+    pub(super) layout: Option<&'s BlockLayout>,
+    /// Its model's name.
+    pub(super) model: Option<&'s String>,
+    /// The section's `offload` word, if any other than `none`.
+    pub(super) offload: Option<&'s str>,
+    /// Copies of the denoiser taking turns (`denoiser_experts`).
+    pub(super) experts: u64,
+}
+
+/// Whether the section writes a swap, which makes the denoiser's blocks needed.
+pub(super) fn written(fields: &Fields<'_>) -> bool {
+    fields.first("blocks_to_swap").is_some() || fields.first("single_blocks_to_swap").is_some()
+}
+
+/// The swapped blocks the section declares.
+pub(super) fn block_swap(fields: &Fields<'_>, scope: &Scope<'_>, at: &Context<'_>) -> BlockSwap {
     let written: Vec<_> = ["blocks_to_swap", "single_blocks_to_swap"]
         .into_iter()
         .filter_map(|key| fields.first(key))
         .collect();
     let Some(first) = written.first() else { return BlockSwap::default() };
-    if !trained {
+    let conflict = match (at.offload, at.experts) {
+        (Some(word), _) => Some(format!("`offload {word}`")),
+        (None, 2..) => Some("`denoiser_experts`".to_string()),
+        (None, _) => None,
+    };
+    if let Some(other) = conflict {
         fields.push(
             Diagnostic::error(
-                "E013",
+                "E014",
                 first.key.span,
-                format!("`{}` swaps a trained denoiser's blocks", first.key.name),
+                format!("`{}` is not modelled beside {other}", first.key.name),
             )
-            .with_help(
-                "for sampling, diffusers' group offloading moves the blocks: `offload blocks`",
-            ),
+            .with_help("swap blocks, or keep the other setting, not both"),
         );
         return BlockSwap::default();
     }
-    if unet == Some(true) {
+    if at.unet == Some(true) {
         fields.push(
             Diagnostic::error(
                 "E013",
@@ -54,10 +67,10 @@ pub(super) fn block_swap(
         return BlockSwap::default();
     }
     // Blocks that did not check are reported where they are written.
-    let Some(&BlockLayout::Transformer { layers, single_layers, .. }) = layout else {
+    let Some(&BlockLayout::Transformer { layers, single_layers, .. }) = at.layout else {
         return BlockSwap::default();
     };
-    if let Some(model) = model.filter(|m| scope.program_models_without_blocks.contains(m)) {
+    if let Some(model) = at.model.filter(|m| scope.program_models_without_blocks.contains(m)) {
         fields.push(
             Diagnostic::error(
                 "E011",

@@ -7,7 +7,7 @@
 //! temporaries are derived for a sampling step only.
 
 use super::Scope;
-use super::block_swap::block_swap;
+use super::block_swap;
 use super::fields::{Fields, Repeat};
 use super::quantity::Dim;
 use crate::ast::{Block, DeclarationKind};
@@ -931,9 +931,20 @@ pub(super) fn diffusion(
     let attention = attention(&fields, block, architecture);
     let unfused = !matches!(attention, Some(DiffusionAttention::Fused));
     let mut levels = UnetLevels::default();
-    let blocks = blocks(&fields, architecture, hidden, training || unfused, &mut levels);
-    let layout = blocks.as_ref().map(|b| &b.layout);
-    let swap = block_swap(&fields, scope, training, architecture, layout, denoiser_model.as_ref());
+    // Swapped blocks are sized by the block layout, sampled or trained.
+    let needed = training || unfused || block_swap::written(&fields);
+    let blocks = blocks(&fields, architecture, hidden, needed, &mut levels);
+    let swap = block_swap::block_swap(
+        &fields,
+        scope,
+        &block_swap::Context {
+            unet: architecture,
+            layout: blocks.as_ref().map(|b| &b.layout),
+            model: denoiser_model.as_ref(),
+            offload: offload.filter(|w| *w != "none"),
+            experts,
+        },
+    );
     let controlnet = if training {
         None
     } else {

@@ -1,13 +1,14 @@
-//! Block swapping while training a transformer denoiser (kohya's sd-scripts and musubi-tuner,
-//! `--blocks_to_swap`; diffusion-pipe's `blocks_to_swap`, from the same code): the weights of
-//! the swapped blocks live in host memory, and the device holds the rest.
+//! Block swapping of a transformer denoiser, trained or sampled (kohya's sd-scripts and
+//! musubi-tuner, `--blocks_to_swap`; diffusion-pipe's `blocks_to_swap`, from the same code):
+//! the weights of the swapped blocks live in host memory, and the device holds the rest.
 //!
 //! `custom_offloading_utils.ModelOffloader` (kohya-ss/sd-scripts at 48d368f) starts each step
 //! with the first blocks of a kind on the device and the last `blocks_to_swap` on the host. When
 //! block `i` has run, its weights go to the host and a waiting block's are copied into the same
 //! device tensors (`swap_weight_devices_cuda`: `cuda_data_view.copy_(...)`), and the backward
-//! pass swaps them back in reverse; so the device never holds more than the unswapped blocks'
-//! weights, whichever blocks they are. Only `weight` tensors move: biases and norm scales stay,
+//! pass swaps them back in reverse (musubi-tuner's generation scripts run the same offloader
+//! forward only, `supports_backward=False`); so the device never holds more than the unswapped
+//! blocks' weights, whichever blocks they are. Only `weight` tensors move: biases and norm scales stay,
 //! a share of a block below 0.1 % that is counted as swapped. LoRA modules are the network's
 //! own (kohya's `LoRANetwork`), not the blocks', and stay on the device, with their states.
 //!

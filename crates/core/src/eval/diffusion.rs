@@ -1002,12 +1002,14 @@ pub(crate) fn components(
         encode.extend(weights(program, diffusion, encoder, *format, "text encoder")?);
     }
     let mut denoise = Vec::new();
-    denoise.extend(weights(
+    let swapped = super::block_swap::swapped(program, diffusion)?;
+    denoise.extend(weights_beside_host(
         program,
         diffusion,
         &diffusion.denoiser.model,
         diffusion.denoiser.weights,
         "denoiser",
+        swapped.as_ref(),
     )?);
     denoise.extend(fused_qkv(program, diffusion)?);
     let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;

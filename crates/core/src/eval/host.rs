@@ -75,7 +75,7 @@ pub(super) fn host(
                 ));
             }
         }
-        if let (Some(diffusion), Some(_)) = (&workload.diffusion, &workload.training)
+        if let Some(diffusion) = &workload.diffusion
             && let Some(swapped) = super::block_swap::swapped(program, diffusion)?
         {
             let (bytes, arithmetic) = super::block_swap::host_bytes(&swapped, diffusion)?;

@@ -1,6 +1,6 @@
-//! Block swapping while training a transformer denoiser (`blocks_to_swap`,
-//! `single_blocks_to_swap`): the swapped blocks' weights leave the device for the host RAM line,
-//! counted by hand from the declared block sizes; and the settings it cannot go with.
+//! Block swapping of a transformer denoiser (`blocks_to_swap`, `single_blocks_to_swap`), trained
+//! or sampled: the swapped blocks' weights leave the device for the host RAM line, counted by
+//! hand from the declared block sizes; and the settings it cannot go with.
 
 use super::support::{check, codes, component};
 use vram_core::budget::CheckBudget;
@@ -82,11 +82,17 @@ fn swapping_is_refused_where_it_is_not_modelled() {
     let no_blocks = flux("; blocks_to_swap 4", lora)
         .replace("; largest_block 339_831_296; outside_blocks 64_124_992", "");
     assert_eq!(codes(&no_blocks), ["E011"]);
-    // Sampling moves blocks with diffusers' group offloading (`offload blocks`).
-    let sampling = "model flux { params 11_901.41 million; largest_block 339_831_296; outside_blocks 64_124_992 }\n\
-         workload w {\n diffusion { denoiser flux; weights bf16; architecture dit; hidden 3072; resolution 1024 x 1024; blocks_to_swap 4 }\n}\n\
-         check w on rtx-4090";
-    assert_eq!(codes(sampling), ["E013"]);
+    // Beside an offload, or experts taking turns, a swap is not modelled.
+    let sampled = |extra: &str| {
+        format!(
+            "model flux {{ params 11_901.41 million; largest_block 339_831_296; outside_blocks 64_124_992 }}\n\
+             workload w {{\n diffusion {{ denoiser flux; weights bf16; architecture dit; hidden 3072; heads 24; layers 57; single_layers 38; resolution 1024 x 1024; blocks_to_swap 4{extra} }}\n}}\n\
+             check w on rtx-4090"
+        )
+    };
+    assert!(codes(&sampled("")).is_empty());
+    assert_eq!(codes(&sampled("; offload model")), ["E014"]);
+    assert_eq!(codes(&sampled("; denoiser_experts 2")), ["E014"]);
     // A UNet's blocks are not swapped.
     let unet = "model unet { params 860 million; largest_block 100_000_000; outside_blocks 10_000_000 }\n\
          workload w {\n runtime none\n diffusion { denoiser unet; weights bf16; architecture unet; hidden 320; heads 8; channel_mult 1 2 4 4; layers_per_block 2; cross_attention_dim 768; resolution 512 x 512; blocks_to_swap 2 }\n training { method lora { rank 4 } }\n}\n\
@@ -120,4 +126,28 @@ fn an_over_budget_step_is_offered_the_fewest_blocks_that_fit() {
     // One block fewer, shared the same way, is over.
     let fewer = double + single - 1;
     assert!(!fits(fewer * 19 / 57, fewer - fewer * 19 / 57));
+}
+
+#[test]
+fn a_sampled_pipeline_swaps_the_same_blocks() {
+    // Wan-like, 40 equal blocks of (14,000,000,000 − 200,000,000) / 40 = 345,000,000
+    // parameters in bf16; 20 swapped leave 14,000,000,000 − 6,900,000,000 on the device.
+    let source = |swap: &str| {
+        format!(
+            "model dit {{ params 14 billion; largest_block 345_000_000; outside_blocks 200_000_000 }}\n\
+             workload w {{\n diffusion {{ denoiser dit; weights bf16; architecture dit; hidden 5120; heads 40; ffn 13824; layers 40; resolution 832 x 480; frames 21{swap} }}\n}}\n\
+             machine pc {{ gpus 1 x rtx-4090; host_ram 64 GiB; disk 2 TB }}\n\
+             check w on pc"
+        )
+    };
+    let swapped = check(&source("; blocks_to_swap 20"));
+    let on_device = "denoiser weights on the device: dit";
+    assert_eq!(component(&swapped, on_device), Some(2 * 7_100_000_000));
+    assert_eq!(host_ram(&swapped, SWAPPED), Some(2 * 6_900_000_000));
+    // The step's tensors are the unswapped pipeline's.
+    let whole = check(&source(""));
+    assert_eq!(component(&whole, "denoiser weights: dit"), Some(2 * 14_000_000_000));
+    let step = "denoiser activations (one block)";
+    assert!(component(&whole, step).is_some());
+    assert_eq!(component(&swapped, step), component(&whole, step));
 }
