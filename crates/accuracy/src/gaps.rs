@@ -96,8 +96,8 @@ pub mod feature {
     pub const VIDEO_ENCODE: &str = "a video encoded by its causal VAE inside the training step \
         (the encode's transients beside the step; the language encodes images only)";
     pub const SHARDED_DENOISER: &str = "a denoiser trained with its blocks gathered one at a \
-         time (ZeRO-3, FSDP's full sharding, parameter offload): the language divides a \
-         denoiser's training states (ZeRO-1/2, optimizer offload), not its weights";
+         time (ZeRO-3, FSDP's full sharding, parameter offload) whose model models.vram gives \
+         no block sizes (`largest_block`, `outside_blocks`)";
     pub const TWO_BIT_WEIGHTS: &str = "2-bit weights (optimum-quanto's int2): the language has no \
          2-bit weight type";
     pub const BLOCK_SWAP: &str = "block swapping beside a full fine-tune (kohya's \

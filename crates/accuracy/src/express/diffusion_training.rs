@@ -270,16 +270,20 @@ pub(super) fn body(cx: &mut Cx<'_>, distribution: &Distribution) -> Option<Strin
     };
     let gathered = matches!(sharding, Some("zero3" | "fsdp-full"))
         || matches!(offload, Offload::Parameters(_));
-    if gathered {
-        cx.gap(Gap::feature(feature::SHARDED_DENOISER, stated.clone()));
-    }
     let pipeline = match pipeline(&cx.point.model) {
         Ok(pipeline) => pipeline,
         Err(gap) => {
+            if gathered {
+                cx.gap(Gap::feature(feature::SHARDED_DENOISER, stated.clone()));
+            }
             cx.gap(gap);
             return None;
         }
     };
+    // Gathered a block at a time, the step is sized by the denoiser's blocks.
+    if gathered && !declares_blocks(pipeline.denoiser) {
+        cx.gap(Gap::feature(feature::SHARDED_DENOISER, stated.clone()));
+    }
     let resolution = super::diffusion::resolution(cx);
     let batch = batch(cx);
     let precision = precision(cx);
@@ -359,8 +363,10 @@ pub(super) fn body(cx: &mut Cx<'_>, distribution: &Distribution) -> Option<Strin
     if let Some(sharding) = sharding {
         let _ = writeln!(out, "    sharding      {sharding}");
     }
-    if matches!(offload, Offload::Optimizer(_)) {
-        out.push_str("    offload       optimizer\n");
+    match offload {
+        Offload::Optimizer(_) => out.push_str("    offload       optimizer\n"),
+        Offload::Parameters(_) => out.push_str("    offload       parameters\n"),
+        Offload::None => {}
     }
     if cx.before_pytorch_2() {
         cx.assume(
@@ -375,7 +381,7 @@ pub(super) fn body(cx: &mut Cx<'_>, distribution: &Distribution) -> Option<Strin
     }
     out.push_str(&cx.gradient_lifetime().unwrap_or_default());
     out.push_str("  }\n");
-    (!gathered).then_some(out)
+    Some(out)
 }
 
 /// The denoiser's batch: the stated one, doubled by DreamBooth's prior preservation (each step
@@ -533,6 +539,15 @@ fn method(cx: &mut Cx<'_>, uneven: Option<&str>, pure: Option<&str>) -> Option<S
 
 /// For a denoiser with blocks beside its `layers` that LoRA adapts too, what the count leaves
 /// out (single-stream blocks, `single_layers`, are counted as they are).
+/// Whether `models.vram` gives the denoiser its `largest_block` (and so its `outside_blocks`).
+fn declares_blocks(denoiser: &str) -> bool {
+    let opening = format!("model {denoiser} ");
+    crate::MODELS_VRAM.split("\nmodel ").any(|entry| {
+        format!("model {entry}").starts_with(&opening)
+            && entry.split('}').next().is_some_and(|body| body.contains("largest_block"))
+    })
+}
+
 fn uneven_blocks(denoiser: &str) -> Option<&'static str> {
     match denoiser {
         // 20 double blocks with q, k, v and to_out.0, 40 single blocks with q, k and v, and two

@@ -206,30 +206,6 @@ pub(super) fn training(
             "parameters" => Offload::Parameters,
             _ => Offload::None,
         });
-    if denoiser.is_some() {
-        // A denoiser's states divide over the data ranks (ZeRO-1/2) and its optimizer may live
-        // on the host; gathering its blocks one at a time (ZeRO-3, FSDP's full sharding,
-        // parameter offload) is not modelled.
-        let refused = [
-            ("sharding", sharding == Some(Sharding::Zero3), "`sharding zero3` (the weights too)"),
-            ("offload", offload == Some(Offload::Parameters), "`offload parameters`"),
-        ];
-        for (key, is_refused, what) in refused {
-            let field = block.fields.iter().find(|f| f.key.name == key);
-            if let (true, Some(field)) = (is_refused, field) {
-                fields.push(
-                    Diagnostic::error(
-                        "E013",
-                        field.span,
-                        format!(
-                            "{what}: a denoiser's blocks gathered one at a time are not modelled"
-                        ),
-                    )
-                    .with_help("use `sharding zero2` or `offload optimizer`"),
-                );
-            }
-        }
-    }
     // Accumulated gradients are held through every micro-batch's forward pass; one micro-batch
     // per step lets gradients freed after the step (`zero_grad`) leave the forward pass free.
     let accumulation = fields.whole("gradient_accumulation", Dim::Count, 1, 1_000_000, "8");

@@ -103,6 +103,13 @@ pub(super) fn workload(
         }
         (training, ..) => training,
     };
+    let refused = match (&training, &diffusion, training_field) {
+        (Some(Some(t)), Some(d), Some(field)) => {
+            !gathers_by_blocks(t, d, field, scope, &mut diagnostics)
+        }
+        _ => false,
+    };
+    let training = if refused { Some(None) } else { training };
     // Swapped blocks are modelled for a frozen denoiser: adapters, not its own weights, train.
     let swap_field = diffusion_field
         .and_then(|field| section(field, &fields))
@@ -773,4 +780,58 @@ fn quantized_scope(fields: &Fields<'_>, format: WeightFormat) -> Option<WeightFo
     };
     let scope = Quantized { matrices, kept_ends: kept_ends.unwrap_or(0) };
     Some(WeightFormat::Partial(quantized, scope))
+}
+
+/// A trained denoiser gathered a block at a time (`sharding zero3`, `offload parameters`) is
+/// sized by its model's blocks, and its blocks are not also swapped to the host: `false`, with a
+/// diagnostic, when that does not hold.
+fn gathers_by_blocks(
+    t: &crate::hir::Training,
+    d: &crate::hir::Diffusion,
+    field: &Field,
+    scope: &Scope,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> bool {
+    let gathers =
+        t.sharding == crate::hir::Sharding::Zero3 || t.offload == crate::hir::Offload::Parameters;
+    let Some(block) = field.block.as_ref().filter(|_| gathers) else { return true };
+    let at = |key: &str| {
+        block.fields.iter().find(|f| f.key.name == key).map_or(field.key.span, |f| f.span)
+    };
+    let (key, what) = if t.offload == crate::hir::Offload::Parameters {
+        ("offload", "`offload parameters`")
+    } else {
+        ("sharding", "`sharding zero3`")
+    };
+    let model = &d.denoiser.model;
+    if scope.program_models_without_blocks.contains(model) {
+        diagnostics.push(
+            Diagnostic::error(
+                "E011",
+                at(key),
+                format!(
+                    "{what} gathers the denoiser a block at a time; model `{model}` declares no blocks"
+                ),
+            )
+            .with_help(format!(
+                "give `{model}` its `largest_block` and `outside_blocks` (its top-level block \
+                 lists' largest entry and what lies outside them)"
+            )),
+        );
+        return false;
+    }
+    if d.denoiser.swap.any() {
+        diagnostics.push(
+            Diagnostic::error(
+                "E014",
+                at(key),
+                format!(
+                    "{what} gathers the denoiser's blocks; swapping them as well is not modelled"
+                ),
+            )
+            .with_help("keep one of them"),
+        );
+        return false;
+    }
+    true
 }

@@ -94,15 +94,24 @@ pub(crate) fn components(
     }
     let denoiser = &diffusion.denoiser;
     let role = if training.method.is_full() { "denoiser" } else { "frozen denoiser" };
-    let swapped = super::block_swap::swapped(program, diffusion)?;
-    components.extend(diffusion::weights_beside_host(
-        program,
-        diffusion,
-        &denoiser.model,
-        denoiser.weights,
-        role,
-        swapped.as_ref(),
-    )?);
+    let gathered = if super::denoiser_gather::gathers(training, data) {
+        super::denoiser_gather::weights(program, diffusion, training, data, role)?
+    } else {
+        None
+    };
+    if let Some(gathered) = gathered {
+        components.extend(gathered);
+    } else {
+        let swapped = super::block_swap::swapped(program, diffusion)?;
+        components.extend(diffusion::weights_beside_host(
+            program,
+            diffusion,
+            &denoiser.model,
+            denoiser.weights,
+            role,
+            swapped.as_ref(),
+        )?);
+    }
     let (Some(params), Some(blocks)) =
         (diffusion::parameter_count(program, &denoiser.model), &denoiser.blocks)
     else {

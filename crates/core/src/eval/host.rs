@@ -144,15 +144,33 @@ pub(super) fn host(
                 "the checkpoint's headers",
             ));
         }
-        let (Some(training), Some(shape)) =
-            (&workload.training, model.and_then(|m| m.shape.as_ref()))
-        else {
-            continue;
+        let Some(training) = &workload.training else { continue };
+        // The trained model: a language model's shape, or a pipeline's denoiser.
+        let params = match (model.and_then(|m| m.shape.as_ref()), &workload.diffusion) {
+            (Some(shape), _) => super::params::parameter_count(shape).ok_or(Overflow)?,
+            (None, Some(diffusion)) => {
+                match super::diffusion::parameter_count(program, &diffusion.denoiser.model) {
+                    Some(params) => params,
+                    None => continue,
+                }
+            }
+            (None, None) => continue,
         };
         if !matches!(training.method, Method::Full) {
+            if training.offload == Offload::Parameters {
+                // DeepSpeed's `offload_param` keeps every parameter on the host, frozen or not.
+                let per = training.weights.bytes_per_element();
+                let bytes = Bytes::for_elements(params, per).ok_or(Overflow)?;
+                ram.push(component(
+                    format!("{}: frozen parameters offloaded", workload.name),
+                    bytes,
+                    Provenance::Formula,
+                    format!("{params} params × {per} B = {bytes}"),
+                    "DeepSpeed offload_param keeps the parameters in host memory and fetches a layer at a time",
+                ));
+            }
             continue;
         }
-        let params = super::params::parameter_count(shape).ok_or(Overflow)?;
         let states = Ratio::int(i128::from(training.optimizer.states()))
             .checked_mul(training.optimizer.bytes_per_state())
             .ok_or(Overflow)?;

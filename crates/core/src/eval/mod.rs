@@ -7,6 +7,7 @@ mod allocator;
 mod band;
 mod block_swap;
 mod calc;
+mod denoiser_gather;
 mod device;
 mod diffusion;
 mod diffusion_training;

@@ -6,6 +6,7 @@ mod block_swap;
 mod catalog;
 mod controlnet;
 mod denoiser_experts;
+mod denoiser_gather;
 mod diffusion_attention;
 mod diffusion_training;
 mod dora;

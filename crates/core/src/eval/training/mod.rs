@@ -30,6 +30,7 @@ pub(in crate::eval) use reserve::allocator_cache;
 
 pub(super) use activations::{activations, adapter_inputs, softmax_gradients};
 pub(super) use deepspeed::{accumulating_partition, buckets};
+pub(super) use states::intermediate as intermediate_tensors;
 pub(super) use states::{
     AdapterKind, Adapters, StepPhase, adapter_states, optimizer_step, sharded, state,
     trained_states,
