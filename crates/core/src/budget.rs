@@ -184,7 +184,7 @@ pub enum SuggestionKind {
     /// between phases; for a trained denoiser, its blocks swapped to the host.
     Pipeline,
     /// A training step's memory levers: checkpointing, 8-bit moments, the optimizer stepped
-    /// in the backward pass, a chunked loss.
+    /// in the backward pass, a chunked loss, the optimizer's states on the host.
     Training,
     /// A serving engine's share of the device (`memory_fraction`): the largest that fits.
     Runtime,

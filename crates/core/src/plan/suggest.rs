@@ -7,7 +7,7 @@
 //! diffusion pipeline's memory option (a tiled decode, models offloaded in turn, a trained
 //! denoiser's blocks swapped to the host), a training
 //! step's memory levers (checkpointing, 8-bit moments, a step in the backward pass, a chunked
-//! loss), a smaller precision (with the quality warning), and up to three catalog machines. A check whose
+//! loss, the optimizer on the host), a smaller precision (with the quality warning), and up to three catalog machines. A check whose
 //! device cannot run it (capability, not capacity) gets the precisions the device does run
 //! and the machines.
 

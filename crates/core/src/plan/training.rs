@@ -9,11 +9,16 @@
 //! the optimizer stepped in the backward pass (`step_in_backward true`: one gradient held at a
 //! time; one micro-batch per step, no sharding or offload), then the cross-entropy in chunks
 //! (`loss_chunks 8`). A lever the workload already pulls, or cannot pull, is skipped; of a set
-//! that fits, a lever the others fit without is dropped.
+//! that fits, a lever the others fit without is dropped. When all of them leave the step over,
+//! the optimizer's master copy and moments go to the host (`offload optimizer`, DeepSpeed's
+//! ZeRO-Offload: host RAM, and a CPU optimizer step), beside the levers that go with it.
 
 use super::{Planner, Stop};
 use crate::budget::Verdict;
-use crate::hir::{Checkpointing, Objective, Offload, Optimizer, Reference, Sharding, Training};
+use crate::hir::{
+    Checkpointing, Method, Objective, Offload, Optimizer, Reference, Sharding, StatesMemory,
+    Training,
+};
 
 /// The first set of levers that makes the check fit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,6 +73,23 @@ const LEVERS: [Lever; 5] = [
     },
 ];
 
+/// The optimizer's master copy and moments on the host: tried last, beside the other levers.
+const OFFLOAD: Lever = Lever {
+    says: "offload optimizer",
+    applies: |t, _| {
+        t.offload == Offload::None
+            && t.optimizer.states() > 0
+            && t.galore_rank.is_none()
+            && !t.levers.step_in_backward
+            && t.states_memory == StatesMemory::Allocator
+            && !matches!(
+                t.method,
+                Method::Freeze { .. } | Method::Prefix { .. } | Method::Prompt { .. }
+            )
+    },
+    pull: |t| t.offload = Offload::Optimizer,
+};
+
 impl Planner<'_> {
     /// The fewest of the training levers, taken in order, that make the check fit; `None` for a
     /// workload that does not train, or when even all of them leave it over.
@@ -87,7 +109,37 @@ impl Planner<'_> {
                 return self.fewest(&declared, pulled, verdict).map(Some);
             }
         }
-        Ok(None)
+        self.with_offloaded_optimizer(&declared, denoiser)
+    }
+
+    /// When the levers leave the step over: the optimizer's master copy and moments on the
+    /// host (`offload optimizer`, DeepSpeed's ZeRO-Offload), beside the levers that go with it.
+    /// The step in the backward pass does not (the checker's `E014`), and 8-bit moments are moot
+    /// once the moments live on the host.
+    fn with_offloaded_optimizer(
+        &mut self,
+        declared: &Training,
+        denoiser: bool,
+    ) -> Result<Option<TrainingAnswer>, Stop> {
+        if !(OFFLOAD.applies)(declared, denoiser) {
+            return Ok(None);
+        }
+        let mut training = declared.clone();
+        let mut pulled: Vec<&Lever> = Vec::new();
+        let beside = LEVERS
+            .iter()
+            .filter(|l| !matches!(l.says, "step_in_backward true" | "optimizer adamw-8bit"));
+        for lever in beside.chain(std::iter::once(&OFFLOAD)) {
+            if (lever.applies)(&training, denoiser) {
+                (lever.pull)(&mut training);
+                pulled.push(lever);
+            }
+        }
+        let verdict = self.verdict_with(&training)?;
+        if !verdict.fits() {
+            return Ok(None);
+        }
+        self.fewest(declared, pulled, verdict).map(Some)
     }
 
     /// The check's verdict with `training` in place of the workload's own.
