@@ -34,11 +34,10 @@ pub(super) fn written(fields: &Fields<'_>) -> bool {
 
 /// The swapped blocks the section declares.
 pub(super) fn block_swap(fields: &Fields<'_>, scope: &Scope<'_>, at: &Context<'_>) -> BlockSwap {
-    let written: Vec<_> = ["blocks_to_swap", "single_blocks_to_swap"]
-        .into_iter()
-        .filter_map(|key| fields.first(key))
-        .collect();
-    let Some(first) = written.first() else { return BlockSwap::default() };
+    let keys = ["blocks_to_swap", "single_blocks_to_swap"];
+    let Some(first) = keys.into_iter().find_map(|key| fields.first(key)) else {
+        return BlockSwap::default();
+    };
     let conflict = match (at.offload, at.experts) {
         (Some(word), _) => Some(format!("`offload {word}`")),
         (None, 2..) => Some("`denoiser_experts`".to_string()),
@@ -88,12 +87,17 @@ pub(super) fn block_swap(fields: &Fields<'_>, scope: &Scope<'_>, at: &Context<'_
     let mut counts = [0; 2];
     for ((key, of_kind), count) in kinds.into_iter().zip(&mut counts) {
         let Some(field) = fields.get(key) else { continue };
+        let kind = match (key, single_layers) {
+            ("single_blocks_to_swap", _) => "single-stream blocks",
+            (_, 0) => "blocks",
+            _ => "double-stream blocks",
+        };
         if of_kind == 0 {
             fields.push(
                 Diagnostic::error(
                     "E014",
                     field.key.span,
-                    format!("`{key}`: the denoiser has no single-stream blocks"),
+                    format!("`{key}`: the denoiser has no {kind}"),
                 )
                 .with_help("`single_layers` says how many of the `layers` are single-stream"),
             );
@@ -102,13 +106,11 @@ pub(super) fn block_swap(fields: &Fields<'_>, scope: &Scope<'_>, at: &Context<'_
         let Some((value, span)) = fields.quantity(field, Dim::Count, "18") else { continue };
         let Some(n) = fields.check_whole(key, value, span, 0, 1 << 16) else { continue };
         if n >= of_kind {
-            let kind =
-                if key == "blocks_to_swap" && single_layers > 0 { "double-stream" } else { "such" };
             fields.push(
                 Diagnostic::error(
                     "E007",
                     span,
-                    format!("`{key}` is {n}; the denoiser has {of_kind} {kind} blocks"),
+                    format!("`{key}` is {n}; the denoiser has {of_kind} {kind}"),
                 )
                 .with_help(format!(
                     "at most {}: one block stays on the device for the others to be swapped into",
