@@ -31,7 +31,6 @@ const NOT_FOR_A_DENOISER: &[(&str, &str)] = &[
     ("step_in_backward", "a step in the backward pass is not modelled for a denoiser"),
     ("loss_chunks", "a denoiser's loss is on its latents, not on logits"),
     ("compile", "a compiled loss is modelled for logits, not for a denoiser's latents"),
-    ("offload_activations", "activation offloading is not modelled for a denoiser"),
     ("fused_loss", "a denoiser's loss is on its latents, not on logits"),
     ("rope_tables", "a denoiser's rotary embeddings are its pipeline's, not transformers' tables"),
     ("objective", "preference objectives are modelled for language models"),
@@ -329,6 +328,23 @@ pub(super) fn training(
             "selective-op" => Checkpointing::SelectiveOp,
             _ => Checkpointing::None,
         });
+    // A denoiser offloads the block inputs full checkpointing keeps (kohya's
+    // `--cpu_offload_checkpointing`); its other activations are not offloaded.
+    let offload_field = block.fields.iter().find(|f| f.key.name == "offload_activations");
+    let full_checkpointing = checkpointing == Some(Checkpointing::Full);
+    if let (Some(_), Some(true), Some(field), false) =
+        (denoiser, offload_activations, offload_field, full_checkpointing)
+    {
+        fields.push(
+            Diagnostic::error(
+                "E014",
+                field.span,
+                "`offload_activations` offloads a denoiser's checkpointed block inputs, which \
+                 `checkpointing full` keeps",
+            )
+            .with_help("add `checkpointing full`, or remove `offload_activations`"),
+        );
+    }
     let attention = super::workload::attention(&fields);
     let pipeline_schedule =
         fields.choice("pipeline_schedule", &["1f1b", "sequential"]).map(|(w, _)| {

@@ -236,7 +236,14 @@ pub(super) fn activations(
             ]))
         }
         Checkpointing::Full => {
-            let checkpoints = per_sample(Product::new().times(layers, "blocks")?)?
+            // Offloaded (kohya's `--cpu_offload_checkpointing`), the block inputs wait on the
+            // host: the one in use and the one in transfer are on the device.
+            let (on_device, what) = if training.levers.offload_activations {
+                (layers.min(2), "blocks' inputs on the device (offloaded)")
+            } else {
+                (layers, "blocks")
+            };
+            let checkpoints = per_sample(Product::new().times(on_device, what)?)?
                 .times(block.hidden, "hidden")?
                 .bytes_each(elem.bytes_per_element(), elem.name())?;
             let mut largest: Option<(u64, PerToken, PerToken)> = None;

@@ -151,3 +151,23 @@ fn a_sampled_pipeline_swaps_the_same_blocks() {
     assert!(component(&whole, step).is_some());
     assert_eq!(component(&swapped, step), component(&whole, step));
 }
+
+#[test]
+fn offloaded_checkpoints_leave_two_block_inputs_on_the_device() {
+    // kohya's `--cpu_offload_checkpointing`: of the 57 block inputs full checkpointing keeps
+    // (4,608 tokens × 3,072 hidden × 2 B each at 1024² with 512 text tokens), two stay on the
+    // device; the recomputed block is the same.
+    let lora = "method lora { rank 16 }";
+    let kept = check(&flux("", lora));
+    let offloaded = check(&flux("", &format!("{lora}; offload_activations true")));
+    let input = 4_608 * 3_072 * 2;
+    let name = "denoiser activations";
+    assert_eq!(
+        component(&kept, name).unwrap() - component(&offloaded, name).unwrap(),
+        (57 - 2) * input
+    );
+    // Without checkpointing there are no block inputs to offload.
+    let unchecked = flux("", &format!("{lora}; offload_activations true"))
+        .replace("checkpointing full", "checkpointing none");
+    assert_eq!(codes(&unchecked), ["E014"]);
+}
