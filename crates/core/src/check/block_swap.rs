@@ -25,6 +25,8 @@ pub(super) struct Context<'s> {
     pub(super) offload: Option<&'s str>,
     /// Copies of the denoiser taking turns (`denoiser_experts`).
     pub(super) experts: u64,
+    /// The pipeline is trained, where `offload` and `denoiser_experts` are refused already.
+    pub(super) trained: bool,
 }
 
 /// Whether the section writes a swap, which makes the denoiser's blocks needed.
@@ -38,10 +40,10 @@ pub(super) fn block_swap(fields: &Fields<'_>, scope: &Scope<'_>, at: &Context<'_
     let Some(first) = keys.into_iter().find_map(|key| fields.first(key)) else {
         return BlockSwap::default();
     };
-    let conflict = match (at.offload, at.experts) {
-        (Some(word), _) => Some(format!("`offload {word}`")),
-        (None, 2..) => Some("`denoiser_experts`".to_string()),
-        (None, _) => None,
+    let conflict = match (at.trained, at.offload, at.experts) {
+        (true, ..) | (false, None, 0..=1) => None,
+        (false, Some(word), _) => Some(format!("`offload {word}`")),
+        (false, None, _) => Some("`denoiser_experts`".to_string()),
     };
     if let Some(other) = conflict {
         fields.push(

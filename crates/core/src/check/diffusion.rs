@@ -943,6 +943,7 @@ pub(super) fn diffusion(
             model: denoiser_model.as_ref(),
             offload: offload.filter(|w| *w != "none"),
             experts,
+            trained: training,
         },
     );
     let controlnet = if training {

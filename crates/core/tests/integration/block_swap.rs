@@ -93,6 +93,8 @@ fn swapping_is_refused_where_it_is_not_modelled() {
     assert!(codes(&sampled("")).is_empty());
     assert_eq!(codes(&sampled("; offload model")), ["E014"]);
     assert_eq!(codes(&sampled("; denoiser_experts 2")), ["E014"]);
+    // A trained pipeline refuses the offload itself; the swap adds nothing to that.
+    assert_eq!(codes(&flux("; blocks_to_swap 4; offload model", lora)), ["E013"]);
     // A UNet's blocks are not swapped.
     let unet = "model unet { params 860 million; largest_block 100_000_000; outside_blocks 10_000_000 }\n\
          workload w {\n runtime none\n diffusion { denoiser unet; weights bf16; architecture unet; hidden 320; heads 8; channel_mult 1 2 4 4; layers_per_block 2; cross_attention_dim 768; resolution 512 x 512; blocks_to_swap 2 }\n training { method lora { rank 4 } }\n}\n\
