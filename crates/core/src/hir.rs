@@ -1223,12 +1223,12 @@ pub struct Denoiser {
     /// low-noise experts, diffusers' `transformer` and `transformer_2`): each a copy of `model`'s
     /// weights, one running at a time. 1 for an ordinary pipeline.
     pub experts: u64,
-    /// A trained transformer denoiser's blocks whose weights wait on the host for their turn on
-    /// the device (`blocks_to_swap`, `single_blocks_to_swap`); none swapped by default.
+    /// A transformer denoiser's blocks whose weights wait on the host for their turn on the
+    /// device (`blocks_to_swap`, `single_blocks_to_swap`); none swapped by default.
     pub swap: BlockSwap,
 }
 
-/// Block swapping while training (kohya's sd-scripts and musubi-tuner, `--blocks_to_swap`):
+/// Block swapping, trained or sampled (kohya's sd-scripts and musubi-tuner, `--blocks_to_swap`):
 /// the weights of this many blocks of each kind stay in host memory, and each block's are
 /// copied into the device buffer of a block that has just run, so the device holds the others'.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -13,6 +13,9 @@ use super::quantity::Dim;
 use crate::diagnostic::Diagnostic;
 use crate::hir::{BlockLayout, BlockSwap};
 
+/// The section's swap keys.
+const KEYS: [&str; 2] = ["blocks_to_swap", "single_blocks_to_swap"];
+
 /// What the rest of the section says that a swap depends on.
 pub(super) struct Context<'s> {
     /// The denoiser's architecture, when readable (`Some(true)`: a UNet).
@@ -31,13 +34,12 @@ pub(super) struct Context<'s> {
 
 /// Whether the section writes a swap, which makes the denoiser's blocks needed.
 pub(super) fn written(fields: &Fields<'_>) -> bool {
-    fields.first("blocks_to_swap").is_some() || fields.first("single_blocks_to_swap").is_some()
+    KEYS.into_iter().any(|key| fields.first(key).is_some())
 }
 
 /// The swapped blocks the section declares.
 pub(super) fn block_swap(fields: &Fields<'_>, scope: &Scope<'_>, at: &Context<'_>) -> BlockSwap {
-    let keys = ["blocks_to_swap", "single_blocks_to_swap"];
-    let Some(first) = keys.into_iter().find_map(|key| fields.first(key)) else {
+    let Some(first) = KEYS.into_iter().find_map(|key| fields.first(key)) else {
         return BlockSwap::default();
     };
     let conflict = match (at.trained, at.offload, at.experts) {
@@ -84,10 +86,9 @@ pub(super) fn block_swap(fields: &Fields<'_>, scope: &Scope<'_>, at: &Context<'_
             )),
         );
     }
-    let kinds =
-        [("blocks_to_swap", layers - single_layers), ("single_blocks_to_swap", single_layers)];
+    let kinds = KEYS.into_iter().zip([layers - single_layers, single_layers]);
     let mut counts = [0; 2];
-    for ((key, of_kind), count) in kinds.into_iter().zip(&mut counts) {
+    for ((key, of_kind), count) in kinds.zip(&mut counts) {
         let Some(field) = fields.get(key) else { continue };
         let kind = match (key, single_layers) {
             ("single_blocks_to_swap", _) => "single-stream blocks",

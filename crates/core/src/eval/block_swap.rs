@@ -28,7 +28,7 @@ pub(super) struct Swapped {
     pub(super) terms: String,
 }
 
-/// The parameters of the blocks a trained denoiser swaps, or `None` when it swaps none (or its
+/// The parameters of the blocks a denoiser swaps, or `None` when it swaps none (or its
 /// model declares no blocks, which the checker refuses beside a swap).
 pub(super) fn swapped(
     program: &Layered<'_>,

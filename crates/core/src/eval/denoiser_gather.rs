@@ -12,7 +12,7 @@
 //! the step. A block's size is the model's `largest_block`, its rest `outside_blocks`.
 
 use super::calc::{Overflow, Product};
-use super::training::{intermediate_tensors, sharded, state};
+use super::training::{intermediate, sharded, state};
 use crate::budget::{Category, Component};
 use crate::hir::{Diffusion, Layered, Offload, Sharding, Training};
 
@@ -69,7 +69,7 @@ pub(super) fn weights(
     } else {
         weights.finish()?
     };
-    out.push(intermediate_tensors(
+    out.push(intermediate(
         "gathered denoiser block (ZeRO-3)",
         (bytes, formula),
         "DOMAIN.md §5.2: DeepSpeed estimate_zero3_model_states_mem_needs (a layer's weights and \

@@ -89,8 +89,27 @@ pub(super) fn weights(
     weights_beside_host(program, diffusion, model, format, role, None)
 }
 
-/// [`weights`], less the blocks a trained denoiser keeps on the host (`swapped`).
-pub(super) fn weights_beside_host(
+/// The denoiser's weights, less the blocks it swaps to the host (`blocks_to_swap`), trained or
+/// sampled.
+pub(super) fn denoiser_weights(
+    program: &Layered<'_>,
+    diffusion: &Diffusion,
+    role: &str,
+) -> Result<Vec<Component>, Overflow> {
+    let denoiser = &diffusion.denoiser;
+    let swapped = super::block_swap::swapped(program, diffusion)?;
+    weights_beside_host(
+        program,
+        diffusion,
+        &denoiser.model,
+        denoiser.weights,
+        role,
+        swapped.as_ref(),
+    )
+}
+
+/// [`weights`], less the blocks a denoiser keeps on the host (`swapped`).
+fn weights_beside_host(
     program: &Layered<'_>,
     diffusion: &Diffusion,
     model: &str,
@@ -1002,15 +1021,7 @@ pub(crate) fn components(
         encode.extend(weights(program, diffusion, encoder, *format, "text encoder")?);
     }
     let mut denoise = Vec::new();
-    let swapped = super::block_swap::swapped(program, diffusion)?;
-    denoise.extend(weights_beside_host(
-        program,
-        diffusion,
-        &diffusion.denoiser.model,
-        diffusion.denoiser.weights,
-        "denoiser",
-        swapped.as_ref(),
-    )?);
+    denoise.extend(denoiser_weights(program, diffusion, "denoiser")?);
     denoise.extend(fused_qkv(program, diffusion)?);
     let latent = (diffusion.width / 8) * (diffusion.height / 8) * diffusion.frames;
     let product = if diffusion.denoiser.unet {

@@ -99,18 +99,9 @@ pub(crate) fn components(
     } else {
         None
     };
-    if let Some(gathered) = gathered {
-        components.extend(gathered);
-    } else {
-        let swapped = super::block_swap::swapped(program, diffusion)?;
-        components.extend(diffusion::weights_beside_host(
-            program,
-            diffusion,
-            &denoiser.model,
-            denoiser.weights,
-            role,
-            swapped.as_ref(),
-        )?);
+    match gathered {
+        Some(gathered) => components.extend(gathered),
+        None => components.extend(diffusion::denoiser_weights(program, diffusion, role)?),
     }
     let (Some(params), Some(blocks)) =
         (diffusion::parameter_count(program, &denoiser.model), &denoiser.blocks)

@@ -2,14 +2,15 @@
 //! in host memory, make the step fit (`blocks_to_swap`, `single_blocks_to_swap`).
 //!
 //! Swapping only moves frozen weights off the device, so the device's need falls as more
-//! blocks are swapped and the fewest can be found by bisection. `k` blocks are shared between
+//! blocks are swapped and the fewest can be found by the planner's ordered search. `k` blocks are shared between
 //! the two kinds in proportion to their counts (FLUX.1: 19 double and 38 single blocks, so 9
 //! and 18 of 27), which keeps the bytes moved per block alike; each kind leaves one block on the
 //! device to swap into. Offered for adapters on a frozen transformer denoiser whose model
 //! declares its blocks, when none are swapped yet.
 
 use super::pipeline::PipelineAnswer;
-use super::{Planner, Stop};
+use super::{Planner, Stop, search};
+use crate::budget::Verdict;
 use crate::hir::{BlockLayout, BlockSwap, Diffusion};
 
 /// `k` swapped blocks of a denoiser with `layers` blocks, `single` of them single-stream.
@@ -52,33 +53,25 @@ impl Planner<'_> {
         else {
             return Ok(None);
         };
-        // One block of each kind stays on the device.
+        // One block of each kind stays on the device: candidate `i` swaps `i + 1` blocks.
         let most = (layers - single_layers).saturating_sub(1) + single_layers.saturating_sub(1);
-        let with = |k: u64, planner: &mut Self| {
+        let candidates = usize::try_from(most).map_err(|_| Stop::Unsupported)?;
+        let mut seen: Option<(usize, Verdict)> = None;
+        let found = search::first_fitting(candidates, |i| {
             let mut changed = declared.clone();
-            changed.denoiser.swap = shared(k, layers, single_layers);
-            planner.verdict_changed(|w| w.diffusion = Some(changed))
-        };
-        if most == 0 {
-            return Ok(None);
-        }
-        let mut at = with(most, self)?;
-        if !at.fits() {
-            return Ok(None);
-        }
-        // The least k that fits lies in (low, high]; `at` is the verdict at `high`.
-        let (mut low, mut high) = (0, most);
-        while high - low > 1 {
-            let mid = low + (high - low) / 2;
-            let verdict = with(mid, self)?;
-            if verdict.fits() {
-                high = mid;
-                at = verdict;
-            } else {
-                low = mid;
+            changed.denoiser.swap = shared(i as u64 + 1, layers, single_layers);
+            let verdict = self.verdict_changed(|w| w.diffusion = Some(changed))?;
+            let fits = verdict.fits();
+            if fits {
+                seen = Some((i, verdict));
             }
-        }
-        Ok(Some(PipelineAnswer { change: says(shared(high, layers, single_layers)), at }))
+            Ok::<_, Stop>(fits)
+        })?;
+        let Some(index) = found else { return Ok(None) };
+        // The search probes the index it returns last among those that fit.
+        let at = seen.filter(|(i, _)| *i == index).map(|(_, v)| v).ok_or(Stop::Unsupported)?;
+        let swapped = shared(index as u64 + 1, layers, single_layers);
+        Ok(Some(PipelineAnswer { change: says(swapped), at }))
     }
 }
 

@@ -114,8 +114,9 @@ impl Planner<'_> {
 
     /// When the levers leave the step over: the optimizer's master copy and moments on the
     /// host (`offload optimizer`, DeepSpeed's ZeRO-Offload), beside the levers that go with it.
-    /// The step in the backward pass does not (the checker's `E014`), and 8-bit moments are moot
-    /// once the moments live on the host.
+    /// Pulled first, it leaves out by their own rules the step in the backward pass (the
+    /// checker's `E014`) and 8-bit moments (moot once the moments live on the host); it is said
+    /// last.
     fn with_offloaded_optimizer(
         &mut self,
         declared: &Training,
@@ -125,16 +126,15 @@ impl Planner<'_> {
             return Ok(None);
         }
         let mut training = declared.clone();
+        (OFFLOAD.pull)(&mut training);
         let mut pulled: Vec<&Lever> = Vec::new();
-        let beside = LEVERS
-            .iter()
-            .filter(|l| !matches!(l.says, "step_in_backward true" | "optimizer adamw-8bit"));
-        for lever in beside.chain(std::iter::once(&OFFLOAD)) {
+        for lever in &LEVERS {
             if (lever.applies)(&training, denoiser) {
                 (lever.pull)(&mut training);
                 pulled.push(lever);
             }
         }
+        pulled.push(&OFFLOAD);
         let verdict = self.verdict_with(&training)?;
         if !verdict.fits() {
             return Ok(None);

@@ -30,12 +30,11 @@ pub(in crate::eval) use reserve::allocator_cache;
 
 pub(super) use activations::{activations, adapter_inputs, softmax_gradients};
 pub(super) use deepspeed::{accumulating_partition, buckets};
-pub(super) use states::intermediate as intermediate_tensors;
+use states::divisor;
 pub(super) use states::{
-    AdapterKind, Adapters, StepPhase, adapter_states, optimizer_step, sharded, state,
+    AdapterKind, Adapters, StepPhase, adapter_states, intermediate, optimizer_step, sharded, state,
     trained_states,
 };
-use states::{divisor, intermediate};
 
 /// Every parameter this device holds.
 fn device_params(shape: &Shape, placement: &Placement) -> Result<u64, Overflow> {
