@@ -89,7 +89,7 @@ pub mod feature {
     pub const HELD_ON_HOST: &str = "part of the model kept in host memory by a serving engine \
          (llama.cpp's --no-kv-offload for its KV cache, vLLM's --cpu-offload-gb for weights)";
     pub const SIDE_NETWORK: &str = "a network run beside the denoiser (a ControlNet models.vram \
-         does not declare or a trained one, T2I-Adapter, \
+         does not declare or a transformer's trained one, T2I-Adapter, \
          IP-Adapter, AnimateDiff's motion modules, SDXL's refiner)";
     pub const TORCHAO_KV_CACHE: &str = "torchao's quantized KV cache (`--kv_cache_quantization`: \
          int8 values with scales per token and head in its own cache class)";

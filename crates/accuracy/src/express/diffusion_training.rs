@@ -22,6 +22,9 @@ struct Pipeline {
     /// A video denoiser's causal VAE: the frames it compresses into each latent frame after the
     /// first (`None` for an image pipeline).
     temporal: Option<u64>,
+    /// The ControlNet of the pipeline's UNet that `models.vram` declares, which diffusers'
+    /// train_controlnet scripts train beside it (`None`: a transformer's, not modelled).
+    controlnet: Option<&'static str>,
 }
 
 /// The pipeline for a `model` wording, or the gap that stops it.
@@ -42,6 +45,7 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
                         channel_mult  1 2 4 4\n    layers_per_block 2\n    \
                         cross_attention_dim 768\n    text_tokens   77 tokens\n",
             temporal: None,
+            controlnet: Some("sd15-controlnet"),
         })
     } else if has(&["stablediffusionxl", "sdxl"]) && !has(&["refiner"]) {
         // SDXL base 1.0's unet/config.json: block_out_channels 320 640 1280,
@@ -57,6 +61,7 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
                         transformer_layers 0 2 10\n    head_dim      64\n    \
                         cross_attention_dim 2048\n    text_tokens   77 tokens\n",
             temporal: None,
+            controlnet: Some("sdxl-controlnet"),
         })
     } else if has(&["flux1dev", "fluxdev"]) {
         // FLUX.1-dev: hidden 3072, 24 heads, 19 double and 38 single blocks (DOMAIN.md §7.1);
@@ -70,6 +75,7 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
                         single_layers 38\n    text_tokens   512 tokens\n    \
                         qk_norm       true\n",
             temporal: None,
+            controlnet: None,
         })
     } else if let Some(pipeline) = transformer_pipeline(&has) {
         Ok(pipeline)
@@ -129,6 +135,7 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
             vae: "sd3-vae",
             structure,
             temporal: None,
+            controlnet: None,
         });
     }
     if has(&["cogvideox"]) && !has(&["cogvideox15"]) {
@@ -147,6 +154,7 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
                  layers        30\n    text_tokens   226 tokens\n    qk_norm       true\n"
             },
             temporal: Some(4),
+            controlnet: None,
         });
     }
     if has(&["hunyuanvideo"]) && !has(&["i2v"]) {
@@ -161,6 +169,7 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
                         single_layers 40\n    text_tokens   256 tokens\n    \
                         qk_norm       true\n",
             temporal: Some(4),
+            controlnet: None,
         });
     }
     if has(&["wan21"]) && !has(&["i2v", "vace", "flf2v"]) {
@@ -190,6 +199,7 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
                  qk_norm       true\n"
             },
             temporal: Some(4),
+            controlnet: None,
         });
     }
     if has(&["pixart"]) {
@@ -211,6 +221,7 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
                  text_tokens   120 tokens\n    qk_norm       false\n"
             },
             temporal: None,
+            controlnet: None,
         });
     }
     if has(&["ltxvideo", "ltxv"]) && !has(&["13b", "097", "098"]) {
@@ -228,6 +239,7 @@ fn transformer_pipeline(has: &dyn Fn(&[&str]) -> bool) -> Option<Pipeline> {
                         patch_pixels  32  # 32 x 32 pixels per latent, no patching\n    \
                         qk_norm       true\n",
             temporal: Some(8),
+            controlnet: None,
         });
     }
     None
@@ -288,7 +300,9 @@ pub(super) fn body(cx: &mut Cx<'_>, distribution: &Distribution) -> Option<Strin
     let batch = batch(cx);
     let precision = precision(cx);
     let pure = trains_loaded_type(cx);
-    let method = method(cx, uneven_blocks(pipeline.denoiser), pure);
+    let method = method(cx, uneven_blocks(pipeline.denoiser), pure, pipeline.controlnet);
+    let finetune = cx.point.finetune_method.as_deref().unwrap_or_default().to_lowercase();
+    let trained_controlnet = pipeline.controlnet.filter(|_| finetune.contains("controlnet"));
     let checkpointing = checkpointing(cx);
     let optimizer = optimizer(cx);
     let ((width, height), batch, (weights, denoiser, activations), method, checkpointing) =
@@ -335,6 +349,9 @@ pub(super) fn body(cx: &mut Cx<'_>, distribution: &Distribution) -> Option<Strin
     } else {
         let _ = writeln!(out, "    text_encoders {}", pipeline.encoders.join(" "));
         let _ = writeln!(out, "    vae           {}", pipeline.vae);
+    }
+    if let Some(controlnet) = trained_controlnet {
+        let _ = writeln!(out, "    controlnet    {controlnet}  # trained, the UNet frozen");
     }
     let _ = writeln!(out, "    weights       {weights}");
     if denoiser != weights {
@@ -467,10 +484,20 @@ fn precision(cx: &mut Cx<'_>) -> Option<(&'static str, &'static str, Option<&'st
 /// `method full`, or `method lora { ... }` with the rank and the attention projections adapted.
 /// `uneven`: what the count leaves out of a denoiser whose adapted blocks are not all in its
 /// `layers` (HunyuanVideo's token refiner).
-fn method(cx: &mut Cx<'_>, uneven: Option<&str>, pure: Option<&str>) -> Option<String> {
+fn method(
+    cx: &mut Cx<'_>,
+    uneven: Option<&str>,
+    pure: Option<&str>,
+    controlnet: Option<&str>,
+) -> Option<String> {
     let point = cx.point;
     let text = point.finetune_method.clone().unwrap_or_default();
     let lower = text.to_lowercase();
+    if lower.contains("controlnet") && controlnet.is_some() {
+        return Some(
+            "    method        full  # the ControlNet (diffusers train_controlnet.py)\n".into(),
+        );
+    }
     if ["controlnet", "t2i-adapter", "ip-adapter"].iter().any(|w| lower.contains(w)) {
         cx.gap(Gap::feature(feature::SIDE_NETWORK, text));
         return None;

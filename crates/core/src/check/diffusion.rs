@@ -730,7 +730,6 @@ pub(super) fn diffusion(
             "vae_slicing",
             "denoiser_experts",
             "safety_checker",
-            "controlnet",
             "controlnet_blocks",
         ];
         for key in inference_only {
@@ -946,7 +945,20 @@ pub(super) fn diffusion(
             trained: training,
         },
     );
-    let controlnet = if training {
+    let controlnet = if training && architecture == Some(false) {
+        if let Some(field) = fields.first("controlnet") {
+            fields.push(
+                Diagnostic::error(
+                    "E013",
+                    field.key.span,
+                    "training a transformer's ControlNet is not modelled",
+                )
+                .with_help(
+                    "a UNet's ControlNet trains (diffusers train_controlnet.py); sample this \
+                     one, or remove the `training` section",
+                ),
+            );
+        }
         None
     } else {
         controlnet(&fields, controlnet_model, architecture, offload, levels)

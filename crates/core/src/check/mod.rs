@@ -7,6 +7,7 @@
 
 mod bitsandbytes_release;
 mod block_swap;
+mod controlnet;
 mod decls;
 mod diffusion;
 mod fields;

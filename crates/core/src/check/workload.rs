@@ -103,17 +103,18 @@ pub(super) fn workload(
         }
         (training, ..) => training,
     };
+    let swap_field = diffusion_field
+        .and_then(|field| field.block.as_ref())
+        .and_then(|block| block.fields.iter().find(|f| f.key.name.ends_with("blocks_to_swap")));
     let refused = match (&training, &diffusion, training_field) {
         (Some(Some(t)), Some(d), Some(field)) => {
-            !gathers_by_blocks(t, d, field, scope, &mut diagnostics)
+            !super::controlnet::fits(t, d, field, swap_field, &mut diagnostics)
+                || !gathers_by_blocks(t, d, field, scope, &mut diagnostics)
         }
         _ => false,
     };
     let training = if refused { Some(None) } else { training };
     // Swapped blocks are modelled for a frozen denoiser: adapters, not its own weights, train.
-    let swap_field = diffusion_field
-        .and_then(|field| section(field, &fields))
-        .and_then(|block| block.fields.iter().find(|f| f.key.name.ends_with("blocks_to_swap")));
     let training = match (training, &diffusion, swap_field) {
         (Some(Some(t)), Some(d), Some(field)) if d.denoiser.swap.any() && t.method.is_full() => {
             diagnostics.push(
@@ -290,14 +291,18 @@ fn source_length(section: &Field, model: &str, encoder_decoder: Option<bool>, fi
     }
 }
 
-/// The precision a trained denoiser is stored in: its format, when the pipeline checked and the
-/// format is one precision for every tensor; else bf16 as a stand-in (the workload is dropped for
-/// its diffusion errors, or for the one reported here).
+/// The precision the trained model is stored in: a trained ControlNet's fp32, else the
+/// denoiser's format, when the pipeline checked and the format is one precision for every
+/// tensor; else bf16 as a stand-in (the workload is dropped for its diffusion errors, or for the
+/// one reported here).
 fn denoiser_precision(
     field: &Field,
     diffusion: Option<&crate::hir::Diffusion>,
     fields: &Fields<'_>,
 ) -> crate::precision::Precision {
+    if diffusion.is_some_and(|d| d.controlnet.is_some()) {
+        return super::controlnet::TRAINED;
+    }
     match diffusion.map(|d| d.denoiser.weights) {
         Some(WeightFormat::Uniform(precision) | WeightFormat::Partial(precision, _)) => precision,
         Some(WeightFormat::Preset(preset)) => {

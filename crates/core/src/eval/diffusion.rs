@@ -1235,7 +1235,7 @@ pub(crate) fn components(
 /// `down_block_res_samples, mid_block_res_sample = self.controlnet(...)`, then
 /// `self.unet(..., down_block_additional_residuals=..., mid_block_additional_residual=...)`),
 /// and the conditioning image, prepared once at the pipeline's size for the guided batch.
-fn control_outputs(
+pub(super) fn control_outputs(
     diffusion: &Diffusion,
     control: &ControlNet,
     elem: Precision,

@@ -15,24 +15,20 @@
 //!   (`training::activations`, Korthikanti et al. adapted), with multi-head attention and a
 //!   plain GELU MLP of 4 × hidden (DiT `mlp_ratio` 4; FLUX.1 `mlp_ratio` 4.0), over the latent
 //!   patches (2 × 2 after the VAE's 8× downsampling) and the text tokens;
-//! - UNet: per level, every ResNet, attention block and transformer layer stores the inputs of
-//!   its operations (see [`RESNET_TENSORS`], [`ATTENTION_BLOCK_TENSORS`],
-//!   [`TRANSFORMER_LAYER_TENSORS`]) at that level's positions and channels; eager attention adds
-//!   each layer's probabilities, with the level's heads. Full checkpointing (diffusers
-//!   `enable_gradient_checkpointing`: one checkpoint per ResNet and per `BasicTransformerBlock`,
-//!   huggingface/diffusers transformer_2d.py at 58eb52c) keeps each one's input and recomputes
-//!   the largest in the backward pass.
+//! - UNet: per level, what its blocks store (`unet_activations.rs`).
 
 use super::allocator::CachingAllocator;
 use super::calc::{self, Overflow, Product, formula};
+use super::controlnet_training;
 use super::training::{self as llm_training, AdapterKind, Adapters};
+use super::unet_activations::{self, Halves, Weights};
 use super::vae_encode::{self, EncoderShape};
 use super::{Placement, diffusion, dit_block};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::bytes::Bytes;
 use crate::hir::{
-    Attention, AttentionKind, Biases, BlockLayout, Checkpointing, DenoiserBlocks, Diffusion,
-    LoraTarget, Method, Mlp, Norm, Output, Shape, Training,
+    AttentionKind, Biases, BlockLayout, Checkpointing, DenoiserBlocks, Diffusion, LoraTarget,
+    Method, Mlp, Norm, Output, Shape, Training,
 };
 use crate::ratio::Ratio;
 
@@ -46,29 +42,6 @@ fn dit_ffn(diffusion: &Diffusion) -> u64 {
 
 /// diffusers' `BasicTransformerBlock` feed-forward: `FeedForward(dim, mult=4)`, GEGLU.
 const UNET_FF_MULT: u64 = 4;
-
-/// Tensors of `c` channels a UNet ResNet block stores per position (diffusers `ResnetBlock2D`):
-/// GroupNorm 1's input, SiLU's input, conv 1's input, GroupNorm 2's input, SiLU's input and
-/// conv 2's input; autograd keeps each operation's input. Coming up, the input is the
-/// concatenated skip connection, about twice the channels: see [`UP_RESNET_TENSORS`].
-const RESNET_TENSORS: u64 = 6;
-
-/// A ResNet block coming up: its first three tensors have the concatenated skip channels
-/// (about 2c: the previous level's output and the skip of the same level), 3 × 2c + 3c.
-const UP_RESNET_TENSORS: u64 = 9;
-
-/// Tensors of `c` channels a UNet attention block (diffusers `Transformer2DModel`) stores per
-/// position around its transformer layers: GroupNorm input and output (proj_in's input) and
-/// proj_out's input.
-const ATTENTION_BLOCK_TENSORS: u64 = 3;
-
-/// Tensors of `c` channels one transformer layer (diffusers `BasicTransformerBlock`, one of a
-/// `Transformer2DModel`'s `transformer_blocks`) stores per position: self-attention: LayerNorm
-/// input and output, q, k, v, attention output (to_out's input); cross-attention: LayerNorm
-/// input and output, q, attention output; feed-forward: LayerNorm input and output, GEGLU
-/// projection (8c: value and gate), GELU output (4c) and product (4c). 6 + 4 + 18 = 28; an SD
-/// 1.x attention block of one layer stores 3 + 28 = 31.
-const TRANSFORMER_LAYER_TENSORS: u64 = 28;
 
 /// `data`: the data-parallel ranks, over which `sharding` divides the trained states.
 pub(crate) fn components(
@@ -93,7 +66,10 @@ pub(crate) fn components(
         )?);
     }
     let denoiser = &diffusion.denoiser;
-    let role = if training.method.is_full() { "denoiser" } else { "frozen denoiser" };
+    // Beside a trained ControlNet, `method full` is the ControlNet's: the denoiser is frozen.
+    let control = diffusion.controlnet.as_ref();
+    let role =
+        if training.method.is_full() && control.is_none() { "denoiser" } else { "frozen denoiser" };
     let gathered = if super::denoiser_gather::gathers(training, data) {
         super::denoiser_gather::weights(program, diffusion, training, data, role)?
     } else {
@@ -108,42 +84,83 @@ pub(crate) fn components(
     else {
         return Ok(components);
     };
-    components.extend(llm_training::autocast_copies(params, training)?);
     let mut phase = llm_training::StepPhase::default();
-    let trained = match &training.method {
-        Method::Full => {
-            components.extend(llm_training::trained_states(
-                "",
-                params,
-                params,
-                "params",
-                training,
-                data,
-                training.weights,
-                None,
-                // Refused for a denoiser by the checker: every gradient is held.
-                params,
-                &mut phase,
-            )?);
-            params
-        }
-        Method::Lora { rank, targets, dtype, .. } => {
-            let adapters = adapters(diffusion, blocks, *rank, targets, *dtype)?;
-            components.extend(llm_training::adapter_states(&adapters, training, data, &mut phase)?);
-            adapters.params
-        }
-        // The checker refuses freeze, prefix and prompt tuning for a denoiser (E013).
-        Method::Freeze { .. } | Method::Prefix { .. } | Method::Prompt { .. } => 0,
+    let trained = if let Some(control) = control {
+        // The frozen denoiser keeps its own type; autocast copies an fp32 one.
+        let precision = denoiser.weights.matrix(crate::quant::Matrix::Up, 0, 1, 1);
+        let frozen = Training { weights: precision, ..training.clone() };
+        components.extend(llm_training::autocast_copies(params, &frozen)?);
+        let (states, trained) =
+            controlnet_training::states(program, diffusion, control, training, data, &mut phase)?
+                .unwrap_or_default();
+        components.extend(states);
+        trained
+    } else {
+        components.extend(llm_training::autocast_copies(params, training)?);
+        let (states, trained) =
+            denoiser_states(diffusion, blocks, params, training, data, &mut phase)?;
+        components.extend(states);
+        trained
     };
     // DeepSpeed's reduce buckets and, while gradients accumulate, the next micro-batch's
     // partition, as for a language model.
     components.extend(llm_training::buckets(training, data)?);
     components.extend(llm_training::accumulating_partition(trained, training, data)?);
     components.extend(text_encoder_states(program, diffusion, training, data, &mut phase)?);
-    components.extend(activations(diffusion, blocks, training)?);
+    components.extend(match control {
+        Some(control) => {
+            let levels = unet_activations::levels(diffusion, blocks)?;
+            controlnet_training::activations(diffusion, control, &levels, training)?
+        }
+        None => activations(diffusion, blocks, training)?,
+    });
     components.extend(llm_training::optimizer_step(&components, &phase)?);
     components.extend(vae_encode(diffusion, &components)?);
     Ok(components)
+}
+
+/// The master copy, gradients and optimizer state of `params` trained in full (a denoiser, or a
+/// ControlNet with `prefix` "ControlNet "), every gradient held to the step: a step in the
+/// backward pass is refused for a pipeline by the checker.
+pub(super) fn trained_in_full(
+    prefix: &str,
+    params: u64,
+    training: &Training,
+    data: u64,
+    phase: &mut llm_training::StepPhase,
+) -> Result<Vec<Component>, Overflow> {
+    llm_training::trained_states(
+        prefix,
+        params,
+        params,
+        "params",
+        training,
+        data,
+        training.weights,
+        None,
+        params,
+        phase,
+    )
+}
+
+/// The denoiser's own training state, fully trained or adapted, and the parameters trained.
+fn denoiser_states(
+    diffusion: &Diffusion,
+    blocks: &DenoiserBlocks,
+    params: u64,
+    training: &Training,
+    data: u64,
+    phase: &mut llm_training::StepPhase,
+) -> Result<(Vec<Component>, u64), Overflow> {
+    Ok(match &training.method {
+        Method::Full => (trained_in_full("", params, training, data, phase)?, params),
+        Method::Lora { rank, targets, dtype, .. } => {
+            let adapters = adapters(diffusion, blocks, *rank, targets, *dtype)?;
+            (llm_training::adapter_states(&adapters, training, data, phase)?, adapters.params)
+        }
+        // The checker refuses freeze, prefix and prompt tuning for a denoiser (E013).
+        Method::Freeze { .. } | Method::Prefix { .. } | Method::Prompt { .. } => (Vec::new(), 0),
+    })
 }
 
 /// The text encoders' training state when they are fine-tuned beside the denoiser
@@ -288,7 +305,7 @@ fn adapters(
         }
         BlockLayout::Unet { cross_attention_dim, .. } => {
             let mut sum = 0u64;
-            for level in unet_levels(diffusion, blocks)? {
+            for level in unet_activations::levels(diffusion, blocks)? {
                 // A BasicTransformerBlock's GEGLU feed-forward: `ff.net.0.proj` makes the value
                 // and its gate (c -> 2 × 4c), `ff.net.2` reads 4c.
                 let c = level.channels;
@@ -299,7 +316,7 @@ fn adapters(
                         .checked_add(feed_forward_per_rank(targets, c, up_out, inner)?)
                         .ok_or(Overflow)?;
                 sum = per_block
-                    .checked_mul(level.layers)
+                    .checked_mul(level.layers())
                     .and_then(|n| sum.checked_add(n))
                     .ok_or(Overflow)?;
             }
@@ -373,84 +390,6 @@ fn thousands(value: u64) -> String {
     out
 }
 
-/// One level of a UNet: its positions per sample, channels, and blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Level {
-    width: u64,
-    height: u64,
-    positions: u64,
-    channels: u64,
-    /// Heads of this level's attention layers.
-    heads: u64,
-    /// ResNet blocks going down and in the mid block.
-    resnets_down: u64,
-    /// ResNet blocks coming up (their input has the concatenated skip).
-    resnets_up: u64,
-    /// Attention blocks (`Transformer2DModel`) going down, coming up and in the mid block.
-    attention_blocks: u64,
-    /// Transformer layers (`BasicTransformerBlock`) of all those attention blocks.
-    layers: u64,
-}
-
-/// The levels of a UNet (diffusers `UNet2DConditionModel`, huggingface/diffusers
-/// src/diffusers/models/unets/unet_2d_condition.py and unet_2d_blocks.py at 58eb52c): level `i`
-/// at the latent resolution halved `i` times (stride-2 convolutions round up),
-/// `layers_per_block` ResNets going down and one more coming up, each followed by an attention
-/// block of the level's transformer layers where it has any (`CrossAttnDownBlock2D`,
-/// `CrossAttnUpBlock2D`); the deepest level adds the mid block, two ResNets around one attention
-/// block (`UNetMidBlock2DCrossAttn`). SD 1.x: layers 1 1 1 0, mid 1; SDXL
-/// (stabilityai/stable-diffusion-xl-base-1.0 unet/config.json, `transformer_layers_per_block`
-/// [1, 2, 10] over `DownBlock2D`, `CrossAttnDownBlock2D`, `CrossAttnDownBlock2D`): 0 2 10, mid 10.
-fn unet_levels(diffusion: &Diffusion, blocks: &DenoiserBlocks) -> Result<Vec<Level>, Overflow> {
-    let BlockLayout::Unet {
-        channel_mult,
-        layers_per_block,
-        transformer_layers,
-        mid_transformer_layers,
-        ..
-    } = &blocks.layout
-    else {
-        return Ok(Vec::new());
-    };
-    let (mut w, mut h) = (diffusion.width.div_ceil(8), diffusion.height.div_ceil(8));
-    let last = channel_mult.len() - 1;
-    let mut levels = Vec::with_capacity(channel_mult.len());
-    for (i, (mult, &layers)) in channel_mult.iter().zip(transformer_layers).enumerate() {
-        let deepest = i == last;
-        // One attention block after every ResNet going down and coming up.
-        let up_and_down = if layers > 0 { 2 * layers_per_block + 1 } else { 0 };
-        let mid = u64::from(deepest && *mid_transformer_layers > 0);
-        let channels = diffusion.denoiser.hidden.checked_mul(*mult).ok_or(Overflow)?;
-        levels.push(Level {
-            width: w,
-            height: h,
-            positions: w
-                .checked_mul(h)
-                .and_then(|n| n.checked_mul(diffusion.frames))
-                .ok_or(Overflow)?,
-            channels,
-            heads: blocks.heads.at(channels),
-            resnets_down: layers_per_block + if deepest { 2 } else { 0 },
-            resnets_up: layers_per_block + 1,
-            attention_blocks: up_and_down + mid,
-            layers: up_and_down
-                .checked_mul(layers)
-                .and_then(|n| n.checked_add(mid * mid_transformer_layers))
-                .ok_or(Overflow)?,
-        });
-        (w, h) = (w.div_ceil(2), h.div_ceil(2));
-    }
-    Ok(levels)
-}
-
-/// Bytes of eager attention probabilities per score: the fp32 softmax output and, when the
-/// activations are 16-bit, its cast copy that the product with V keeps (as for a language model,
-/// `training/activations.rs`).
-fn per_score(training: &Training) -> Result<Ratio, Overflow> {
-    let e = training.activations.bytes_per_element();
-    if e < Ratio::int(4) { Ratio::int(4).checked_add(e).ok_or(Overflow) } else { Ok(Ratio::int(4)) }
-}
-
 fn activations(
     diffusion: &Diffusion,
     blocks: &DenoiserBlocks,
@@ -481,9 +420,20 @@ fn activations(
             Ok(out)
         }
         BlockLayout::Unet { .. } => {
-            let levels = unet_levels(diffusion, blocks)?;
-            let mut out = vec![unet_activations(diffusion, &levels, training)?];
-            out.extend(softmax_backward(diffusion, &levels, training)?);
+            let levels = unet_activations::levels(diffusion, blocks)?;
+            let mut out = vec![unet_activations::stored(
+                diffusion,
+                &levels,
+                training,
+                Halves::Both(match &training.method {
+                    Method::Full => Weights::Trained,
+                    Method::Lora { rank, targets, .. } => Weights::Adapted { rank: *rank, targets },
+                    _ => Weights::Frozen,
+                }),
+                training.checkpointing,
+                "denoiser activations (UNet)",
+            )?];
+            out.extend(unet_activations::softmax_backward(diffusion, &levels, training)?);
             Ok(out)
         }
     }
@@ -719,139 +669,4 @@ fn cross_attention_activations(
                 .into(),
         ),
     })
-}
-
-/// A UNet's stored activations over its levels; with full checkpointing, every ResNet's and
-/// transformer layer's input and the largest of them recomputed.
-fn unet_activations(
-    diffusion: &Diffusion,
-    levels: &[Level],
-    training: &Training,
-) -> Result<Component, Overflow> {
-    let elem = training.activations;
-    let e = elem.bytes_per_element();
-    let batch = diffusion.batch;
-    let eager = training.attention == Attention::Eager;
-    let scores_per_layer = |level: &Level| -> Result<Bytes, Overflow> {
-        if !eager || level.layers == 0 {
-            return Ok(Bytes::ZERO);
-        }
-        // Self-attention over the level's positions, cross-attention over the text tokens.
-        let keys = level.positions.checked_add(diffusion.text_tokens).ok_or(Overflow)?;
-        Product::new()
-            .times(batch, "batch")?
-            .times(level.heads, "heads")?
-            .times(level.positions, "queries")?
-            .times(keys, "keys")?
-            .bytes_each(per_score(training)?, "")?
-            .value()
-    };
-    let mut terms = Vec::new();
-    let mut total = Bytes::ZERO;
-    let mut largest_block = Bytes::ZERO;
-    let mut largest_text = String::new();
-    for (i, level) in levels.iter().enumerate() {
-        // diffusers checkpoints each ResNet and each transformer layer (`BasicTransformerBlock`);
-        // each keeps its input.
-        let tensors_per_position = match training.checkpointing {
-            Checkpointing::Full => level.resnets_down + level.resnets_up + level.layers,
-            // Op-level checkpointing is a decoder layer's policy: a UNet keeps what it keeps
-            // unchecked.
-            Checkpointing::None | Checkpointing::Selective | Checkpointing::SelectiveOp => {
-                RESNET_TENSORS * level.resnets_down
-                    + UP_RESNET_TENSORS * level.resnets_up
-                    + ATTENTION_BLOCK_TENSORS * level.attention_blocks
-                    + TRANSFORMER_LAYER_TENSORS * level.layers
-            }
-        };
-        let stored = Product::new()
-            .times(batch, "batch")?
-            .times(level.positions, "positions")?
-            .times(level.channels, "channels")?
-            .times(tensors_per_position, "tensors")?
-            .bytes_each(e, elem.name())?
-            .value()?;
-        let scores = scores_per_layer(level)?;
-        let level_scores = if training.checkpointing == Checkpointing::None {
-            Bytes(scores.0.checked_mul(level.layers).ok_or(Overflow)?)
-        } else {
-            Bytes::ZERO
-        };
-        let level_bytes = calc::add(stored, level_scores)?;
-        total = calc::add(total, level_bytes)?;
-        let scores_text = if level_scores > Bytes::ZERO {
-            formula!(" + {} blocks' eager probabilities {level_scores}", level.layers)
-        } else {
-            String::new()
-        };
-        terms.push(formula!(
-            "level {i} ({} × {} positions × {} ch × {tensors_per_position} tensors) {stored}{scores_text}",
-            level.width,
-            level.height,
-            level.channels,
-        ));
-        if training.checkpointing == Checkpointing::Full {
-            // The block recomputed in the backward pass holds all its tensors (and scores): a
-            // transformer layer's, beside its attention block's own, which are stored outside
-            // the checkpoints.
-            let (tensors, label) = if level.layers > 0 {
-                (ATTENTION_BLOCK_TENSORS + TRANSFORMER_LAYER_TENSORS, "transformer block")
-            } else {
-                (UP_RESNET_TENSORS, "ResNet block")
-            };
-            let block = Product::new()
-                .times(batch, "batch")?
-                .times(level.positions, "positions")?
-                .times(level.channels * tensors, "")?
-                .bytes_each(e, "")?
-                .value()?;
-            let block = calc::add(block, scores)?;
-            if block > largest_block {
-                largest_block = block;
-                largest_text = formula!("level {i} {label} recomputed {block}");
-            }
-        }
-    }
-    let bytes = calc::add(total, largest_block)?;
-    let checkpoints =
-        if training.checkpointing == Checkpointing::Full { "block inputs: " } else { "" };
-    let mut text = formula!("{checkpoints}{} (batch {batch}, {})", terms.join(" + "), elem.name());
-    if largest_block > Bytes::ZERO {
-        text = formula!("{text} + {largest_text}");
-    }
-    Ok(Component {
-        held_by: HeldBy::Tensors,
-        name: "denoiser activations (UNet)".into(),
-        category: Category::Intermediate,
-        bytes,
-        provenance: Provenance::Formula,
-        formula: formula!("{text} = {bytes}"),
-        source: Some(
-            "derived from diffusers ResnetBlock2D and BasicTransformerBlock (tensors autograd keeps); eval/diffusion_training.rs".into(),
-        ),
-    })
-}
-
-/// The softmax backward of the first attention differentiated at the largest level (see
-/// `training::softmax_gradients`) is the peak, while the rest of the stored activations are
-/// still alive.
-fn softmax_backward(
-    diffusion: &Diffusion,
-    levels: &[Level],
-    training: &Training,
-) -> Result<Option<Component>, Overflow> {
-    let Some(level) = levels.iter().filter(|l| l.layers > 0).max_by_key(|l| l.positions) else {
-        return Ok(None);
-    };
-    if training.attention != Attention::Eager {
-        return Ok(None);
-    }
-    let keys = level.positions.checked_add(diffusion.text_tokens).ok_or(Overflow)?;
-    llm_training::softmax_gradients(
-        (diffusion.batch, "batch"),
-        level.heads,
-        level.positions,
-        (keys, "keys (positions + text tokens)"),
-    )
-    .map(Some)
 }

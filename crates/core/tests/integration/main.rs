@@ -5,6 +5,7 @@
 mod block_swap;
 mod catalog;
 mod controlnet;
+mod controlnet_training;
 mod denoiser_experts;
 mod denoiser_gather;
 mod diffusion_attention;
