@@ -1,8 +1,9 @@
 //! A training step's memory levers as a suggestion: what the step can give up before the model,
 //! the batch or the hardware changes.
 //!
-//! Tried cumulatively, cheapest first, each by a full evaluation of the changed workload:
-//! DPO's reference log-probabilities computed before training (`reference precomputed`: one
+//! Tried cumulatively, cheapest first, each by a full evaluation of the changed workload: a
+//! denoiser's attention fused (`attention fused`: SDPA or xformers, which keep no
+//! probabilities), DPO's reference log-probabilities computed before training (`reference precomputed`: one
 //! pass over the data up front, then no reference model or reference pass in the step),
 //! activation checkpointing (`checkpointing full`: each layer recomputed in the backward pass,
 //! about a third more compute), 8-bit AdamW moments (`optimizer adamw-8bit`, bitsandbytes),
@@ -16,8 +17,8 @@
 use super::{Planner, Stop};
 use crate::budget::Verdict;
 use crate::hir::{
-    Checkpointing, Method, Objective, Offload, Optimizer, Reference, Sharding, StatesMemory,
-    Training,
+    Attention, Checkpointing, Method, Objective, Offload, Optimizer, Reference, Sharding,
+    StatesMemory, Training,
 };
 
 /// The first set of levers that makes the check fit.
@@ -35,7 +36,16 @@ struct Lever {
     pull: fn(&mut Training),
 }
 
-const LEVERS: [Lever; 5] = [
+const LEVERS: [Lever; 6] = [
+    Lever {
+        // A denoiser's attention without a fused kernel keeps every layer's probabilities:
+        // PyTorch 2's SDPA or xformers (diffusers' --enable_xformers_memory_efficient_attention)
+        // keep none, at no cost in compute. Not offered for a language model, whose eager
+        // attention may be the model's own need (T5's relative position bias).
+        says: "attention fused",
+        applies: |t, denoiser| denoiser && t.attention == Attention::Eager,
+        pull: |t| t.attention = Attention::Fused,
+    },
     Lever {
         says: "reference precomputed",
         applies: |t, _| {

@@ -324,6 +324,36 @@ fn dpo_is_told_to_precompute_its_reference_first() {
     assert!(checks(&llama_training(&written, "roomy"))[0].verdict.fits());
 }
 
+/// SD 1.5's ControlNet trained as diffusers' README's default command runs it (fp32, four
+/// images of 512²) with `extra` training lines, on `device`.
+fn controlnet_training(extra: &str, device: &str) -> String {
+    format!(
+        "model u {{ params 859_520_964 }}\nmodel te {{ params 123_060_480 }}\n\
+         model ae {{ params 83_653_863 }}\nmodel c {{ params 361_279_120 }}\n\
+         workload w {{\n  runtime pytorch\n  diffusion {{ denoiser u; text_encoders te; vae ae; \
+         controlnet c; weights fp32; architecture unet; hidden 320; heads 8; \
+         channel_mult 1 2 4 4; layers_per_block 2; cross_attention_dim 768; \
+         resolution 512 x 512; batch 4 }}\n  training {{\n    method full\n    \
+         zero_grad zeros\n{extra}  }}\n}}\ncheck w on {device}\n"
+    )
+}
+
+#[test]
+fn a_denoiser_with_eager_attention_is_told_to_fuse_it_first() {
+    // Eager attention keeps every layer's probabilities (8 heads × 4096² per layer at the first
+    // level, for four images): fused attention, which keeps none and costs nothing, is the one
+    // lever a 24 GB card needs.
+    let over = &checks(&controlnet_training("    attention eager\n", "rtx-4090"))[0];
+    assert!(!over.verdict.fits());
+    assert_eq!(training_change(over), Some("attention fused"));
+    let fused = &checks(&controlnet_training("    attention fused\n", "rtx-4090"))[0];
+    assert!(fused.verdict.fits());
+    // A language model's eager attention is left alone: its levers are the others.
+    let llama = &checks(&llama_training("    attention eager\n", "roomy"))[0];
+    let change = training_change(llama).expect("a training option");
+    assert!(!change.contains("attention"), "{change}");
+}
+
 fn share_change(check: &CheckBudget) -> Option<&str> {
     check.suggestions.iter().find(|s| s.kind == SuggestionKind::Runtime).map(|s| s.change.as_str())
 }
