@@ -21,7 +21,7 @@ const EXAMPLES = [
   "dgx-405b.vram",
   "diffusion-flux.vram", "sdxl-inference.vram", "sd15-on-a-laptop.vram", "cogvideox-video.vram",
   "wan-video.vram",
-  "controlnet.vram",
+  "controlnet.vram", "controlnet-training.vram",
   "ltx-video.vram",
   "sana.vram",
   "mochi-video.vram",

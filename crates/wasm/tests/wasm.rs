@@ -60,6 +60,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("sliding-window.vram", include_str!("../../../examples/sliding-window.vram")),
     ("wan-video.vram", include_str!("../../../examples/wan-video.vram")),
     ("controlnet.vram", include_str!("../../../examples/controlnet.vram")),
+    ("controlnet-training.vram", include_str!("../../../examples/controlnet-training.vram")),
     ("ltx-video.vram", include_str!("../../../examples/ltx-video.vram")),
     ("sana.vram", include_str!("../../../examples/sana.vram")),
     ("mochi-video.vram", include_str!("../../../examples/mochi-video.vram")),
