@@ -516,10 +516,14 @@ fn px_setting(text: &str) -> Option<(u64, u64, u64)> {
 /// The image size, `1024x1024` in the source's wording.
 pub(super) fn resolution(cx: &mut Cx<'_>) -> Option<(u64, u64)> {
     let text = cx.point.image_or_video.clone().unwrap_or_default();
-    let found = image_size(&text);
+    let lower = text.trim().to_lowercase();
+    // "training resolution not in config (... validation video_dims 768x448x89)": a size
+    // named after such a wording is another run's.
+    let unstated = lower.is_empty()
+        || super::conditions::says_unstated(&lower)
+        || lower.contains("resolution not");
+    let found = image_size(&text).filter(|_| !lower.contains("resolution not"));
     if found.is_none() {
-        let lower = text.trim().to_lowercase();
-        let unstated = lower.is_empty() || super::conditions::says_unstated(&lower);
         let label = if unstated { data::IMAGE_SIZE } else { data::UNREADABLE };
         cx.gap(Gap::data(label, format!("image_or_video = {text:?}")));
     }

@@ -322,7 +322,11 @@ pub(super) fn body(cx: &mut Cx<'_>, distribution: &Distribution) -> Option<Strin
         cx.assume(assume::TEXT_ENCODER_FROZEN, "--train_text_encoder in the example command");
     }
     let image = point.image_or_video.clone().unwrap_or_default().to_lowercase();
-    let precomputed = image.contains("pre-cached") || image.contains("not on gpu");
+    // Latents encoded beforehand ("pre-cached", "pre-computed", kohya's "cached to disk"), or
+    // the encoders stated off the GPU: no encoders and no VAE in the step.
+    let cached = ["pre-cached", "pre-computed", "precomputed", "cached to disk"];
+    let precomputed = (image.contains("latents") && cached.iter().any(|w| image.contains(w)))
+        || image.contains("not on gpu");
     let frames = match pipeline.temporal {
         Some(_) if !precomputed => {
             cx.gap(Gap::feature(
@@ -829,6 +833,24 @@ mod tests {
             on_the_fly.iter().any(|g| g.label == crate::gaps::feature::VIDEO_ENCODE),
             "{on_the_fly:?}"
         );
+        // Latents "pre-computed" or "cached to disk" are encoded beforehand too; text
+        // embeddings alone are not latents.
+        for cached in ["latents pre-computed (--precompute_conditions)", "latents cached to disk"] {
+            let source = trained(&format!(
+                r#"{{"model": "Lightricks/LTX-Video", "weight_precision": "bf16",
+                    "optimizer": "AdamW", "finetune_method": "LoRA rank 32 on to_q,to_k",
+                    "image_or_video": "video 49x512x768; {cached}",
+                    "activation_checkpointing": true}}"#
+            ));
+            assert!(!source.contains("vae           "), "{source}");
+        }
+        let text_only = trained(
+            r#"{"model": "stabilityai/stable-diffusion-xl-base-1.0", "weight_precision": "bf16",
+                "optimizer": "AdamW", "finetune_method": "LoRA rank 4",
+                "image_or_video": "1024x1024 images; text embeddings pre-computed",
+                "activation_checkpointing": true}"#,
+        );
+        assert!(text_only.contains("vae           sdxl-vae"), "{text_only}");
     }
 
     /// DeepSpeed's ZeRO-2 and optimizer offload as the point states them; its parameter offload
