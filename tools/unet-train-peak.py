@@ -21,6 +21,7 @@ the ControlNet's own forward, its residuals among them) and the peak over both p
     python tools/unet-train-peak.py controlnet 32 32 --checkpointing  # the ControlNet's blocks
     python tools/unet-train-peak.py lora 32 32
     python tools/unet-train-peak.py full 32 32 --checkpointing
+    python tools/unet-train-peak.py lora 32 32 --sdxl                 # SDXL base 1.0's UNet
 
 PyTorch's CPU attention (SDPA's flash kernel) keeps its output and log-sum-exp, as fused
 attention does on a GPU.
@@ -52,11 +53,31 @@ SD15_UNET = dict(
 )
 
 
-def step(mode, height, width, batch, checkpointing):
+# stabilityai/stable-diffusion-xl-base-1.0 unet/config.json (its text_time embedding needs the
+# pooled text and the size conditioning, given below).
+SDXL_UNET = dict(
+    sample_size=128,
+    in_channels=4,
+    out_channels=4,
+    down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
+    up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"),
+    block_out_channels=(320, 640, 1280),
+    layers_per_block=2,
+    cross_attention_dim=2048,
+    attention_head_dim=(5, 10, 20),
+    transformer_layers_per_block=(1, 2, 10),
+    use_linear_projection=True,
+    addition_embed_type="text_time",
+    addition_time_embed_dim=256,
+    projection_class_embeddings_input_dim=2816,
+)
+
+
+def step(mode, height, width, batch, checkpointing, sdxl=False):
     from diffusers import ControlNetModel, UNet2DConditionModel
 
     torch.manual_seed(0)
-    unet = UNet2DConditionModel(**SD15_UNET)
+    unet = UNet2DConditionModel(**(SDXL_UNET if sdxl else SD15_UNET))
     controlnet = None
     if mode == "full":
         unet.train()
@@ -81,9 +102,18 @@ def step(mode, height, width, batch, checkpointing):
             controlnet.enable_gradient_checkpointing()
     latents = torch.randn(batch, 4, height, width)
     timesteps = torch.tensor([500] * batch)
-    text = torch.randn(batch, 77, 768)
+    text = torch.randn(batch, 77, 2048 if sdxl else 768)
     image = torch.randn(batch, 3, height * 8, width * 8)
+    added = {}
+    if sdxl:
+        added = {
+            "added_cond_kwargs": {
+                "text_embeds": torch.randn(batch, 1280),
+                "time_ids": torch.randn(batch, 6),
+            }
+        }
     existing = [*unet.parameters(), *unet.buffers(), latents, timesteps, text, image]
+    existing += [t for t in added.get("added_cond_kwargs", {}).values()]
     if controlnet is not None:
         existing += [*controlnet.parameters(), *controlnet.buffers()]
     counter = DECODE_PEAK.LiveBytes(existing)
@@ -93,14 +123,16 @@ def step(mode, height, width, batch, checkpointing):
         if controlnet is not None:
             down, mid = controlnet(
                 latents, timesteps, encoder_hidden_states=text, controlnet_cond=image,
-                return_dict=False,
+                return_dict=False, **added,
             )
             controlnet_stored = counter.now
             residuals = {
                 "down_block_additional_residuals": list(down),
                 "mid_block_additional_residual": mid,
             }
-        pred = unet(latents, timesteps, encoder_hidden_states=text, return_dict=False, **residuals)
+        pred = unet(
+            latents, timesteps, encoder_hidden_states=text, return_dict=False, **residuals, **added
+        )
         pred = pred[0]
         loss = F.mse_loss(pred.float(), torch.zeros_like(pred), reduction="mean")
         stored = counter.now
@@ -115,9 +147,10 @@ def main():
     parser.add_argument("width", type=int, help="latent width")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--checkpointing", action="store_true")
+    parser.add_argument("--sdxl", action="store_true", help="SDXL's UNet instead of SD 1.5's")
     args = parser.parse_args()
     controlnet, stored, peak = step(
-        args.mode, args.height, args.width, args.batch, args.checkpointing
+        args.mode, args.height, args.width, args.batch, args.checkpointing, args.sdxl
     )
     if controlnet is not None:
         print(f"stored after the ControlNet's forward {controlnet} B")

@@ -103,8 +103,9 @@ impl Weights<'_> {
 pub(super) struct Half {
     resnets: u64,
     /// The ResNets' input channels, summed (coming up, each input is the previous output
-    /// concatenated with a skip connection), and the widest.
+    /// concatenated with a skip connection), the first's, and the widest.
     resnet_inputs: u64,
+    first_input: u64,
     widest_input: u64,
     /// Attention blocks (`Transformer2DModel`).
     attention_blocks: u64,
@@ -191,6 +192,7 @@ pub(super) fn levels(
         let down = Half {
             resnets: lpb + mid_resnets,
             resnet_inputs: sum(&[below, times(lpb.saturating_sub(1) + mid_resnets, c)?])?,
+            first_input: below,
             widest_input: below.max(c),
             attention_blocks: down_blocks + mid,
             layers: sum(&[times(down_blocks, layers)?, times(mid, *mid_transformer_layers)?])?,
@@ -201,6 +203,7 @@ pub(super) fn levels(
         let up = Half {
             resnets: lpb + 1,
             resnet_inputs: sum(&[above, times(2 * lpb, c)?, below])?,
+            first_input: above.checked_add(c).ok_or(Overflow)?,
             widest_input: above.max(c).checked_add(c).ok_or(Overflow)?,
             attention_blocks: up_blocks,
             layers: times(up_blocks, layers)?,
@@ -244,10 +247,37 @@ impl<'a> Halves<'a> {
     }
 }
 
+/// What a frozen denoiser's step records nothing for, going down: no tensor needs a gradient
+/// until the first adapter, in the first transformer layer. The levels before the first with
+/// attention record nothing; at that level, neither does its first ResNet, its attention
+/// block's GroupNorm (input and output) nor, unchecked, the layer's input (LayerNorm 1's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Prefix {
+    /// Recorded from its start.
+    None,
+    /// A level before the first adapter: nothing recorded.
+    Whole,
+    /// The first adapter's level.
+    FirstBlocks,
+}
+
 /// The values per position a half stores: unchecked, every block's tensors; under full
 /// checkpointing, each ResNet's and transformer layer's input and what lies outside the
-/// checkpoints (the attention blocks' own tensors, the convolutions between blocks).
-fn half_values(half: &Half, weights: Weights<'_>, c: u64, full: bool) -> Result<u64, Overflow> {
+/// checkpoints (the attention blocks' own tensors, the convolutions between blocks); less what
+/// a frozen prefix does not record.
+fn half_values(
+    half: &Half,
+    weights: Weights<'_>,
+    c: u64,
+    full: bool,
+    prefix: Prefix,
+) -> Result<u64, Overflow> {
+    let unrecorded = match prefix {
+        Prefix::None => 0,
+        Prefix::Whole => return Ok(0),
+        Prefix::FirstBlocks if full => half.first_input + 2 * c,
+        Prefix::FirstBlocks => RESNET_TENSORS_PER_SIDE * (half.first_input + c) + 3 * c,
+    };
     let attention = ATTENTION_BLOCK_TENSORS * half.attention_blocks * c;
     let values = if full {
         half.resnet_inputs
@@ -261,7 +291,10 @@ fn half_values(half: &Half, weights: Weights<'_>, c: u64, full: bool) -> Result<
             .and_then(|n| n.checked_add(resnets))
             .and_then(|n| n.checked_add(attention))
     };
-    values.and_then(|n| n.checked_add(half.between)).ok_or(Overflow)
+    values
+        .and_then(|n| n.checked_add(half.between))
+        .and_then(|n| n.checked_sub(unrecorded))
+        .ok_or(Overflow)
 }
 
 /// Bytes of eager attention probabilities per score: the fp32 softmax output and, when the
@@ -306,13 +339,23 @@ pub(super) fn stored(
     let mut total = Bytes::ZERO;
     let mut largest_block = Bytes::ZERO;
     let mut largest_text = String::new();
+    // A frozen denoiser going down records from its first adapter on.
+    let frozen_prefix = matches!(halves, Halves::Both(Weights::Frozen | Weights::Adapted { .. }));
+    let first_adapted = levels.iter().position(|l| l.down.layers > 0).unwrap_or(levels.len());
     for (i, level) in levels.iter().enumerate() {
         let present = halves.of(level);
         let layers: u64 = present.iter().map(|(half, _)| half.layers).sum();
         let c = level.channels;
+        // The down half comes first in `present`.
+        let prefix = |index: usize| match (frozen_prefix && index == 0, i.cmp(&first_adapted)) {
+            (true, std::cmp::Ordering::Less) => Prefix::Whole,
+            (true, std::cmp::Ordering::Equal) => Prefix::FirstBlocks,
+            _ => Prefix::None,
+        };
         let mut values = 0u64;
-        for (half, weights) in &present {
-            values = half_values(half, *weights, c, full)?.checked_add(values).ok_or(Overflow)?;
+        for (index, (half, weights)) in present.iter().enumerate() {
+            let half_values = half_values(half, *weights, c, full, prefix(index))?;
+            values = half_values.checked_add(values).ok_or(Overflow)?;
         }
         let stored = Product::new()
             .times(batch, "batch")?
@@ -320,6 +363,15 @@ pub(super) fn stored(
             .times(values, "values")?
             .bytes_each(e, elem.name())?
             .value()?;
+        // Each cross-attention's keys and values over the text tokens, which SDPA keeps.
+        let text = Product::new()
+            .times(batch, "batch")?
+            .times(if full { 0 } else { layers }, "layers")?
+            .times(2 * diffusion.text_tokens, "text keys and values")?
+            .times(c, "channels")?
+            .bytes_each(e, "")?
+            .value()?;
+        let stored = calc::add(stored, text)?;
         let scores = scores_per_layer(level, layers)?;
         let level_scores = if checkpointing == Checkpointing::None {
             Bytes(scores.0.checked_mul(layers).ok_or(Overflow)?)
@@ -333,8 +385,13 @@ pub(super) fn stored(
         } else {
             String::new()
         };
+        let text_text = if text > Bytes::ZERO {
+            formula!(" with {layers} layers' text keys and values {text}")
+        } else {
+            String::new()
+        };
         terms.push(formula!(
-            "level {i} ({} × {} positions × {} values, {c} ch) {stored}{scores_text}",
+            "level {i} ({} × {} positions × {} values, {c} ch{text_text}) {stored}{scores_text}",
             level.width,
             level.height,
             thousands(values),
@@ -345,7 +402,10 @@ pub(super) fn stored(
             // checkpoints), or a ResNet's, the widest input's.
             let mut block_values = 0u64;
             let mut label = "ResNet block";
-            for (half, weights) in &present {
+            for (index, (half, weights)) in present.iter().enumerate() {
+                if prefix(index) == Prefix::Whole {
+                    continue;
+                }
                 let values = if half.layers > 0 {
                     label = "transformer layer";
                     weights.layer_values(c)?

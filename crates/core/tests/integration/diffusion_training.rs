@@ -80,12 +80,17 @@ fn unet_activations_are_every_block_s_tensors_per_level() {
     // - level 3 (c 1280, no attention but the mid block's): four ResNets down and in the mid
     //   block 3 × (5120 + 5120), the mid layer 29,464 and its block 3840: 64,024; three up
     //   3 × (7680 + 3840) = 34,560; 98,584.
-    // (`tools/unet-train-peak.py lora 32 32` counts diffusers' own step within 1 % of this
-    // layout's count in fp32.)
+    // A frozen base records nothing before its first adapter, in level 0's first transformer
+    // layer: not the first ResNet (3 × (320 + 320)), the attention block's GroupNorm (2 × 320)
+    // nor the layer's input (320): 2880 less at level 0. Each layer's cross-attention keeps its
+    // keys and values over the 77 text tokens: 154c per layer, 16 layers.
+    // (`tools/unet-train-peak.py lora 32 32` counts diffusers' own step within 0.2 % of this
+    // count at 256² in fp32.)
     let checks = evaluate(&sd("", "method lora { rank 4 }"));
-    let values: u64 = 57_080 * 4096 + 110_200 * 1024 + 215_160 * 256 + 98_584 * 64;
-    assert_eq!(values, 408_034_816);
-    let expected = 2 * values;
+    let per_position: u64 = (57_080 - 2880) * 4096 + 110_200 * 1024 + 215_160 * 256 + 98_584 * 64;
+    let text = 154 * (5 * 320 + 5 * 640 + 5 * 1280 + 1280);
+    assert_eq!(per_position + text, 398_160_256);
+    let expected = 2 * (per_position + text);
     assert_eq!(component(&checks[0], "denoiser activations (UNet)"), expected);
     // The batch multiplies every level.
     let two = evaluate(&sd("; batch 2", "method lora { rank 4 }"));
@@ -99,15 +104,15 @@ fn unet_checkpointing_keeps_block_inputs_and_recomputes_the_largest_block() {
     // level 0: down 640 + 640 + 1920 + 320 = 3520, up 2240 + 960 + 2880 + 1600 = 7680;
     // level 1: down 960 + 1280 + 3840 + 640, up 4160 + 1920 + 5760 + 1280: 19,840;
     // level 2: down 1920 + 2560 + 7680 + 1280, up 7040 + 3840 + 11,520 + 1280: 37,120;
-    // level 3: down 5120 + 1280 + 3840, up 7680: 17,920. The largest block recomputed is a
-    // level-0 transformer layer with its adapters: 4096 × 7384 values.
+    // level 3: down 5120 + 1280 + 3840, up 7680: 17,920; before the first adapter, level 0
+    // keeps neither its first ResNet's input (320) nor its GroupNorm's (640). The largest block
+    // recomputed is a level-0 transformer layer with its adapters: 4096 × 7384 values.
     let checks = evaluate(&sd("", "method lora { rank 4 }; checkpointing full"));
-    let inputs = 4096 * 11_200 + 1024 * 19_840 + 256 * 37_120 + 64 * 17_920;
+    let inputs = 4096 * (11_200 - 960) + 1024 * 19_840 + 256 * 37_120 + 64 * 17_920;
     let recomputed = 4096 * 7384;
     assert_eq!(component(&checks[0], "denoiser activations (UNet)"), 2 * (inputs + recomputed));
-    // `tools/unet-train-peak.py lora 32 32 --checkpointing`: diffusers' step keeps 4.7 % less
-    // at 256² (the frozen first ResNet and norm, before any adapter, keep nothing); fully
-    // trained, within 1 %.
+    // `tools/unet-train-peak.py lora 32 32 --checkpointing`: diffusers' step keeps 0.6 % more
+    // at 256²; fully trained, 0.6 % more too.
 }
 
 #[test]
@@ -163,18 +168,24 @@ fn sdxl_activations_count_each_transformer_layer_and_skip_the_first_level() {
     // 70,176; up 3 × (4160 + 1920) + 6 × 14,744 + 3 × 1920 + 1280 = 113,744: 183,920.
     // Level 2 (1280 ch, with the mid block): down 3 × (4480 + 5120) + 30 × 29,464 + 3 × 3840 =
     // 924,240; up 3 × (7040 + 3840) + 30 × 29,464 + 3 × 3840 = 928,080: 1,852,320.
+    // Before the first adapter (level 1's first layer) nothing is recorded: level 0's down half
+    // (4160) and level 1's first ResNet, GroupNorm and layer input (3 × (320 + 640) + 3 × 640 =
+    // 4800); the 70 cross-attentions keep 154c of text keys and values each.
+    // (`tools/unet-train-peak.py lora 32 32 --sdxl`: diffusers' own step within 1.2 % at 256².)
     let checks = evaluate(&sdxl("", "method lora { rank 4 }"));
-    let elements = 16_384 * 15_360 + 4096 * 183_920 + 1024 * 1_852_320;
-    assert_eq!(elements, 2_901_770_240);
-    assert_eq!(component(&checks[0], "denoiser activations (UNet)"), 2 * elements);
+    let elements = 16_384 * (15_360 - 4160) + 4096 * (183_920 - 4800) + 1024 * 1_852_320;
+    let text = 154 * (10 * 640 + 60 * 1280);
+    assert_eq!(elements + text, 2_826_764_800);
+    assert_eq!(component(&checks[0], "denoiser activations (UNet)"), 2 * (elements + text));
     // Checkpointing keeps the ResNets' and layers' inputs and what lies outside them: level 0
-    // 960 + 3840, level 1 8000 + 15,040, level 2 54,400 + 56,960; and recomputes the largest
-    // block: a level-0 up ResNet reading 640 + 320 channels, 3 × (960 + 320) × 16,384 (a
-    // level-1 layer is 14,744 × 4096, smaller).
+    // up 3840 (its down half before the first adapter, nothing), level 1 8000 - 1600 (the first
+    // ResNet's input and the GroupNorm's, unrecorded) + 15,040, level 2 54,400 + 56,960; and
+    // recomputes the largest block: a level-0 up ResNet reading 640 + 320 channels,
+    // 3 × (960 + 320) × 16,384 (a level-1 layer is 14,744 × 4096, smaller).
     let checkpointed = evaluate(&sdxl("", "method lora { rank 4 }; checkpointing full"));
-    let inputs = 16_384 * 4800 + 4096 * 23_040 + 1024 * 111_360;
+    let inputs = 16_384 * 3840 + 4096 * (23_040 - 1600) + 1024 * 111_360;
     let recomputed = 3 * 1280 * 16_384;
-    assert_eq!(inputs + recomputed, 349_962_240);
+    assert_eq!(inputs + recomputed, 327_680_000);
     assert_eq!(
         component(&checkpointed[0], "denoiser activations (UNet)"),
         2 * (inputs + recomputed)
@@ -227,12 +238,13 @@ fn transformer_layers_default_to_the_sd_1_layout() {
     let more = 5 * scores(8, 1024) + 5 * scores(24, 256) + scores(24, 64);
     assert_eq!(widened, Some(sd_8 + more));
     // Without the mid block's transformer layer: its 23 × 1280 + 24 values and its attention
-    // block's 3 × 1280 at 64 positions, in bf16, and its 8 heads' probabilities.
+    // block's 3 × 1280 at 64 positions, its text keys and values (154 × 1280), in bf16, and
+    // its 8 heads' probabilities.
     let no_mid =
         evaluate(&sd("; mid_transformer_layers 0", "method lora { rank 4 }; attention eager"));
     assert_eq!(
         sd_8 - component(&no_mid[0], "denoiser activations (UNet)"),
-        (23 * 1280 + 24 + 3 * 1280) * 64 * 2 + scores(8, 64)
+        ((23 * 1280 + 24 + 3 * 1280) * 64 + 154 * 1280) * 2 + scores(8, 64)
     );
 }
 
@@ -513,13 +525,13 @@ fn the_vae_encode_is_the_step_s_peak_when_it_outweighs_the_denoiser() {
     // small-pool segment for the moments.
     for (structure, batch, encode, reserved, activations) in [
         // SD 1.x at 512²: 3 + 6 × 128 MiB live, 20 + 128 + 132 + 128 + 2 × 256 + 2 MiB reserved
-        // per image; the checkpointed bf16 UNet keeps 2 × 107,085,824 B (counted above).
-        (SD_UNET, 1, 771 * MIB, 922 * MIB, 214_171_648),
-        (SD_UNET, 2, 1542 * MIB, 1820 * MIB, 2 * 214_171_648),
+        // per image; the checkpointed bf16 UNet keeps 2 × 103,153,664 B (counted above).
+        (SD_UNET, 1, 771 * MIB, 922 * MIB, 206_307_328),
+        (SD_UNET, 2, 1542 * MIB, 1820 * MIB, 2 * 206_307_328),
         // SDXL at 1024²: 12 + 6 × 512 MiB live; 12 + 512 + 524 + 512 + 2 × 1024 + 2 MiB
-        // reserved; the checkpointed fp16 UNet keeps 2 × 349,962,240 B (counted above).
-        (SDXL_UNET, 1, 3084 * MIB, 3610 * MIB, 699_924_480),
-        (SDXL_UNET, 2, 6168 * MIB, 7218 * MIB, 2 * 699_924_480),
+        // reserved; the checkpointed fp16 UNet keeps 2 × 327,680,000 B (counted above).
+        (SDXL_UNET, 1, 3084 * MIB, 3610 * MIB, 655_360_000),
+        (SDXL_UNET, 2, 6168 * MIB, 7218 * MIB, 2 * 655_360_000),
     ] {
         let denoiser = if structure == SD_UNET { "bf16" } else { "fp16" };
         let checks = fp32_vae(structure, denoiser, batch, "checkpointing full");
