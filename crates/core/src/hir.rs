@@ -1365,6 +1365,10 @@ pub enum BlockLayout {
         /// One count per level, as many as `channel_mult`.
         transformer_layers: Vec<u64>,
         mid_transformer_layers: u64,
+        /// The attention blocks' `proj_in` and `proj_out` are linear layers
+        /// (`use_linear_projection`: SD 2.x, SDXL), not 1 × 1 convolutions (SD 1.x): frozen,
+        /// they keep nothing, where a convolution keeps its input.
+        linear_projection: bool,
     },
 }
 

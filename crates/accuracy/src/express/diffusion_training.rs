@@ -50,7 +50,8 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
     } else if has(&["stablediffusionxl", "sdxl"]) && !has(&["refiner"]) {
         // SDXL base 1.0's unet/config.json: block_out_channels 320 640 1280,
         // layers_per_block 2, transformer_layers_per_block 1 2 10 with no attention at the
-        // first level, 64-wide heads, cross_attention_dim 2048 (CLIP-L and bigG concatenated);
+        // first level, 64-wide heads, use_linear_projection true, cross_attention_dim 2048
+        // (CLIP-L and bigG concatenated);
         // prompts of 77 CLIP tokens, as for inference (`express/diffusion.rs`).
         Ok(Pipeline {
             denoiser: "sdxl-unet",
@@ -59,6 +60,7 @@ fn pipeline(model: &str) -> Result<Pipeline, Gap> {
             structure: "    architecture  unet\n    hidden        320\n    \
                         channel_mult  1 2 4\n    layers_per_block 2\n    \
                         transformer_layers 0 2 10\n    head_dim      64\n    \
+                        linear_projection true\n    \
                         cross_attention_dim 2048\n    text_tokens   77 tokens\n",
             temporal: None,
             controlnet: Some("sdxl-controlnet"),

@@ -343,6 +343,7 @@ const UNET_FIELDS: &[&str] = &[
     "transformer_layers",
     "mid_transformer_layers",
     "head_dim",
+    "linear_projection",
 ];
 
 /// The denoiser's block structure, read when the pipeline is trained (`unet`: the architecture,
@@ -401,6 +402,7 @@ fn blocks(
     let transformer_layers =
         fields.get("transformer_layers").map(|field| (field, per_level(fields, field, 0)));
     let mid_layers = fields.whole("mid_transformer_layers", Dim::Count, 0, 64, "10");
+    let linear_projection = fields.boolean("linear_projection");
     if !needed {
         for key in ["qk_norm", "single_layers"] {
             if let (false, Some(field)) = (unet, fields.get(key)) {
@@ -483,6 +485,7 @@ fn blocks(
             cross_attention_dim: cross?,
             transformer_layers,
             mid_transformer_layers,
+            linear_projection: linear_projection.unwrap_or(false),
         }
     } else {
         let cross_attention = if fields.has("cross_attention_dim") { Some(cross?) } else { None };
@@ -661,6 +664,7 @@ pub(super) fn diffusion(
         ("cross_attention_dim", Repeat::Once),
         ("transformer_layers", Repeat::Once),
         ("mid_transformer_layers", Repeat::Once),
+        ("linear_projection", Repeat::Once),
         ("head_dim", Repeat::Once),
         ("rope", Repeat::Once),
         ("qk_norm", Repeat::Once),
@@ -933,6 +937,19 @@ pub(super) fn diffusion(
     // Swapped blocks are sized by the block layout, sampled or trained.
     let needed = training || unfused || block_swap::written(&fields);
     let blocks = blocks(&fields, architecture, hidden, needed, &mut levels);
+    if let (false, Some(true), Some(field)) =
+        (training, architecture, fields.first("linear_projection"))
+    {
+        fields.push(
+            Diagnostic::warning(
+                "W005",
+                field.key.span,
+                "`linear_projection` sizes a trained UNet's attention blocks; sampling does not \
+                 read it",
+            )
+            .with_help("remove it, or train the pipeline"),
+        );
+    }
     let swap = block_swap::block_swap(
         &fields,
         scope,

@@ -29,7 +29,9 @@ const RESNET_TENSORS_PER_SIDE: u64 = 3;
 
 /// Tensors of `c` channels a UNet attention block (diffusers `Transformer2DModel`) stores per
 /// position around its transformer layers: GroupNorm input and output (proj_in's input) and
-/// proj_out's input. Gradient checkpointing wraps the layers, not these.
+/// proj_out's input. Gradient checkpointing wraps the layers, not these. Where `proj_in` and
+/// `proj_out` are linear layers (`linear_projection`) and frozen, they keep nothing: the
+/// GroupNorm's input alone.
 const ATTENTION_BLOCK_TENSORS: u64 = 3;
 
 /// Tensors of `c` channels a frozen transformer layer (diffusers `BasicTransformerBlock`) stores
@@ -126,6 +128,8 @@ pub(super) struct Level {
     pub(super) channels: u64,
     /// Heads of this level's attention layers.
     heads: u64,
+    /// `proj_in` and `proj_out` are linear layers.
+    linear_projection: bool,
     /// Going down, and at the deepest level the mid block.
     down: Half,
     /// Coming up.
@@ -161,6 +165,7 @@ pub(super) fn levels(
         layers_per_block,
         transformer_layers,
         mid_transformer_layers,
+        linear_projection,
         ..
     } = &blocks.layout
     else {
@@ -218,6 +223,7 @@ pub(super) fn levels(
                 .ok_or(Overflow)?,
             channels: c,
             heads: blocks.heads.at(c),
+            linear_projection: *linear_projection,
             down,
             up,
         });
@@ -268,17 +274,23 @@ enum Prefix {
 fn half_values(
     half: &Half,
     weights: Weights<'_>,
-    c: u64,
+    level: &Level,
     full: bool,
     prefix: Prefix,
 ) -> Result<u64, Overflow> {
+    let c = level.channels;
+    let frozen = !matches!(weights, Weights::Trained);
+    let block_tensors = if frozen && level.linear_projection { 1 } else { ATTENTION_BLOCK_TENSORS };
+    // Before the first adapter the GroupNorm records nothing: its input, and its output where
+    // a convolution reads it.
+    let norm = block_tensors.min(2);
     let unrecorded = match prefix {
         Prefix::None => 0,
         Prefix::Whole => return Ok(0),
-        Prefix::FirstBlocks if full => half.first_input + 2 * c,
-        Prefix::FirstBlocks => RESNET_TENSORS_PER_SIDE * (half.first_input + c) + 3 * c,
+        Prefix::FirstBlocks if full => half.first_input + norm * c,
+        Prefix::FirstBlocks => RESNET_TENSORS_PER_SIDE * (half.first_input + c) + (norm + 1) * c,
     };
-    let attention = ATTENTION_BLOCK_TENSORS * half.attention_blocks * c;
+    let attention = block_tensors * half.attention_blocks * c;
     let values = if full {
         half.resnet_inputs
             .checked_add(half.layers.checked_mul(c).ok_or(Overflow)?)
@@ -354,7 +366,7 @@ pub(super) fn stored(
         };
         let mut values = 0u64;
         for (index, (half, weights)) in present.iter().enumerate() {
-            let half_values = half_values(half, *weights, c, full, prefix(index))?;
+            let half_values = half_values(half, *weights, level, full, prefix(index))?;
             values = half_values.checked_add(values).ok_or(Overflow)?;
         }
         let stored = Product::new()

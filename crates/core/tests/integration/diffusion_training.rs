@@ -171,12 +171,29 @@ fn sdxl_activations_count_each_transformer_layer_and_skip_the_first_level() {
     // Before the first adapter (level 1's first layer) nothing is recorded: level 0's down half
     // (4160) and level 1's first ResNet, GroupNorm and layer input (3 × (320 + 640) + 3 × 640 =
     // 4800); the 70 cross-attentions keep 154c of text keys and values each.
-    // (`tools/unet-train-peak.py lora 32 32 --sdxl`: diffusers' own step within 1.2 % at 256².)
+    // (`tools/unet-train-peak.py lora 32 32 --sdxl`: diffusers' own step within 1.2 % at 256²,
+    // and within 0.2 % with `linear_projection true` below, as SDXL's config.json has it.)
     let checks = evaluate(&sdxl("", "method lora { rank 4 }"));
     let elements = 16_384 * (15_360 - 4160) + 4096 * (183_920 - 4800) + 1024 * 1_852_320;
     let text = 154 * (10 * 640 + 60 * 1280);
     assert_eq!(elements + text, 2_826_764_800);
     assert_eq!(component(&checks[0], "denoiser activations (UNet)"), 2 * (elements + text));
+    // SDXL's attention blocks project with linear layers (`use_linear_projection`), which
+    // frozen keep nothing: each block keeps its GroupNorm's input alone, 2c fewer (5 blocks
+    // at level 1, 6 at level 2), and before the first adapter one tensor fewer goes unrecorded.
+    // Trained, a linear layer keeps its input as the convolution did.
+    let linear = evaluate(&sdxl("; linear_projection true", "method lora { rank 4 }"));
+    let fewer = 4096 * (5 * 2 * 640 - 640) + 1024 * (6 * 2 * 1280);
+    assert_eq!(
+        component(&checks[0], "denoiser activations (UNet)")
+            - component(&linear[0], "denoiser activations (UNet)"),
+        2 * fewer
+    );
+    let trained = |extra| {
+        let checks = evaluate(&sdxl(extra, "method full"));
+        component(&checks[0], "denoiser activations (UNet)")
+    };
+    assert_eq!(trained("; linear_projection true"), trained(""));
     // Checkpointing keeps the ResNets' and layers' inputs and what lies outside them: level 0
     // up 3840 (its down half before the first adapter, nothing), level 1 8000 - 1600 (the first
     // ResNet's input and the GroupNorm's, unrecorded) + 15,040, level 2 54,400 + 56,960; and
@@ -266,6 +283,15 @@ fn the_per_level_structure_is_checked_against_channel_mult() {
     assert_eq!(codes(&sdxl("", lora).replace("; head_dim 64", "")), ["E011"]);
     // A transformer denoiser has no per-level structure.
     assert!(codes(&flux("; head_dim 128", lora)).contains(&"E013".to_string()));
+    assert!(codes(&flux("; linear_projection true", lora)).contains(&"E013".to_string()));
+    // Sampling does not read the attention blocks' projections.
+    let sampled = "model unet { params 2_567.46 million }\n\
+                   workload w { runtime none; diffusion { denoiser unet; weights fp16; \
+                   architecture unet; hidden 320; resolution 1024 x 1024; \
+                   linear_projection true } }\ncheck w on h100-sxm-80gb";
+    let warnings: Vec<String> =
+        vram_core::evaluate(sampled).diagnostics.iter().map(|d| d.code.to_string()).collect();
+    assert_eq!(warnings, ["W005"]);
     assert!(codes(&flux("; transformer_layers 2", lora)).contains(&"E013".to_string()));
     // Counts are whole numbers from 0 to 64.
     assert_eq!(
