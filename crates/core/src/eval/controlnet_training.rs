@@ -10,15 +10,16 @@
 //!   gradient, so autograd records only its up blocks, where the residuals join; the ControlNet
 //!   records everything. Its activations are those of the UNet's down half and mid block, the
 //!   denoiser's those of its up half (`unet_activations.rs`);
-//! - `--gradient_checkpointing` calls `controlnet.enable_gradient_checkpointing()` alone: the
-//!   frozen UNet's up half stores all it records;
+//! - `--gradient_checkpointing` calls `controlnet.enable_gradient_checkpointing()` alone in
+//!   train_controlnet.py: the frozen UNet's up half stores all it records (train_controlnet_sdxl.py
+//!   enables the UNet's too, which diffusers honours in eval mode since PR #9878: not modelled);
 //! - the loop keeps the residuals (`down_block_res_samples`, `mid_block_res_sample`) through the
 //!   backward pass, and the conditioning image is the batch's.
 
 use super::calc::{Overflow, Product, formula};
-use super::training::{self as llm_training};
-use super::unet_activations::{self, Halves};
-use super::{diffusion, unet_activations::Level};
+use super::diffusion;
+use super::training as llm_training;
+use super::unet_activations::{self, Halves, Level};
 use crate::budget::{Category, Component, HeldBy, Provenance};
 use crate::hir::{Checkpointing, ControlNet, Diffusion, Layered, Training};
 use crate::quant::WeightFormat;

@@ -453,7 +453,9 @@ pub(super) fn stored(
         provenance: Provenance::Formula,
         formula: formula!("{text} = {bytes}"),
         source: Some(
-            "derived from diffusers ResnetBlock2D and BasicTransformerBlock (tensors autograd keeps); eval/unet_activations.rs".into(),
+            "derived from diffusers ResnetBlock2D and BasicTransformerBlock (tensors autograd \
+             keeps); eval/unet_activations.rs"
+                .into(),
         ),
     })
 }
