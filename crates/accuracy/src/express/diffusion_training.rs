@@ -302,9 +302,9 @@ pub(super) fn body(cx: &mut Cx<'_>, distribution: &Distribution) -> Option<Strin
     let batch = batch(cx);
     let precision = precision(cx);
     let pure = trains_loaded_type(cx);
-    let method = method(cx, uneven_blocks(pipeline.denoiser), pure, pipeline.controlnet);
     let finetune = cx.point.finetune_method.as_deref().unwrap_or_default().to_lowercase();
     let trained_controlnet = pipeline.controlnet.filter(|_| finetune.contains("controlnet"));
+    let method = method(cx, uneven_blocks(pipeline.denoiser), pure, trained_controlnet.is_some());
     let checkpointing = checkpointing(cx);
     let optimizer = optimizer(cx);
     let ((width, height), batch, (weights, denoiser, activations), method, checkpointing) =
@@ -489,17 +489,18 @@ fn precision(cx: &mut Cx<'_>) -> Option<(&'static str, &'static str, Option<&'st
 
 /// `method full`, or `method lora { ... }` with the rank and the attention projections adapted.
 /// `uneven`: what the count leaves out of a denoiser whose adapted blocks are not all in its
-/// `layers` (HunyuanVideo's token refiner).
+/// `layers` (HunyuanVideo's token refiner). `controlnet`: the point trains a ControlNet the
+/// pipeline declares, in full.
 fn method(
     cx: &mut Cx<'_>,
     uneven: Option<&str>,
     pure: Option<&str>,
-    controlnet: Option<&str>,
+    controlnet: bool,
 ) -> Option<String> {
     let point = cx.point;
     let text = point.finetune_method.clone().unwrap_or_default();
     let lower = text.to_lowercase();
-    if lower.contains("controlnet") && controlnet.is_some() {
+    if controlnet {
         return Some(
             "    method        full  # the ControlNet (diffusers train_controlnet.py)\n".into(),
         );

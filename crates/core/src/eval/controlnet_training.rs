@@ -87,19 +87,7 @@ pub(super) fn activations(
         )?,
         conditioning_embedding(diffusion, training)?,
     ];
-    for mut held in diffusion::control_outputs(diffusion, control, training.activations)? {
-        // The training loop, not a pipeline, holds them: through the backward pass.
-        held.source = Some(if held.name == "ControlNet outputs" {
-            "diffusers train_controlnet.py: down_block_res_samples and mid_block_res_sample, \
-             bound until the next step"
-                .into()
-        } else {
-            "diffusers train_controlnet.py: the batch's conditioning_pixel_values, the \
-             conditioning embedding's input"
-                .into()
-        });
-        out.push(held);
-    }
+    out.extend(diffusion::control_outputs(diffusion, control, training.activations, true)?);
     out.extend(unet_activations::softmax_backward(diffusion, levels, training)?);
     Ok(out)
 }

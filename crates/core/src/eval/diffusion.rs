@@ -1144,7 +1144,7 @@ pub(crate) fn components(
             denoise.extend(resident.iter().cloned());
             decode.extend(resident);
         }
-        denoise.extend(control_outputs(diffusion, control, elem)?);
+        denoise.extend(control_outputs(diffusion, control, elem, false)?);
     }
     let mut placed = match diffusion.offload {
         DiffusionOffload::None => {
@@ -1235,10 +1235,13 @@ pub(crate) fn components(
 /// `down_block_res_samples, mid_block_res_sample = self.controlnet(...)`, then
 /// `self.unet(..., down_block_additional_residuals=..., mid_block_additional_residual=...)`),
 /// and the conditioning image, prepared once at the pipeline's size for the guided batch.
+/// `trained`: the ControlNet trains, and the training loop holds both through the backward pass
+/// (diffusers `train_controlnet.py`).
 pub(super) fn control_outputs(
     diffusion: &Diffusion,
     control: &ControlNet,
     elem: Precision,
+    trained: bool,
 ) -> Result<Vec<Component>, Overflow> {
     let guided = diffusion.cfg.batch_factor();
     let (values, label, source) = match &control.outputs {
@@ -1292,6 +1295,20 @@ pub(super) fn control_outputs(
         .times(guided, "(guidance)")?
         .times(values, label)?
         .bytes_each(elem.bytes_per_element(), elem.name())?;
+    let (source, image_source) = if trained {
+        (
+            "diffusers train_controlnet.py: down_block_res_samples and mid_block_res_sample, \
+             bound until the next step",
+            "diffusers train_controlnet.py: the batch's conditioning_pixel_values, the \
+             conditioning embedding's input",
+        )
+    } else {
+        (
+            source,
+            "diffusers prepare_image: the control image at the output's size, repeated for the \
+             guided batch, on the device through the steps",
+        )
+    };
     let image = Product::new()
         .times(diffusion.batch, "batch")?
         .times(guided, "(guidance)")?
@@ -1301,13 +1318,7 @@ pub(super) fn control_outputs(
         .bytes_each(elem.bytes_per_element(), elem.name())?;
     Ok(vec![
         formula("ControlNet outputs", Category::Intermediate, outputs, source)?,
-        formula(
-            "ControlNet conditioning image",
-            Category::Intermediate,
-            image,
-            "diffusers prepare_image: the control image at the output's size, repeated for the \
-             guided batch, on the device through the steps",
-        )?,
+        formula("ControlNet conditioning image", Category::Intermediate, image, image_source)?,
     ])
 }
 

@@ -25,7 +25,7 @@ use super::unet_activations::{self, Halves, Weights};
 use super::vae_encode::{self, EncoderShape};
 use super::{Placement, diffusion, dit_block};
 use crate::budget::{Category, Component, HeldBy, Provenance};
-use crate::bytes::Bytes;
+use crate::bytes::{Bytes, group_thousands};
 use crate::hir::{
     AttentionKind, Biases, BlockLayout, Checkpointing, DenoiserBlocks, Diffusion, LoraTarget,
     Method, Mlp, Norm, Output, Shape, Training,
@@ -330,7 +330,7 @@ fn adapters(
         params,
         label: formula!(
             "adapter params (rank {rank} × {}, {})",
-            thousands(per_rank),
+            group_thousands(per_rank),
             names.join(" ")
         ),
         dtype,
@@ -381,13 +381,6 @@ fn feed_forward_per_rank(
         sum = matrix.and_then(|n| sum.checked_add(n)).ok_or(Overflow)?;
     }
     Ok(sum)
-}
-
-/// `99,648` for 99648, as formulas write numbers.
-fn thousands(value: u64) -> String {
-    let mut out = String::new();
-    crate::bytes::write_thousands(&mut out, value);
-    out
 }
 
 fn activations(
@@ -564,7 +557,7 @@ fn single_stream_adapter_inputs(
                     "double-stream blocks: {} + single-stream blocks (q, k, v only): {} = {} B",
                     d.formula,
                     s.formula,
-                    thousands(bytes.0)
+                    group_thousands(bytes.0)
                 ),
             )
         }
@@ -654,7 +647,7 @@ fn cross_attention_activations(
     let terms = formula!(
         "{} = {} B",
         parts.iter().map(|p| p.terms()).collect::<Vec<_>>().join(" + "),
-        thousands(bytes.0)
+        group_thousands(bytes.0)
     );
     Ok(Component {
         held_by: HeldBy::Tensors,

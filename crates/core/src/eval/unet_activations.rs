@@ -14,7 +14,7 @@
 use super::calc::{self, Overflow, Product, formula};
 use super::training as llm_training;
 use crate::budget::{Category, Component, HeldBy, Provenance};
-use crate::bytes::Bytes;
+use crate::bytes::{Bytes, group_thousands};
 use crate::hir::{
     Attention, BlockLayout, Checkpointing, DenoiserBlocks, Diffusion, LoraTarget, Training,
 };
@@ -406,7 +406,7 @@ pub(super) fn stored(
             "level {i} ({} × {} positions × {} values, {c} ch{text_text}) {stored}{scores_text}",
             level.width,
             level.height,
-            thousands(values),
+            group_thousands(values),
         ));
         if full {
             // The block recomputed in the backward pass holds all its tensors (and scores): a
@@ -482,11 +482,4 @@ pub(super) fn softmax_backward(
         (keys, "keys (positions + text tokens)"),
     )
     .map(Some)
-}
-
-/// `99,648` for 99648, as formulas write numbers.
-fn thousands(value: u64) -> String {
-    let mut out = String::new();
-    crate::bytes::write_thousands(&mut out, value);
-    out
 }
