@@ -210,6 +210,10 @@ pub mod assume {
          remote code (modeling_qwen.py, QWenLMHeadModel.forward) passes the lm_head's 16-bit \
          logits to CrossEntropyLoss with no `.float()`, and under DeepSpeed nothing autocasts \
          (its engine casts the module to fp16/bf16), so the log-softmax runs in 16-bit";
+    pub const LOSS_16_BIT_LOOP: &str = "the cross-entropy on 16-bit logits (`loss`): the \
+         training loop computes its own CrossEntropyLoss on the logits of a transformers model \
+         from 4.46 on, whose forward returns them in the model's type (it upcasts only inside \
+         its own loss, given labels), and nothing autocasts in pure 16-bit training";
     pub const META_FP8: &str = "Meta's FP8 checkpoint (fbgemm): FP8 on the feed-forward \
          matrices of every layer but the first and last, the attention, embedding and head in \
          bf16 (Llama 3 paper, arXiv 2407.21783, §6.2), written as `quantized_matrices mlp` and \

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::Cx;
-use super::conditions::{Distribution, Offload};
+use super::conditions::{Distribution, Offload, transformers_version};
 use super::lora::{default_targets, modules, rank};
 use crate::data::{Checkpointing, number_after};
 use crate::gaps::{Gap, assume, data, feature};
@@ -262,7 +262,7 @@ pub(super) fn body(
         out.push_str("    attention     fused  # a fused kernel beside PyTorch 1.x\n");
     }
     if let Some(loss) = sixteen_bit_loss(cx, family, distribution) {
-        let _ = writeln!(out, "    loss          {loss}  # remote code, no autocast");
+        let _ = writeln!(out, "    loss          {loss}  # 16-bit logits, no autocast");
     }
     out.push_str("  }\n");
     Some(out)
@@ -286,26 +286,44 @@ fn seq2seq_lengths(cx: &mut Cx<'_>) -> (Option<u64>, Option<u64>) {
     (source.or(smallest), target.or(smallest))
 }
 
-/// The precision of a cross-entropy computed on 16-bit logits: Qwen v1's remote code does not
-/// upcast them, and DeepSpeed casts the module instead of autocasting, so the loss runs in the
-/// compute type. Without DeepSpeed the Trainer autocasts, and autocast runs the log-softmax in
-/// fp32 (the language's default).
+/// The precision of a cross-entropy computed on 16-bit logits with nothing autocasting it:
+/// - Qwen v1's remote code does not upcast its logits, and DeepSpeed casts the module instead of
+///   autocasting, so the loss runs in the compute type (without DeepSpeed the Trainer autocasts,
+///   and autocast runs the log-softmax in fp32, the language's default);
+/// - a loop of its own that takes the logits of a transformers model from 4.46 on (whose
+///   forward no longer calls `.float()` on them: it upcasts only inside its own loss, given
+///   labels) and trains in pure 16-bit (no autocast) runs its `CrossEntropyLoss` in 16-bit.
 fn sixteen_bit_loss(
     cx: &mut Cx<'_>,
     family: Option<Family>,
     distribution: &Distribution,
 ) -> Option<&'static str> {
-    if family != Some(Family::QwenV1) || !distribution.deepspeed {
-        return None;
-    }
     let compute = cx.point.compute_dtype.clone().unwrap_or_default().to_lowercase();
-    let loss = match compute.as_str() {
-        "fp16" => "fp16",
-        "bf16" => "bf16",
-        _ => return None,
+    let loss = if compute.starts_with("fp16") {
+        "fp16"
+    } else if compute.starts_with("bf16") {
+        "bf16"
+    } else {
+        return None;
     };
-    cx.assume(assume::LOSS_16_BIT, format!("{}, compute {compute}", cx.point.model));
-    Some(loss)
+    if family == Some(Family::QwenV1)
+        && distribution.deepspeed
+        && ["fp16", "bf16"].contains(&compute.as_str())
+    {
+        cx.assume(assume::LOSS_16_BIT, format!("{}, compute {compute}", cx.point.model));
+        return Some(loss);
+    }
+    let text = cx.point.all_text();
+    let own_loop = ["outside the hf model", "outside the model"].iter().any(|w| text.contains(w));
+    let unupcast = transformers_version(cx.point).is_some_and(|version| version >= (4, 46));
+    let pure = ["pure bf16", "pure fp16", "no autocast", "amp_training false"]
+        .iter()
+        .any(|w| compute.contains(w));
+    if own_loop && unupcast && pure && !distribution.deepspeed {
+        cx.assume(assume::LOSS_16_BIT_LOOP, format!("{}, compute {compute}", cx.point.model));
+        return Some(loss);
+    }
+    None
 }
 
 /// The method's lines and what the rest of the section needs to know about it.

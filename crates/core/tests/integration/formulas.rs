@@ -159,6 +159,45 @@ fn a_checkpointed_lora_step_leaves_segments_reserved_beyond_its_tensors() {
 }
 
 #[test]
+fn a_step_trained_in_full_leaves_its_parameters_segments_reserved() {
+    let with = |precision: &str, extra: &str, devices: &str| {
+        format!(
+            "workload w {{ model llama3.1-8b; runtime pytorch; training {{ method full; \
+             weights bf16; {precision}; micro_batch 2; sequence 8192 tokens; \
+             checkpointing full{extra} }} }}\ncheck w on {devices}"
+        )
+    };
+    let source = |extra: &str| with("master none; gradients bf16", extra, "h200-sxm");
+    // Pure bf16: AdamW makes its moments at the first step out of what the activations and the
+    // loss left cached, and the next step's loss finds no block left whole for it.
+    let fp32_loss = evaluate(&source(""));
+    let device = &fp32_loss[0].devices[0];
+    let cache = cached(&fp32_loss[0], 0);
+    assert!(cache > 0);
+    assert_eq!(device.views.reserved.0, device.views.allocated.0 + cache);
+    // A cross-entropy on the 16-bit logits (a loop's own, on transformers' logits from 4.46)
+    // makes the step's largest tensors half as large, and the cache shrinks with them; the
+    // allocated peak, the optimizer step's, stays.
+    let bf16_loss = evaluate(&source("; loss bf16"));
+    assert!(cached(&bf16_loss[0], 0) < cache);
+    assert_eq!(bf16_loss[0].devices[0].views.allocated, device.views.allocated);
+    // Gradients accumulated over micro-batches are held through them: a different replay.
+    let accumulated = evaluate(&source("; gradient_accumulation 4"));
+    assert_ne!(cached(&accumulated[0], 0), cache);
+    // Steps the replay does not cover state no reserve: an fp32 master copy under autocast
+    // (each weight's 16-bit copy made in the forward pass), 8-bit AdamW, ZeRO-2's partitions.
+    let pure = "master none; gradients bf16";
+    for (precision, other) in [
+        ("master fp32; gradients fp32", ""),
+        (pure, "; optimizer adamw-8bit"),
+        (pure, "; sharding zero2"),
+    ] {
+        let checks = evaluate(&with(precision, other, "2 x h200-sxm split data 2"));
+        assert_eq!(cached(&checks[0], 0), 0, "{precision}{other}");
+    }
+}
+
+#[test]
 fn a_sequential_pipeline_holds_one_micro_batch_and_no_process_group() {
     let source = |schedule: &str| {
         format!(

@@ -23,6 +23,7 @@ mod galore;
 mod prompt_learning;
 mod reference;
 mod reserve;
+mod reserve_params;
 mod seq2seq;
 mod states;
 

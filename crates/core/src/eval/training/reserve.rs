@@ -1,6 +1,6 @@
-//! What PyTorch's caching allocator keeps reserved beyond the live tensors of an adapter-training
-//! step: the step's tensors replayed, in the order a transformer layer makes and frees them,
-//! through [`CachingAllocator`] for two steps.
+//! What PyTorch's caching allocator keeps reserved beyond the live tensors of a training step
+//! (adapters, or every parameter in its own type): the step's tensors replayed, in the order a
+//! transformer layer makes and frees them, through [`CachingAllocator`] for two optimizer steps.
 //!
 //! Why there is anything to keep: the forward pass of a checkpointed model frees each layer's
 //! intermediates as it goes, and the allocator caches their segments (a segment per request of
@@ -17,7 +17,10 @@
 //! matrix products), the head's logits with the loss's upcast and log-softmax, and the backward
 //! pass (each checkpointed layer recomputed, then its gradients made and its tensors freed).
 //! Adapters, their gradients and optimizer state are under 1 MiB a tensor at the ranks people
-//! use and come from the small pool, apart from these segments. Only the plain case is
+//! use and come from the small pool, apart from these segments. A step trained in full adds its
+//! parameter-sized tensors: the gradients as the backward pass makes them, AdamW's states made
+//! at the first optimizer step and the step's intermediates (`reserve_params.rs`), replayed with
+//! two micro-batches a step when gradients accumulate. Only the plain case is
 //! replayed (one device's whole decoder, with standard attention and no experts; fused
 //! attention; full or no checkpointing; the loss over the vocabulary on every position): for
 //! other steps the budget states no reserve beyond the tensors. ZeRO-1 and ZeRO-2 are replayed
@@ -26,6 +29,7 @@
 //! segments of their own; ZeRO-3 and FSDP's full sharding gather each layer's weights between
 //! the step's tensors and are not.
 
+use super::reserve_params::{Matrix, Params};
 use super::states::intermediate;
 use crate::budget::{Category, Component, HeldBy};
 use crate::bytes::Bytes;
@@ -38,8 +42,8 @@ use crate::hir::{
 };
 use crate::precision::Precision;
 
-/// The replayed reserve of an adapter-training step, split into what a device without room still
-/// needs and the releasable rest; empty when the step is not one the replay covers.
+/// The replayed reserve of a training step, split into what a device without room still needs
+/// and the releasable rest; empty when the step is not one the replay covers.
 pub(in crate::eval) fn allocator_cache(
     shape: &Shape,
     placement: &Placement,
@@ -91,6 +95,11 @@ struct Step {
     /// Each layer matrix's bytes in the compute type, for a 4-bit layer's dequantized weight.
     dequantized: Option<[u64; 7]>,
     checkpointed: bool,
+    /// Micro-batches replayed per optimizer step: two show how accumulated gradients are
+    /// held, more repeat the second.
+    micro_steps: u64,
+    /// A step trained in full: its parameters' gradients, states and step (`reserve_params.rs`).
+    params: Option<Params>,
 }
 
 impl Step {
@@ -99,7 +108,8 @@ impl Step {
         placement: &Placement,
         training: &Training,
     ) -> Result<Option<Step>, Overflow> {
-        let plain = matches!(training.method, Method::Lora { .. })
+        let params = Params::of(shape, placement, training)?;
+        let plain = (matches!(training.method, Method::Lora { .. }) || params.is_some())
             && training.objective == Objective::Sft
             && training.sharding != Sharding::Zero3
             && training.offload == Offload::None
@@ -167,6 +177,8 @@ impl Step {
             upcast: loss_element != element,
             dequantized,
             checkpointed: training.checkpointing == Checkpointing::Full,
+            micro_steps: if params.is_some() { training.accumulation.clamp(1, 2) } else { 1 },
+            params,
         }))
     }
 }
@@ -197,6 +209,7 @@ struct Saved {
 struct Run<'s> {
     alloc: CachingAllocator,
     step: &'s Step,
+    params: Option<Params>,
 }
 
 impl Run<'_> {
@@ -207,6 +220,14 @@ impl Run<'_> {
     fn f(&mut self, tensor: Option<Tensor>) {
         if let Some(tensor) = tensor {
             self.alloc.free(tensor);
+        }
+    }
+
+    /// The gradients of `layer`'s `matrices`, in a step trained in full.
+    fn gradients(&mut self, layer: u64, matrices: &[Matrix]) -> Result<(), Overflow> {
+        match &mut self.params {
+            Some(params) => params.layer_gradients(&mut self.alloc, layer, matrices),
+            None => Ok(()),
         }
     }
 
@@ -292,9 +313,10 @@ impl Run<'_> {
 
     /// A layer's backward pass over its saved tensors, given the gradient of its output:
     /// returns the gradient of its input.
-    fn backward(&mut self, saved: Saved, grad: Tensor) -> Result<Tensor, Overflow> {
+    fn backward(&mut self, layer: u64, saved: Saved, grad: Tensor) -> Result<Tensor, Overflow> {
         let s = self.step;
         let g_product = self.a(s.ffn)?;
+        self.gradients(layer, &[Matrix::Down])?;
         self.f(saved.down);
         self.f(saved.product);
         let g_up = self.a(s.ffn)?;
@@ -304,6 +326,7 @@ impl Run<'_> {
         self.f(saved.gate);
         self.f(saved.up);
         let g_norm2 = self.a(s.hidden)?;
+        self.gradients(layer, &[Matrix::Up, Matrix::Gate])?;
         self.f(Some(g_up));
         self.f(g_gate);
         self.f(saved.norm2);
@@ -311,6 +334,7 @@ impl Run<'_> {
         self.f(Some(g_norm2));
         self.f(saved.residual);
         let g_attention = self.a(s.query)?;
+        self.gradients(layer, &[Matrix::Output])?;
         self.f(saved.projected);
         let g_query = self.a(s.query)?;
         let g_key = self.a(s.key)?;
@@ -326,6 +350,7 @@ impl Run<'_> {
         self.f(saved.query);
         self.f(saved.key);
         let g_normed = self.a(s.hidden)?;
+        self.gradients(layer, &[Matrix::Query, Matrix::Key, Matrix::Value])?;
         for t in [Some(g_query_rotated), Some(g_key_rotated), Some(g_value), saved.norm] {
             self.f(t);
         }
@@ -369,10 +394,15 @@ impl Run<'_> {
             g_logits
         };
         let mut grad = self.a(s.hidden)?;
+        if let Some(params) = &mut self.params {
+            params.head_gradient(&mut self.alloc)?;
+        }
         for t in [into_head, final_norm, hidden] {
             self.f(Some(t));
         }
+        let mut layer = s.layers;
         for (input, kept) in inputs.into_iter().zip(saved).rev() {
+            layer -= 1;
             let kept = if s.checkpointed {
                 // The layer runs again from its input, recorded this time.
                 let (out, kept) = self.layer(true)?;
@@ -381,18 +411,27 @@ impl Run<'_> {
             } else {
                 kept
             };
-            grad = self.backward(kept, grad)?;
+            grad = self.backward(layer, kept, grad)?;
             self.f(Some(input));
+        }
+        if let Some(params) = &mut self.params {
+            params.embedding_gradient(&mut self.alloc)?;
         }
         self.f(Some(grad));
         Ok(())
     }
 }
 
-/// The replay's allocated and reserved peaks over two steps.
+/// The replay's allocated and reserved peaks over two optimizer steps.
 fn replay(step: &Step, alloc: CachingAllocator) -> Result<(Bytes, Bytes), Overflow> {
-    let mut run = Run { alloc, step };
-    run.step()?;
-    run.step()?;
+    let mut run = Run { alloc, step, params: step.params.as_ref().map(Params::fresh) };
+    for _ in 0..2 {
+        for _ in 0..step.micro_steps {
+            run.step()?;
+        }
+        if let Some(params) = &mut run.params {
+            params.optimizer_step(&mut run.alloc)?;
+        }
+    }
     Ok((run.alloc.peak_allocated(), run.alloc.peak_reserved()))
 }

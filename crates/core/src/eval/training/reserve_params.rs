@@ -1,0 +1,346 @@
+//! The parameters' side of a step trained in full, for the allocator replay (`reserve.rs`): the
+//! gradients its backward pass makes, the optimizer's states and its step's intermediates.
+//!
+//! Why they shape the reserve: every gradient is the size of its parameter and is made between
+//! the backward pass's activation gradients, so it is cut out of the segments the forward pass
+//! cached or takes a segment of its own; AdamW makes its two moments at its first step
+//! (`torch.optim.AdamW`, `_init_group`: `zeros_like` per parameter, in the parameters' order)
+//! from whatever the activations left cached, and its multi-tensor step (`_multi_tensor_adamw`,
+//! PyTorch's default since 2.0) makes the square root of every second moment at once (and, in
+//! 2.0, the denominators beside them), freed when the step returns. `zero_grad(set_to_none=True)`
+//! then frees the gradients, and the next step's activations, logits and loss are cut out of the
+//! parameter-sized blocks those leave. Accumulated micro-batches add each new gradient into the
+//! one already held: the new one is made, added and freed.
+//!
+//! Covered: every matrix, the embedding and the output head trained in their own type, with no
+//! master copy and no autocast (pure 16-bit or fp32 training: gradients and states in that type),
+//! unsharded on one device, by AdamW. The norms' weights and the biases are left out: under a MiB
+//! a tensor at the widths people train, they come from the small pool, apart from these segments.
+
+use crate::bytes::Bytes;
+use crate::eval::Placement;
+use crate::eval::allocator::{CachingAllocator, Tensor};
+use crate::eval::calc::Overflow;
+use crate::hir::{
+    Method, Mlp, Offload, Optimizer, Shape, Sharding, StatesMemory, Training, ZeroGrad,
+};
+use crate::precision::Precision;
+
+/// A decoder layer's matrices, in the order the backward pass makes their gradients.
+#[derive(Clone, Copy)]
+pub(super) enum Matrix {
+    Down = 0,
+    Up = 1,
+    Gate = 2,
+    Output = 3,
+    Query = 4,
+    Key = 5,
+    Value = 6,
+}
+
+const MATRICES: u64 = 7;
+
+/// The parameter-sized tensors of a fully trained step, and the ones alive between steps.
+pub(super) struct Params {
+    /// Each layer's matrices' bytes, indexed by [`Matrix`]; 0 for a gate an ungated MLP lacks.
+    layer: [u64; 7],
+    layers: u64,
+    embedding: u64,
+    /// The output head's bytes; `None` when it is the embedding (tied).
+    head: Option<u64>,
+    /// The optimizer's states per parameter, each the parameter's size.
+    states: u64,
+    /// State-sized intermediates of the multi-tensor step, every parameter's at once; 0: a loop
+    /// over the parameters, one temporary at a time.
+    intermediates: u64,
+    set_to_none: bool,
+    /// Indexed by [`Params::slot`]: the embedding, each layer's matrices, the head.
+    grads: Vec<Option<Tensor>>,
+    moments: Vec<Tensor>,
+}
+
+impl Params {
+    /// The parameters of a step the replay covers (the module's documentation); `None` else.
+    pub(super) fn of(
+        shape: &Shape,
+        placement: &Placement,
+        training: &Training,
+    ) -> Result<Option<Params>, Overflow> {
+        let element = match training.weights {
+            Precision::Bf16 | Precision::Fp16 => 2,
+            Precision::Fp32 => 4,
+            _ => return Ok(None),
+        };
+        let pure = training.master.is_none()
+            && training.activations == training.weights
+            && training.gradients == training.weights;
+        let covered = matches!(training.method, Method::Full)
+            && pure
+            && training.optimizer == Optimizer::AdamW
+            && training.sharding == Sharding::None
+            && training.offload == Offload::None
+            && !training.deepspeed
+            && training.galore_rank.is_none()
+            && training.states_memory == StatesMemory::Allocator;
+        if !covered {
+            return Ok(None);
+        }
+        let bytes = |rows: u64, cols: u64| {
+            rows.checked_mul(cols).and_then(|v| v.checked_mul(element)).ok_or(Overflow)
+        };
+        let h = shape.hidden;
+        let q = shape.heads.checked_mul(shape.head_dim).ok_or(Overflow)?;
+        let kv = shape.kv_heads.checked_mul(shape.head_dim).ok_or(Overflow)?;
+        let gate = if shape.mlp == Mlp::Plain { 0 } else { bytes(h, shape.ffn)? };
+        let layer = [
+            bytes(shape.ffn, h)?,
+            bytes(h, shape.ffn)?,
+            gate,
+            bytes(q, h)?,
+            bytes(h, q)?,
+            bytes(h, kv)?,
+            bytes(h, kv)?,
+        ];
+        let embedding = bytes(shape.vocab, h)?;
+        let head = if shape.tied_embeddings { None } else { Some(embedding) };
+        let layers = placement.layers;
+        let slots = layers.checked_mul(MATRICES).and_then(|v| v.checked_add(2)).ok_or(Overflow)?;
+        let slots = usize::try_from(slots).map_err(|_| Overflow)?;
+        Ok(Some(Params {
+            layer,
+            layers,
+            embedding,
+            head,
+            states: 2,
+            intermediates: training.foreach_intermediates,
+            set_to_none: training.zero_grad == ZeroGrad::SetToNone,
+            grads: (0..slots).map(|_| None).collect(),
+            moments: Vec::new(),
+        }))
+    }
+
+    /// The same parameters with no gradient or state made yet, for another replay.
+    pub(super) fn fresh(&self) -> Params {
+        Params {
+            grads: (0..self.grads.len()).map(|_| None).collect(),
+            moments: Vec::new(),
+            ..*self
+        }
+    }
+
+    /// Where `layer`'s `matrix` keeps its gradient: below `grads.len()`, which `of` checked
+    /// fits a usize, for every layer of the replay.
+    fn slot(layer: u64, matrix: Matrix) -> usize {
+        usize::try_from(1 + layer * MATRICES + matrix as u64).unwrap_or(usize::MAX)
+    }
+
+    fn head_slot(&self) -> usize {
+        self.grads.len() - 1
+    }
+
+    /// The gradient of the parameter in `slot`, as autograd's `AccumulateGrad` leaves it: kept
+    /// as the parameter's gradient when it has none, else added into it and freed.
+    fn gradient(
+        &mut self,
+        alloc: &mut CachingAllocator,
+        slot: usize,
+        bytes: u64,
+    ) -> Result<(), Overflow> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let Some(held) = self.grads.get_mut(slot) else {
+            return Ok(());
+        };
+        let made = alloc.alloc(Bytes(bytes))?;
+        if held.is_some() {
+            alloc.free(made);
+        } else {
+            *held = Some(made);
+        }
+        Ok(())
+    }
+
+    /// The gradients of `layer`'s matrices, made as its backward pass reaches them.
+    pub(super) fn layer_gradients(
+        &mut self,
+        alloc: &mut CachingAllocator,
+        layer: u64,
+        matrices: &[Matrix],
+    ) -> Result<(), Overflow> {
+        for &matrix in matrices {
+            let slot = Params::slot(layer, matrix);
+            self.gradient(alloc, slot, self.layer[matrix as usize])?;
+        }
+        Ok(())
+    }
+
+    /// The output head's gradient, made with the gradient of the final norm's output; a tied
+    /// head's is the embedding's.
+    pub(super) fn head_gradient(&mut self, alloc: &mut CachingAllocator) -> Result<(), Overflow> {
+        match self.head {
+            Some(bytes) => {
+                let slot = self.head_slot();
+                self.gradient(alloc, slot, bytes)
+            }
+            None => self.gradient(alloc, 0, self.embedding),
+        }
+    }
+
+    /// The embedding's gradient, the backward pass's last: a dense tensor of the whole table.
+    pub(super) fn embedding_gradient(
+        &mut self,
+        alloc: &mut CachingAllocator,
+    ) -> Result<(), Overflow> {
+        self.gradient(alloc, 0, self.embedding)
+    }
+
+    /// Every parameter's bytes, in the model's order (`parameters()`): the embedding, each
+    /// layer's attention (q, k, v, o) and MLP (gate, up, down), the head.
+    fn in_model_order(&self) -> Vec<u64> {
+        let order = [
+            Matrix::Query,
+            Matrix::Key,
+            Matrix::Value,
+            Matrix::Output,
+            Matrix::Gate,
+            Matrix::Up,
+            Matrix::Down,
+        ];
+        let mut sizes = vec![self.embedding];
+        for _ in 0..self.layers {
+            sizes.extend(order.iter().map(|&m| self.layer[m as usize]).filter(|&b| b > 0));
+        }
+        sizes.extend(self.head);
+        sizes
+    }
+
+    /// The optimizer step: the states made at the first, the intermediates over every
+    /// parameter, then the gradients freed when `zero_grad` sets them to `None`.
+    pub(super) fn optimizer_step(&mut self, alloc: &mut CachingAllocator) -> Result<(), Overflow> {
+        let sizes = self.in_model_order();
+        if self.moments.is_empty() {
+            for &bytes in &sizes {
+                for _ in 0..self.states {
+                    self.moments.push(alloc.alloc(Bytes(bytes))?);
+                }
+            }
+        }
+        if self.intermediates == 0 {
+            for &bytes in &sizes {
+                let temporary = alloc.alloc(Bytes(bytes))?;
+                alloc.free(temporary);
+            }
+        } else {
+            let mut held = Vec::new();
+            for _ in 0..self.intermediates {
+                for &bytes in &sizes {
+                    held.push(alloc.alloc(Bytes(bytes))?);
+                }
+            }
+            for tensor in held {
+                alloc.free(tensor);
+            }
+        }
+        if self.set_to_none {
+            for grad in &mut self.grads {
+                if let Some(tensor) = grad.take() {
+                    alloc.free(tensor);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytes::MIB;
+
+    /// One layer of 16 MiB matrices (an ungated MLP's gate 0), a 64 MiB embedding, a 32 MiB
+    /// head: every size a multiple of 2 MiB and over 10 MiB, so each block is its own request's
+    /// size and the sums below are exact.
+    fn params(head: Option<u64>, intermediates: u64, set_to_none: bool) -> Params {
+        Params {
+            layer: [16 * MIB, 16 * MIB, 0, 16 * MIB, 16 * MIB, 16 * MIB, 16 * MIB],
+            layers: 1,
+            embedding: 64 * MIB,
+            head,
+            states: 2,
+            intermediates,
+            set_to_none,
+            grads: (0..2 + MATRICES).map(|_| None).collect(),
+            moments: Vec::new(),
+        }
+    }
+
+    const ALL: [Matrix; 7] = [
+        Matrix::Down,
+        Matrix::Up,
+        Matrix::Gate,
+        Matrix::Output,
+        Matrix::Query,
+        Matrix::Key,
+        Matrix::Value,
+    ];
+
+    /// A whole backward pass's gradients: the head's, the layer's, the embedding's.
+    fn backward(p: &mut Params, alloc: &mut CachingAllocator) {
+        p.head_gradient(alloc).unwrap();
+        p.layer_gradients(alloc, 0, &ALL).unwrap();
+        p.embedding_gradient(alloc).unwrap();
+    }
+
+    #[test]
+    fn accumulated_gradients_are_made_added_and_freed() {
+        let (mut p, mut alloc) = (params(Some(32 * MIB), 1, true), CachingAllocator::new());
+        backward(&mut p, &mut alloc);
+        // Six 16 MiB matrices (no gate), the embedding and the head.
+        let grads = 6 * 16 * MIB + 64 * MIB + 32 * MIB;
+        assert_eq!(alloc.allocated().0, grads);
+        backward(&mut p, &mut alloc);
+        assert_eq!(alloc.allocated().0, grads);
+        // The second pass's gradients were made beside the first's before each was freed.
+        assert_eq!(alloc.peak_allocated().0, grads + 64 * MIB);
+    }
+
+    #[test]
+    fn a_tied_head_accumulates_into_the_embedding() {
+        let (mut p, mut alloc) = (params(None, 1, true), CachingAllocator::new());
+        backward(&mut p, &mut alloc);
+        assert_eq!(alloc.allocated().0, 6 * 16 * MIB + 64 * MIB);
+    }
+
+    #[test]
+    fn the_first_step_makes_the_states_and_every_step_its_intermediates() {
+        let (mut p, mut alloc) = (params(Some(32 * MIB), 1, true), CachingAllocator::new());
+        let total = 6 * 16 * MIB + 64 * MIB + 32 * MIB;
+        backward(&mut p, &mut alloc);
+        p.optimizer_step(&mut alloc).unwrap();
+        // Two moments of every parameter stay; the gradients went with `zero_grad`.
+        assert_eq!(alloc.allocated().0, 2 * total);
+        // At the step: the gradients, the moments and one square root of every second moment.
+        assert_eq!(alloc.peak_allocated().0, 4 * total);
+        backward(&mut p, &mut alloc);
+        p.optimizer_step(&mut alloc).unwrap();
+        assert_eq!(alloc.allocated().0, 2 * total);
+        assert_eq!(alloc.peak_allocated().0, 4 * total);
+        // PyTorch 2.0's step holds the denominators beside the square roots.
+        let (mut p, mut alloc) = (params(Some(32 * MIB), 2, true), CachingAllocator::new());
+        backward(&mut p, &mut alloc);
+        p.optimizer_step(&mut alloc).unwrap();
+        assert_eq!(alloc.peak_allocated().0, 5 * total);
+    }
+
+    #[test]
+    fn zeroed_gradients_stay_and_a_loop_holds_one_temporary() {
+        let (mut p, mut alloc) = (params(Some(32 * MIB), 0, false), CachingAllocator::new());
+        let total = 6 * 16 * MIB + 64 * MIB + 32 * MIB;
+        backward(&mut p, &mut alloc);
+        p.optimizer_step(&mut alloc).unwrap();
+        assert_eq!(alloc.allocated().0, 3 * total);
+        // The largest parameter's temporary, one at a time.
+        assert_eq!(alloc.peak_allocated().0, 3 * total + 64 * MIB);
+    }
+}
