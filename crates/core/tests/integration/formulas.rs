@@ -198,6 +198,28 @@ fn a_step_trained_in_full_leaves_its_parameters_segments_reserved() {
 }
 
 #[test]
+fn an_encoder_step_is_replayed_with_its_eager_attention() {
+    let source = |attention: &str| {
+        format!(
+            "model enc \"a BERT-Large-shaped encoder\" {{ layers 24; hidden 1024; ffn 4096; \
+             heads 16; kv_heads 16; vocab 30522; mlp plain; biases true; norm layernorm; \
+             positions 512; output none; dropout true }}\n\
+             workload w {{ model enc; runtime pytorch; training {{ method full; weights fp32; \
+             optimizer adamw; micro_batch 1; sequence 512 tokens; checkpointing none; \
+             gradient_accumulation 4; attention {attention} }} }}\ncheck w on v100-sxm2-16gb"
+        )
+    };
+    // Its moments, made at the first step out of the cached activations, leave what they do
+    // not fill of those segments cached when the next step makes its activations again.
+    let eager = evaluate(&source("eager"));
+    assert!(cached(&eager[0], 0) > 0);
+    let device = &eager[0].devices[0];
+    assert_eq!(device.views.reserved.0, device.views.allocated.0 + cached(&eager[0], 0));
+    // A fused attention in an encoder is not a step the replay covers.
+    assert_eq!(cached(&evaluate(&source("fused"))[0], 0), 0);
+}
+
+#[test]
 fn a_sequential_pipeline_holds_one_micro_batch_and_no_process_group() {
     let source = |schedule: &str| {
         format!(

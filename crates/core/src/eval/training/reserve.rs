@@ -16,6 +16,8 @@
 //! projections and product; a bitsandbytes 4-bit layer's dequantized weight beside each of its
 //! matrix products), the head's logits with the loss's upcast and log-softmax, and the backward
 //! pass (each checkpointed layer recomputed, then its gradients made and its tensors freed).
+//! A post-norm encoder (BERT's, eager attention, a classifier's head) replays its own layer
+//! (`reserve/encoder.rs`) in place of a decoder's.
 //! Adapters, their gradients and optimizer state are under 1 MiB a tensor at the ranks people
 //! use and come from the small pool, apart from these segments. A step trained in full adds its
 //! parameter-sized tensors: the gradients as the backward pass makes them, AdamW's states made
@@ -30,6 +32,9 @@
 //! the step's tensors and are not.
 
 use super::reserve_params::{Matrix, Params};
+use encoder::Encoder;
+
+mod encoder;
 use super::states::intermediate;
 use crate::budget::{Category, Component, HeldBy};
 use crate::bytes::Bytes;
@@ -37,8 +42,8 @@ use crate::eval::Placement;
 use crate::eval::allocator::{CachingAllocator, Tensor, split_releasable};
 use crate::eval::calc::{Overflow, formula};
 use crate::hir::{
-    Attention, AttentionKind, Checkpointing, FusedLoss, Method, Mlp, Objective, Offload, Output,
-    Shape, Sharding, Training,
+    Attention, AttentionKind, Checkpointing, FusedLoss, Method, Mlp, Norm, Objective, Offload,
+    Output, Shape, Sharding, Training,
 };
 use crate::precision::Precision;
 
@@ -100,6 +105,8 @@ struct Step {
     micro_steps: u64,
     /// A step trained in full: its parameters' gradients, states and step (`reserve_params.rs`).
     params: Option<Params>,
+    /// A post-norm encoder's step (`reserve/encoder.rs`) in place of a decoder's.
+    encoder: Option<Encoder>,
 }
 
 impl Step {
@@ -109,11 +116,19 @@ impl Step {
         training: &Training,
     ) -> Result<Option<Step>, Overflow> {
         let params = Params::of(shape, placement, training)?;
+        // A decoder with a fused attention and a head over the vocabulary, or a post-norm
+        // encoder (BERT's) with eager attention and a classifier.
+        let decoder = training.attention == Attention::Fused && shape.output == Output::Lm;
+        let encoder = training.attention == Attention::Eager
+            && shape.output == Output::None
+            && shape.norm == Norm::Layer
+            && shape.mlp == Mlp::Plain
+            && shape.heads == shape.kv_heads;
         let plain = (matches!(training.method, Method::Lora { .. }) || params.is_some())
+            && (decoder || encoder)
             && training.objective == Objective::Sft
             && training.sharding != Sharding::Zero3
             && training.offload == Offload::None
-            && training.attention == Attention::Fused
             && matches!(training.checkpointing, Checkpointing::Full | Checkpointing::None)
             && training.loss_chunks == 1
             && training.levers.fused_loss == FusedLoss::None
@@ -122,7 +137,6 @@ impl Step {
             && !training.levers.offload_activations
             && shape.encoder.is_none()
             && shape.moe.is_none()
-            && shape.output == Output::Lm
             && shape.attention == AttentionKind::Standard
             && placement.tensor == 1
             && placement.stages == 1;
@@ -177,6 +191,22 @@ impl Step {
             upcast: loss_element != element,
             dequantized,
             checkpointed: training.checkpointing == Checkpointing::Full,
+            encoder: if encoder {
+                let scores = training
+                    .micro_batch
+                    .checked_mul(shape.heads)
+                    .and_then(|v| v.checked_mul(training.sequence))
+                    .and_then(|v| v.checked_mul(training.sequence))
+                    .ok_or(Overflow)?;
+                let dropout = u64::from(shape.dropout);
+                Some(Encoder {
+                    scores: scores.checked_mul(element).ok_or(Overflow)?,
+                    scores_mask: scores * dropout,
+                    hidden_mask: per_token(h, 1)? * dropout,
+                })
+            } else {
+                None
+            },
             micro_steps: if params.is_some() { training.accumulation.clamp(1, 2) } else { 1 },
             params,
         }))
@@ -364,6 +394,9 @@ impl Run<'_> {
     /// One training step: forward, loss, backward.
     fn step(&mut self) -> Result<(), Overflow> {
         let s = self.step;
+        if let Some(encoder) = &s.encoder {
+            return self.encoder_step(encoder);
+        }
         let mut hidden = self.a(s.hidden)?;
         let mut inputs = Vec::new();
         let mut saved = Vec::new();

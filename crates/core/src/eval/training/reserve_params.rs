@@ -22,7 +22,7 @@ use crate::eval::Placement;
 use crate::eval::allocator::{CachingAllocator, Tensor};
 use crate::eval::calc::Overflow;
 use crate::hir::{
-    Method, Mlp, Offload, Optimizer, Shape, Sharding, StatesMemory, Training, ZeroGrad,
+    Method, Mlp, Offload, Optimizer, Output, Shape, Sharding, StatesMemory, Training, ZeroGrad,
 };
 use crate::precision::Precision;
 
@@ -46,8 +46,10 @@ pub(super) struct Params {
     layer: [u64; 7],
     layers: u64,
     embedding: u64,
-    /// The output head's bytes; `None` when it is the embedding (tied).
+    /// The output head's own bytes; `None` when it is the embedding (`tied`) or a few small
+    /// tensors (an encoder's classifier, left out with the norms).
     head: Option<u64>,
+    tied: bool,
     /// The optimizer's states per parameter, each the parameter's size.
     states: u64,
     /// State-sized intermediates of the multi-tensor step, every parameter's at once; 0: a loop
@@ -102,7 +104,9 @@ impl Params {
             bytes(h, kv)?,
         ];
         let embedding = bytes(shape.vocab, h)?;
-        let head = if shape.tied_embeddings { None } else { Some(embedding) };
+        let lm = shape.output == Output::Lm;
+        let tied = lm && shape.tied_embeddings;
+        let head = (lm && !tied).then_some(embedding);
         let layers = placement.layers;
         let slots = layers.checked_mul(MATRICES).and_then(|v| v.checked_add(2)).ok_or(Overflow)?;
         let slots = usize::try_from(slots).map_err(|_| Overflow)?;
@@ -111,6 +115,7 @@ impl Params {
             layers,
             embedding,
             head,
+            tied,
             states: 2,
             intermediates: training.foreach_intermediates,
             set_to_none: training.zero_grad == ZeroGrad::SetToNone,
@@ -176,14 +181,15 @@ impl Params {
     }
 
     /// The output head's gradient, made with the gradient of the final norm's output; a tied
-    /// head's is the embedding's.
+    /// head's is the embedding's, a classifier's is left out.
     pub(super) fn head_gradient(&mut self, alloc: &mut CachingAllocator) -> Result<(), Overflow> {
         match self.head {
             Some(bytes) => {
                 let slot = self.head_slot();
                 self.gradient(alloc, slot, bytes)
             }
-            None => self.gradient(alloc, 0, self.embedding),
+            None if self.tied => self.gradient(alloc, 0, self.embedding),
+            None => Ok(()),
         }
     }
 
@@ -263,6 +269,7 @@ mod tests {
     /// size and the sums below are exact.
     fn params(head: Option<u64>, intermediates: u64, set_to_none: bool) -> Params {
         Params {
+            tied: head.is_none(),
             layer: [16 * MIB, 16 * MIB, 0, 16 * MIB, 16 * MIB, 16 * MIB, 16 * MIB],
             layers: 1,
             embedding: 64 * MIB,
