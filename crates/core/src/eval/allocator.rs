@@ -24,6 +24,7 @@
 use super::calc::{Overflow, formula};
 use crate::budget::{Component, HeldBy};
 use crate::bytes::{Bytes, MIB};
+use std::collections::BTreeSet;
 
 const MIN_BLOCK: u64 = 512;
 const SMALL_SIZE: u64 = MIB;
@@ -36,14 +37,16 @@ const ROUND_LARGE: u64 = 2 * MIB;
 /// [`CachingAllocator::free`] exactly once.
 #[must_use]
 pub(crate) struct Tensor {
-    block: u64,
+    /// Where its block starts in its segment: a live block never moves or merges.
+    offset: u64,
     segment: u64,
     /// The bytes asked for, before any rounding.
     requested: u64,
 }
 
 struct Block {
-    id: u64,
+    /// Where the block starts in its segment: the address order within it.
+    offset: u64,
     size: u64,
     live: bool,
 }
@@ -53,23 +56,19 @@ struct Segment {
     id: u64,
     small: bool,
     blocks: Vec<Block>,
-    /// The largest free block's size: a segment without room for a request is passed over
-    /// without reading its blocks.
-    largest_free: u64,
 }
 
-impl Segment {
-    fn refresh(&mut self) {
-        self.largest_free =
-            self.blocks.iter().filter(|b| !b.live).map(|b| b.size).max().unwrap_or(0);
-    }
-}
+/// A free block as the best-fit search orders them: its pool (small first), its size, then
+/// its address, for which the segment's creation order and the offset in it stand in.
+type FreeKey = (bool, u64, u64, u64);
 
 #[derive(Default)]
 pub(crate) struct CachingAllocator {
     /// Return the unused cached segments before growing (a device without room).
     pressed: bool,
     segments: Vec<Segment>,
+    /// Every free block, in best-fit order: a request takes the first that holds it.
+    free_blocks: BTreeSet<FreeKey>,
     next_id: u64,
     allocated: u64,
     reserved: u64,
@@ -142,43 +141,46 @@ impl CachingAllocator {
             let grown = segment_size(size)?;
             self.reserved = self.reserved.checked_add(grown).ok_or(Overflow)?;
             self.peak_reserved = self.peak_reserved.max(self.reserved);
-            let (id, segment) = (self.fresh_id(), self.fresh_id());
+            let segment = self.fresh_id();
             self.segments.push(Segment {
                 id: segment,
                 small,
-                blocks: vec![Block { id, size: grown, live: false }],
-                largest_free: grown,
+                blocks: vec![Block { offset: 0, size: grown, live: false }],
             });
+            self.free_blocks.insert((small, grown, segment, 0));
             (self.segments.len() - 1, 0)
         };
-        let remaining = self.segments[segment].blocks[index].size - size;
+        let held_by = self.segments[segment].id;
+        let found = &self.segments[segment].blocks[index];
+        self.free_blocks.remove(&(small, found.size, held_by, found.offset));
+        let remaining = found.size - size;
         let split = if small { remaining >= MIN_BLOCK } else { remaining > SMALL_SIZE };
         if split {
-            let id = self.fresh_id();
             let blocks = &mut self.segments[segment].blocks;
             blocks[index].size = size;
-            blocks.insert(index + 1, Block { id, size: remaining, live: false });
+            let offset = blocks[index].offset + size;
+            blocks.insert(index + 1, Block { offset, size: remaining, live: false });
+            self.free_blocks.insert((small, remaining, held_by, offset));
         }
-        let held_by = self.segments[segment].id;
         let block = &mut self.segments[segment].blocks[index];
         block.live = true;
-        let (id, size) = (block.id, block.size);
-        self.segments[segment].refresh();
+        let (offset, size) = (block.offset, block.size);
         self.allocated = self.allocated.checked_add(size).ok_or(Overflow)?;
         self.peak_allocated = self.peak_allocated.max(self.allocated);
         self.requested = self.requested.checked_add(bytes.0).ok_or(Overflow)?;
         self.peak_requested = self.peak_requested.max(self.requested);
-        Ok(Tensor { block: id, segment: held_by, requested: bytes.0 })
+        Ok(Tensor { offset, segment: held_by, requested: bytes.0 })
     }
 
     #[allow(clippy::needless_pass_by_value, reason = "taking the handle ends it: no double free")]
     pub(crate) fn free(&mut self, tensor: Tensor) {
-        let Tensor { block: id, segment, requested } = tensor;
+        let Tensor { offset, segment, requested } = tensor;
         self.requested -= requested;
         // A live block's segment is never released, so it is still there.
         if let Ok(at) = self.segments.binary_search_by_key(&segment, |s| s.id) {
             let segment = &mut self.segments[at];
-            let Some(index) = segment.blocks.iter().position(|b| b.id == id) else {
+            let (small, held_by) = (segment.small, segment.id);
+            let Ok(mut index) = segment.blocks.binary_search_by_key(&offset, |b| b.offset) else {
                 return;
             };
             segment.blocks[index].live = false;
@@ -186,23 +188,32 @@ impl CachingAllocator {
             let blocks = &mut segment.blocks;
             if blocks.get(index + 1).is_some_and(|b| !b.live) {
                 let next = blocks.remove(index + 1);
+                self.free_blocks.remove(&(small, next.size, held_by, next.offset));
                 blocks[index].size += next.size;
             }
             if index > 0 && !blocks[index - 1].live {
                 let this = blocks.remove(index);
-                blocks[index - 1].size += this.size;
+                index -= 1;
+                let before = &mut blocks[index];
+                self.free_blocks.remove(&(small, before.size, held_by, before.offset));
+                before.size += this.size;
             }
-            segment.refresh();
+            let merged = &blocks[index];
+            self.free_blocks.insert((small, merged.size, held_by, merged.offset));
         }
     }
 
     /// `release_cached_blocks`: every segment whose blocks are all free goes back to the driver.
     fn release_unused_segments(&mut self) {
         let mut released = 0;
+        let free_blocks = &mut self.free_blocks;
         self.segments.retain(|segment| {
             let unused = segment.blocks.iter().all(|b| !b.live);
             if unused {
-                released += segment.blocks.iter().map(|b| b.size).sum::<u64>();
+                for block in &segment.blocks {
+                    released += block.size;
+                    free_blocks.remove(&(segment.small, block.size, segment.id, block.offset));
+                }
             }
             !unused
         });
@@ -215,21 +226,16 @@ impl CachingAllocator {
     }
 
     /// The smallest free block of the pool that holds `size`; the first such in segment order
-    /// (the allocator's tie-break is the address, which creation order stands in for).
+    /// (the allocator's tie-break is the address, which creation order stands in for): its
+    /// segment's index and its own in that segment.
     fn best_fit(&self, small: bool, size: u64) -> Option<(usize, usize)> {
-        let mut best: Option<(u64, usize, usize)> = None;
-        let room = |s: &Segment| s.small == small && s.largest_free >= size;
-        for (s, segment) in self.segments.iter().enumerate().filter(|(_, s)| room(s)) {
-            for (b, block) in segment.blocks.iter().enumerate() {
-                if !block.live
-                    && block.size >= size
-                    && best.is_none_or(|(least, ..)| block.size < least)
-                {
-                    best = Some((block.size, s, b));
-                }
-            }
+        let &(pool, _, segment, offset) = self.free_blocks.range((small, size, 0, 0)..).next()?;
+        if pool != small {
+            return None;
         }
-        best.map(|(_, s, b)| (s, b))
+        let s = self.segments.binary_search_by_key(&segment, |s| s.id).ok()?;
+        let b = self.segments[s].blocks.binary_search_by_key(&offset, |b| b.offset).ok()?;
+        Some((s, b))
     }
 }
 
