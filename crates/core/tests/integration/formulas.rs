@@ -184,8 +184,14 @@ fn a_step_trained_in_full_leaves_its_parameters_segments_reserved() {
     // Gradients accumulated over micro-batches are held through them: a different replay.
     let accumulated = evaluate(&source("; gradient_accumulation 4"));
     assert_ne!(cached(&accumulated[0], 0), cache);
-    // Steps the replay does not cover state no reserve: an fp32 master copy under autocast
-    // (each weight's 16-bit copy made in the forward pass), 8-bit AdamW, ZeRO-2's partitions.
+    // fp32 parameters under a bf16 autocast: each matrix's bf16 copy is made in the forward
+    // pass and, checkpointed, freed when it returns, then made again as each layer is
+    // recomputed: replayed too.
+    let autocast =
+        evaluate(&with("activations bf16", "", "h200-sxm").replace("weights bf16", "weights fp32"));
+    assert!(cached(&autocast[0], 0) > 0);
+    // Steps the replay does not cover state no reserve: 16-bit weights beside an fp32 master
+    // copy, 8-bit AdamW, ZeRO-2's partitions.
     let pure = "master none; gradients bf16";
     for (precision, other) in [
         ("master fp32; gradients fp32", ""),

@@ -261,6 +261,31 @@ impl Run<'_> {
         }
     }
 
+    /// Under autocast, `layer`'s 16-bit weight copies, made as its forward pass runs.
+    fn cast(&mut self, layer: u64) -> Result<(), Overflow> {
+        match &mut self.params {
+            Some(params) => params.cast_layer(&mut self.alloc, layer),
+            None => Ok(()),
+        }
+    }
+
+    /// `layer`'s weight copies freed once its backward pass has used them.
+    fn uncast(&mut self, layer: u64) {
+        if let Some(params) = &mut self.params {
+            params.drop_layer_casts(&mut self.alloc, layer);
+        }
+    }
+
+    /// The forward pass and its loss return, and autocast's cache of weight copies empties: a
+    /// checkpointed pass recorded none of them, so every layer's goes.
+    fn autocast_ends(&mut self) {
+        if self.step.checkpointed {
+            for layer in 0..self.step.layers {
+                self.uncast(layer);
+            }
+        }
+    }
+
     /// `tensor` when autograd records the pass (`keep`), else freed now.
     fn kept(&mut self, keep: bool, tensor: Tensor) -> Option<Tensor> {
         if keep {
@@ -400,7 +425,8 @@ impl Run<'_> {
         let mut hidden = self.a(s.hidden)?;
         let mut inputs = Vec::new();
         let mut saved = Vec::new();
-        for _ in 0..s.layers {
+        for layer in 0..s.layers {
+            self.cast(layer)?;
             let (out, kept) = self.layer(!s.checkpointed)?;
             inputs.push(hidden);
             saved.push(kept);
@@ -410,6 +436,9 @@ impl Run<'_> {
         // loss runs in fp32 and its log-softmax (kept for backward). The upcast copy is freed
         // when the loss returns, the 16-bit logits when the model's outputs are dropped.
         let final_norm = self.a(s.hidden)?;
+        if let Some(params) = &mut self.params {
+            params.cast_head(&mut self.alloc)?;
+        }
         let logits = self.a(s.logits)?;
         let upcast = if s.upcast { Some(self.a(s.loss)?) } else { None };
         let log_softmax = self.a(s.loss)?;
@@ -426,9 +455,11 @@ impl Run<'_> {
         } else {
             g_logits
         };
+        self.autocast_ends();
         let mut grad = self.a(s.hidden)?;
         if let Some(params) = &mut self.params {
             params.head_gradient(&mut self.alloc)?;
+            params.drop_head_cast(&mut self.alloc);
         }
         for t in [into_head, final_norm, hidden] {
             self.f(Some(t));
@@ -438,6 +469,7 @@ impl Run<'_> {
             layer -= 1;
             let kept = if s.checkpointed {
                 // The layer runs again from its input, recorded this time.
+                self.cast(layer)?;
                 let (out, kept) = self.layer(true)?;
                 self.f(Some(out));
                 kept
@@ -445,6 +477,7 @@ impl Run<'_> {
                 kept
             };
             grad = self.backward(layer, kept, grad)?;
+            self.uncast(layer);
             self.f(Some(input));
         }
         if let Some(params) = &mut self.params {

@@ -13,7 +13,9 @@
 //! one already held: the new one is made, added and freed.
 //!
 //! Covered: every matrix, the embedding and the output head trained in their own type, with no
-//! master copy and no autocast (pure 16-bit or fp32 training: gradients and states in that type),
+//! master copy (pure 16-bit or fp32 training: gradients and states in that type), or in fp32
+//! under a 16-bit autocast (each matrix's 16-bit copy made as the forward pass reaches it,
+//! freed when the autocast region ends or, recorded, when its backward pass has used it),
 //! unsharded on one device, by AdamW. The norms' weights and the biases are left out: under a MiB
 //! a tensor at the widths people train, they come from the small pool, apart from these segments.
 
@@ -59,6 +61,13 @@ pub(super) struct Params {
     /// Indexed by [`Params::slot`]: the embedding, each layer's matrices, the head.
     grads: Vec<Option<Tensor>>,
     moments: Vec<Tensor>,
+    /// Autocast over fp32 parameters: each matrix's 16-bit copy, made as the forward pass first
+    /// multiplies by it, cached until the autocast region ends and kept by autograd for the
+    /// backward pass where the pass is recorded.
+    autocast: bool,
+    /// Each layer's live copies, and the head's.
+    casts: Vec<Vec<Tensor>>,
+    head_cast: Option<Tensor>,
 }
 
 impl Params {
@@ -73,8 +82,10 @@ impl Params {
             Precision::Fp32 => 4,
             _ => return Ok(None),
         };
+        let autocast = training.weights == Precision::Fp32
+            && matches!(training.activations, Precision::Bf16 | Precision::Fp16);
         let pure = training.master.is_none()
-            && training.activations == training.weights
+            && (training.activations == training.weights || autocast)
             && training.gradients == training.weights;
         let covered = matches!(training.method, Method::Full)
             && pure
@@ -121,6 +132,9 @@ impl Params {
             set_to_none: training.zero_grad == ZeroGrad::SetToNone,
             grads: (0..slots).map(|_| None).collect(),
             moments: Vec::new(),
+            autocast,
+            casts: Vec::new(),
+            head_cast: None,
         }))
     }
 
@@ -129,6 +143,8 @@ impl Params {
         Params {
             grads: (0..self.grads.len()).map(|_| None).collect(),
             moments: Vec::new(),
+            casts: (0..self.layers).map(|_| Vec::new()).collect(),
+            head_cast: None,
             ..*self
         }
     }
@@ -201,10 +217,55 @@ impl Params {
         self.gradient(alloc, 0, self.embedding)
     }
 
-    /// Every parameter's bytes, in the model's order (`parameters()`): the embedding, each
-    /// layer's attention (q, k, v, o) and MLP (gate, up, down), the head.
-    fn in_model_order(&self) -> Vec<u64> {
-        let order = [
+    /// Under autocast, `layer`'s 16-bit copies of its matrices, made as its forward pass runs.
+    pub(super) fn cast_layer(
+        &mut self,
+        alloc: &mut CachingAllocator,
+        layer: u64,
+    ) -> Result<(), Overflow> {
+        if !self.autocast {
+            return Ok(());
+        }
+        let sizes: Vec<u64> = self.layer_in_model_order().collect();
+        let Some(held) = usize::try_from(layer).ok().and_then(|l| self.casts.get_mut(l)) else {
+            return Ok(());
+        };
+        for bytes in sizes {
+            held.push(alloc.alloc(Bytes(bytes / 2))?);
+        }
+        Ok(())
+    }
+
+    /// `layer`'s copies freed: the autocast region ended with nothing recording them, or its
+    /// backward pass has used them.
+    pub(super) fn drop_layer_casts(&mut self, alloc: &mut CachingAllocator, layer: u64) {
+        if let Some(held) = usize::try_from(layer).ok().and_then(|l| self.casts.get_mut(l)) {
+            for tensor in held.drain(..) {
+                alloc.free(tensor);
+            }
+        }
+    }
+
+    /// Under autocast, the output head's 16-bit copy (a tied head's is the embedding's), kept
+    /// until the head's backward pass.
+    pub(super) fn cast_head(&mut self, alloc: &mut CachingAllocator) -> Result<(), Overflow> {
+        let head = self.head.or(self.tied.then_some(self.embedding));
+        if let (true, Some(bytes)) = (self.autocast, head) {
+            self.head_cast = Some(alloc.alloc(Bytes(bytes / 2))?);
+        }
+        Ok(())
+    }
+
+    pub(super) fn drop_head_cast(&mut self, alloc: &mut CachingAllocator) {
+        if let Some(tensor) = self.head_cast.take() {
+            alloc.free(tensor);
+        }
+    }
+
+    /// A layer's matrices' bytes in the model's order: attention (q, k, v, o), then the MLP
+    /// (gate, up, down); an ungated MLP's missing gate left out.
+    fn layer_in_model_order(&self) -> impl Iterator<Item = u64> + '_ {
+        [
             Matrix::Query,
             Matrix::Key,
             Matrix::Value,
@@ -212,10 +273,18 @@ impl Params {
             Matrix::Gate,
             Matrix::Up,
             Matrix::Down,
-        ];
+        ]
+        .into_iter()
+        .map(|m| self.layer[m as usize])
+        .filter(|&b| b > 0)
+    }
+
+    /// Every parameter's bytes, in the model's order (`parameters()`): the embedding, each
+    /// layer's attention (q, k, v, o) and MLP (gate, up, down), the head.
+    fn in_model_order(&self) -> Vec<u64> {
         let mut sizes = vec![self.embedding];
         for _ in 0..self.layers {
-            sizes.extend(order.iter().map(|&m| self.layer[m as usize]).filter(|&b| b > 0));
+            sizes.extend(self.layer_in_model_order());
         }
         sizes.extend(self.head);
         sizes
@@ -279,6 +348,9 @@ mod tests {
             set_to_none,
             grads: (0..2 + MATRICES).map(|_| None).collect(),
             moments: Vec::new(),
+            autocast: false,
+            casts: vec![Vec::new()],
+            head_cast: None,
         }
     }
 
@@ -338,6 +410,28 @@ mod tests {
         backward(&mut p, &mut alloc);
         p.optimizer_step(&mut alloc).unwrap();
         assert_eq!(alloc.peak_allocated().0, 5 * total);
+    }
+
+    #[test]
+    fn autocast_copies_are_half_the_fp32_matrices_and_go_when_dropped() {
+        let mut p = params(None, 1, true);
+        p.autocast = true;
+        let mut alloc = CachingAllocator::new();
+        p.cast_layer(&mut alloc, 0).unwrap();
+        // Six 16 MiB fp32 matrices (no gate), each copied at 8 MiB.
+        assert_eq!(alloc.allocated().0, 6 * 8 * MIB);
+        // A tied head's copy is the embedding's.
+        p.cast_head(&mut alloc).unwrap();
+        assert_eq!(alloc.allocated().0, 6 * 8 * MIB + 32 * MIB);
+        p.drop_layer_casts(&mut alloc, 0);
+        p.drop_head_cast(&mut alloc);
+        assert_eq!(alloc.allocated().0, 0);
+        // Parameters already in the compute type make no copies.
+        let mut pure = params(None, 1, true);
+        pure.cast_layer(&mut alloc, 0).unwrap();
+        pure.cast_head(&mut alloc).unwrap();
+        assert_eq!(alloc.peak_allocated().0, 6 * 8 * MIB + 32 * MIB);
+        assert_eq!(alloc.allocated().0, 0);
     }
 
     #[test]

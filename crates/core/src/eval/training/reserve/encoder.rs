@@ -244,18 +244,21 @@ impl Run<'_> {
         let (mask, mut hidden) = self.hidden_dropout(e, true, normed)?;
         let mut inputs = Vec::new();
         let mut saved = Vec::new();
-        for _ in 0..s.layers {
+        for layer in 0..s.layers {
+            self.cast(layer)?;
             let (out, kept) = self.encoder_layer(e, !s.checkpointed)?;
             inputs.push(hidden);
             saved.push(kept);
             hidden = out;
         }
+        self.autocast_ends();
         let mut grad = self.a(s.hidden)?;
         self.f(Some(hidden));
         let mut layer = s.layers;
         for (input, kept) in inputs.into_iter().zip(saved).rev() {
             layer -= 1;
             let kept = if s.checkpointed {
+                self.cast(layer)?;
                 let (out, kept) = self.encoder_layer(e, true)?;
                 self.f(Some(out));
                 kept
@@ -263,6 +266,7 @@ impl Run<'_> {
                 kept
             };
             grad = self.encoder_backward(e, layer, kept, grad)?;
+            self.uncast(layer);
             self.f(Some(input));
         }
         if let Some(params) = &mut self.params {
