@@ -275,7 +275,12 @@ pub(super) fn device_components_reusing(
         peers *= d;
         components.extend(training::components(shape, placement, training, d)?);
         if workload.runtime == Runtime::PyTorch {
-            components.extend(training::allocator_cache(shape, placement, training)?);
+            components.extend(training::allocator_cache(
+                shape,
+                placement,
+                training,
+                &mut reuse.replays,
+            )?);
         }
     }
     let key = RuntimeKey {
@@ -402,6 +407,8 @@ pub(crate) struct Reuse {
     headrooms: Vec<((String, String), (Bytes, String))>,
     /// KV bytes of one token, by model, placement and cache precision.
     kv_per_token: Vec<((String, Placement, Precision), Bytes)>,
+    /// The training step's allocator replays, by the sizes of its tensors.
+    replays: training::Replays,
 }
 
 /// What a workload's weight components depend on, besides its model's declaration.

@@ -27,7 +27,7 @@ mod reserve_params;
 mod seq2seq;
 mod states;
 
-pub(in crate::eval) use reserve::allocator_cache;
+pub(in crate::eval) use reserve::{Replays, allocator_cache};
 
 pub(super) use activations::{activations, adapter_inputs, softmax_gradients};
 pub(super) use deepspeed::{accumulating_partition, buckets};

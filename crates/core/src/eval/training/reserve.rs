@@ -47,18 +47,32 @@ use crate::hir::{
 };
 use crate::precision::Precision;
 
+/// Replays already made, by the sizes of their steps' tensors: a planner's probes that change
+/// the device and not the step (another card, another machine) find theirs here.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Replays(Vec<(Vec<u64>, [Bytes; 3])>);
+
 /// The replayed reserve of a training step, split into what a device without room still needs
 /// and the releasable rest; empty when the step is not one the replay covers.
 pub(in crate::eval) fn allocator_cache(
     shape: &Shape,
     placement: &Placement,
     training: &Training,
+    replays: &mut Replays,
 ) -> Result<Vec<Component>, Overflow> {
     let Some(step) = Step::of(shape, placement, training)? else {
         return Ok(Vec::new());
     };
-    let (peak, reserved) = replay(&step, CachingAllocator::new())?;
-    let (_, pressed) = replay(&step, CachingAllocator::pressed())?;
+    let key = step.signature();
+    let [peak, reserved, pressed] =
+        if let Some((_, found)) = replays.0.iter().find(|(k, _)| *k == key) {
+            *found
+        } else {
+            let (peak, reserved) = replay(&step, CachingAllocator::new())?;
+            let (_, pressed) = replay(&step, CachingAllocator::pressed())?;
+            replays.0.push((key, [peak, reserved, pressed]));
+            [peak, reserved, pressed]
+        };
     let Some(extra) = reserved.0.checked_sub(peak.0).filter(|e| *e > 0) else {
         return Ok(Vec::new());
     };
@@ -110,6 +124,33 @@ struct Step {
 }
 
 impl Step {
+    /// Every size the replay reads: two steps with the same signature replay the same.
+    fn signature(&self) -> Vec<u64> {
+        let mut sizes = vec![
+            self.layers,
+            self.hidden,
+            self.query,
+            self.key,
+            self.ffn,
+            u64::from(self.gated),
+            self.lse,
+            self.logits,
+            self.loss,
+            u64::from(self.upcast),
+            u64::from(self.checkpointed),
+            self.micro_steps,
+        ];
+        sizes.extend(self.dequantized.into_iter().flatten());
+        if let Some(e) = &self.encoder {
+            sizes.extend([1, e.scores, e.scores_mask, e.hidden_mask]);
+        }
+        if let Some(params) = &self.params {
+            sizes.push(2);
+            sizes.extend(params.signature());
+        }
+        sizes
+    }
+
     fn of(
         shape: &Shape,
         placement: &Placement,

@@ -149,6 +149,23 @@ impl Params {
         }
     }
 
+    /// Every size and setting the replay reads (`Step::signature`).
+    pub(super) fn signature(&self) -> Vec<u64> {
+        let mut sizes = self.layer.to_vec();
+        sizes.extend([
+            self.layers,
+            self.embedding,
+            self.head.unwrap_or(0),
+            u64::from(self.head.is_some()),
+            u64::from(self.tied),
+            self.states,
+            self.intermediates,
+            u64::from(self.set_to_none),
+            u64::from(self.autocast),
+        ]);
+        sizes
+    }
+
     /// Where `layer`'s `matrix` keeps its gradient: below `grads.len()`, which `of` checked
     /// fits a usize, for every layer of the replay.
     fn slot(layer: u64, matrix: Matrix) -> usize {
