@@ -2,7 +2,8 @@
 //! random precisions, contexts, sessions, batches, tensor splits and headroom rules. Case counts
 //! are modest so the suite stays fast; a failure prints the generated source.
 //!
-//! - more sessions, context or batch never lowers a device's `used`;
+//! - more sessions, context or batch never lowers a device's `used`, less the allocator's
+//!   replayed cache (fragmentation is not monotone in the tensors' sizes);
 //! - tensor-parallel weights per device, times the degree, are never below one device's weights;
 //! - every device's `required` is `used`, less its releasable cache, plus its headroom, and
 //!   headroom is never below zero;
@@ -126,8 +127,24 @@ fn budget(source: &str) -> Option<Budget> {
         .then_some(outcome.budget)
 }
 
+/// Each device's `used`, less the caching allocator's replayed cache: what fragments a cache
+/// is how the step's tensor sizes happen to fit the segments left before, which rises and falls
+/// with them (in PyTorch as in the replay), so only the tensors are monotone in the batch.
 fn used(budget: &Budget) -> Vec<u64> {
-    budget.checks[0].devices.iter().map(|d| d.used.0).collect()
+    use vram_core::budget::HeldBy;
+    budget.checks[0]
+        .devices
+        .iter()
+        .map(|d| {
+            let cached: u64 = d
+                .components
+                .iter()
+                .filter(|c| matches!(c.held_by, HeldBy::AllocatorCache | HeldBy::ReleasableCache))
+                .map(|c| c.bytes.0)
+                .sum();
+            d.used.0 - cached
+        })
+        .collect()
 }
 
 fn weights(budget: &Budget, check: usize) -> u64 {
