@@ -23,7 +23,6 @@ mod galore;
 mod prompt_learning;
 mod reference;
 mod reserve;
-mod reserve_params;
 mod seq2seq;
 mod states;
 

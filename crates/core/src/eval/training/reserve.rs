@@ -21,7 +21,7 @@
 //! Adapters, their gradients and optimizer state are under 1 MiB a tensor at the ranks people
 //! use and come from the small pool, apart from these segments. A step trained in full adds its
 //! parameter-sized tensors: the gradients as the backward pass makes them, AdamW's states made
-//! at the first optimizer step and the step's intermediates (`reserve_params.rs`), replayed with
+//! at the first optimizer step and the step's intermediates (`reserve/params.rs`), replayed with
 //! two micro-batches a step when gradients accumulate. Only the plain case is
 //! replayed (one device's whole decoder, with standard attention and no experts; fused
 //! attention; full or no checkpointing; the loss over the vocabulary on every position): for
@@ -31,10 +31,9 @@
 //! segments of their own; ZeRO-3 and FSDP's full sharding gather each layer's weights between
 //! the step's tensors and are not.
 
-use super::reserve_params::{Matrix, Params};
-use encoder::Encoder;
-
 mod encoder;
+mod params;
+
 use super::states::intermediate;
 use crate::budget::{Category, Component, HeldBy};
 use crate::bytes::Bytes;
@@ -46,11 +45,13 @@ use crate::hir::{
     Output, Shape, Sharding, Training,
 };
 use crate::precision::Precision;
+use encoder::Encoder;
+use params::{Matrix, ParamTensors, Params};
 
 /// Replays already made, by the sizes of their steps' tensors: a planner's probes that change
 /// the device and not the step (another card, another machine) find theirs here.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Replays(Vec<(Vec<u64>, [Bytes; 3])>);
+pub(crate) struct Replays(Vec<(Step, [Bytes; 3])>);
 
 /// The replayed reserve of a training step, split into what a device without room still needs
 /// and the releasable rest; empty when the step is not one the replay covers.
@@ -63,14 +64,13 @@ pub(in crate::eval) fn allocator_cache(
     let Some(step) = Step::of(shape, placement, training)? else {
         return Ok(Vec::new());
     };
-    let key = step.signature();
     let [peak, reserved, pressed] =
-        if let Some((_, found)) = replays.0.iter().find(|(k, _)| *k == key) {
+        if let Some((_, found)) = replays.0.iter().find(|(made, _)| *made == step) {
             *found
         } else {
             let (peak, reserved) = replay(&step, CachingAllocator::new())?;
             let (_, pressed) = replay(&step, CachingAllocator::pressed())?;
-            replays.0.push((key, [peak, reserved, pressed]));
+            replays.0.push((step, [peak, reserved, pressed]));
             [peak, reserved, pressed]
         };
     let Some(extra) = reserved.0.checked_sub(peak.0).filter(|e| *e > 0) else {
@@ -97,7 +97,8 @@ pub(in crate::eval) fn allocator_cache(
     Ok(split_releasable((cache, releasable)))
 }
 
-/// The sizes, in bytes, of one step's tensors.
+/// The sizes, in bytes, of one step's tensors: two equal steps replay the same.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Step {
     layers: u64,
     hidden: u64,
@@ -117,40 +118,13 @@ struct Step {
     /// Micro-batches replayed per optimizer step: two show how accumulated gradients are
     /// held, more repeat the second.
     micro_steps: u64,
-    /// A step trained in full: its parameters' gradients, states and step (`reserve_params.rs`).
+    /// A step trained in full: its parameters' gradients, states and step (`reserve/params.rs`).
     params: Option<Params>,
     /// A post-norm encoder's step (`reserve/encoder.rs`) in place of a decoder's.
     encoder: Option<Encoder>,
 }
 
 impl Step {
-    /// Every size the replay reads: two steps with the same signature replay the same.
-    fn signature(&self) -> Vec<u64> {
-        let mut sizes = vec![
-            self.layers,
-            self.hidden,
-            self.query,
-            self.key,
-            self.ffn,
-            u64::from(self.gated),
-            self.lse,
-            self.logits,
-            self.loss,
-            u64::from(self.upcast),
-            u64::from(self.checkpointed),
-            self.micro_steps,
-        ];
-        sizes.extend(self.dequantized.into_iter().flatten());
-        if let Some(e) = &self.encoder {
-            sizes.extend([1, e.scores, e.scores_mask, e.hidden_mask]);
-        }
-        if let Some(params) = &self.params {
-            sizes.push(2);
-            sizes.extend(params.signature());
-        }
-        sizes
-    }
-
     fn of(
         shape: &Shape,
         placement: &Placement,
@@ -280,7 +254,7 @@ struct Saved {
 struct Run<'s> {
     alloc: CachingAllocator,
     step: &'s Step,
-    params: Option<Params>,
+    params: Option<ParamTensors>,
 }
 
 impl Run<'_> {
@@ -463,16 +437,8 @@ impl Run<'_> {
         if let Some(encoder) = &s.encoder {
             return self.encoder_step(encoder);
         }
-        let mut hidden = self.a(s.hidden)?;
-        let mut inputs = Vec::new();
-        let mut saved = Vec::new();
-        for layer in 0..s.layers {
-            self.cast(layer)?;
-            let (out, kept) = self.layer(!s.checkpointed)?;
-            inputs.push(hidden);
-            saved.push(kept);
-            hidden = out;
-        }
+        let input = self.a(s.hidden)?;
+        let (hidden, recorded) = self.forward_layers(&Decoder, input)?;
         // The final norm, the head's logits and the loss over them: an upcast copy when the
         // loss runs in fp32 and its log-softmax (kept for backward). The upcast copy is freed
         // when the loss returns, the 16-bit logits when the model's outputs are dropped.
@@ -497,7 +463,7 @@ impl Run<'_> {
             g_logits
         };
         self.autocast_ends();
-        let mut grad = self.a(s.hidden)?;
+        let grad = self.a(s.hidden)?;
         if let Some(params) = &mut self.params {
             params.head_gradient(&mut self.alloc)?;
             params.drop_head_cast(&mut self.alloc);
@@ -505,33 +471,105 @@ impl Run<'_> {
         for t in [into_head, final_norm, hidden] {
             self.f(Some(t));
         }
-        let mut layer = s.layers;
-        for (input, kept) in inputs.into_iter().zip(saved).rev() {
+        let grad = self.backward_layers(&Decoder, recorded, grad)?;
+        self.f(Some(grad));
+        Ok(())
+    }
+
+    /// Every layer's forward pass from `input`, each layer's 16-bit weight copies made first
+    /// under autocast: the last layer's output, and each layer's input with what it saved.
+    fn forward_layers<K: LayerKind>(
+        &mut self,
+        kind: &K,
+        input: Tensor,
+    ) -> Result<(Tensor, Recorded<K>), Overflow> {
+        let mut hidden = input;
+        let mut recorded = Vec::new();
+        for layer in 0..self.step.layers {
+            self.cast(layer)?;
+            let (out, kept) = kind.forward(self, !self.step.checkpointed)?;
+            recorded.push((hidden, kept));
+            hidden = out;
+        }
+        Ok((hidden, recorded))
+    }
+
+    /// The backward pass through every layer from the last, given the gradient of its output:
+    /// each layer run again from its input first when checkpointed, its input and weight copies
+    /// freed after, then the embedding's gradient. Returns the gradient of the first input.
+    fn backward_layers<K: LayerKind>(
+        &mut self,
+        kind: &K,
+        recorded: Recorded<K>,
+        mut grad: Tensor,
+    ) -> Result<Tensor, Overflow> {
+        let mut layer = self.step.layers;
+        for (input, kept) in recorded.into_iter().rev() {
             layer -= 1;
-            let kept = if s.checkpointed {
+            let kept = if self.step.checkpointed {
                 // The layer runs again from its input, recorded this time.
                 self.cast(layer)?;
-                let (out, kept) = self.layer(true)?;
+                let (out, kept) = kind.forward(self, true)?;
                 self.f(Some(out));
                 kept
             } else {
                 kept
             };
-            grad = self.backward(layer, kept, grad)?;
+            grad = kind.backward(self, layer, kept, grad)?;
             self.uncast(layer);
             self.f(Some(input));
         }
         if let Some(params) = &mut self.params {
             params.embedding_gradient(&mut self.alloc)?;
         }
-        self.f(Some(grad));
-        Ok(())
+        Ok(grad)
+    }
+}
+
+/// Each layer's input, and what its forward pass saved for its backward pass.
+type Recorded<K> = Vec<(Tensor, <K as LayerKind>::Saved)>;
+
+/// A kind of layer the replay runs: its forward pass, and its backward pass over what the
+/// forward pass saved.
+trait LayerKind {
+    type Saved;
+    /// The layer's output, and what its backward pass reads when autograd records it (`keep`).
+    fn forward(&self, run: &mut Run<'_>, keep: bool) -> Result<(Tensor, Self::Saved), Overflow>;
+    /// The gradient of the layer's input, given its output's.
+    fn backward(
+        &self,
+        run: &mut Run<'_>,
+        layer: u64,
+        saved: Self::Saved,
+        grad: Tensor,
+    ) -> Result<Tensor, Overflow>;
+}
+
+/// A pre-norm decoder layer (`Run::layer`, `Run::backward`).
+struct Decoder;
+
+impl LayerKind for Decoder {
+    type Saved = Saved;
+
+    fn forward(&self, run: &mut Run<'_>, keep: bool) -> Result<(Tensor, Saved), Overflow> {
+        run.layer(keep)
+    }
+
+    fn backward(
+        &self,
+        run: &mut Run<'_>,
+        layer: u64,
+        saved: Saved,
+        grad: Tensor,
+    ) -> Result<Tensor, Overflow> {
+        run.backward(layer, saved, grad)
     }
 }
 
 /// The replay's allocated and reserved peaks over two optimizer steps.
 fn replay(step: &Step, alloc: CachingAllocator) -> Result<(Bytes, Bytes), Overflow> {
-    let mut run = Run { alloc, step, params: step.params.as_ref().map(Params::fresh) };
+    let params = step.params.map(ParamTensors::new).transpose()?;
+    let mut run = Run { alloc, step, params };
     for _ in 0..2 {
         for _ in 0..step.micro_steps {
             run.step()?;

@@ -11,13 +11,14 @@
 //! each saved tensor once its gradient is made, in reverse. The head, a classifier over the
 //! first token, is a few small tensors; the gradient it sends back fills a hidden-sized tensor.
 
-use super::{Run, Step};
+use super::params::Matrix;
+use super::{LayerKind, Run, Step};
 use crate::eval::allocator::Tensor;
 use crate::eval::calc::Overflow;
-use crate::eval::training::reserve_params::Matrix;
 
 /// The sizes, in bytes, of an encoder step's tensors beyond the hidden and feed-forward widths
 /// [`Step`] holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Encoder {
     /// One head-by-query-by-key tensor of every sample: a layer's scores and probabilities.
     pub(super) scores: u64,
@@ -50,6 +51,24 @@ pub(super) struct Saved {
     activated: Option<Tensor>,
     output_mask: Option<Tensor>,
     second_sum: Option<Tensor>,
+}
+
+impl LayerKind for Encoder {
+    type Saved = Saved;
+
+    fn forward(&self, run: &mut Run<'_>, keep: bool) -> Result<(Tensor, Saved), Overflow> {
+        run.encoder_layer(self, keep)
+    }
+
+    fn backward(
+        &self,
+        run: &mut Run<'_>,
+        layer: u64,
+        saved: Saved,
+        grad: Tensor,
+    ) -> Result<Tensor, Overflow> {
+        run.encoder_backward(self, layer, saved, grad)
+    }
 }
 
 impl Run<'_> {
@@ -241,37 +260,12 @@ impl Run<'_> {
         let s: &Step = self.step;
         let summed = self.a(s.hidden)?;
         let normed = self.a(s.hidden)?;
-        let (mask, mut hidden) = self.hidden_dropout(e, true, normed)?;
-        let mut inputs = Vec::new();
-        let mut saved = Vec::new();
-        for layer in 0..s.layers {
-            self.cast(layer)?;
-            let (out, kept) = self.encoder_layer(e, !s.checkpointed)?;
-            inputs.push(hidden);
-            saved.push(kept);
-            hidden = out;
-        }
+        let (mask, input) = self.hidden_dropout(e, true, normed)?;
+        let (hidden, recorded) = self.forward_layers(e, input)?;
         self.autocast_ends();
-        let mut grad = self.a(s.hidden)?;
+        let grad = self.a(s.hidden)?;
         self.f(Some(hidden));
-        let mut layer = s.layers;
-        for (input, kept) in inputs.into_iter().zip(saved).rev() {
-            layer -= 1;
-            let kept = if s.checkpointed {
-                self.cast(layer)?;
-                let (out, kept) = self.encoder_layer(e, true)?;
-                self.f(Some(out));
-                kept
-            } else {
-                kept
-            };
-            grad = self.encoder_backward(e, layer, kept, grad)?;
-            self.uncast(layer);
-            self.f(Some(input));
-        }
-        if let Some(params) = &mut self.params {
-            params.embedding_gradient(&mut self.alloc)?;
-        }
+        let grad = self.backward_layers(e, recorded, grad)?;
         for t in [Some(grad), mask, Some(summed)] {
             self.f(t);
         }

@@ -42,7 +42,8 @@ pub(super) enum Matrix {
 
 const MATRICES: u64 = 7;
 
-/// The parameter-sized tensors of a fully trained step, and the ones alive between steps.
+/// The sizes of a fully trained step's parameter-sized tensors, and how its loop treats them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Params {
     /// Each layer's matrices' bytes, indexed by [`Matrix`]; 0 for a gate an ungated MLP lacks.
     layer: [u64; 7],
@@ -58,14 +59,19 @@ pub(super) struct Params {
     /// over the parameters, one temporary at a time.
     intermediates: u64,
     set_to_none: bool,
-    /// Indexed by [`Params::slot`]: the embedding, each layer's matrices, the head.
-    grads: Vec<Option<Tensor>>,
-    moments: Vec<Tensor>,
     /// Autocast over fp32 parameters: each matrix's 16-bit copy, made as the forward pass first
     /// multiplies by it, cached until the autocast region ends and kept by autograd for the
     /// backward pass where the pass is recorded.
     autocast: bool,
-    /// Each layer's live copies, and the head's.
+}
+
+/// A replay's live parameter-sized tensors: those made so far, and those alive between steps.
+pub(super) struct ParamTensors {
+    sizes: Params,
+    /// Indexed by [`ParamTensors::slot`]: the embedding, each layer's matrices, the head.
+    grads: Vec<Option<Tensor>>,
+    moments: Vec<Tensor>,
+    /// Under autocast, each layer's live 16-bit copies, and the head's.
     casts: Vec<Vec<Tensor>>,
     head_cast: Option<Tensor>,
 }
@@ -118,55 +124,63 @@ impl Params {
         let lm = shape.output == Output::Lm;
         let tied = lm && shape.tied_embeddings;
         let head = (lm && !tied).then_some(embedding);
-        let layers = placement.layers;
-        let slots = layers.checked_mul(MATRICES).and_then(|v| v.checked_add(2)).ok_or(Overflow)?;
-        let slots = usize::try_from(slots).map_err(|_| Overflow)?;
         Ok(Some(Params {
             layer,
-            layers,
+            layers: placement.layers,
             embedding,
             head,
             tied,
             states: 2,
             intermediates: training.foreach_intermediates,
             set_to_none: training.zero_grad == ZeroGrad::SetToNone,
-            grads: (0..slots).map(|_| None).collect(),
-            moments: Vec::new(),
             autocast,
-            casts: Vec::new(),
-            head_cast: None,
         }))
     }
 
-    /// The same parameters with no gradient or state made yet, for another replay.
-    pub(super) fn fresh(&self) -> Params {
-        Params {
-            grads: (0..self.grads.len()).map(|_| None).collect(),
-            moments: Vec::new(),
-            casts: (0..self.layers).map(|_| Vec::new()).collect(),
-            head_cast: None,
-            ..*self
-        }
+    /// A layer's matrices' bytes in the model's order: attention (q, k, v, o), then the MLP
+    /// (gate, up, down); an ungated MLP's missing gate left out.
+    fn layer_in_model_order(&self) -> impl Iterator<Item = u64> + '_ {
+        [
+            Matrix::Query,
+            Matrix::Key,
+            Matrix::Value,
+            Matrix::Output,
+            Matrix::Gate,
+            Matrix::Up,
+            Matrix::Down,
+        ]
+        .into_iter()
+        .map(|m| self.layer[m as usize])
+        .filter(|&b| b > 0)
     }
 
-    /// Every size and setting the replay reads (`Step::signature`).
-    pub(super) fn signature(&self) -> Vec<u64> {
-        let mut sizes = self.layer.to_vec();
-        sizes.extend([
-            self.layers,
-            self.embedding,
-            self.head.unwrap_or(0),
-            u64::from(self.head.is_some()),
-            u64::from(self.tied),
-            self.states,
-            self.intermediates,
-            u64::from(self.set_to_none),
-            u64::from(self.autocast),
-        ]);
+    /// Every parameter's bytes, in the model's order (`parameters()`): the embedding, each
+    /// layer's attention (q, k, v, o) and MLP (gate, up, down), the head.
+    fn in_model_order(&self) -> Vec<u64> {
+        let mut sizes = vec![self.embedding];
+        for _ in 0..self.layers {
+            sizes.extend(self.layer_in_model_order());
+        }
+        sizes.extend(self.head);
         sizes
     }
+}
 
-    /// Where `layer`'s `matrix` keeps its gradient: below `grads.len()`, which `of` checked
+impl ParamTensors {
+    /// `sizes` with no gradient, state or copy made yet: a replay's start.
+    pub(super) fn new(sizes: Params) -> Result<ParamTensors, Overflow> {
+        let slots = sizes.layers.checked_mul(MATRICES).and_then(|v| v.checked_add(2));
+        let slots = slots.and_then(|v| usize::try_from(v).ok()).ok_or(Overflow)?;
+        Ok(ParamTensors {
+            sizes,
+            grads: (0..slots).map(|_| None).collect(),
+            moments: Vec::new(),
+            casts: (0..sizes.layers).map(|_| Vec::new()).collect(),
+            head_cast: None,
+        })
+    }
+
+    /// Where `layer`'s `matrix` keeps its gradient: below `grads.len()`, which `new` checked
     /// fits a usize, for every layer of the replay.
     fn slot(layer: u64, matrix: Matrix) -> usize {
         usize::try_from(1 + layer * MATRICES + matrix as u64).unwrap_or(usize::MAX)
@@ -207,8 +221,8 @@ impl Params {
         matrices: &[Matrix],
     ) -> Result<(), Overflow> {
         for &matrix in matrices {
-            let slot = Params::slot(layer, matrix);
-            self.gradient(alloc, slot, self.layer[matrix as usize])?;
+            let slot = ParamTensors::slot(layer, matrix);
+            self.gradient(alloc, slot, self.sizes.layer[matrix as usize])?;
         }
         Ok(())
     }
@@ -216,12 +230,12 @@ impl Params {
     /// The output head's gradient, made with the gradient of the final norm's output; a tied
     /// head's is the embedding's, a classifier's is left out.
     pub(super) fn head_gradient(&mut self, alloc: &mut CachingAllocator) -> Result<(), Overflow> {
-        match self.head {
+        match self.sizes.head {
             Some(bytes) => {
                 let slot = self.head_slot();
                 self.gradient(alloc, slot, bytes)
             }
-            None if self.tied => self.gradient(alloc, 0, self.embedding),
+            None if self.sizes.tied => self.gradient(alloc, 0, self.sizes.embedding),
             None => Ok(()),
         }
     }
@@ -231,7 +245,7 @@ impl Params {
         &mut self,
         alloc: &mut CachingAllocator,
     ) -> Result<(), Overflow> {
-        self.gradient(alloc, 0, self.embedding)
+        self.gradient(alloc, 0, self.sizes.embedding)
     }
 
     /// Under autocast, `layer`'s 16-bit copies of its matrices, made as its forward pass runs.
@@ -240,10 +254,10 @@ impl Params {
         alloc: &mut CachingAllocator,
         layer: u64,
     ) -> Result<(), Overflow> {
-        if !self.autocast {
+        if !self.sizes.autocast {
             return Ok(());
         }
-        let sizes: Vec<u64> = self.layer_in_model_order().collect();
+        let sizes: Vec<u64> = self.sizes.layer_in_model_order().collect();
         let Some(held) = usize::try_from(layer).ok().and_then(|l| self.casts.get_mut(l)) else {
             return Ok(());
         };
@@ -266,8 +280,8 @@ impl Params {
     /// Under autocast, the output head's 16-bit copy (a tied head's is the embedding's), kept
     /// until the head's backward pass.
     pub(super) fn cast_head(&mut self, alloc: &mut CachingAllocator) -> Result<(), Overflow> {
-        let head = self.head.or(self.tied.then_some(self.embedding));
-        if let (true, Some(bytes)) = (self.autocast, head) {
+        let Params { head, tied, embedding, autocast, .. } = self.sizes;
+        if let (true, Some(bytes)) = (autocast, head.or(tied.then_some(embedding))) {
             self.head_cast = Some(alloc.alloc(Bytes(bytes / 2))?);
         }
         Ok(())
@@ -279,53 +293,25 @@ impl Params {
         }
     }
 
-    /// A layer's matrices' bytes in the model's order: attention (q, k, v, o), then the MLP
-    /// (gate, up, down); an ungated MLP's missing gate left out.
-    fn layer_in_model_order(&self) -> impl Iterator<Item = u64> + '_ {
-        [
-            Matrix::Query,
-            Matrix::Key,
-            Matrix::Value,
-            Matrix::Output,
-            Matrix::Gate,
-            Matrix::Up,
-            Matrix::Down,
-        ]
-        .into_iter()
-        .map(|m| self.layer[m as usize])
-        .filter(|&b| b > 0)
-    }
-
-    /// Every parameter's bytes, in the model's order (`parameters()`): the embedding, each
-    /// layer's attention (q, k, v, o) and MLP (gate, up, down), the head.
-    fn in_model_order(&self) -> Vec<u64> {
-        let mut sizes = vec![self.embedding];
-        for _ in 0..self.layers {
-            sizes.extend(self.layer_in_model_order());
-        }
-        sizes.extend(self.head);
-        sizes
-    }
-
     /// The optimizer step: the states made at the first, the intermediates over every
     /// parameter, then the gradients freed when `zero_grad` sets them to `None`.
     pub(super) fn optimizer_step(&mut self, alloc: &mut CachingAllocator) -> Result<(), Overflow> {
-        let sizes = self.in_model_order();
+        let sizes = self.sizes.in_model_order();
         if self.moments.is_empty() {
             for &bytes in &sizes {
-                for _ in 0..self.states {
+                for _ in 0..self.sizes.states {
                     self.moments.push(alloc.alloc(Bytes(bytes))?);
                 }
             }
         }
-        if self.intermediates == 0 {
+        if self.sizes.intermediates == 0 {
             for &bytes in &sizes {
                 let temporary = alloc.alloc(Bytes(bytes))?;
                 alloc.free(temporary);
             }
         } else {
             let mut held = Vec::new();
-            for _ in 0..self.intermediates {
+            for _ in 0..self.sizes.intermediates {
                 for &bytes in &sizes {
                     held.push(alloc.alloc(Bytes(bytes))?);
                 }
@@ -334,7 +320,7 @@ impl Params {
                 alloc.free(tensor);
             }
         }
-        if self.set_to_none {
+        if self.sizes.set_to_none {
             for grad in &mut self.grads {
                 if let Some(tensor) = grad.take() {
                     alloc.free(tensor);
@@ -353,8 +339,8 @@ mod tests {
     /// One layer of 16 MiB matrices (an ungated MLP's gate 0), a 64 MiB embedding, a 32 MiB
     /// head: every size a multiple of 2 MiB and over 10 MiB, so each block is its own request's
     /// size and the sums below are exact.
-    fn params(head: Option<u64>, intermediates: u64, set_to_none: bool) -> Params {
-        Params {
+    fn params(head: Option<u64>, intermediates: u64, set_to_none: bool) -> ParamTensors {
+        ParamTensors::new(Params {
             tied: head.is_none(),
             layer: [16 * MIB, 16 * MIB, 0, 16 * MIB, 16 * MIB, 16 * MIB, 16 * MIB],
             layers: 1,
@@ -363,12 +349,9 @@ mod tests {
             states: 2,
             intermediates,
             set_to_none,
-            grads: (0..2 + MATRICES).map(|_| None).collect(),
-            moments: Vec::new(),
             autocast: false,
-            casts: vec![Vec::new()],
-            head_cast: None,
-        }
+        })
+        .unwrap()
     }
 
     const ALL: [Matrix; 7] = [
@@ -382,7 +365,7 @@ mod tests {
     ];
 
     /// A whole backward pass's gradients: the head's, the layer's, the embedding's.
-    fn backward(p: &mut Params, alloc: &mut CachingAllocator) {
+    fn backward(p: &mut ParamTensors, alloc: &mut CachingAllocator) {
         p.head_gradient(alloc).unwrap();
         p.layer_gradients(alloc, 0, &ALL).unwrap();
         p.embedding_gradient(alloc).unwrap();
@@ -432,7 +415,7 @@ mod tests {
     #[test]
     fn autocast_copies_are_half_the_fp32_matrices_and_go_when_dropped() {
         let mut p = params(None, 1, true);
-        p.autocast = true;
+        p.sizes.autocast = true;
         let mut alloc = CachingAllocator::new();
         p.cast_layer(&mut alloc, 0).unwrap();
         // Six 16 MiB fp32 matrices (no gate), each copied at 8 MiB.
