@@ -50,6 +50,9 @@ pub struct Compared {
     /// `None` for components, which the core gives no band of their own.
     pub band: Option<[f64; 2]>,
     pub unit_rule: UnitRule,
+    /// The estimate's persistent tensors (the weights) on the compared device(s): what any
+    /// reading of the whole device holds at least.
+    pub persistent: f64,
     pub assumptions: Vec<Assumption>,
     pub source: String,
 }
@@ -217,6 +220,13 @@ fn compare(check: &CheckBudget, expressed: &Expressed, target: &Target) -> Outco
             diagnostics: vec!["a compared point without a measured value".to_string()],
         };
     };
+    let persistent = combine(&|d: &DeviceBudget| {
+        d.components
+            .iter()
+            .filter(|c| c.category == Category::Persistent)
+            .map(|c| float(c.bytes))
+            .sum()
+    });
     Outcome::Compared(Compared {
         target: target.clone(),
         measured,
@@ -225,6 +235,7 @@ fn compare(check: &CheckBudget, expressed: &Expressed, target: &Target) -> Outco
         error_percent: (estimate - measured) / measured * 100.0,
         band,
         unit_rule,
+        persistent,
         assumptions: expressed.assumptions.clone(),
         source: expressed.source.clone(),
     })

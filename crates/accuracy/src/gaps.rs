@@ -153,6 +153,8 @@ pub mod assume {
     pub const FUSED_QKV_LORA: &str = "LoRA on a fused projection (Qwen's c_attn, \
          query_key_value, qkv_proj, gate_up_proj) counted as separate adapters (< 2 % of the peak)";
     pub const RUNTIME_DEFAULT: &str = "a setting not stated: the runtime's documented default";
+    pub const DECIMAL_BY_CAPACITY: &str = "`GB` of unstated base read as 10^9 B, not GiB: a \
+         figure the source printed the same way is, as GiB, more than its GPUs hold";
     pub const GPU_VARIANT: &str = "GPU or its variant not stated: the nearest catalog entry or a \
          placeholder device (its capacity is not used by the comparison)";
     pub const LORA_DTYPE: &str = "LoRA adapter precision not stated: the language's default fp32 \

@@ -42,14 +42,16 @@ pub struct Run {
     pub results: Vec<PointResult>,
 }
 
-/// Expresses and evaluates every point.
+/// Expresses and evaluates every point, then reads as decimal the printings whose own figures
+/// rule their binary reading out ([`units::settle_bases`]).
 pub fn run(points: &[Point]) -> Run {
-    let results = points
+    let mut results: Vec<PointResult> = points
         .iter()
         .map(|point| {
             let expressed = express::express(point);
             evaluate::evaluate(point, expressed)
         })
         .collect();
+    units::settle_bases(points, &mut results);
     Run { results }
 }

@@ -5,6 +5,22 @@
 //! show their code all do, see the `GB(=GiB)` points), and the decimal reading is impossible
 //! where it can be tested: Qwen-7B's bf16 weights alone are 15.44e9 B, more than the 15.2 `GB`
 //! measured for the whole generation (S05-012).
+//!
+//! The exception is a printing whose own figures rule the binary reading out and not the
+//! decimal one ([`settle_bases`]): a figure that, read as GiB, is more than all the memory of
+//! the GPUs it ran on cannot be a reading of them, so that figure and every other the source
+//! printed the same way (same unit, same note) are read as decimal, unless another of them
+//! read as decimal is below the weights it holds. Qwen's fine-tuning table prints `G` (S05-032
+//! to S05-112): its full fine-tune of Qwen-7B on two A100 80GB at 1024 tokens is `162.0G`,
+//! which as GiB is 81 GiB a card, beyond the card's 80 GiB, and none of its figures is below
+//! its weights as decimal. Qwen2's speed table (T04) has a figure beyond its GPUs as GiB
+//! (T04-055, 163.77 on two A100 80GB) and one below its weights as decimal (T04-049, 110.29
+//! for Qwen2-57B-A14B's 114.8e9 B of bf16 weights): it keeps GiB.
+
+use crate::data::Point;
+use crate::evaluate::{Outcome, PointResult};
+use crate::gaps::{Assumption, assume};
+use crate::target::Target;
 
 /// How a measured value becomes bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,6 +29,9 @@ pub enum UnitRule {
     Stated,
     /// `GB` with no base: read as GiB (module doc).
     GbAsGib,
+    /// `GB` with no base, read as 10^9 B because the source's own figures rule GiB out
+    /// ([`settle_bases`]).
+    DecimalByCapacity,
 }
 
 const MIB: f64 = 1_048_576.0;
@@ -114,6 +133,72 @@ pub fn with_note_and_conversion(
     }
 }
 
+/// Reads as decimal every compared point of a printing (one source, one unit, one note) whose
+/// `GB` (or `MB`) of unstated base its own figures show cannot be binary and can be decimal:
+/// - binary is ruled out by a figure that, read as GiB (MiB), is more than all the memory of
+///   the GPUs its point ran on; no reading of those devices, per GPU or summed, can be;
+/// - decimal is ruled out by a whole-device peak that, read as 10^9 B, is less than the weights
+///   the estimate puts on its devices (S05-012's test, module doc).
+///
+/// A printing with neither, or with both (a figure beyond its GPUs may be a GPU count misprinted
+/// as well), keeps the binary reading. A figure beyond its GPUs in either reading, and a GPU
+/// whose memory the wording leaves open (an `A100` of 40 or 80 GB), test nothing.
+pub fn settle_bases(points: &[Point], results: &mut [PointResult]) {
+    let printing = |p: &Point| {
+        (p.source_id.clone(), p.unit.trim().to_lowercase(), p.unit_note.clone().unwrap_or_default())
+    };
+    let mut binary_out = Vec::new();
+    let mut decimal_out = Vec::new();
+    for (point, result) in points.iter().zip(results.iter()) {
+        let Outcome::Compared(c) = &result.outcome else { continue };
+        let (true, Some(value)) = (c.unit_rule == UnitRule::GbAsGib, point.value) else {
+            continue;
+        };
+        let Some(decimal) = decimal_reading(value, &point.unit) else { continue };
+        if let Some(memory) = crate::gpus::memory_bytes(&point.gpu_type) {
+            let gpus = point.num_gpus.unwrap_or(1).max(1);
+            #[allow(clippy::cast_precision_loss, reason = "memory sizes far below 2^52")]
+            let held = memory as f64 * f64::from(gpus);
+            // A figure beyond its GPUs in both readings (26 `GB` on a 24 GB card) is a
+            // misprint of something else, and says nothing of the base.
+            if c.measured > held && decimal <= held {
+                binary_out.push((
+                    printing(point),
+                    format!(
+                        "{}'s {value} {} read as binary is {:.2} GiB, more than its {gpus} × {} \
+                         hold ({:.2} GiB)",
+                        point.id,
+                        point.unit.trim(),
+                        c.measured / GIB,
+                        point.gpu_type,
+                        held / GIB
+                    ),
+                ));
+            }
+        }
+        if matches!(c.target, Target::Peak { .. }) && decimal < c.persistent {
+            decimal_out.push(printing(point));
+        }
+    }
+    for (point, result) in points.iter().zip(results.iter_mut()) {
+        let key = printing(point);
+        let Some((_, why)) = binary_out.iter().find(|(printed, _)| *printed == key) else {
+            continue;
+        };
+        let Outcome::Compared(c) = &mut result.outcome else { continue };
+        let decimal = point.value.and_then(|value| decimal_reading(value, &point.unit));
+        let (Some(decimal), UnitRule::GbAsGib, false) =
+            (decimal, c.unit_rule, decimal_out.contains(&key))
+        else {
+            continue;
+        };
+        c.measured = decimal;
+        c.error_percent = (c.estimate - decimal) / decimal * 100.0;
+        c.unit_rule = UnitRule::DecimalByCapacity;
+        c.assumptions.push(Assumption::new(assume::DECIMAL_BY_CAPACITY, why.clone()));
+    }
+}
+
 /// The same value read with decimal units, for the sensitivity line of the report.
 pub fn decimal_reading(value: f64, unit: &str) -> Option<f64> {
     match unit.trim().to_lowercase().as_str() {
@@ -164,5 +249,109 @@ mod tests {
         assert_eq!(with_note("MB", Some("torch bytes / 2^20")), "MB (=MiB)");
         assert_eq!(with_note("GB", Some("as printed; GB vs GiB not stated")), "GB");
         assert_eq!(with_note("GiB", Some("1e9")), "GiB");
+    }
+
+    /// A point of one printing (source `S`, `GB`) and its comparison, as the harness leaves them
+    /// before settling: `value` read as GiB, `weights` on its devices.
+    fn compared(
+        id: &str,
+        value: f64,
+        note: &str,
+        gpu: (u32, &str),
+        weights: f64,
+    ) -> (Point, PointResult) {
+        use crate::evaluate::Compared;
+        use crate::target::Scope;
+        use crate::views::{Basis, View};
+        let point = Point {
+            id: id.into(),
+            source_id: "S".into(),
+            value: Some(value),
+            unit: "GB".into(),
+            unit_note: Some(note.into()),
+            num_gpus: Some(gpu.0),
+            gpu_type: gpu.1.into(),
+            ..Point::default()
+        };
+        let compared = Compared {
+            target: Target::Peak {
+                view: View::Device,
+                basis: Basis::NotStated,
+                scope: Scope::SumOfDevices,
+            },
+            measured: value * GIB,
+            estimate: 50.0 * GIB,
+            views: [50.0 * GIB; 3],
+            error_percent: (50.0 - value) / value * 100.0,
+            band: None,
+            unit_rule: UnitRule::GbAsGib,
+            persistent: weights * GIB,
+            assumptions: Vec::new(),
+            source: String::new(),
+        };
+        let result = PointResult {
+            id: id.into(),
+            workload: "training_full".into(),
+            model: String::new(),
+            quality: String::new(),
+            outcome: Outcome::Compared(compared),
+        };
+        (point, result)
+    }
+
+    fn settled(points: Vec<(Point, PointResult)>) -> Vec<Option<f64>> {
+        let (points, mut results): (Vec<_>, Vec<_>) = points.into_iter().unzip();
+        settle_bases(&points, &mut results);
+        results
+            .iter()
+            .map(|r| match &r.outcome {
+                Outcome::Compared(c) if c.unit_rule == UnitRule::DecimalByCapacity => {
+                    assert!(c.assumptions.iter().any(|a| a.label == assume::DECIMAL_BY_CAPACITY));
+                    assert!(
+                        (c.error_percent - (c.estimate - c.measured) / c.measured * 100.0).abs()
+                            < 1e-9
+                    );
+                    Some(c.measured)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    const A100: (u32, &str) = (1, "A100-SXM4-80G");
+    const TWO_A100: (u32, &str) = (2, "A100-SXM4-80G");
+
+    #[test]
+    fn a_figure_beyond_its_gpus_as_gib_makes_its_printing_decimal() {
+        let found = settled(vec![
+            // 162 GiB is more than two 80 GiB cards hold; 162e9 B (150.9 GiB) is not.
+            compared("a", 162.0, "printed as 'G'", TWO_A100, 14.4),
+            compared("b", 6.7, "printed as 'G'", A100, 3.4),
+            // Another printing of the same source keeps the binary reading.
+            compared("c", 15.2, "as printed", A100, 14.4),
+        ]);
+        assert_eq!(found, vec![Some(162e9), Some(6.7e9), None]);
+    }
+
+    #[test]
+    fn a_printing_that_rules_out_both_bases_keeps_gib() {
+        // 110.29e9 B is less than the 114.8e9 B of weights it holds: decimal is ruled out too.
+        let found = settled(vec![
+            compared("a", 163.77, "column", TWO_A100, 107.0),
+            compared("b", 110.29, "column", TWO_A100, 106.9),
+        ]);
+        assert_eq!(found, vec![None, None]);
+    }
+
+    #[test]
+    fn a_figure_beyond_its_gpus_either_way_or_on_an_open_size_tests_nothing() {
+        let found = settled(vec![
+            // 26 GB is more than a 24 GB card in both readings.
+            compared("a", 26.0, "approximate", (1, "RTX 4090 24GB"), 20.0),
+            compared("b", 9.0, "approximate", (1, "RTX 4090 24GB"), 5.0),
+            // An A100 of unstated size has no capacity to test against.
+            compared("c", 90.0, "as printed", (1, "A100"), 20.0),
+        ]);
+        assert_eq!(found, vec![None, None, None]);
     }
 }

@@ -54,7 +54,13 @@ The estimate is then read in the same terms as the measurement:
 - **Units.** MiB and GiB as written; `GB` whose base is not stated is read as GiB (2^30 B): the
   scripts behind these tables divide by 1024^3, and the decimal reading is impossible where it can
   be tested (Qwen-7B's bf16 weights alone are 15.44e9 B, above the 15.2 `GB` measured for the
-  whole run, S05-012). The sensitivity line under the table shows the median with decimal GB.
+  whole run, S05-012). A printing (one source, unit and note) whose own figures rule GiB out
+  and not decimal is read as decimal: one of its figures read as GiB is more than the GPUs it
+  ran on hold, and none read as decimal is below the weights on its devices. Qwen's fine-tuning
+  table prints `162.0G` for Qwen-7B on two A100 80GB, 81 GiB a card, so its 81 figures (S05-032
+  to S05-112) are decimal; Qwen2's speed table has a figure beyond its GPUs too (T04-055) but
+  another below its weights as decimal (T04-049), and keeps GiB (`crates/accuracy/src/units.rs`,
+  `settle_bases`). The sensitivity line under the table shows the median with decimal GB.
 - **Scope.** A per-GPU measurement is compared with the largest device of the split; a total over
   GPUs with the sum of the devices.
 - **Verdicts** use a zero headroom: the question is whether the run fitted, not whether it left
