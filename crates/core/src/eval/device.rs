@@ -279,6 +279,7 @@ pub(super) fn device_components_reusing(
                 shape,
                 placement,
                 training,
+                d,
                 &mut reuse.replays,
             )?);
         }

@@ -22,17 +22,21 @@
 //! use and come from the small pool, apart from these segments. A step trained in full adds its
 //! parameter-sized tensors: the gradients as the backward pass makes them, AdamW's states made
 //! at the first optimizer step and the step's intermediates (`reserve/params.rs`), replayed with
-//! two micro-batches a step when gradients accumulate. Only the plain case is
+//! two micro-batches a step when gradients accumulate; under DeepSpeed ZeRO-3 on one data rank
+//! the engine's flat buffers and its sub-group step take the optimizer's place
+//! (`reserve/zero3.rs`). Only the plain case is
 //! replayed (one device's whole decoder, with standard attention and no experts; fused
 //! attention; full or no checkpointing; the loss over the vocabulary on every position): for
 //! other steps the budget states no reserve beyond the tensors. ZeRO-1 and ZeRO-2 are replayed
 //! like an unsharded step: they partition optimizer state and gradients, which for adapters are
 //! small-pool tensors, and their reduce buckets are allocated once, before the first step, in
-//! segments of their own; ZeRO-3 and FSDP's full sharding gather each layer's weights between
-//! the step's tensors and are not.
+//! segments of their own; ZeRO-3 on one rank gathers nothing (a parameter is its partition),
+//! but over several ranks, like FSDP's full sharding, it gathers each layer's weights between
+//! the step's tensors, and is not replayed.
 
 mod encoder;
 mod params;
+mod zero3;
 
 use super::states::intermediate;
 use crate::budget::{Category, Component, HeldBy};
@@ -59,9 +63,10 @@ pub(in crate::eval) fn allocator_cache(
     shape: &Shape,
     placement: &Placement,
     training: &Training,
+    data: u64,
     replays: &mut Replays,
 ) -> Result<Vec<Component>, Overflow> {
-    let Some(step) = Step::of(shape, placement, training)? else {
+    let Some(step) = Step::of(shape, placement, training, data)? else {
         return Ok(Vec::new());
     };
     let [peak, reserved, pressed] =
@@ -129,8 +134,9 @@ impl Step {
         shape: &Shape,
         placement: &Placement,
         training: &Training,
+        data: u64,
     ) -> Result<Option<Step>, Overflow> {
-        let params = Params::of(shape, placement, training)?;
+        let params = Params::of(shape, placement, training, data)?;
         // A decoder with a fused attention and a head over the vocabulary, or a post-norm
         // encoder (BERT's) with eager attention and a classifier.
         let decoder = training.attention == Attention::Fused && shape.output == Output::Lm;
@@ -142,7 +148,8 @@ impl Step {
         let plain = (matches!(training.method, Method::Lora { .. }) || params.is_some())
             && (decoder || encoder)
             && training.objective == Objective::Sft
-            && training.sharding != Sharding::Zero3
+            // ZeRO-3 on one rank gathers nothing: a parameter is its own partition.
+            && (training.sharding != Sharding::Zero3 || data == 1)
             && training.offload == Offload::None
             && matches!(training.checkpointing, Checkpointing::Full | Checkpointing::None)
             && training.loss_chunks == 1
@@ -570,6 +577,9 @@ impl LayerKind for Decoder {
 fn replay(step: &Step, alloc: CachingAllocator) -> Result<(Bytes, Bytes), Overflow> {
     let params = step.params.map(ParamTensors::new).transpose()?;
     let mut run = Run { alloc, step, params };
+    if let Some(params) = &mut run.params {
+        params.start(&mut run.alloc)?;
+    }
     for _ in 0..2 {
         for _ in 0..step.micro_steps {
             run.step()?;

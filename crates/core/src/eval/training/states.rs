@@ -145,7 +145,7 @@ fn states_source(optimizer: crate::hir::Optimizer) -> &'static str {
 }
 
 /// DeepSpeed's default `sub_group_size` (ZeRO-3 configuration).
-const SUB_GROUP_SIZE: u64 = 1_000_000_000;
+pub(in crate::eval) const SUB_GROUP_SIZE: u64 = 1_000_000_000;
 
 /// What the optimizer step holds on top of the model states while it runs, for `params` trained
 /// parameters updated in `updated` precision, divided over `ways` optimizer partitions; `None`

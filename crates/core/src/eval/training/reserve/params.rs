@@ -19,6 +19,8 @@
 //! unsharded on one device, by AdamW. The norms' weights and the biases are left out: under a MiB
 //! a tensor at the widths people train, they come from the small pool, apart from these segments.
 
+use super::super::SUB_GROUP_SIZE;
+use super::zero3::{Engine, ZeroThree};
 use crate::bytes::Bytes;
 use crate::eval::Placement;
 use crate::eval::allocator::{CachingAllocator, Tensor};
@@ -63,6 +65,9 @@ pub(super) struct Params {
     /// multiplies by it, cached until the autocast region ends and kept by autograd for the
     /// backward pass where the pass is recorded.
     autocast: bool,
+    /// DeepSpeed ZeRO-3 on one data rank holds and steps the parameters (`reserve/zero3.rs`)
+    /// in place of PyTorch's optimizer (`states`, `intermediates` and `set_to_none` unused).
+    zero3: Option<ZeroThree>,
 }
 
 /// A replay's live parameter-sized tensors: those made so far, and those alive between steps.
@@ -74,14 +79,18 @@ pub(super) struct ParamTensors {
     /// Under autocast, each layer's live 16-bit copies, and the head's.
     casts: Vec<Vec<Tensor>>,
     head_cast: Option<Tensor>,
+    /// Under ZeRO-3, the engine's buffers, made by [`ParamTensors::start`].
+    engine: Engine,
 }
 
 impl Params {
     /// The parameters of a step the replay covers (the module's documentation); `None` else.
+    /// `data`: the data-parallel ranks.
     pub(super) fn of(
         shape: &Shape,
         placement: &Placement,
         training: &Training,
+        data: u64,
     ) -> Result<Option<Params>, Overflow> {
         let element = match training.weights {
             Precision::Bf16 | Precision::Fp16 => 2,
@@ -93,12 +102,18 @@ impl Params {
         let pure = training.master.is_none()
             && (training.activations == training.weights || autocast)
             && training.gradients == training.weights;
+        // DeepSpeed's mixed precision: 16-bit parameters and gradients, an fp32 master.
+        let zero3 = training.deepspeed
+            && training.sharding == Sharding::Zero3
+            && data == 1
+            && element == 2
+            && training.master == Some(Precision::Fp32)
+            && training.activations == training.weights
+            && training.gradients == training.weights;
         let covered = matches!(training.method, Method::Full)
-            && pure
+            && (zero3 || (pure && !training.deepspeed && training.sharding == Sharding::None))
             && training.optimizer == Optimizer::AdamW
-            && training.sharding == Sharding::None
             && training.offload == Offload::None
-            && !training.deepspeed
             && training.galore_rank.is_none()
             && training.states_memory == StatesMemory::Allocator;
         if !covered {
@@ -134,6 +149,15 @@ impl Params {
             intermediates: training.foreach_intermediates,
             set_to_none: training.zero_grad == ZeroGrad::SetToNone,
             autocast,
+            zero3: if zero3 {
+                let bucket = training.bucket_elements.unwrap_or(0);
+                Some(ZeroThree {
+                    sub_group: SUB_GROUP_SIZE.checked_mul(element).ok_or(Overflow)?,
+                    bucket: bucket.checked_mul(element).ok_or(Overflow)?,
+                })
+            } else {
+                None
+            },
         }))
     }
 
@@ -177,7 +201,16 @@ impl ParamTensors {
             moments: Vec::new(),
             casts: (0..sizes.layers).map(|_| Vec::new()).collect(),
             head_cast: None,
+            engine: Engine::default(),
         })
+    }
+
+    /// What exists before the first step: under ZeRO-3, the engine's buffers.
+    pub(super) fn start(&mut self, alloc: &mut CachingAllocator) -> Result<(), Overflow> {
+        if let Some(zero3) = self.sizes.zero3 {
+            self.engine = zero3.setup(&self.sizes.in_model_order(), alloc)?;
+        }
+        Ok(())
     }
 
     /// Where `layer`'s `matrix` keeps its gradient: below `grads.len()`, which `new` checked
@@ -200,6 +233,9 @@ impl ParamTensors {
     ) -> Result<(), Overflow> {
         if bytes == 0 {
             return Ok(());
+        }
+        if let Some(zero3) = self.sizes.zero3 {
+            return zero3.gradient(&mut self.engine, alloc, bytes);
         }
         let Some(held) = self.grads.get_mut(slot) else {
             return Ok(());
@@ -297,6 +333,9 @@ impl ParamTensors {
     /// parameter, then the gradients freed when `zero_grad` sets them to `None`.
     pub(super) fn optimizer_step(&mut self, alloc: &mut CachingAllocator) -> Result<(), Overflow> {
         let sizes = self.sizes.in_model_order();
+        if let Some(zero3) = self.sizes.zero3 {
+            return zero3.step(&mut self.engine, &sizes, alloc);
+        }
         if self.moments.is_empty() {
             for &bytes in &sizes {
                 for _ in 0..self.sizes.states {
@@ -350,6 +389,7 @@ mod tests {
             intermediates,
             set_to_none,
             autocast: false,
+            zero3: None,
         })
         .unwrap()
     }
