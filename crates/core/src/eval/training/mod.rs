@@ -30,7 +30,6 @@ pub(in crate::eval) use reserve::{Replays, allocator_cache};
 
 pub(super) use activations::{activations, adapter_inputs, softmax_gradients};
 pub(super) use deepspeed::{accumulating_partition, buckets};
-use states::SUB_GROUP_SIZE;
 use states::divisor;
 pub(super) use states::{
     AdapterKind, Adapters, StepPhase, adapter_states, intermediate, optimizer_step, sharded, state,

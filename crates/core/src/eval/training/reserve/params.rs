@@ -16,10 +16,11 @@
 //! master copy (pure 16-bit or fp32 training: gradients and states in that type), or in fp32
 //! under a 16-bit autocast (each matrix's 16-bit copy made as the forward pass reaches it,
 //! freed when the autocast region ends or, recorded, when its backward pass has used it),
-//! unsharded on one device, by AdamW. The norms' weights and the biases are left out: under a MiB
+//! unsharded on one device, by AdamW; or in DeepSpeed's mixed precision under ZeRO-3 on one data
+//! rank, whose engine holds and steps them (`reserve/zero3.rs`). The norms' weights and the biases are left out: under a MiB
 //! a tensor at the widths people train, they come from the small pool, apart from these segments.
 
-use super::super::SUB_GROUP_SIZE;
+use super::super::states::SUB_GROUP_SIZE;
 use super::zero3::{Engine, ZeroThree};
 use crate::bytes::Bytes;
 use crate::eval::Placement;

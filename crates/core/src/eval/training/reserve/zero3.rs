@@ -146,52 +146,49 @@ mod tests {
     use crate::bytes::MIB;
 
     const ENGINE: ZeroThree = ZeroThree { sub_group: 100 * MIB, bucket: 8 * MIB };
+    /// Two sub-groups of 110 and 70 MiB of 16-bit parameters (180 MiB): every size a multiple
+    /// of 2 MiB and over 10 MiB, so each block is its request's size.
+    const SIZES: [u64; 4] = [60 * MIB, 50 * MIB, 40 * MIB, 30 * MIB];
+    /// What setup leaves held: 2 (parameters) + 4 (master) + 8 (moments) + 2 (gradients) bytes
+    /// a parameter, 8 times its 16-bit bytes, and the bucket.
+    const HELD: u64 = 8 * 180 * MIB + 8 * MIB;
 
     #[test]
     fn a_sub_group_closes_at_the_parameter_that_fills_it() {
-        let sizes = [60 * MIB, 50 * MIB, 40 * MIB, 30 * MIB];
-        assert_eq!(ENGINE.sub_groups(&sizes), vec![110 * MIB, 70 * MIB]);
+        assert_eq!(ENGINE.sub_groups(&SIZES), vec![110 * MIB, 70 * MIB]);
         assert_eq!(ENGINE.sub_groups(&[40 * MIB]), vec![40 * MIB]);
     }
 
     #[test]
     fn setup_holds_sixteen_bytes_a_parameter_and_caches_its_transients() {
-        // Two sub-groups of 110 and 70 MiB of 16-bit parameters (180 MiB): every size a
-        // multiple of 2 MiB and over 10 MiB, so each block is its request's size.
-        let sizes = [60 * MIB, 50 * MIB, 40 * MIB, 30 * MIB];
         let mut alloc = CachingAllocator::new();
-        let mut engine = ENGINE.setup(&sizes, &mut alloc).unwrap();
-        // 2 (parameters) + 4 (master) + 8 (moments) + 2 (gradients) bytes a parameter: 8 times
-        // its 16-bit bytes, and the bucket.
-        let held = 8 * 180 * MIB + 8 * MIB;
-        assert_eq!(alloc.allocated().0, held);
+        let mut engine = ENGINE.setup(&SIZES, &mut alloc).unwrap();
+        assert_eq!(alloc.allocated().0, HELD);
         // The parameters, masters and moments with the largest sub-group's fp32 gradient
         // buffer, before the bucket and the flat gradients.
         assert_eq!(alloc.peak_allocated().0, 7 * 180 * MIB + 220 * MIB);
         // Cached: the first clone's block (the bucket cut from it) and the gradient buffer's
         // remainder once the flat gradients took it.
-        assert_eq!(alloc.peak_reserved().0, held + (110 - 8) * MIB + (220 - 180) * MIB);
+        assert_eq!(alloc.peak_reserved().0, HELD + (110 - 8) * MIB + (220 - 180) * MIB);
         // A gradient over the bucket waits for the next; the step frees the last.
         ENGINE.gradient(&mut engine, &mut alloc, 60 * MIB).unwrap();
         ENGINE.gradient(&mut engine, &mut alloc, 4 * MIB).unwrap();
-        assert_eq!(alloc.allocated().0, held);
+        assert_eq!(alloc.allocated().0, HELD);
         ENGINE.gradient(&mut engine, &mut alloc, 30 * MIB).unwrap();
-        assert_eq!(alloc.allocated().0, held + 30 * MIB);
-        ENGINE.step(&mut engine, &sizes, &mut alloc).unwrap();
-        assert_eq!(alloc.allocated().0, held);
+        assert_eq!(alloc.allocated().0, HELD + 30 * MIB);
+        ENGINE.step(&mut engine, &SIZES, &mut alloc).unwrap();
+        assert_eq!(alloc.allocated().0, HELD);
     }
 
     #[test]
     fn the_step_holds_a_sub_groups_flat_copy_and_its_fp32_cast() {
-        let sizes = [60 * MIB, 50 * MIB, 40 * MIB, 30 * MIB];
         let mut alloc = CachingAllocator::new();
-        let mut engine = ENGINE.setup(&sizes, &mut alloc).unwrap();
-        let held = 8 * 180 * MIB + 8 * MIB;
+        let mut engine = ENGINE.setup(&SIZES, &mut alloc).unwrap();
         let setup_peak = alloc.peak_allocated().0;
-        ENGINE.step(&mut engine, &sizes, &mut alloc).unwrap();
+        ENGINE.step(&mut engine, &SIZES, &mut alloc).unwrap();
         // The first sub-group's 110 MiB flat copy and 220 MiB fp32 cast, above the largest
         // parameter's fp64 copy (240 MiB).
-        assert_eq!(alloc.peak_allocated().0, setup_peak.max(held + 3 * 110 * MIB));
-        assert_eq!(alloc.allocated().0, held);
+        assert_eq!(alloc.peak_allocated().0, setup_peak.max(HELD + 3 * 110 * MIB));
+        assert_eq!(alloc.allocated().0, HELD);
     }
 }
